@@ -1,0 +1,1 @@
+"""Wiring: settings, the HTTP server and the reconciler runtime."""

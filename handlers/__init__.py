@@ -1,0 +1,1 @@
+"""GitHub webhook handlers, one router per event family."""

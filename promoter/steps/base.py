@@ -1,0 +1,277 @@
+"""The one interface every promotion step implements, and the helpers steps share.
+
+A step receives its configuration already rendered (every ``${{ }}`` evaluated) and a
+:class:`StepContext`, does its work, and returns a :class:`StepResult`. It never touches the
+Promotion object: the engine records the result. Steps that do slow or external work return
+``Running`` with a ``retry_after`` and are entered again later, possibly in another process, so a
+step must discover its own earlier work (``ctx.previous_output`` and the world itself) instead of
+trusting in-memory state.
+
+Errors have kinds (see :mod:`promoter.errors`): a step raises :class:`StepError` for a technical
+problem that may go away (counted against ``retry.errorThreshold``), ``StepError(terminal=True)``
+for one that will not (bad config, refused by policy), and returns ``Failed`` for a business
+failure (``fail`` step, a closed pull request, an HTTP ``failureExpression``).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from promoter.errors import StepError
+
+
+class StepStatus(str, enum.Enum):
+    """Status of one step, with Kargo's names."""
+
+    SUCCEEDED = "Succeeded"
+    SKIPPED = "Skipped"
+    RUNNING = "Running"
+    ABORTED = "Aborted"
+    FAILED = "Failed"
+    ERRORED = "Errored"
+    PENDING = "Pending"
+
+    @property
+    def severity(self) -> int:
+        """Order used to compute a Promotion's final phase: the worst status wins."""
+        return _SEVERITY[self]
+
+
+_SEVERITY = {
+    StepStatus.PENDING: -1,
+    StepStatus.SUCCEEDED: 0,
+    StepStatus.SKIPPED: 1,
+    StepStatus.RUNNING: 2,
+    StepStatus.ABORTED: 3,
+    StepStatus.FAILED: 4,
+    StepStatus.ERRORED: 5,
+}
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a step reports back to the engine."""
+
+    status: StepStatus
+    message: str = ""
+    output: Mapping[str, Any] = field(default_factory=dict)
+    # A health check the Stage should run after the Promotion succeeds ({"uses": ..., "config": ...}).
+    health_check: Mapping[str, Any] | None = None
+    # For Running: when to enter the step again if no event wakes it earlier (seconds).
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class GitSettings:
+    """How git steps reach remotes. Credentials come from here, never from manifest text.
+
+    ``env`` is added to every git subprocess (e.g. ``GIT_CONFIG_GLOBAL`` pointing at a file with
+    ``url.<base>.insteadOf`` rules or a credential helper, or ``GIT_ASKPASS``).
+    """
+
+    author_name: str = "Longshoreman"
+    author_email: str = "longshoreman@localhost"
+    env: Mapping[str, str] = field(default_factory=dict)
+    # Values that must never appear in messages (tokens); steps pass their text through redact().
+    secrets: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """Limits for the ``http`` step."""
+
+    default_timeout_seconds: float = 10.0
+    max_response_bytes: int = 2 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class StepServices:
+    """Ports to the outside world that steps may use. Adapters fill them in at the edge."""
+
+    git: GitSettings = field(default_factory=GitSettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
+    # Extra ports for steps that need them (Argo CD, GitHub, ...), keyed by name.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Everything a step may know about the Promotion it runs in."""
+
+    project: str
+    stage: str
+    promotion: str
+    alias: str
+    actor: str
+    work_dir: Path
+    # Target Freight of the Promotion (a Kargo Freight object as a dict).
+    freight: Mapping[str, Any]
+    # Outputs of the steps so far, by alias.
+    state: Mapping[str, Any]
+    # This step's own output from an earlier attempt (empty the first time). Lets a step that
+    # returned Running, or that crashed half-way, pick up where it was.
+    previous_output: Mapping[str, Any]
+    services: StepServices
+    now: datetime
+    # When the step first started (for retry.timeout and for steps that wait).
+    started_at: datetime | None = None
+
+    def path(self, relative: str, *, field_name: str = "path") -> Path:
+        """Resolve a config path inside the work directory, refusing any way out of it.
+
+        Absolute paths, ``..`` and symlinks that lead outside the work directory are refused:
+        a manifest must not be able to read or write the host's files.
+        """
+        if not isinstance(relative, str) or relative == "":
+            raise StepError(f"config.{field_name} must be a non-empty path", terminal=True)
+        if os.path.isabs(relative):
+            raise StepError(
+                f"config.{field_name} {relative!r} is absolute; paths are relative to the "
+                "Promotion's work directory",
+                terminal=True,
+            )
+        root = self.work_dir.resolve()
+        candidate = (root / relative).resolve()
+        if candidate != root and root not in candidate.parents:
+            raise StepError(
+                f"config.{field_name} {relative!r} leads outside the Promotion's work directory",
+                terminal=True,
+            )
+        return candidate
+
+    def redact(self, text: str) -> str:
+        """Remove every configured secret from a text meant for messages."""
+        for secret in self.services.git.secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+
+class Step(Protocol):
+    """A promotion step kind (``uses: <kind>``)."""
+
+    async def run(self, ctx: StepContext, config: Mapping[str, Any]) -> StepResult: ...
+
+
+StepFunction = Callable[[StepContext, Mapping[str, Any]], Awaitable[StepResult]]
+
+
+class FunctionStep:
+    """Adapts a plain ``async def step(ctx, config)`` function to :class:`Step`."""
+
+    def __init__(self, fn: StepFunction) -> None:
+        self._fn = fn
+
+    async def run(self, ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+        return await self._fn(ctx, config)
+
+
+class Config:
+    """Typed reads of a step's rendered config, with errors that name the field.
+
+    Every read error is terminal: retrying a step with bad config cannot help.
+    """
+
+    def __init__(self, kind: str, data: Mapping[str, Any] | None, prefix: str = "config") -> None:
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise StepError(f"{kind}: {prefix} must be a map, got {type(data).__name__}", terminal=True)
+        self.kind = kind
+        self.data = data
+        self.prefix = prefix
+
+    def _err(self, key: str, problem: str) -> StepError:
+        return StepError(f"{self.kind}: {self.prefix}.{key} {problem}", terminal=True)
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def str(self, key: str, default: str | None = None) -> str:
+        value = self.data.get(key)
+        if value is None:
+            if default is None:
+                raise self._err(key, "is required")
+            return default
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self._err(key, f"must be a string, got {type(value).__name__}")
+        return str(value)
+
+    def opt_str(self, key: str) -> str | None:
+        return self.str(key, "") or None if self.data.get(key) is not None else None
+
+    def bool(self, key: str, default: bool = False) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise self._err(key, f"must be true or false, got {value!r}")
+
+    def int(self, key: str, default: int | None = None) -> int:
+        value = self.data.get(key)
+        if value is None:
+            if default is None:
+                raise self._err(key, "is required")
+            return default
+        if isinstance(value, bool):
+            raise self._err(key, f"must be a whole number, got {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise self._err(key, f"must be a whole number, got {value!r}") from None
+
+    def list(self, key: str, *, required: bool = False) -> list[Any]:
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise self._err(key, "is required")
+            return []
+        if not isinstance(value, list):
+            raise self._err(key, f"must be a list, got {type(value).__name__}")
+        return value
+
+    def map(self, key: str, *, required: bool = False) -> dict[str, Any]:
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise self._err(key, "is required")
+            return {}
+        if not isinstance(value, Mapping):
+            raise self._err(key, f"must be a map, got {type(value).__name__}")
+        return dict(value)
+
+    def items(self, key: str, *, required: bool = False) -> list[Config]:
+        """A list of maps, each wrapped so its own fields are named ``key[i].field``."""
+        out = []
+        for i, item in enumerate(self.list(key, required=required)):
+            if not isinstance(item, Mapping):
+                raise self._err(f"{key}[{i}]", f"must be a map, got {type(item).__name__}")
+            out.append(Config(self.kind, item, f"{self.prefix}.{key}[{i}]"))
+        return out
+
+
+def succeeded(output: Mapping[str, Any] | None = None, message: str = "") -> StepResult:
+    return StepResult(StepStatus.SUCCEEDED, message=message, output=dict(output or {}))
+
+
+def failed(message: str, output: Mapping[str, Any] | None = None) -> StepResult:
+    return StepResult(StepStatus.FAILED, message=message, output=dict(output or {}))
+
+
+def running(message: str, retry_after: float, output: Mapping[str, Any] | None = None) -> StepResult:
+    return StepResult(
+        StepStatus.RUNNING, message=message, output=dict(output or {}), retry_after=retry_after
+    )
+
+
+def skipped(message: str, output: Mapping[str, Any] | None = None) -> StepResult:
+    return StepResult(StepStatus.SKIPPED, message=message, output=dict(output or {}))

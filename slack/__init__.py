@@ -1,0 +1,1 @@
+"""The Slack app (slash commands, interactivity, live messages)."""
