@@ -1,0 +1,34 @@
+# Two entry points (see README): `make demo` runs the main job, `make test` runs every check.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m promoter demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint unit
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_engine.py
+	$(BIN)/python bench/bench_expressions.py
+	$(BIN)/python bench/bench_git.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,150 @@
+"""Command line of the local runner: ``python -m promoter run|demo`` (also ``longshoreman``).
+
+Exit codes: 0 the Promotion Succeeded; 1 it Failed, Errored or was Aborted (the message names the
+step and why); 2 the input is invalid (YAML, kind, missing Stage/Freight/var, expression syntax),
+naming the file and field. With ``--output json`` the final Promotion object is the only thing on
+stdout; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from promoter.errors import InvalidInput
+from promoter.manifests import load
+from promoter.model import Promotion, Var
+from promoter.runner import RunOptions, run_promotion
+from promoter.steps.base import GitSettings, StepServices
+
+EXIT_OK = 0
+EXIT_PROMOTION_FAILED = 1
+EXIT_INVALID_INPUT = 2
+
+
+def parse_var(text: str) -> Var:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise InvalidInput(f"{text!r} is not of the form NAME=VALUE", field="--var")
+    return Var(name.strip(), value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="longshoreman",
+        description="Run Kargo-compatible promotions locally (no cluster needed).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="promote a Freight into a Stage from manifests on disk",
+        description="Inflate the Stage's promotion template for the Freight and run its steps to "
+        "a terminal phase. Exit 0 Succeeded, 1 Failed/Errored/Aborted, 2 invalid input.",
+    )
+    run.add_argument("--manifests", required=True, metavar="PATH",
+                     help="a YAML file (multi-document) or a directory of them: the Stage, the "
+                     "Freight and any (Cluster)PromotionTasks")
+    run.add_argument("--stage", required=True, metavar="NAME")
+    run.add_argument("--freight", required=True, metavar="NAME", help="Freight name or alias")
+    run.add_argument("--namespace", metavar="NS",
+                     help="project namespace (default: the Stage manifest's, else 'default')")
+    run.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                     help="a Promotion-level var (repeatable); later ones win")
+    run.add_argument("--work-dir", type=Path, metavar="DIR",
+                     help="keep the Promotion's working files here (default: a temporary dir)")
+    run.add_argument("--output", choices=("text", "json"), default="text")
+    run.add_argument("--git-config", type=Path, metavar="FILE",
+                     help="a gitconfig for git steps (credential helpers, url.<base>.insteadOf "
+                     "rules); credentials never go in manifests")
+    sub.add_parser(
+        "demo",
+        help="promote the example manifests into a throwaway local git remote",
+        description="Creates a local bare git repository standing in for the example GitOps "
+        "repo, then runs the example Stage's promotion against it.",
+    )
+    return parser
+
+
+class Progress:
+    """Prints one line per step transition as the engine reports them."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._printed: dict[int, str] = {}
+
+    def step(self, promotion: Promotion, index: int) -> None:
+        steps = promotion.status.steps
+        if index >= len(steps):
+            return
+        ex = steps[index]
+        key = f"{ex.status}|{ex.message}"
+        if self._printed.get(index) == key:
+            return
+        self._printed[index] = key
+        spec = promotion.steps[index]
+        line = f"[{index + 1}/{len(promotion.steps)}] {ex.alias} ({spec.uses}): {ex.status}"
+        if ex.message:
+            line += f" - {ex.message}"
+        print(line, file=self.stream, flush=True)
+
+    def wait(self, promotion: Promotion, seconds: float) -> None:
+        print(f"    waiting {seconds:.1f}s before checking again", file=self.stream, flush=True)
+
+
+def _services(git_config: Path | None) -> StepServices:
+    env = {}
+    if git_config is not None:
+        if not git_config.is_file():
+            raise InvalidInput("no such file", field="--git-config", source=str(git_config))
+        env["GIT_CONFIG_GLOBAL"] = str(git_config.resolve())
+    return StepServices(git=GitSettings(env=env))
+
+
+def cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    progress_stream = stderr if args.output == "json" else stdout
+    progress = Progress(progress_stream)
+    try:
+        manifests = load(args.manifests)
+        options = RunOptions(
+            stage=args.stage,
+            freight=args.freight,
+            namespace=args.namespace,
+            vars=[parse_var(v) for v in args.var],
+            work_dir=args.work_dir,
+            services=_services(args.git_config),
+        )
+        promotion = asyncio.run(
+            run_promotion(manifests, options, observer=progress.step, on_wait=progress.wait)
+        )
+    except InvalidInput as e:
+        print(f"error: {e}", file=stderr)
+        return EXIT_INVALID_INPUT
+    return report(promotion, args.output, stdout, progress_stream)
+
+
+def report(promotion: Promotion, output: str, stdout: TextIO, progress_stream: TextIO) -> int:
+    status = promotion.status
+    summary = f"Promotion {promotion.namespace}/{promotion.name}: {status.phase.value}"
+    if status.message:
+        summary += f" - {status.message}"
+    print(summary, file=progress_stream, flush=True)
+    if output == "json":
+        json.dump(promotion.to_object(), stdout, indent=2, sort_keys=False, default=str)
+        stdout.write("\n")
+    return EXIT_OK if status.phase.value == "Succeeded" else EXIT_PROMOTION_FAILED
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args, stdout, stderr)
+    from promoter.demo import run_demo
+
+    return run_demo(stdout, stderr)

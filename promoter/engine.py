@@ -1,0 +1,500 @@
+"""The step engine: runs a Promotion's steps with Kargo's loop semantics, resumably.
+
+Decisions are pure functions of the Promotion's persisted status, the clock and step results
+(:func:`should_run`, :func:`record`, :func:`final_phase`, :func:`abort`); :func:`advance` is the
+thin async driver that renders configs, calls steps and applies what they return. Everything the
+loop needs to continue lives in ``Promotion.status`` (current step, per-step metadata, outputs), so
+a Promotion left ``Running`` in one process is continued by another.
+
+Kargo's rules, as implemented here:
+- start at ``currentStep``; ``if`` is evaluated only before a step starts; without ``if`` a step
+  is skipped once an earlier step without ``continueOnError`` has failed or errored;
+- config is rendered just in time; a step's output is stored at ``state[alias]``;
+- a technical error counts against ``retry.errorThreshold`` (default 1); ``retry.timeout`` is
+  measured from the step's first start;
+- a step returning Running leaves the Promotion Running with its position saved;
+- the final phase is the worst status of the steps without ``continueOnError``
+  (Succeeded < Skipped < Running < Aborted < Failed < Errored).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from promoter.errors import StepError
+from promoter.expressions import ExpressionError, Scope, freight_functions, render
+from promoter.model import (
+    TASK_SEPARATOR,
+    Phase,
+    Promotion,
+    PromotionStatus,
+    StepExecution,
+    StepSpec,
+    freight_reference,
+)
+from promoter.steps.base import Step, StepContext, StepResult, StepServices, StepStatus
+
+log = logging.getLogger(__name__)
+
+# Back-off between attempts after a retryable step error (seconds), doubling up to the cap.
+ERROR_BACKOFF_BASE = 1.0
+ERROR_BACKOFF_CAP = 60.0
+DEFAULT_RUNNING_RETRY = 300.0
+MIN_RUNNING_RETRY = 0.0
+
+_FAILED = {StepStatus.FAILED.value, StepStatus.ERRORED.value}
+_DONE = {s.value for s in (StepStatus.SUCCEEDED, StepStatus.SKIPPED, StepStatus.FAILED, StepStatus.ERRORED, StepStatus.ABORTED)}
+
+
+# ---- pure decisions -----------------------------------------------------------------------------
+
+
+def task_alias(alias: str) -> str | None:
+    """``deploy::open-pr`` -> ``deploy``; a step outside a task has none."""
+    head, sep, _ = alias.partition(TASK_SEPARATOR)
+    return head if sep else None
+
+
+def status_functions(
+    steps: Sequence[StepSpec], executions: Sequence[StepExecution], index: int
+) -> dict[str, Callable[..., Any]]:
+    """``always()``, ``success()``, ``failure()`` and ``status(alias)`` for the step at ``index``.
+
+    Inside a task, ``status('x')`` finds the task's own step ``x`` first, as Kargo does.
+    """
+    earlier = executions[:index]
+
+    def failure() -> bool:
+        for spec, ex in zip(steps, earlier, strict=False):
+            if ex.status in _FAILED and not spec.continue_on_error:
+                return True
+        return False
+
+    own_task = task_alias(steps[index].alias or "")
+
+    def status(alias: Any) -> str:
+        wanted = str(alias)
+        candidates = [wanted]
+        if own_task is not None:
+            candidates.insert(0, f"{own_task}{TASK_SEPARATOR}{wanted}")
+        for candidate in candidates:
+            for ex in executions:
+                if ex.alias == candidate:
+                    return ex.status or ""
+        return ""
+
+    return {
+        "always": lambda: True,
+        "failure": failure,
+        "success": lambda: not failure(),
+        "status": status,
+    }
+
+
+def final_phase(steps: Sequence[StepSpec], executions: Sequence[StepExecution]) -> tuple[Phase, str]:
+    """The worst status among steps without continueOnError, and a message naming the culprit."""
+    worst = StepStatus.SUCCEEDED
+    culprit: tuple[StepSpec, StepExecution] | None = None
+    for spec, ex in zip(steps, executions, strict=False):
+        if spec.continue_on_error or not ex.status:
+            continue
+        status = StepStatus(ex.status)
+        if status.severity > worst.severity:
+            worst, culprit = status, (spec, ex)
+    phase = {
+        StepStatus.SUCCEEDED: Phase.SUCCEEDED,
+        StepStatus.SKIPPED: Phase.SUCCEEDED,
+        StepStatus.RUNNING: Phase.RUNNING,
+        StepStatus.ABORTED: Phase.ABORTED,
+        StepStatus.FAILED: Phase.FAILED,
+        StepStatus.ERRORED: Phase.ERRORED,
+        StepStatus.PENDING: Phase.RUNNING,
+    }[worst]
+    if culprit is None or phase in (Phase.SUCCEEDED, Phase.RUNNING):
+        return phase, "All steps completed" if phase is Phase.SUCCEEDED else ""
+    spec, ex = culprit
+    verb = {Phase.FAILED: "failed", Phase.ERRORED: "errored", Phase.ABORTED: "was aborted"}[phase]
+    return phase, f"step {ex.alias!r} ({spec.uses}) {verb}: {ex.message}".rstrip(": ")
+
+
+def abort(promotion: Promotion, actor: str, now: datetime) -> Promotion:
+    """Abort a Promotion: its running step and itself become Aborted, naming who asked."""
+    status = promotion.status
+    if status.phase.terminal:
+        return promotion
+    who = actor or "unknown"
+    message = f"Aborted by {who}"
+    executions = list(status.steps)
+    i = status.current_step
+    if i < len(promotion.steps):
+        alias = promotion.steps[i].alias or promotion.steps[i].alias_at(i)
+        if i < len(executions):
+            executions[i] = replace(
+                executions[i], status=StepStatus.ABORTED.value, finished_at=now, message=message,
+                next_attempt_at=None,
+            )
+        elif status.phase is Phase.RUNNING:
+            executions.append(
+                StepExecution(alias=alias, status=StepStatus.ABORTED.value, started_at=now, finished_at=now, message=message)
+            )
+    return promotion.with_status(
+        replace(
+            status,
+            phase=Phase.ABORTED,
+            message=message,
+            steps=tuple(executions),
+            finished_at=now,
+            started_at=status.started_at or now,
+        )
+    )
+
+
+def error_backoff(error_count: int) -> float:
+    return float(min(ERROR_BACKOFF_CAP, ERROR_BACKOFF_BASE * 2 ** max(0, error_count - 1)))
+
+
+def timed_out(spec: StepSpec, execution: StepExecution, now: datetime) -> bool:
+    if spec.retry is None or spec.retry.timeout is None or execution.started_at is None:
+        return False
+    return now - execution.started_at > timedelta(seconds=spec.retry.timeout)
+
+
+def record(
+    spec: StepSpec,
+    execution: StepExecution,
+    result: StepResult | StepError,
+    now: datetime,
+) -> tuple[StepExecution, bool]:
+    """Apply a step's result to its metadata. Returns the new metadata and whether the step is done."""
+    if isinstance(result, StepError):
+        threshold = spec.retry.error_threshold if spec.retry else 1
+        count = execution.error_count + 1
+        if result.terminal or count >= threshold or timed_out(spec, execution, now):
+            return (
+                replace(execution, status=StepStatus.ERRORED.value, error_count=count,
+                        message=result.message, finished_at=now, next_attempt_at=None),
+                True,
+            )
+        delay = result.retry_after if result.retry_after is not None else error_backoff(count)
+        return (
+            replace(execution, status=StepStatus.RUNNING.value, error_count=count,
+                    message=f"attempt {count} of {threshold} failed, retrying: {result.message}",
+                    next_attempt_at=now + timedelta(seconds=delay)),
+            False,
+        )
+    if result.status is StepStatus.RUNNING:
+        if timed_out(spec, execution, now):
+            assert spec.retry is not None and spec.retry.timeout is not None
+            return (
+                replace(execution, status=StepStatus.ERRORED.value,
+                        message=f"timed out after {spec.retry.timeout:g}s: {result.message}".rstrip(": "),
+                        finished_at=now, next_attempt_at=None),
+                True,
+            )
+        delay = DEFAULT_RUNNING_RETRY if result.retry_after is None else max(MIN_RUNNING_RETRY, result.retry_after)
+        return (
+            replace(execution, status=StepStatus.RUNNING.value, message=result.message,
+                    next_attempt_at=now + timedelta(seconds=delay)),
+            False,
+        )
+    return (
+        replace(execution, status=result.status.value, message=result.message, finished_at=now, next_attempt_at=None),
+        True,
+    )
+
+
+# ---- the driver ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What :func:`advance` needs besides the Promotion: steps, ports and the Freight."""
+
+    registry: Mapping[str, Step]
+    services: StepServices
+    work_dir: Path
+    freight: Mapping[str, Any]
+    # Freight the expression functions may search (the target first, then the Stage's others).
+    freights: Sequence[Mapping[str, Any]] = ()
+    extra_functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now().astimezone())
+    # Called after each step with the Promotion so far (persist it: any replica may continue).
+    checkpoint: Callable[[Promotion], Awaitable[None]] | None = None
+    # Called with (promotion, step index) whenever a step starts or finishes, for progress output.
+    observer: Callable[[Promotion, int], None] | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    promotion: Promotion
+    # When to call advance() again if no event comes first (None when terminal).
+    requeue_after: float | None
+
+
+def base_context(promotion: Promotion, freight: Mapping[str, Any]) -> dict[str, Any]:
+    origin = freight.get("origin") or {}
+    return {
+        "project": promotion.namespace,
+        "stage": promotion.stage,
+        "promotion": promotion.name,
+        "targetFreight": {
+            "name": promotion.freight,
+            "alias": freight.get("alias") or "",
+            "origin": {"kind": origin.get("kind", "Warehouse"), "name": origin.get("name", "")},
+        },
+        "meta": {"promotion": {"actor": promotion.actor}},
+    }
+
+
+def evaluate_vars(
+    variables: Sequence[Any], base: Mapping[str, Any], functions: Mapping[str, Callable[..., Any]],
+    into: dict[str, Any], where: str,
+) -> None:
+    """Evaluate vars in order; each may use the ones before it (and whatever ``base`` offers)."""
+    for v in variables:
+        scope = Scope({**base, "vars": into}, functions)
+        into[v.name] = render(v.value, scope, where=f"{where}.{v.name}")
+
+
+class _Work:
+    """Mutable working copy of a Promotion's status during one advance() call."""
+
+    def __init__(self, promotion: Promotion) -> None:
+        st = promotion.status
+        self.promotion = promotion
+        self.phase = st.phase
+        self.message = st.message
+        self.current = st.current_step
+        self.executions = list(st.steps)
+        self.state: dict[str, Any] = dict(st.state)
+        self.health_checks = list(st.health_checks)
+        self.freight = st.freight
+        self.started_at = st.started_at
+        self.finished_at = st.finished_at
+
+    def snapshot(self) -> Promotion:
+        return self.promotion.with_status(
+            PromotionStatus(
+                phase=self.phase,
+                message=self.message,
+                current_step=self.current,
+                steps=tuple(self.executions),
+                state=dict(self.state),
+                freight=self.freight,
+                health_checks=tuple(self.health_checks),
+                started_at=self.started_at,
+                finished_at=self.finished_at,
+            )
+        )
+
+
+async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False) -> Outcome:
+    """Run steps from ``currentStep`` until one is Running or all are done.
+
+    ``force`` re-enters a waiting step before its ``nextAttemptAt`` (an event woke it).
+    """
+    now = runtime.clock()
+    work = _Work(promotion)
+    if work.phase.terminal:
+        return Outcome(promotion, None)
+    if work.phase is Phase.PENDING:
+        work.phase = Phase.RUNNING
+        work.started_at = now
+        work.message = ""
+        work.freight = freight_reference(runtime.freight)
+
+    steps = promotion.steps
+    ctx = base_context(promotion, runtime.freight)
+    functions: dict[str, Callable[..., Any]] = dict(
+        freight_functions(list(runtime.freights) or [runtime.freight])
+    )
+    functions.update(runtime.extra_functions)
+    promo_vars: dict[str, Any] | None = None
+
+    while work.current < len(steps):
+        i = work.current
+        spec = steps[i]
+        alias = spec.alias or spec.alias_at(i)
+        now = runtime.clock()
+        fns = {**functions, **status_functions(steps, work.executions, i)}
+        if i >= len(work.executions):
+            work.executions.append(StepExecution(alias=alias))
+        execution = work.executions[i]
+
+        if promo_vars is None:
+            promo_vars = {}
+            try:
+                evaluate_vars(promotion.vars, {"ctx": ctx}, functions, promo_vars, "vars")
+            except ExpressionError as e:
+                return await _finish_errored(work, runtime, i, alias, f"promotion vars: {e}", now)
+
+        if execution.status is None:
+            # Not started: `if` is evaluated only now, never again once the step runs.
+            try:
+                run = _should_run(spec, fns, ctx, promo_vars, work.state, alias)
+            except ExpressionError as e:
+                work.executions[i] = replace(
+                    execution, status=StepStatus.ERRORED.value, started_at=now, finished_at=now,
+                    message=f"if: {e}",
+                )
+                work.current += 1
+                await _checkpoint(work, runtime, i)
+                continue
+            if not run:
+                work.executions[i] = replace(
+                    execution, status=StepStatus.SKIPPED.value, started_at=now, finished_at=now,
+                    message="skipped: " + (f"if {spec.if_!r} was false" if spec.if_ else "an earlier step failed"),
+                )
+                work.current += 1
+                await _checkpoint(work, runtime, i)
+                continue
+            execution = replace(execution, status=StepStatus.RUNNING.value, started_at=now)
+            work.executions[i] = execution
+            if runtime.observer:
+                runtime.observer(work.snapshot(), i)
+        elif execution.status == StepStatus.RUNNING.value:
+            if execution.next_attempt_at is not None and now < execution.next_attempt_at and not force:
+                await _checkpoint(work, runtime, None)
+                return Outcome(work.snapshot(), (execution.next_attempt_at - now).total_seconds())
+        elif execution.status in _DONE:
+            # Finished before a crash that happened before currentStep was saved.
+            work.current += 1
+            continue
+        force = False
+
+        step = runtime.registry.get(spec.uses or "")
+        result: StepResult | StepError
+        if step is None:
+            result = StepError(
+                f"unknown step kind {spec.uses!r}; known kinds: {', '.join(sorted(runtime.registry))}",
+                terminal=True,
+            )
+        else:
+            try:
+                config = _render_config(spec, fns, ctx, promo_vars, work.state, alias)
+            except ExpressionError as e:
+                result = StepError(str(e), terminal=True)
+            else:
+                step_ctx = StepContext(
+                    project=promotion.namespace,
+                    stage=promotion.stage,
+                    promotion=promotion.name,
+                    alias=alias,
+                    actor=promotion.actor,
+                    work_dir=runtime.work_dir,
+                    freight=runtime.freight,
+                    state=work.state,
+                    previous_output=work.state.get(alias) or {},
+                    services=runtime.services,
+                    now=now,
+                    started_at=execution.started_at,
+                )
+                result = await _run_step(step, step_ctx, config, spec)
+        now = runtime.clock()
+        execution, done = record(spec, execution, result, now)
+        work.executions[i] = execution
+        if isinstance(result, StepResult):
+            if result.output or alias not in work.state:
+                work.state[alias] = dict(result.output)
+            owner = task_alias(alias)
+            if owner is not None and spec.uses == "compose-output" and done:
+                # Kargo: compose-output inside a task publishes its keys as outputs.<taskAlias>.
+                work.state[owner] = {**(work.state.get(owner) or {}), **result.output}
+            if result.health_check and done and result.status is StepStatus.SUCCEEDED:
+                work.health_checks.append(dict(result.health_check))
+        if not done:
+            work.message = f"step {alias!r} ({spec.uses}): {execution.message}".rstrip(": ")
+            await _checkpoint(work, runtime, i)
+            wait = (execution.next_attempt_at - now).total_seconds() if execution.next_attempt_at else DEFAULT_RUNNING_RETRY
+            return Outcome(work.snapshot(), max(0.0, wait))
+        work.current += 1
+        await _checkpoint(work, runtime, i)
+
+    phase, message = final_phase(steps, work.executions)
+    work.phase = phase
+    work.message = message
+    work.finished_at = runtime.clock()
+    if not steps:
+        work.phase, work.message = Phase.ERRORED, "the Promotion has no steps"
+    return await _done(work, runtime)
+
+
+async def _run_step(step: Step, ctx: StepContext, config: Mapping[str, Any], spec: StepSpec) -> StepResult | StepError:
+    try:
+        return await step.run(ctx, config)
+    except StepError as e:
+        return StepError(ctx.redact(e.message), terminal=e.terminal, retry_after=e.retry_after)
+    except Exception as e:  # a bug in a step must not wedge the Promotion: count it as an error
+        log.exception("step %s (%s) raised", ctx.alias, spec.uses)
+        return StepError(ctx.redact(f"internal error in step: {type(e).__name__}: {e}"))
+
+
+def _variables(
+    spec: StepSpec, fns: Mapping[str, Callable[..., Any]], ctx: Mapping[str, Any],
+    promo_vars: Mapping[str, Any], state: Mapping[str, Any], alias: str,
+) -> dict[str, Any]:
+    owner = task_alias(alias)
+    task_outputs: dict[str, Any] = {}
+    if owner is not None:
+        prefix = owner + TASK_SEPARATOR
+        task_outputs = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    base: dict[str, Any] = {"ctx": ctx, "outputs": state, "task": {"outputs": task_outputs}}
+    step_vars = dict(promo_vars)
+    if spec.vars:
+        evaluate_vars(spec.vars, base, fns, step_vars, f"{alias}: vars")
+    base["vars"] = step_vars
+    return base
+
+
+def _should_run(
+    spec: StepSpec, fns: Mapping[str, Callable[..., Any]], ctx: Mapping[str, Any],
+    promo_vars: Mapping[str, Any], state: Mapping[str, Any], alias: str,
+) -> bool:
+    if spec.if_ is None:
+        return bool(fns["success"]())
+    variables = _variables(spec, fns, ctx, promo_vars, state, alias)
+    value = render(spec.if_, Scope(variables, fns), where=f"step {alias!r}: if")
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ExpressionError(spec.if_, f"step {alias!r}: if", f"must evaluate to true or false, got {value!r}")
+
+
+def _render_config(
+    spec: StepSpec, fns: Mapping[str, Callable[..., Any]], ctx: Mapping[str, Any],
+    promo_vars: Mapping[str, Any], state: Mapping[str, Any], alias: str,
+) -> Mapping[str, Any]:
+    variables = _variables(spec, fns, ctx, promo_vars, state, alias)
+    rendered = render(spec.config or {}, Scope(variables, fns), where=f"step {alias!r}: config")
+    return rendered if isinstance(rendered, Mapping) else {}
+
+
+async def _checkpoint(work: _Work, runtime: Runtime, index: int | None) -> None:
+    if runtime.observer and index is not None:
+        runtime.observer(work.snapshot(), index)
+    if runtime.checkpoint:
+        await runtime.checkpoint(work.snapshot())
+
+
+async def _done(work: _Work, runtime: Runtime) -> Outcome:
+    promotion = work.snapshot()
+    if runtime.checkpoint:
+        await runtime.checkpoint(promotion)
+    return Outcome(promotion, None)
+
+
+async def _finish_errored(work: _Work, runtime: Runtime, index: int, alias: str, message: str, now: datetime) -> Outcome:
+    work.executions[index] = replace(
+        work.executions[index], status=StepStatus.ERRORED.value, started_at=now, finished_at=now, message=message
+    )
+    work.phase = Phase.ERRORED
+    work.message = f"step {alias!r}: {message}"
+    work.finished_at = now
+    return await _done(work, runtime)
+

@@ -1,0 +1,25 @@
+"""Steps that only shape data: ``compose-output`` and ``fail``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from promoter.steps.base import Config, FunctionStep, Step, StepContext, StepResult, failed, succeeded
+
+
+async def compose_output(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    """Publish the (rendered) config itself as the step's output."""
+    return succeeded(dict(config))
+
+
+async def fail(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    """End the Promotion as Failed with a message (usually behind an ``if``)."""
+    message = Config("fail", config).str("message", "")
+    return failed(message or "failed by the fail step")
+
+
+STEPS: dict[str, Step] = {
+    "compose-output": FunctionStep(compose_output),
+    "fail": FunctionStep(fail),
+}

@@ -1,0 +1,1399 @@
+"""Kargo-compatible steps that read and edit files in the Promotion's work directory.
+
+``yaml-update``, ``json-update``, ``yaml-parse``, ``json-parse``, ``kustomize-set-image``,
+``helm-update-chart``, ``copy``, ``delete`` and ``file-write``. Config fields and outputs follow
+Kargo's reference docs (docs/50-user-guide/60-reference-docs/30-promotion-steps/*.md); deviations
+are called out where they are made.
+
+Every config path goes through :meth:`StepContext.path`, so absolute paths, ``..`` and symlinks
+leading out of the work directory are refused with a terminal error naming the field. Edits keep
+the file's formatting: YAML is edited through ruamel.yaml's round-trip mode with the file's own
+indentation, JSON scalars are spliced into the original text. File I/O runs in a worker thread so
+a large copy or glob never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml as pyyaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError as RuamelYAMLError
+from ruamel.yaml.scalarstring import ScalarString
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from promoter.errors import StepError
+from promoter.expressions import ExpressionError, evaluate_expression
+from promoter.steps.base import (
+    Config,
+    FunctionStep,
+    Step,
+    StepContext,
+    StepFunction,
+    StepResult,
+    succeeded,
+)
+
+# --------------------------------------------------------------------------------------------
+# Paths
+# --------------------------------------------------------------------------------------------
+
+
+def _existing_file(ctx: StepContext, kind: str, raw: str, field_name: str = "path") -> Path:
+    path = ctx.path(raw, field_name=field_name)
+    if not path.exists():
+        raise StepError(
+            f"{kind}: config.{field_name} {raw!r} does not exist in the work directory",
+            terminal=True,
+        )
+    if not path.is_file():
+        raise StepError(f"{kind}: config.{field_name} {raw!r} is not a regular file", terminal=True)
+    return path
+
+
+def _leaf_path(ctx: StepContext, raw: str, field_name: str) -> Path:
+    """Confine ``raw`` to the work directory without following a symlink at its last component.
+
+    ``delete`` must remove a symlink itself, not whatever it points at (which ``ctx.path`` would
+    resolve to), so only the parent directory is resolved.
+    """
+    if not isinstance(raw, str) or raw == "" or os.path.isabs(raw):
+        return ctx.path(raw, field_name=field_name)  # raises with the standard message
+    normal = os.path.normpath(raw)
+    if normal == ".." or normal.startswith(".." + os.sep):
+        return ctx.path(raw, field_name=field_name)  # raises with the standard message
+    head, tail = os.path.split(normal)
+    parent = ctx.path(head or ".", field_name=field_name)
+    return parent if tail in ("", ".") else parent / tail
+
+
+def _ensure_inside(ctx: StepContext, path: Path, kind: str, field_name: str) -> None:
+    root = ctx.work_dir.resolve()
+    resolved = path.resolve()
+    if resolved != root and root not in resolved.parents:
+        raise StepError(
+            f"{kind}: config.{field_name}: {path.relative_to(root)} is a symlink leading outside "
+            "the Promotion's work directory",
+            terminal=True,
+        )
+
+
+def _read_text(path: Path, kind: str, raw: str, field_name: str = "path") -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise StepError(
+            f"{kind}: config.{field_name} {raw!r} is not UTF-8 text", terminal=True
+        ) from None
+    except OSError as err:
+        raise StepError(f"{kind}: could not read {raw!r}: {err.strerror}") from None
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    """Replace a file's content in one rename, so a crash never leaves half a file behind.
+
+    A retried step then sees either the old or the new content, both of which it handles.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        if path.exists():
+            shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# --------------------------------------------------------------------------------------------
+# Key syntax shared by yaml-update and json-update
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyPart:
+    """One step of an update key. ``map_key`` marks ``:0``: a numeric-looking map key."""
+
+    name: str
+    map_key: bool = False
+
+
+def parse_key(key: str) -> list[KeyPart]:
+    """Split an update key the way Kargo does (tidwall/sjson path syntax, setters subset).
+
+    Dots separate parts; ``\\.`` is a literal dot, ``\\:`` a literal colon and ``\\\\`` a literal
+    backslash; a part starting with ``:`` is always a map key even if it looks like a list index.
+    Raises ValueError with a message that completes "the key ...".
+    """
+    key = key.strip()
+    if not key:
+        raise ValueError("is empty")
+    parts: list[KeyPart] = []
+    current: list[str] = []
+    map_key = False
+    escaped = False
+    for char in key:
+        if escaped:
+            if char not in ".:\\":
+                raise ValueError(
+                    f"has an invalid escape '\\{char}' (only '\\.', '\\:' and '\\\\' are allowed)"
+                )
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ".":
+            if not current:
+                raise ValueError("has an empty part")
+            parts.append(KeyPart("".join(current), map_key))
+            current, map_key = [], False
+        elif char == ":":
+            if current or map_key:
+                raise ValueError("has a ':' inside a part (escape a literal colon as '\\:')")
+            map_key = True
+        else:
+            current.append(char)
+    if escaped:
+        raise ValueError("ends with a lone backslash")
+    if not current:
+        raise ValueError("has an empty part")
+    parts.append(KeyPart("".join(current), map_key))
+    return parts
+
+
+_INDEX = re.compile(r"-?\d+|\[-?\d+\]")
+
+
+def _list_index(part: KeyPart, length: int, where: str) -> int:
+    """Index into a list; ``-1`` (or ``len``) appends, as in Kargo and sjson."""
+    if part.map_key or not _INDEX.fullmatch(part.name):
+        raise ValueError(f"{where} is a list, but {part.name!r} is not a list index")
+    index = int(part.name.strip("[]"))
+    if index < -1:
+        raise ValueError(f"{where}: negative index {index} (only -1, append, is allowed)")
+    if index > length:
+        raise ValueError(f"{where}: index {index} is past the end of a list of {length} items")
+    return length if index == -1 else index
+
+
+def _scalar_text(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _find_map_key(node: Mapping[Any, Any], name: str) -> tuple[bool, Any]:
+    if name in node:
+        return True, name
+    # YAML keys need not be strings (``1: x``, ``true: y``); Kargo matches on the key's text.
+    for key in node:
+        if not isinstance(key, str) and _scalar_text(key) == name:
+            return True, key
+    return False, None
+
+
+def _same_value(old: Any, new: Any) -> bool:
+    if isinstance(old, bool) or isinstance(new, bool):
+        return isinstance(old, bool) and isinstance(new, bool) and old == new
+    if isinstance(old, str) or isinstance(new, str):
+        return isinstance(old, str) and isinstance(new, str) and str(old) == str(new)
+    if isinstance(old, int | float) and isinstance(new, int | float):
+        return isinstance(old, int) == isinstance(new, int) and old == new
+    if old is None or new is None:
+        return old is None and new is None
+    return bool(old == new)
+
+
+def _keep_style(old: Any, new: Any) -> Any:
+    """Carry a YAML string's quoting style (``"v1"``, ``'v1'``, ``|``) over to its new value."""
+    if isinstance(old, ScalarString) and isinstance(new, str):
+        return type(old)(new)
+    return new
+
+
+@dataclass
+class _SetOutcome:
+    root: Any
+    changed: bool
+    # True when a map key or list item was added: JSON then cannot be edited by splicing.
+    created: bool
+
+
+def _set_path(
+    root: Any, parts: Sequence[KeyPart], value: Any, new_map: Callable[[], Any]
+) -> _SetOutcome:
+    """Set ``value`` at ``parts`` inside nested maps and lists, creating missing maps.
+
+    Like Kargo, a scalar (or null) met on the way is replaced by a map.
+    """
+    if not isinstance(root, dict | list):
+        root = new_map()
+    node: Any = root
+    created = False
+    walked: list[str] = []
+    for position, part in enumerate(parts):
+        last = position == len(parts) - 1
+        where = ".".join(walked) or "the document root"
+        walked.append(part.name)
+        if isinstance(node, dict):
+            found, key = _find_map_key(node, part.name)
+            if not found:
+                node[part.name] = value if last else new_map()
+                created = True
+                if last:
+                    return _SetOutcome(root, True, True)
+                node = node[part.name]
+                continue
+            if last:
+                old = node[key]
+                if _same_value(old, value):
+                    return _SetOutcome(root, False, created)
+                node[key] = _keep_style(old, value)
+                return _SetOutcome(root, True, created)
+            if not isinstance(node[key], dict | list):
+                node[key] = new_map()
+                created = True
+            node = node[key]
+        else:
+            index = _list_index(part, len(node), where)
+            if index == len(node):
+                node.append(value if last else new_map())
+                created = True
+                if last:
+                    return _SetOutcome(root, True, True)
+                node = node[index]
+                continue
+            if last:
+                old = node[index]
+                if _same_value(old, value):
+                    return _SetOutcome(root, False, created)
+                node[index] = _keep_style(old, value)
+                return _SetOutcome(root, True, created)
+            if not isinstance(node[index], dict | list):
+                node[index] = new_map()
+                created = True
+            node = node[index]
+    raise AssertionError("parse_key never returns an empty key")
+
+
+# --------------------------------------------------------------------------------------------
+# YAML round trip
+# --------------------------------------------------------------------------------------------
+
+# (mapping indent, sequence indent, sequence dash offset), most common first.
+_LAYOUTS: tuple[tuple[int, int, int], ...] = (
+    (2, 2, 0),
+    (2, 4, 2),
+    (4, 4, 2),
+    (4, 4, 0),
+    (4, 6, 4),
+    (4, 2, 0),
+    (3, 3, 0),
+    (3, 5, 2),
+)
+_DOCUMENT_START = re.compile(r"---[ \t]*(#.*)?")
+
+
+def _ruamel(layout: tuple[int, int, int]) -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    # Never re-wrap long values: a promotion must only touch the values it updates.
+    yaml.width = 1 << 30
+    mapping, sequence, offset = layout
+    yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
+    return yaml
+
+
+def _split_preamble(text: str) -> tuple[str, str]:
+    """Split off leading comments and an explicit ``---``.
+
+    ruamel.yaml drops comments that precede ``---``, so they are kept aside verbatim.
+    """
+    lines = text.splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped == "" or stripped.startswith("#") or stripped.startswith("%"):
+            continue
+        if _DOCUMENT_START.fullmatch(stripped):
+            return "".join(lines[: number + 1]), "".join(lines[number + 1 :])
+        break
+    return "", text
+
+
+class RoundTripYaml:
+    """A YAML file loaded for editing, dumped back in its own layout.
+
+    The layout (indentation of maps and lists) is the one among common layouts that reproduces
+    the untouched file byte for byte; if none does, ruamel's guess is used and the file may be
+    reformatted in places.
+    """
+
+    def __init__(self, text: str, *, kind: str, source: str) -> None:
+        self.original = text
+        self._newline = "\r\n" if "\r\n" in text else "\n"
+        body = text.replace("\r\n", "\n")
+        self._preamble, self._body = _split_preamble(body)
+        try:
+            # One document only: writing back several would need a multi-document editor and
+            # none of the steps using this class (values files, kustomizations, Chart.yaml)
+            # has more than one.
+            self.data: Any = _ruamel(_LAYOUTS[0]).load(self._body)
+        except RuamelYAMLError as err:
+            raise StepError(
+                f"{kind}: {source} is not valid YAML: {_one_line(err)}", terminal=True
+            ) from None
+        self._layout = self._detect_layout()
+
+    def _dump(self, layout: tuple[int, int, int]) -> str:
+        if self.data is None:
+            return ""
+        buffer = io.StringIO()
+        _ruamel(layout).dump(self.data, buffer)
+        return buffer.getvalue()
+
+    def _detect_layout(self) -> tuple[int, int, int]:
+        if self.data is None:
+            return _LAYOUTS[0]
+        for layout in _LAYOUTS:
+            if self._dump(layout) == self._body:
+                return layout
+        try:
+            _, indent, dash_offset = load_yaml_guess_indent(self._body)
+        except RuamelYAMLError:
+            return _LAYOUTS[0]
+        mapping = indent or 2
+        offset = dash_offset or 0
+        return (mapping, max(mapping, offset + 2), offset)
+
+    def text(self) -> str:
+        out = self._preamble + self._dump(self._layout)
+        if not self.original.endswith(("\n", "\r")) and out.endswith("\n"):
+            out = out[:-1]
+        return out.replace("\n", self._newline) if self._newline != "\n" else out
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split())
+
+
+# --------------------------------------------------------------------------------------------
+# Commit message fragments (formats copied from Kargo so aggregated messages look the same)
+# --------------------------------------------------------------------------------------------
+
+_GO_FLOAT = re.compile(
+    r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE
+)
+_GO_BOOLS = frozenset(
+    {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"}
+)
+
+
+def _go_value(value: Any) -> str:
+    """Go's ``%v`` for the JSON-like values a rendered config holds."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def _looks_like_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _yaml_message_value(value: Any) -> str:
+    """Kargo's ``QuoteIfNecessary``: quote strings a YAML reader would take for another type."""
+    if isinstance(value, str):
+        if _GO_FLOAT.fullmatch(value) or value in _GO_BOOLS or _looks_like_json(value):
+            return json.dumps(value, ensure_ascii=False)
+        return value
+    return _go_value(value)
+
+
+def _json_message_value(value: Any) -> str:
+    """Kargo's json-update prints strings with Go's ``%q`` and everything else with ``%v``."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else _go_value(value)
+
+
+def _updates_message(path: str, lines: Sequence[str]) -> str:
+    return f"Updated {path}\n" + "".join(f"\n- {line}" for line in lines)
+
+
+# --------------------------------------------------------------------------------------------
+# yaml-update / json-update
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Update:
+    key: str
+    parts: list[KeyPart]
+    value: Any
+    where: str
+
+
+def _read_updates(cfg: Config) -> list[_Update]:
+    items = cfg.items("updates", required=True)
+    if not items:
+        raise StepError(f"{cfg.kind}: config.updates must list at least one update", terminal=True)
+    updates = []
+    for index, item in enumerate(items):
+        key = item.str("key")
+        where = f"config.updates[{index}].key"
+        try:
+            parts = parse_key(key)
+        except ValueError as err:
+            raise StepError(f"{cfg.kind}: {where} {key!r} {err}", terminal=True) from None
+        if "value" not in item.data:
+            raise StepError(f"{cfg.kind}: config.updates[{index}].value is required", terminal=True)
+        updates.append(_Update(key, parts, item.data["value"], where))
+    return updates
+
+
+def _apply_update(kind: str, root: Any, update: _Update, new_map: Callable[[], Any]) -> _SetOutcome:
+    try:
+        return _set_path(root, update.parts, update.value, new_map)
+    except ValueError as err:
+        raise StepError(f"{kind}: {update.where} {update.key!r}: {err}", terminal=True) from None
+
+
+def _yaml_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    kind = "yaml-update"
+    cfg = Config(kind, config)
+    raw_path = cfg.str("path")
+    updates = _read_updates(cfg)
+    path = _existing_file(ctx, kind, raw_path)
+    document = RoundTripYaml(_read_text(path, kind, raw_path), kind=kind, source=repr(raw_path))
+    changed = False
+    for update in updates:
+        outcome = _apply_update(kind, document.data, update, CommentedMap)
+        document.data = outcome.root
+        changed = changed or outcome.changed
+    if changed:
+        new_text = document.text()
+        changed = new_text != document.original
+        if changed:
+            _write_text_atomic(path, new_text)
+    # Kargo always reports commitMessage when there are updates; later steps reference it.
+    message = _updates_message(
+        raw_path, [f"{u.key}: {_yaml_message_value(u.value)}" for u in updates]
+    )
+    return succeeded(
+        {"commitMessage": message},
+        message=f"updated {raw_path}" if changed else f"{raw_path} already up to date",
+    )
+
+
+# JSON: a tiny scanner that records where each value sits in the text, so an existing scalar can
+# be replaced in place and the rest of the file (indentation, inline arrays, key spacing) kept.
+
+
+@dataclass
+class _JsonSpan:
+    start: int
+    end: int
+    is_array: bool = False
+    members: dict[str, _JsonSpan] = field(default_factory=dict)
+    items: list[_JsonSpan] = field(default_factory=list)
+
+
+_JSON_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+_JSON_DECODER = json.JSONDecoder()
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    match = _JSON_WS.match(text, pos)
+    return match.end() if match else pos
+
+
+def _scan_json(text: str, pos: int) -> _JsonSpan:
+    pos = _skip_ws(text, pos)
+    char = text[pos]
+    if char == '"':
+        _, end = _JSON_DECODER.raw_decode(text, pos)
+        return _JsonSpan(pos, end)
+    if char in "{[":
+        closing = "}" if char == "{" else "]"
+        span = _JsonSpan(pos, pos, is_array=char == "[")
+        cursor = _skip_ws(text, pos + 1)
+        if text[cursor] == closing:
+            span.end = cursor + 1
+            return span
+        while True:
+            if char == "{":
+                cursor = _skip_ws(text, cursor)
+                key, cursor = _JSON_DECODER.raw_decode(text, cursor)
+                cursor = _skip_ws(text, cursor)
+                if text[cursor] != ":":
+                    raise ValueError("expected ':'")
+                child = _scan_json(text, cursor + 1)
+                span.members[key] = child
+            else:
+                child = _scan_json(text, cursor)
+                span.items.append(child)
+            cursor = _skip_ws(text, child.end)
+            if text[cursor] == ",":
+                cursor += 1
+                continue
+            if text[cursor] == closing:
+                span.end = cursor + 1
+                return span
+            raise ValueError(f"unexpected {text[cursor]!r}")
+    match = _JSON_SCALAR.match(text, pos)
+    if not match:
+        raise ValueError(f"unexpected {char!r}")
+    return _JsonSpan(pos, match.end())
+
+
+def _locate_json(text: str, parts: Sequence[KeyPart]) -> _JsonSpan:
+    span = _scan_json(text, 0)
+    for part in parts:
+        if span.is_array:
+            span = span.items[int(part.name.strip("[]"))]
+        else:
+            span = span.members[part.name]
+    return span
+
+
+def _json_layout(text: str) -> dict[str, Any]:
+    """Guess json.dumps arguments that reproduce a file's formatting when it must be rewritten."""
+    indent_match = re.search(r"\n([ \t]+)[^\s]", text)
+    if indent_match:
+        return {"indent": indent_match.group(1), "separators": (",", ": ")}
+    item_sep = ", " if re.search(r",[ ]", text) else ","
+    key_sep = ": " if re.search(r'"[ ]*:[ ]', text) else ":"
+    return {"indent": None, "separators": (item_sep, key_sep)}
+
+
+def _json_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    kind = "json-update"
+    cfg = Config(kind, config)
+    raw_path = cfg.str("path")
+    updates = _read_updates(cfg)
+    for index, update in enumerate(updates):
+        value = update.value
+        if value is None or not isinstance(value, str | int | float | bool):
+            # Kargo's json-update sets scalar values only (string, number, boolean).
+            raise StepError(
+                f"{kind}: config.updates[{index}].value for {update.key!r} must "
+                f"be a string, number or boolean, got {type(value).__name__}",
+                terminal=True,
+            )
+    path = _existing_file(ctx, kind, raw_path)
+    original = _read_text(path, kind, raw_path)
+    try:
+        data = json.loads(original)
+    except ValueError as err:
+        raise StepError(f"{kind}: {raw_path!r} is not valid JSON: {err}", terminal=True) from None
+    ascii_only = all(ord(char) < 128 for char in original)
+    text = original
+    rewrite = False
+    for update in updates:
+        outcome = _apply_update(kind, data, update, dict)
+        data = outcome.root
+        if not outcome.changed:
+            continue
+        if outcome.created or rewrite:
+            rewrite = True
+            continue
+        try:
+            span = _locate_json(text, update.parts)
+        except (ValueError, IndexError, KeyError):
+            rewrite = True
+            continue
+        text = (
+            text[: span.start]
+            + json.dumps(update.value, ensure_ascii=ascii_only)
+            + text[span.end :]
+        )
+    if rewrite:
+        text = json.dumps(data, ensure_ascii=ascii_only, **_json_layout(original))
+        if original.endswith("\n"):
+            text += "\n"
+    changed = text != original
+    if changed:
+        _write_text_atomic(path, text)
+    lines = [f"{u.key}: {_json_message_value(u.value)}" for u in updates]
+    return succeeded(
+        {"commitMessage": _updates_message(raw_path, lines)},
+        message=f"updated {raw_path}" if changed else f"{raw_path} already up to date",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# yaml-parse / json-parse
+# --------------------------------------------------------------------------------------------
+
+
+class _PlainYamlLoader(pyyaml.SafeLoader):
+    """SafeLoader that keeps timestamps as strings, as Kargo's YAML-to-JSON decoding does."""
+
+
+_PlainYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in pyyaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _string_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            _scalar_text(key) if not isinstance(key, str) else key: _string_keys(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_string_keys(item) for item in value]
+    return value
+
+
+def _load_for_parse(ctx: StepContext, kind: str, raw_path: str) -> dict[str, Any]:
+    text = _read_text(_existing_file(ctx, kind, raw_path), kind, raw_path)
+    if not text.strip():
+        raise StepError(f"{kind}: {raw_path!r} is empty", terminal=True)
+    try:
+        data = json.loads(text) if kind == "json-parse" else pyyaml.load(text, _PlainYamlLoader)
+    except (ValueError, pyyaml.YAMLError) as err:
+        fmt = "JSON" if kind == "json-parse" else "YAML"
+        raise StepError(
+            f"{kind}: {raw_path!r} is not valid {fmt}: {_one_line(err)}", terminal=True
+        ) from None
+    data = _string_keys(data)
+    # Like Kargo: a document whose root is not a map is reachable as `root`.
+    return data if isinstance(data, dict) else {"root": data}
+
+
+def _make_parse_step(kind: str) -> StepFunction:
+    async def parse(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+        cfg = Config(kind, config)
+        raw_path = cfg.str("path")
+        outputs = cfg.items("outputs", required=True)
+        if not outputs:
+            raise StepError(f"{kind}: config.outputs must list at least one output", terminal=True)
+        rules = [(item.str("name"), item.str("fromExpression")) for item in outputs]
+        document = await asyncio.to_thread(_load_for_parse, ctx, kind, raw_path)
+        # Kargo evaluates against the document alone; `ctx` is added because Kargo's own
+        # file-write example uses `apps[ctx.stage]`. A document key named `ctx` wins: it is
+        # what the file's author meant.
+        variables: dict[str, Any] = {
+            "ctx": {"stage": ctx.stage, "project": ctx.project, "promotion": ctx.promotion},
+            **document,
+        }
+        results: dict[str, Any] = {}
+        for index, (name, source) in enumerate(rules):
+            where = f"config.outputs[{index}].fromExpression"
+            try:
+                results[name] = evaluate_expression(source, variables, where=where)
+            except ExpressionError as err:
+                # The error's message already names `where` and the expression.
+                raise StepError(f"{kind}: {err}", terminal=True) from None
+        return succeeded(results, message=f"read {len(results)} value(s) from {raw_path}")
+
+    parse.__name__ = kind.replace("-", "_")
+    return parse
+
+
+# --------------------------------------------------------------------------------------------
+# kustomize-set-image
+# --------------------------------------------------------------------------------------------
+
+_KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+# Kargo's "keep what the kustomization already has" marker for newName/newTag/digest.
+_PRESERVE = "*"
+_IMAGE_FIELDS = ("name", "newName", "newTag", "digest")
+
+
+@dataclass(frozen=True)
+class _ImageSetting:
+    name: str
+    new_name: str = ""
+    new_tag: str = ""
+    digest: str = ""
+
+    def fields(self) -> dict[str, str]:
+        values = {
+            "name": self.name,
+            "newName": self.new_name,
+            "newTag": self.new_tag,
+            "digest": self.digest,
+        }
+        return {key: value for key, value in values.items() if value}
+
+    def reference(self) -> str:
+        ref = self.new_name or self.name
+        if self.new_tag:
+            ref = f"{ref}:{self.new_tag}"
+        if self.digest:
+            ref = f"{ref}@{self.digest}"
+        return ref
+
+
+def _freight_name(ctx: StepContext) -> str:
+    metadata = ctx.freight.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else ctx.freight.get("name")
+    return str(name) if name else "(unnamed)"
+
+
+def _check_origin(ctx: StepContext, kind: str, item: Config) -> None:
+    """``fromOrigin`` (deprecated in Kargo) picks one of several Freight; we have only one."""
+    origin = item.map("fromOrigin")
+    if not origin:
+        return
+    actual = ctx.freight.get("origin")
+    actual = actual if isinstance(actual, Mapping) else {}
+    if (origin.get("kind", "Warehouse"), origin.get("name")) != (
+        actual.get("kind", "Warehouse"),
+        actual.get("name"),
+    ):
+        raise StepError(
+            f"{kind}: {item.prefix}.fromOrigin {origin.get('kind', 'Warehouse')}/"
+            f"{origin.get('name')} does not match the target Freight's origin "
+            f"{actual.get('kind', 'Warehouse')}/{actual.get('name')}",
+            terminal=True,
+        )
+
+
+def _freight_image(ctx: StepContext, kind: str, repo_url: str, where: str) -> Mapping[str, Any]:
+    images = [
+        image
+        for image in ctx.freight.get("images") or []
+        if isinstance(image, Mapping) and image.get("repoURL") == repo_url
+    ]
+    if not images:
+        known = sorted(
+            str(image.get("repoURL"))
+            for image in ctx.freight.get("images") or []
+            if isinstance(image, Mapping)
+        )
+        raise StepError(
+            f"{kind}: {where} has no tag or digest and the target Freight {_freight_name(ctx)} "
+            f"has no image {repo_url!r} (Freight images: {', '.join(known) or 'none'})",
+            terminal=True,
+        )
+    if len(images) > 1:
+        raise StepError(
+            f"{kind}: {where}: the target Freight has {len(images)} entries for image "
+            f"{repo_url!r}; set tag or digest explicitly",
+            terminal=True,
+        )
+    return images[0]
+
+
+def _image_settings(ctx: StepContext, cfg: Config) -> dict[str, _ImageSetting]:
+    kind = cfg.kind
+    targets: dict[str, _ImageSetting] = {}
+    items = cfg.items("images")
+    if not items:
+        # Kargo: without images, every image of the Freight is set, by its repoURL.
+        for image in ctx.freight.get("images") or []:
+            if not isinstance(image, Mapping) or not image.get("repoURL"):
+                continue
+            repo_url = str(image["repoURL"])
+            if repo_url in targets:
+                raise StepError(
+                    f"{kind}: the target Freight lists image {repo_url!r} more than once; "
+                    "list config.images explicitly",
+                    terminal=True,
+                )
+            targets[repo_url] = _ImageSetting(
+                repo_url, new_tag=str(image.get("tag") or ""), digest=str(image.get("digest") or "")
+            )
+        return targets
+    for item in items:
+        image = item.str("image")
+        tag, digest = item.opt_str("tag"), item.opt_str("digest")
+        use_digest = item.bool("useDigest")
+        if tag and digest:
+            raise StepError(
+                f"{kind}: {item.prefix}.tag and .digest are mutually exclusive", terminal=True
+            )
+        if use_digest and (tag or digest):
+            raise StepError(
+                f"{kind}: {item.prefix}.useDigest is mutually exclusive with .tag and .digest",
+                terminal=True,
+            )
+        _check_origin(ctx, kind, item)
+        if not tag and not digest:
+            found = _freight_image(ctx, kind, image, item.prefix)
+            if use_digest:
+                digest = str(found.get("digest") or "")
+                if not digest:
+                    raise StepError(
+                        f"{kind}: {item.prefix}.useDigest is true but the Freight's image "
+                        f"{image!r} has no digest",
+                        terminal=True,
+                    )
+            else:
+                tag = str(found.get("tag") or "")
+                if not tag:
+                    raise StepError(
+                        f"{kind}: the Freight's image {image!r} has no tag; set "
+                        f"{item.prefix}.useDigest or .digest",
+                        terminal=True,
+                    )
+        name = item.opt_str("name") or image
+        targets[name] = _ImageSetting(
+            name, new_name=item.opt_str("newName") or "", new_tag=tag or "", digest=digest or ""
+        )
+    return targets
+
+
+def _find_kustomization(ctx: StepContext, kind: str, raw_dir: str) -> Path:
+    directory = ctx.path(raw_dir, field_name="path")
+    if not directory.is_dir():
+        raise StepError(f"{kind}: config.path {raw_dir!r} is not a directory", terminal=True)
+    # Like kustomize (and Kargo), only regular files count: a symlinked kustomization is ignored.
+    candidates = [
+        directory / name
+        for name in _KUSTOMIZATION_NAMES
+        if (directory / name).is_file() and not (directory / name).is_symlink()
+    ]
+    if not candidates:
+        raise StepError(
+            f"{kind}: no {', '.join(_KUSTOMIZATION_NAMES)} in config.path {raw_dir!r}",
+            terminal=True,
+        )
+    if len(candidates) > 1:
+        raise StepError(
+            f"{kind}: config.path {raw_dir!r} holds several kustomization files: "
+            f"{', '.join(c.name for c in candidates)}",
+            terminal=True,
+        )
+    return candidates[0]
+
+
+def _merge_image(entry: Any, wanted: dict[str, str]) -> bool:
+    """Make ``entry`` hold exactly ``wanted``, in kustomize's key order, keeping its comments."""
+    changed = False
+    for key in _IMAGE_FIELDS:
+        if key in entry and key not in wanted:
+            del entry[key]
+            changed = True
+    for position, key in enumerate(_IMAGE_FIELDS):
+        if key not in wanted:
+            continue
+        if key in entry:
+            if not _same_value(entry[key], wanted[key]):
+                entry[key] = _keep_style(entry[key], wanted[key])
+                changed = True
+            continue
+        index = sum(1 for earlier in _IMAGE_FIELDS[:position] if earlier in entry)
+        entry.insert(index, key, wanted[key])
+        changed = True
+    return changed
+
+
+def _apply_images(
+    kind: str, document: RoundTripYaml, targets: dict[str, _ImageSetting]
+) -> list[_ImageSetting]:
+    if document.data is None:
+        document.data = CommentedMap()
+    if not isinstance(document.data, dict):
+        raise StepError(f"{kind}: the kustomization is not a map", terminal=True)
+    images = document.data.get("images")
+    if images is None:
+        images = CommentedSeq()
+        document.data["images"] = images
+    if not isinstance(images, list):
+        raise StepError(f"{kind}: the kustomization's images field is not a list", terminal=True)
+    existing: dict[str, Any] = {
+        str(entry.get("name")): entry for entry in images if isinstance(entry, dict)
+    }
+    applied = []
+    for name, target in targets.items():
+        current = existing.get(name)
+        old = current if current is not None else {}
+        resolved = _ImageSetting(
+            name,
+            new_name=str(old.get("newName") or "")
+            if target.new_name == _PRESERVE
+            else target.new_name,
+            new_tag=str(old.get("newTag") or "") if target.new_tag == _PRESERVE else target.new_tag,
+            digest=str(old.get("digest") or "") if target.digest == _PRESERVE else target.digest,
+        )
+        applied.append(resolved)
+        if current is None:
+            entry = CommentedMap()
+            _merge_image(entry, resolved.fields())
+            # Appended, not sorted in like Kargo does: the diff then shows only the new entry.
+            images.append(entry)
+            existing[name] = entry
+        else:
+            _merge_image(current, resolved.fields())
+    return applied
+
+
+def _kustomize_set_image(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    kind = "kustomize-set-image"
+    cfg = Config(kind, config)
+    raw_dir = cfg.str("path")
+    path = _find_kustomization(ctx, kind, raw_dir)
+    targets = _image_settings(ctx, cfg)
+    if not targets:
+        return succeeded(message="no images to set: config.images is empty and so is the Freight")
+    document = RoundTripYaml(_read_text(path, kind, raw_dir), kind=kind, source=path.name)
+    applied = _apply_images(kind, document, targets)
+    new_text = document.text()
+    changed = new_text != document.original
+    if changed:
+        _write_text_atomic(path, new_text)
+    message = f"Updated {raw_dir} to use new image{'s' if len(applied) > 1 else ''}\n"
+    message += "".join(
+        f"\n- {image.reference()}" for image in sorted(applied, key=lambda i: i.name)
+    )
+    return succeeded(
+        {"commitMessage": message},
+        message=f"set {len(applied)} image(s) in {path.name}"
+        if changed
+        else f"{path.name} already up to date",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# helm-update-chart
+# --------------------------------------------------------------------------------------------
+
+# Kargo follows the Chart.yaml edit with `helm dependency update`, refreshing Chart.lock and the
+# charts/ directory. Longshoreman has no helm binary, so only Chart.yaml is edited: Chart.lock (if
+# any) and charts/ are left as they were, and the step's message says so. A later
+# `helm dependency build` will then refuse the stale Chart.lock; commit Chart.yaml without a lock
+# file or refresh it outside Longshoreman.
+_NO_HELM_NOTE = (
+    "Chart.lock and charts/ were not refreshed (Longshoreman does not run helm dependency update)"
+)
+
+
+def _freight_chart_version(
+    ctx: StepContext, kind: str, item: Config, repository: str, name: str
+) -> str:
+    repo = repository.rstrip("/")
+    for chart in ctx.freight.get("charts") or []:
+        if not isinstance(chart, Mapping):
+            continue
+        repo_url = str(chart.get("repoURL") or "").rstrip("/")
+        chart_name = str(chart.get("name") or "")
+        # Classic repositories name the chart; an OCI Freight chart's repoURL ends with it.
+        if (repo_url == repo and chart_name == name) or (
+            repo_url == f"{repo}/{name}" and chart_name in ("", name)
+        ):
+            version = chart.get("version")
+            if version:
+                return str(version)
+    raise StepError(
+        f"{kind}: {item.prefix}.version is not set and the target Freight {_freight_name(ctx)} "
+        f"has no chart {name!r} from {repository!r}",
+        terminal=True,
+    )
+
+
+def _helm_update_chart(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    kind = "helm-update-chart"
+    cfg = Config(kind, config)
+    raw_dir = cfg.str("path")
+    items = cfg.items("charts")
+    if not items:
+        # Kargo then lets helm resolve the SemVer ranges in Chart.yaml against the repositories.
+        raise StepError(
+            f"{kind}: config.charts is empty; updating dependencies to the newest versions their "
+            "ranges allow needs `helm dependency update`, which Longshoreman does not run. "
+            "List the charts to update.",
+            terminal=True,
+        )
+    directory = ctx.path(raw_dir, field_name="path")
+    chart_file = directory / "Chart.yaml"
+    if not chart_file.is_file():
+        raise StepError(f"{kind}: no Chart.yaml in config.path {raw_dir!r}", terminal=True)
+    document = RoundTripYaml(
+        _read_text(chart_file, kind, raw_dir), kind=kind, source=f"{raw_dir}/Chart.yaml"
+    )
+    data = document.data
+    dependencies = data.get("dependencies") if isinstance(data, dict) else None
+    if not isinstance(dependencies, list):
+        raise StepError(f"{kind}: {raw_dir}/Chart.yaml has no dependencies list", terminal=True)
+    changes: dict[str, str] = {}
+    for item in items:
+        repository, name = item.str("repository"), item.str("name")
+        alias = item.opt_str("alias")
+        version = item.opt_str("version") or _freight_chart_version(
+            ctx, kind, item, repository, name
+        )
+        dependency = next(
+            (
+                dep
+                for dep in dependencies
+                if isinstance(dep, dict)
+                and dep.get("name") == name
+                and dep.get("repository") == repository
+                and (alias is None or dep.get("alias") == alias)
+            ),
+            None,
+        )
+        if dependency is None:
+            listed = ", ".join(
+                f"{dep.get('repository')} {dep.get('name')}"
+                for dep in dependencies
+                if isinstance(dep, dict)
+            )
+            raise StepError(
+                f"{kind}: {item.prefix}: no dependency in {raw_dir}/Chart.yaml has repository "
+                f"{repository!r} and name {name!r}{f' and alias {alias!r}' if alias else ''} "
+                f"(dependencies: {listed or 'none'})",
+                terminal=True,
+            )
+        old = dependency.get("version")
+        if old is not None and _scalar_text(old) == version:
+            continue
+        dependency["version"] = _keep_style(old, version)
+        changes[alias or name] = f"{_scalar_text(old)} -> {version}" if old is not None else version
+    note = _NO_HELM_NOTE
+    if (directory / "Chart.lock").exists() and changes:
+        note += "; the existing Chart.lock is now out of date"
+    if not changes:
+        return succeeded(message=f"{raw_dir}/Chart.yaml already up to date; {note}")
+    _write_text_atomic(chart_file, document.text())
+    message = f"Updated chart dependencies for {raw_dir}\n"
+    message += "".join(f"\n- {name}: {change}" for name, change in changes.items())
+    return succeeded({"commitMessage": message}, message=f"updated {raw_dir}/Chart.yaml; {note}")
+
+
+# --------------------------------------------------------------------------------------------
+# copy
+# --------------------------------------------------------------------------------------------
+
+
+def _glob_to_regex(pattern: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if pattern.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+        elif pattern.startswith("**", index):
+            out.append(".*")
+            index += 2
+        elif char == "*":
+            out.append("[^/]*")
+            index += 1
+        elif char == "?":
+            out.append("[^/]")
+            index += 1
+        elif char == "[":
+            end = pattern.find("]", index + 2)
+            if end == -1:
+                out.append(re.escape(char))
+                index += 1
+                continue
+            body = pattern[index + 1 : end]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append(f"[{body}]")
+            index = end + 1
+        elif char == "\\" and index + 1 < len(pattern):
+            out.append(re.escape(pattern[index + 1]))
+            index += 2
+        else:
+            out.append(re.escape(char))
+            index += 1
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class _IgnoreRule:
+    regex: re.Pattern[str]
+    negated: bool
+    directories_only: bool
+
+
+class IgnoreRules:
+    """The subset of .gitignore syntax Kargo's ``copy.ignore`` accepts.
+
+    ``#`` comments, ``!`` negation, a trailing ``/`` for directories only, patterns with a ``/``
+    anchored at the copied directory, ``*``, ``?``, ``[...]`` and ``**``. The last matching rule
+    wins; like git, nothing inside an ignored directory can be re-included.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._rules: list[_IgnoreRule] = []
+        for line in [".git", *text.splitlines()]:
+            line = line.rstrip()
+            if not line or line.startswith("#"):
+                continue
+            negated = line.startswith("!")
+            if negated:
+                line = line[1:]
+            directories_only = line.endswith("/")
+            line = line.rstrip("/")
+            anchored = "/" in line
+            line = line.lstrip("/")
+            if not line:
+                continue
+            body = _glob_to_regex(line)
+            regex = body if anchored else f"(?:.*/)?{body}"
+            self._rules.append(_IgnoreRule(re.compile(regex), negated, directories_only))
+
+    def ignored(self, relative: str, *, is_dir: bool) -> bool:
+        result = False
+        for rule in self._rules:
+            if rule.directories_only and not is_dir:
+                continue
+            if rule.regex.fullmatch(relative):
+                result = not rule.negated
+        return result
+
+
+def _copy(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    kind = "copy"
+    cfg = Config(kind, config)
+    in_raw, out_raw = cfg.str("inPath"), cfg.str("outPath")
+    rules = IgnoreRules(cfg.str("ignore", ""))
+    source = ctx.path(in_raw, field_name="inPath")
+    target = ctx.path(out_raw, field_name="outPath")
+    if not source.exists():
+        raise StepError(f"{kind}: config.inPath {in_raw!r} does not exist", terminal=True)
+    if source.is_file():
+        if rules.ignored(source.name, is_dir=False):
+            return succeeded(message=f"{in_raw} is ignored; nothing copied")
+        if target.is_dir():
+            raise StepError(
+                f"{kind}: config.outPath {out_raw!r} is a directory; name the destination file",
+                terminal=True,
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
+        return succeeded(message=f"copied {in_raw} to {out_raw}")
+    if target == source or source in target.parents:
+        raise StepError(
+            f"{kind}: config.outPath {out_raw!r} is inside config.inPath {in_raw!r}", terminal=True
+        )
+    if target.exists() and not target.is_dir():
+        raise StepError(
+            f"{kind}: config.outPath {out_raw!r} is a file, but inPath is a directory",
+            terminal=True,
+        )
+    copied = 0
+    for current, dirnames, filenames in os.walk(source):
+        base = Path(current)
+        relative_dir = base.relative_to(source)
+        destination_dir = target / relative_dir
+        destination_dir.mkdir(parents=True, exist_ok=True)
+        # A symlink already in the destination tree must not carry the copy out of the work dir.
+        _ensure_inside(ctx, destination_dir, kind, "outPath")
+        kept = []
+        for name in sorted(dirnames):
+            relative = (relative_dir / name).as_posix()
+            # Symlinks in the source are skipped, as in Kargo.
+            if (base / name).is_symlink() or rules.ignored(relative, is_dir=True):
+                continue
+            kept.append(name)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            relative = (relative_dir / name).as_posix()
+            if (base / name).is_symlink() or rules.ignored(relative, is_dir=False):
+                continue
+            destination = destination_dir / name
+            if destination.is_symlink():
+                _ensure_inside(ctx, destination, kind, "outPath")
+            shutil.copy(base / name, destination)
+            copied += 1
+    return succeeded(message=f"copied {copied} file(s) from {in_raw} to {out_raw}")
+
+
+# --------------------------------------------------------------------------------------------
+# delete
+# --------------------------------------------------------------------------------------------
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass  # already gone with a parent directory listed earlier
+
+
+def _delete(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    kind = "delete"
+    cfg = Config(kind, config)
+    has_path, listed = cfg.has("path"), cfg.list("paths")
+    if has_path and listed:
+        raise StepError(
+            f"{kind}: config.path and config.paths are mutually exclusive", terminal=True
+        )
+    if not has_path and not listed:
+        raise StepError(f"{kind}: one of config.path or config.paths is required", terminal=True)
+    entries: list[tuple[str, str]] = []
+    if has_path:
+        entries.append(("path", cfg.str("path")))
+    for index, raw in enumerate(listed):
+        if not isinstance(raw, str) or not raw:
+            raise StepError(
+                f"{kind}: config.paths[{index}] must be a non-empty path", terminal=True
+            )
+        entries.append((f"paths[{index}]", raw))
+    globs, strict = cfg.bool("pathsAreGlobs"), cfg.bool("strict")
+    root = ctx.work_dir.resolve()
+    targets: list[Path] = []
+    for field_name, raw in entries:
+        if globs:
+            if os.path.isabs(raw) or ".." in raw.replace("\\", "/").split("/"):
+                raise StepError(
+                    f"{kind}: config.{field_name} {raw!r} must stay inside the work directory "
+                    "(no absolute paths, no '..')",
+                    terminal=True,
+                )
+            pattern = raw[2:] if raw.startswith("./") else raw
+            matches = sorted(glob.glob(pattern, root_dir=root, recursive=True, include_hidden=True))
+            if not matches and strict:
+                raise StepError(
+                    f"{kind}: config.{field_name} {raw!r} matches nothing", terminal=True
+                )
+            found = [_leaf_path(ctx, match.rstrip("/") or ".", field_name) for match in matches]
+        else:
+            leaf = _leaf_path(ctx, raw, field_name)
+            exists = os.path.lexists(leaf)
+            if not exists and strict:
+                raise StepError(
+                    f"{kind}: config.{field_name} {raw!r} does not exist", terminal=True
+                )
+            found = [leaf] if exists else []
+        for path in found:
+            if path == root:
+                raise StepError(
+                    f"{kind}: config.{field_name} {raw!r} is the work directory itself; "
+                    "refusing to delete it",
+                    terminal=True,
+                )
+            if path not in targets:
+                targets.append(path)
+    for path in targets:
+        _remove(path)
+    return succeeded(message=f"deleted {len(targets)} path(s)")
+
+
+# --------------------------------------------------------------------------------------------
+# file-write
+# --------------------------------------------------------------------------------------------
+
+_PERMISSIONS = re.compile(r"0[0-7]{3}")
+_DEFAULT_PERMISSIONS = 0o600  # Kargo's default
+
+
+def _file_permissions(cfg: Config) -> int:
+    raw = cfg.opt_str("permissions")
+    if raw is None:
+        return _DEFAULT_PERMISSIONS
+    if not _PERMISSIONS.fullmatch(raw):
+        raise StepError(
+            f"{cfg.kind}: config.permissions {raw!r} must be an octal mode like 0644", terminal=True
+        )
+    mode = int(raw, 8)
+    # Kargo's rules: another explicit step must make a file executable, and generated files
+    # need not be world-writable.
+    if mode & 0o111:
+        raise StepError(
+            f"{cfg.kind}: config.permissions {raw!r} must not include executable bits",
+            terminal=True,
+        )
+    if mode & 0o002:
+        raise StepError(
+            f"{cfg.kind}: config.permissions {raw!r} must not be world-writable", terminal=True
+        )
+    return mode
+
+
+def _file_write(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    kind = "file-write"
+    cfg = Config(kind, config)
+    raw = cfg.str("path")
+    if "contents" not in cfg.data or not isinstance(cfg.data["contents"], str):
+        got = type(cfg.data.get("contents")).__name__
+        raise StepError(
+            f"{kind}: config.contents is required and must be a string, got {got} "
+            "(render structured data with asYAML() or asJSON())",
+            terminal=True,
+        )
+    contents: str = cfg.data["contents"]
+    overwrite = cfg.bool("overwrite")
+    mode = _file_permissions(cfg)
+    if ".git" in Path(os.path.normpath(raw)).parts:
+        raise StepError(
+            f"{kind}: config.path {raw!r}: writing inside a .git directory is refused",
+            terminal=True,
+        )
+    target = ctx.path(raw, field_name="path")
+    if target.is_dir():
+        raise StepError(f"{kind}: config.path {raw!r} is a directory", terminal=True)
+    if target.exists():
+        # Same content counts as done: a retried step finds its own earlier write.
+        if target.read_bytes() == contents.encode("utf-8"):
+            return succeeded(message=f"{raw} already has these contents")
+        if not overwrite:
+            raise StepError(
+                f"{kind}: config.path {raw!r} already exists; set overwrite: true to replace it",
+                terminal=True,
+            )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _write_text_atomic(target, contents)
+    os.chmod(target, mode)
+    return succeeded(message=f"wrote {len(contents.encode('utf-8'))} bytes to {raw}")
+
+
+# --------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------
+
+
+def _in_thread(fn: Callable[[StepContext, Mapping[str, Any]], StepResult]) -> StepFunction:
+    async def run(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+        return await asyncio.to_thread(fn, ctx, config)
+
+    run.__name__ = fn.__name__.lstrip("_")
+    return run
+
+
+yaml_update = _in_thread(_yaml_update)
+json_update = _in_thread(_json_update)
+yaml_parse = _make_parse_step("yaml-parse")
+json_parse = _make_parse_step("json-parse")
+kustomize_set_image = _in_thread(_kustomize_set_image)
+helm_update_chart = _in_thread(_helm_update_chart)
+copy = _in_thread(_copy)
+delete = _in_thread(_delete)
+file_write = _in_thread(_file_write)
+
+STEPS: dict[str, Step] = {
+    "yaml-update": FunctionStep(yaml_update),
+    "json-update": FunctionStep(json_update),
+    "yaml-parse": FunctionStep(yaml_parse),
+    "json-parse": FunctionStep(json_parse),
+    "kustomize-set-image": FunctionStep(kustomize_set_image),
+    "helm-update-chart": FunctionStep(helm_update_chart),
+    "copy": FunctionStep(copy),
+    "delete": FunctionStep(delete),
+    "file-write": FunctionStep(file_write),
+}

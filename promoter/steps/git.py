@@ -1,0 +1,1207 @@
+"""Kargo-compatible git steps: git-clone, git-clear, git-commit, git-tag and git-push.
+
+Each step drives the ``git`` binary through asyncio subprocesses. Nothing goes through a shell and
+every value that comes from a manifest is validated before any git process starts, so a value can
+never turn into a git option (``--upload-pack=...``): refs are checked against git's ref-name rules
+plus "no leading dash", commits must be hex, paths go through :meth:`StepContext.path` (absolute
+afterwards), and free text (commit messages, sparse directories) travels on stdin.
+
+Layout inside the Promotion's work directory, following Kargo (one clone, one worktree per
+checkout; see https://docs.kargo.io/user-guide/reference-docs/promotion-steps/git-clone)::
+
+    .longshoreman/git/<sha256(repoURL)[:16]>.git   bare clone, fetch refspec origin/*
+    .longshoreman/home                             HOME for git, so ~/.gitconfig is never read
+    <checkout[].path>                              `git worktree add` of the bare clone
+
+Steps discover their earlier work instead of trusting memory: ``git-clone`` reuses the bare clone
+and resets a worktree it finds at its own path, ``git-commit`` with nothing to commit returns the
+current HEAD, and ``git-push`` of a commit the remote already has is a no-op.
+
+Credentials never come from manifests: a ``repoURL`` with userinfo is refused, and every message
+built from git's output passes through :meth:`StepContext.redact` and has URL userinfo stripped.
+Remotes are reached with whatever ``GitSettings.env`` configures (``url.<base>.insteadOf``, a
+credential helper, ``GIT_ASKPASS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import random
+import re
+import shutil
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from promoter.errors import StepError
+from promoter.steps.base import (
+    Config,
+    FunctionStep,
+    Step,
+    StepContext,
+    StepResult,
+    failed,
+    succeeded,
+)
+
+# --------------------------------------------------------------------------------------------
+# Constants
+# --------------------------------------------------------------------------------------------
+
+STATE_DIR = ".longshoreman"
+CACHE_DIR = f"{STATE_DIR}/git"
+HOME_DIR = f"{STATE_DIR}/home"
+
+GENERATED_BRANCH_PREFIX = "kargo/promotion/"
+INITIAL_COMMIT_MESSAGE = "Initial commit"
+# Kargo's documented default for git-push maxAttempts.
+DEFAULT_PUSH_ATTEMPTS = 50
+MAX_PUSH_BACKOFF_SECONDS = 2.0
+# A clone of a big repository over a slow link can take a while; a hung process must not hold
+# the step forever (the engine's retry.timeout is the outer bound).
+GIT_TIMEOUT_SECONDS = 600.0
+
+# Config forced on every git process. A work directory is written by other steps too, so we
+# refuse the ways a repository can make git run programs (hooks, fsmonitor, the ext:: transport)
+# and keep git from forking background maintenance into it.
+_SAFE_CONFIG: tuple[str, ...] = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "protocol.ext.allow=never",
+    "-c", "remote.origin.uploadpack=git-upload-pack",
+    "-c", "remote.origin.receivepack=git-receive-pack",
+    "-c", "commit.gpgSign=false",
+    "-c", "tag.gpgSign=false",
+    "-c", "gc.auto=0",
+    "-c", "maintenance.auto=false",
+    "-c", "advice.detachedHead=false",
+)  # fmt: skip
+
+# Identity comes from GitSettings and the manifest, never from stray variables in
+# GitSettings.env, so that the precedence below (step author > clone author > settings) holds.
+_IDENTITY_VARS = frozenset(
+    {
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_AUTHOR_DATE",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_COMMITTER_DATE",
+    }
+)
+# Variables that would point git at another repository than the one a step names.
+_REPOSITORY_VARS = frozenset(
+    {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"}
+)
+
+_HEX_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")
+_URL_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+_SCP_LIKE_RE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]+$")
+_ALLOWED_SCHEMES = frozenset({"https", "http", "ssh", "git"})
+_BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+_PERMANENT_ERRORS = (
+    "authentication failed",
+    "could not read username",
+    "could not read password",
+    "terminal prompts disabled",
+    "permission denied",
+    "repository not found",
+    "does not appear to be a git repository",
+    "not found",
+    "the requested url returned error: 401",
+    "the requested url returned error: 403",
+    "the requested url returned error: 404",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Instrumentation (read by bench/bench_git.py)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GitCallStats:
+    """Running totals of git subprocesses: two perf_counter reads per call, nothing more."""
+
+    calls: int = 0
+    seconds: float = 0.0
+    by_command: dict[str, int] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        self.calls = 0
+        self.seconds = 0.0
+        self.by_command.clear()
+
+
+STATS = GitCallStats()
+
+
+# --------------------------------------------------------------------------------------------
+# Pure helpers: validation, URL handling, naming
+# --------------------------------------------------------------------------------------------
+
+
+def strip_userinfo(text: str) -> str:
+    """Remove ``user:password@`` from every URL in a text."""
+    return _URL_USERINFO_RE.sub(r"\g<scheme>", text)
+
+
+def normalize_repo_url(url: str) -> str:
+    """The form Kargo compares repository URLs in: no userinfo, case, ``.git`` or trailing ``/``."""
+    url = strip_userinfo(url.strip()).lower().rstrip("/")
+    return url.removesuffix(".git").rstrip("/")
+
+
+def generated_branch(promotion: str) -> str:
+    """Kargo's ``generateTargetBranch`` name: stable per Promotion, so a re-run pushes the same."""
+    return f"{GENERATED_BRANCH_PREFIX}{promotion}"
+
+
+def ref_name_problem(name: str) -> str | None:
+    """Why ``name`` is not acceptable as a branch or tag name, or None.
+
+    git's check-ref-format rules, plus: no leading ``-`` (it would read as an option) and not
+    ``HEAD``.
+    """
+    if not name:
+        return "must not be empty"
+    if name.startswith("-"):
+        return "must not start with '-'"
+    if name == "HEAD" or name == "@":
+        return f"must not be {name!r}"
+    if _BAD_REF_CHARS.search(name):
+        return "must not contain spaces, control characters or any of ~^:?*[\\"
+    if ".." in name or "@{" in name or "//" in name:
+        return "must not contain '..', '@{' or '//'"
+    if name.startswith("/") or name.endswith("/") or name.endswith("."):
+        return "must not start or end with '/' or end with '.'"
+    for component in name.split("/"):
+        if component.startswith(".") or component.endswith(".lock"):
+            return "must not have a component starting with '.' or ending with '.lock'"
+    return None
+
+
+def repo_url_problem(url: str) -> str | None:
+    """Why ``url`` may not be cloned, or None. Allows https, http, ssh, git and scp-like URLs.
+
+    ``file://`` and bare paths are refused: a manifest must not read the host's repositories.
+    Tests and operators map public URLs to local ones with ``url.<base>.insteadOf`` in
+    ``GitSettings.env``, which git applies after this check.
+    """
+    if not url:
+        return "must not be empty"
+    if url.startswith("-"):
+        return "must not start with '-'"
+    if any(c.isspace() or ord(c) < 0x20 for c in url):
+        return "must not contain whitespace or control characters"
+    if "://" in url:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in _ALLOWED_SCHEMES:
+            return (
+                f"uses scheme {parts.scheme!r}; allowed are "
+                f"{', '.join(sorted(_ALLOWED_SCHEMES))} and scp-like user@host:path"
+            )
+        if parts.password is not None or (
+            parts.username is not None and parts.scheme.lower() in ("https", "http")
+        ):
+            return (
+                "must not contain credentials; configure them for the git steps "
+                "(GitSettings) instead"
+            )
+        if not parts.hostname:
+            return "has no host"
+        return None
+    if _SCP_LIKE_RE.match(url) and "::" not in url:
+        return None
+    return "is not a URL git steps accept (https://, ssh://, git:// or user@host:path)"
+
+
+def sparse_dir_problem(path: str) -> str | None:
+    """Why ``path`` is not a repository-relative directory for a sparse checkout, or None."""
+    if not path or path.strip() != path:
+        return "must be a non-empty path without surrounding spaces"
+    if "\n" in path or "\r" in path or "\0" in path:
+        return "must not contain line breaks"
+    if path.startswith("/") or path.startswith("-"):
+        return "must be relative to the repository root"
+    if any(part == ".." for part in path.split("/")):
+        return "must not contain '..'"
+    if any(c in path for c in "*?[!"):
+        return "must be a directory, not a pattern"
+    return None
+
+
+def commit_url(repo_url: str, sha: str, provider: str | None = None) -> str | None:
+    """The web URL of a commit, for the providers Kargo knows, or None if not derivable."""
+    url = strip_userinfo(repo_url.strip())
+    if "://" in url:
+        parts = urlsplit(url)
+        host, path = parts.hostname or "", parts.path
+    elif _SCP_LIKE_RE.match(url):
+        host_part, _, path = url.partition(":")
+        host = host_part.rpartition("@")[2]
+    else:
+        return None
+    path = path.strip("/").removesuffix(".git").strip("/")
+    if not host or not path:
+        return None
+    host = host.lower()
+    if provider is None:
+        if "github" in host:
+            provider = "github"
+        elif "gitlab" in host:
+            provider = "gitlab"
+        elif host == "bitbucket.org":
+            provider = "bitbucket"
+        elif host.endswith("dev.azure.com"):
+            provider = "azure"
+        else:
+            return None
+    base = f"https://{host}/{path}"
+    suffix = {
+        "github": "/commit/",
+        "gitea": "/commit/",
+        "azure": "/commit/",
+        "gitlab": "/-/commit/",
+        "bitbucket": "/commits/",
+    }.get(provider)
+    return f"{base}{suffix}{sha}" if suffix else None
+
+
+def _is_permanent(stderr: str) -> bool:
+    lowered = stderr.lower()
+    return any(marker in lowered for marker in _PERMANENT_ERRORS)
+
+
+# --------------------------------------------------------------------------------------------
+# Running git
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GitRun:
+    """Result of one git process."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class _Git:
+    """Runs git for one step: the environment, redaction and error wording live here."""
+
+    def __init__(self, ctx: StepContext, kind: str) -> None:
+        self.ctx = ctx
+        self.kind = kind
+        self.env = _git_env(ctx)
+
+    def clean(self, text: str) -> str:
+        """Text safe for messages: secrets redacted, URL userinfo removed, trimmed."""
+        text = strip_userinfo(self.ctx.redact(text)).strip()
+        lines = [
+            line for line in text.splitlines() if line.strip() and not line.startswith("hint:")
+        ]
+        return " / ".join(lines[-4:])[:800]
+
+    def error(
+        self, what: str, run: GitRun | None = None, *, terminal: bool | None = None
+    ) -> StepError:
+        detail = self.clean(run.stderr or run.stdout) if run is not None else ""
+        if terminal is None:
+            terminal = run is not None and _is_permanent(run.stderr)
+        message = f"{self.kind}: {what}" + (f": {detail}" if detail else "")
+        return StepError(message, terminal=terminal)
+
+    async def try_run(self, *args: str, cwd: Path, stdin: str | None = None) -> GitRun:
+        """Run git; return its result whatever the exit code."""
+        started = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            *_SAFE_CONFIG,
+            *args,
+            cwd=str(cwd),
+            env=self.env,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(
+                proc.communicate(stdin.encode() if stdin is not None else None),
+                GIT_TIMEOUT_SECONDS,
+            )
+        except TimeoutError:
+            raise StepError(
+                f"{self.kind}: git {args[0]} did not finish within {GIT_TIMEOUT_SECONDS:.0f}s"
+            ) from None
+        finally:
+            # Cancelled or timed out: never leave a git process behind holding repository locks.
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                with contextlib.suppress(Exception):
+                    await proc.wait()
+            STATS.calls += 1
+            STATS.seconds += time.perf_counter() - started
+            STATS.by_command[args[0]] = STATS.by_command.get(args[0], 0) + 1
+        assert proc.returncode is not None
+        return GitRun(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+    async def run(self, *args: str, cwd: Path, stdin: str | None = None, what: str = "") -> str:
+        """Run git; raise a redacted StepError unless it exits 0. Returns stripped stdout."""
+        result = await self.try_run(*args, cwd=cwd, stdin=stdin)
+        if not result.ok:
+            raise self.error(what or f"git {args[0]} failed", result)
+        return result.stdout.strip()
+
+
+def _git_env(ctx: StepContext) -> dict[str, str]:
+    home = ctx.work_dir / HOME_DIR
+    home.mkdir(parents=True, exist_ok=True)
+    # Only PATH is inherited: the process environment may hold credentials or a GIT_DIR that
+    # must not leak into promotions; everything else is explicit (GitSettings.env).
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "LC_ALL": "C"}
+    for key, value in ctx.services.git.env.items():
+        if key not in _IDENTITY_VARS and key not in _REPOSITORY_VARS:
+            env[key] = value
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    settings = ctx.services.git
+    env["GIT_COMMITTER_NAME"] = settings.author_name
+    env["GIT_COMMITTER_EMAIL"] = settings.author_email
+    return env
+
+
+def _cache_root(ctx: StepContext) -> Path:
+    return (ctx.work_dir / CACHE_DIR).resolve()
+
+
+def _repo_dir(ctx: StepContext, repo_url: str) -> Path:
+    digest = hashlib.sha256(repo_url.encode()).hexdigest()[:16]
+    return _cache_root(ctx) / f"{digest}.git"
+
+
+def _owning_repo(ctx: StepContext, worktree: Path) -> Path | None:
+    """The bare clone a worktree at ``worktree`` belongs to, if git-clone made it."""
+    marker = worktree / ".git"
+    if marker.is_symlink() or not marker.is_file():
+        return None
+    try:
+        content = marker.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if not content.startswith("gitdir:"):
+        return None
+    gitdir = Path(content.removeprefix("gitdir:").strip())
+    if not gitdir.is_absolute():
+        gitdir = worktree / gitdir
+    gitdir = gitdir.resolve()
+    cache = _cache_root(ctx)
+    # <cache>/<digest>.git/worktrees/<name>
+    if gitdir.parent.name != "worktrees" or gitdir.parent.parent.parent != cache:
+        return None
+    return gitdir.parent.parent
+
+
+def _open_worktree(ctx: StepContext, kind: str, config: Config) -> Path:
+    """Resolve ``config.path`` and check that it is a worktree git-clone created.
+
+    Running git in a directory whose ``.git`` another step could have written would let a
+    manifest choose the repository, and with it the config git obeys; only our own clones are
+    trusted.
+    """
+    path = ctx.path(config.str("path"))
+    if not path.is_dir():
+        raise StepError(f"{kind}: config.path {config.str('path')!r} does not exist", terminal=True)
+    if _owning_repo(ctx, path) is None:
+        raise StepError(
+            f"{kind}: config.path {config.str('path')!r} is not a working tree checked out by "
+            "a git-clone step",
+            terminal=True,
+        )
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# git-clone
+# --------------------------------------------------------------------------------------------
+
+
+CheckoutKind = Literal["branch", "tag", "commit", "default"]
+
+
+@dataclass(frozen=True)
+class CheckoutPlan:
+    """One validated ``checkout[]`` entry."""
+
+    key: str
+    rel_path: str
+    path: Path
+    kind: CheckoutKind
+    ref: str
+    create: bool = False
+    sparse: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClonePlan:
+    """A validated ``git-clone`` config: deciding what to do touches no git."""
+
+    repo_url: str
+    insecure_skip_tls_verify: bool
+    blobless: bool
+    recurse_submodules: bool
+    author_name: str | None
+    author_email: str | None
+    checkouts: tuple[CheckoutPlan, ...]
+
+
+def _freight_commit(
+    ctx: StepContext, kind: str, repo_url: str, origin: Mapping[str, Any]
+) -> tuple[CheckoutKind, str]:
+    if origin:
+        actual = ctx.freight.get("origin") or {}
+        if actual and (
+            actual.get("kind", "Warehouse") != origin.get("kind", "Warehouse")
+            or actual.get("name") != origin.get("name")
+        ):
+            raise StepError(
+                f"{kind}: the target Freight comes from {actual.get('kind', 'Warehouse')} "
+                f"{actual.get('name')!r}, not from fromOrigin {origin.get('name')!r}",
+                terminal=True,
+            )
+    wanted = normalize_repo_url(repo_url)
+    for commit in ctx.freight.get("commits") or []:
+        if not isinstance(commit, Mapping):
+            continue
+        if normalize_repo_url(str(commit.get("repoURL", ""))) != wanted:
+            continue
+        sha = str(commit.get("id") or "")
+        if sha:
+            if not _HEX_RE.match(sha):
+                raise StepError(
+                    f"{kind}: the Freight's commit id {sha!r} is not a commit ID", terminal=True
+                )
+            return "commit", sha.lower()
+        tag = str(commit.get("tag") or "")
+        if tag and ref_name_problem(tag) is None:
+            return "tag", tag
+    raise StepError(
+        f"{kind}: the target Freight has no commit from {strip_userinfo(repo_url)}",
+        terminal=True,
+    )
+
+
+def plan_clone(ctx: StepContext, config: Mapping[str, Any] | None) -> ClonePlan:
+    """Validate a git-clone config completely, before any git runs."""
+    kind = "git-clone"
+    cfg = Config(kind, config)
+    repo_url = cfg.str("repoURL").strip()
+    problem = repo_url_problem(repo_url)
+    if problem:
+        raise StepError(f"{kind}: config.repoURL {problem}", terminal=True)
+    author = cfg.map("author")
+    author_name = author_email = None
+    if author:
+        a = Config(kind, author, "config.author")
+        if a.has("signingKey"):
+            raise StepError(
+                f"{kind}: config.author.signingKey: signed commits are not supported", terminal=True
+            )
+        author_name, author_email = _identity(kind, a)
+
+    checkouts: list[CheckoutPlan] = []
+    seen_keys: set[str] = set()
+    seen_branches: set[str] = set()
+    items = cfg.items("checkout", required=True)
+    if not items:
+        raise StepError(f"{kind}: config.checkout must name at least one checkout", terminal=True)
+    cache = _cache_root(ctx)
+    item: Config
+    for i, item in enumerate(items):
+        field_prefix = f"checkout[{i}]"
+        rel_path = item.str("path")
+        path = ctx.path(rel_path, field_name=f"{field_prefix}.path")
+        if (
+            path == ctx.work_dir.resolve()
+            or path == cache
+            or cache in path.parents
+            or (path in cache.parents)
+        ):
+            raise StepError(
+                f"{kind}: config.{field_prefix}.path {rel_path!r} must be a directory of its own "
+                "inside the work directory",
+                terminal=True,
+            )
+        chosen = [
+            name for name in ("branch", "tag", "commit") if item.has(name) and item.str(name) != ""
+        ]
+        from_freight = item.bool("fromFreight") or item.has("fromOrigin")
+        if from_freight:
+            chosen.append("fromFreight")
+        if len(chosen) > 1:
+            raise StepError(
+                f"{kind}: config.{field_prefix}: {' and '.join(chosen)} are mutually exclusive",
+                terminal=True,
+            )
+        ck_kind: CheckoutKind = "default"
+        ref = ""
+        if "branch" in chosen:
+            ck_kind, ref = "branch", item.str("branch")
+        elif "tag" in chosen:
+            ck_kind, ref = "tag", item.str("tag")
+        elif "commit" in chosen:
+            ck_kind, ref = "commit", item.str("commit")
+        elif from_freight:
+            ck_kind, ref = _freight_commit(ctx, kind, repo_url, item.map("fromOrigin"))
+        if ck_kind in ("branch", "tag"):
+            problem = ref_name_problem(ref)
+            if problem:
+                raise StepError(f"{kind}: config.{field_prefix}.{ck_kind} {problem}", terminal=True)
+        if ck_kind == "commit" and not _HEX_RE.match(ref):
+            raise StepError(
+                f"{kind}: config.{field_prefix}.commit must be a commit ID (hex), got {ref!r}",
+                terminal=True,
+            )
+        create = item.bool("create")
+        if create and ck_kind != "branch":
+            raise StepError(f"{kind}: config.{field_prefix}.create needs a branch", terminal=True)
+        if ck_kind == "branch":
+            # git cannot check one branch out in two worktrees.
+            if ref in seen_branches:
+                raise StepError(
+                    f"{kind}: config.{field_prefix}.branch {ref!r} is checked out twice; git "
+                    "cannot check out one branch in two working trees",
+                    terminal=True,
+                )
+            seen_branches.add(ref)
+        sparse: list[str] = []
+        for j, entry in enumerate(item.list("sparse")):
+            if not isinstance(entry, str):
+                raise StepError(
+                    f"{kind}: config.{field_prefix}.sparse[{j}] must be a string", terminal=True
+                )
+            entry = entry.rstrip("/")
+            problem = sparse_dir_problem(entry)
+            if problem:
+                raise StepError(
+                    f"{kind}: config.{field_prefix}.sparse[{j}] {problem}", terminal=True
+                )
+            sparse.append(entry)
+        key = item.str("as", "") or rel_path
+        if key in seen_keys:
+            raise StepError(
+                f"{kind}: config.{field_prefix}: duplicate checkout key {key!r}", terminal=True
+            )
+        seen_keys.add(key)
+        for other in checkouts:
+            if other.path == path or other.path in path.parents or path in other.path.parents:
+                raise StepError(
+                    f"{kind}: config.{field_prefix}.path {rel_path!r} overlaps {other.rel_path!r}",
+                    terminal=True,
+                )
+        checkouts.append(CheckoutPlan(key, rel_path, path, ck_kind, ref, create, tuple(sparse)))
+    return ClonePlan(
+        repo_url=repo_url,
+        insecure_skip_tls_verify=cfg.bool("insecureSkipTLSVerify"),
+        blobless=cfg.bool("blobless") or all(c.sparse for c in checkouts),
+        recurse_submodules=cfg.bool("recurseSubmodules"),
+        author_name=author_name,
+        author_email=author_email,
+        checkouts=tuple(checkouts),
+    )
+
+
+def _identity(kind: str, cfg: Config) -> tuple[str | None, str | None]:
+    name = cfg.opt_str("name")
+    email = cfg.opt_str("email")
+    for label, value in (("name", name), ("email", email)):
+        if value is not None and (any(c in value for c in "<>\n\r\0") or value.strip() == ""):
+            raise StepError(
+                f"{kind}: {cfg.prefix}.{label} must not be blank or contain <, > or line breaks",
+                terminal=True,
+            )
+    return name, email
+
+
+async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
+    """The bare clone for ``plan.repo_url``: cloned now, or fetched if an earlier run made it."""
+    ctx = git.ctx
+    repo = _repo_dir(ctx, plan.repo_url)
+    repo.parent.mkdir(parents=True, exist_ok=True)
+    if repo.is_dir():
+        if plan.insecure_skip_tls_verify:
+            await git.run("config", "http.sslVerify", "false", cwd=repo)
+        await git.run(
+            "fetch", "-q", "--prune", "--force", "origin",
+            "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*",
+            cwd=repo, what=f"could not fetch {strip_userinfo(plan.repo_url)}",
+        )  # fmt: skip
+        await git.run("worktree", "prune", cwd=repo)
+        return repo, False
+    args = [
+        "clone", "--bare", "-q",
+        # Remote-tracking refs (not the mirror-like refs/heads/* a bare clone has) so that a
+        # later fetch never fights with a branch some worktree has checked out.
+        "-c", "remote.origin.fetch=+refs/heads/*:refs/remotes/origin/*",
+        "-c", f"user.name={plan.author_name or ctx.services.git.author_name}",
+        "-c", f"user.email={plan.author_email or ctx.services.git.author_email}",
+    ]  # fmt: skip
+    if plan.insecure_skip_tls_verify:
+        args += ["-c", "http.sslVerify=false"]
+    if plan.blobless:
+        args.append("--filter=blob:none")
+    # Clone next to the final place and rename: a crash mid-clone never leaves a half repository
+    # that a re-run would mistake for a finished one.
+    tmp = repo.with_name(f"{repo.name}.tmp-{os.getpid()}-{random.randrange(1 << 30):x}")
+    try:
+        await git.run(
+            *args, "--", plan.repo_url, str(tmp),
+            cwd=repo.parent, what=f"could not clone {strip_userinfo(plan.repo_url)}",
+        )  # fmt: skip
+        tmp.rename(repo)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return repo, True
+
+
+async def _remote_refs(git: _Git, repo: Path) -> dict[str, str]:
+    """refname -> commit (tags peeled) for origin's branches and all tags."""
+    out = await git.run(
+        "for-each-ref", "--format=%(objectname) %(*objectname) %(refname)",
+        "refs/remotes/origin/", "refs/tags/", cwd=repo,
+    )  # fmt: skip
+    refs: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split(" ")
+        if len(parts) == 3:
+            obj, peeled, name = parts
+            refs[name] = peeled or obj
+    return refs
+
+
+async def _create_branch(git: _Git, repo: Path, branch: str, repo_url: str) -> str:
+    """Kargo's ``create: true``: push an empty orphan "Initial commit" so the branch exists.
+
+    Pushed at clone time, as Kargo does, so that every later step (and a concurrent Promotion)
+    sees one shared root instead of competing root commits.
+    """
+    empty_tree = await git.run("mktree", cwd=repo, stdin="")
+    sha = await git.run("commit-tree", empty_tree, cwd=repo, stdin=INITIAL_COMMIT_MESSAGE + "\n")
+    push = await git.try_run(
+        "push", "--porcelain", "origin", f"{sha}:refs/heads/{branch}", cwd=repo
+    )
+    if push.ok:
+        await git.run("update-ref", f"refs/remotes/origin/{branch}", sha, cwd=repo)
+        return sha
+    # Somebody created the branch since our fetch: use theirs.
+    fetched = await git.try_run(
+        "fetch", "-q", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}", cwd=repo
+    )
+    if not fetched.ok:
+        raise git.error(f"could not create branch {branch!r} in {strip_userinfo(repo_url)}", push)
+    return await git.run(
+        "rev-parse", "--verify", "-q", f"refs/remotes/origin/{branch}^{{commit}}", cwd=repo
+    )
+
+
+async def _resolve_commit(git: _Git, repo: Path, sha: str, repo_url: str) -> str:
+    found = await git.try_run("rev-parse", "--verify", "-q", f"{sha}^{{commit}}", cwd=repo)
+    if found.ok:
+        return found.stdout.strip()
+    if len(sha) in (40, 64):
+        # Not reachable from any branch or tag (e.g. a pull request head): ask for it directly.
+        await git.try_run("fetch", "-q", "origin", sha, cwd=repo)
+        found = await git.try_run("rev-parse", "--verify", "-q", f"{sha}^{{commit}}", cwd=repo)
+        if found.ok:
+            return found.stdout.strip()
+    raise StepError(
+        f"git-clone: commit {sha} was not found in {strip_userinfo(repo_url)}", terminal=True
+    )
+
+
+async def _clear_checkout_path(git: _Git, checkout: CheckoutPlan) -> None:
+    """Make ``checkout.path`` fit for ``git worktree add``, resetting our own earlier checkout."""
+    path = checkout.path
+    if path.is_symlink():
+        raise StepError(
+            f"git-clone: checkout path {checkout.rel_path!r} is a symbolic link", terminal=True
+        )
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise StepError(
+            f"git-clone: checkout path {checkout.rel_path!r} exists and is not a directory",
+            terminal=True,
+        )
+    owner = _owning_repo(git.ctx, path)
+    if owner is not None:
+        # Re-entry: an earlier attempt (maybe in another process) checked out here.
+        await asyncio.to_thread(shutil.rmtree, path)
+        if owner.is_dir():
+            await git.run("worktree", "prune", cwd=owner)
+        return
+    if any(path.iterdir()):
+        raise StepError(
+            f"git-clone: checkout path {checkout.rel_path!r} already exists and is not empty",
+            terminal=True,
+        )
+
+
+async def _default_branch(git: _Git, repo: Path) -> str:
+    head = await git.try_run("symbolic-ref", "-q", "HEAD", cwd=repo)
+    name = head.stdout.strip().removeprefix("refs/heads/")
+    if not head.ok or not name:
+        raise StepError("git-clone: the repository has no default branch", terminal=True)
+    return name
+
+
+async def _checkout(
+    git: _Git, repo: Path, plan: ClonePlan, ck: CheckoutPlan, refs: dict[str, str]
+) -> str:
+    """Add the worktree for one checkout and return the commit it has checked out."""
+    branch: str | None = None
+    if ck.kind in ("branch", "default"):
+        branch = ck.ref if ck.kind == "branch" else await _default_branch(git, repo)
+        sha = refs.get(f"refs/remotes/origin/{branch}")
+        if sha is None:
+            if not ck.create:
+                raise StepError(
+                    f"git-clone: branch {branch!r} does not exist in "
+                    f"{strip_userinfo(plan.repo_url)}; set create: true to create it",
+                    terminal=True,
+                )
+            sha = await _create_branch(git, repo, branch, plan.repo_url)
+    elif ck.kind == "tag":
+        sha = refs.get(f"refs/tags/{ck.ref}")
+        if sha is None:
+            await git.try_run(
+                "fetch", "-q", "origin", f"+refs/tags/{ck.ref}:refs/tags/{ck.ref}", cwd=repo
+            )
+            found = await git.try_run(
+                "rev-parse", "--verify", "-q", f"refs/tags/{ck.ref}^{{commit}}", cwd=repo
+            )
+            if not found.ok:
+                raise StepError(
+                    f"git-clone: tag {ck.ref!r} does not exist in {strip_userinfo(plan.repo_url)}",
+                    terminal=True,
+                )
+            sha = found.stdout.strip()
+    else:
+        sha = await _resolve_commit(git, repo, ck.ref, plan.repo_url)
+
+    await _clear_checkout_path(git, ck)
+    ck.path.parent.mkdir(parents=True, exist_ok=True)
+    args = ["worktree", "add", "-q"]
+    if ck.sparse:
+        args.append("--no-checkout")
+    if branch is not None:
+        # -B resets a local branch left by an earlier attempt to what the remote has now.
+        args += ["--no-track", "-B", branch]
+    else:
+        args.append("--detach")
+    await git.run(*args, str(ck.path), sha, cwd=repo, what=f"could not check out {ck.rel_path!r}")
+    if ck.sparse:
+        await git.run(
+            "sparse-checkout", "set", "--cone", "--stdin",
+            cwd=ck.path, stdin="\n".join(ck.sparse) + "\n",
+        )  # fmt: skip
+        await git.run("reset", "-q", "--hard", sha, cwd=ck.path)
+    if plan.recurse_submodules:
+        await git.run(
+            "submodule", "update", "--init", "--recursive", "-q",
+            cwd=ck.path, what=f"could not update submodules in {ck.rel_path!r}",
+        )  # fmt: skip
+    return sha
+
+
+async def git_clone(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    """``git-clone``: one bare clone of ``repoURL``, one worktree per ``checkout[]`` entry.
+
+    Output: ``{"commits": {<as or path>: <sha checked out>}}`` (Kargo's output).
+    """
+    plan = plan_clone(ctx, config)
+    git = _Git(ctx, "git-clone")
+    repo, fresh = await _ensure_clone(git, plan)
+    if not fresh and (plan.author_name or plan.author_email):
+        if plan.author_name:
+            await git.run("config", "user.name", plan.author_name, cwd=repo)
+        if plan.author_email:
+            await git.run("config", "user.email", plan.author_email, cwd=repo)
+    refs = await _remote_refs(git, repo)
+    commits: dict[str, str] = {}
+    for ck in plan.checkouts:
+        commits[ck.key] = await _checkout(git, repo, plan, ck, refs)
+    return succeeded({"commits": commits})
+
+
+# --------------------------------------------------------------------------------------------
+# git-clear
+# --------------------------------------------------------------------------------------------
+
+
+def _remove_all_but_git(path: Path) -> None:
+    for entry in path.iterdir():
+        if entry.name == ".git":
+            continue
+        # Symlinks are unlinked, never followed: a link may point outside the work directory.
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+async def git_clear(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    """``git-clear``: delete everything in a worktree except ``.git`` (staged by git-commit)."""
+    path = _open_worktree(ctx, "git-clear", Config("git-clear", config))
+    await asyncio.to_thread(_remove_all_but_git, path)
+    return succeeded()
+
+
+# --------------------------------------------------------------------------------------------
+# git-commit
+# --------------------------------------------------------------------------------------------
+
+
+def _commit_message(ctx: StepContext, cfg: Config) -> str:
+    message = cfg.opt_str("message")
+    from_steps = cfg.list("messageFromSteps")
+    if message is not None and from_steps:
+        raise StepError(
+            "git-commit: config.message and config.messageFromSteps are mutually exclusive",
+            terminal=True,
+        )
+    if message is None and from_steps:
+        # Deprecated in Kargo; kept because it is one line: join the steps' commitMessage outputs.
+        parts = []
+        for alias in from_steps:
+            output = ctx.state.get(str(alias))
+            if isinstance(output, Mapping) and output.get("commitMessage"):
+                parts.append(str(output["commitMessage"]))
+        message = "\n\n".join(parts) if parts else None
+    if message is None or not message.strip():
+        raise StepError("git-commit: config.message is required", terminal=True)
+    return message
+
+
+async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    """``git-commit``: stage everything and commit; with nothing to commit, report HEAD.
+
+    Output: ``{"commit": <sha>}``. Author: ``config.author`` > git-clone's ``author`` >
+    GitSettings; the committer is always GitSettings' identity.
+    """
+    cfg = Config("git-commit", config)
+    path = _open_worktree(ctx, "git-commit", cfg)
+    message = _commit_message(ctx, cfg)
+    name, email = _identity("git-commit", Config("git-commit", cfg.map("author"), "config.author"))
+    git = _Git(ctx, "git-commit")
+    if name:
+        git.env["GIT_AUTHOR_NAME"] = name
+    if email:
+        git.env["GIT_AUTHOR_EMAIL"] = email
+    await git.run("add", "-A", cwd=path)
+    staged = await git.try_run("diff", "--cached", "--quiet", cwd=path)
+    if staged.returncode not in (0, 1):
+        raise git.error("could not compare the working tree with HEAD", staged)
+    if staged.returncode == 0:
+        head = await git.run("rev-parse", "HEAD", cwd=path)
+        return succeeded({"commit": head}, message="nothing to commit")
+    await git.run(
+        "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-", cwd=path, stdin=message
+    )
+    head = await git.run("rev-parse", "HEAD", cwd=path)
+    return succeeded({"commit": head})
+
+
+# --------------------------------------------------------------------------------------------
+# git-tag
+# --------------------------------------------------------------------------------------------
+
+
+async def git_tag(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    """``git-tag``: an annotated tag on HEAD. Re-running with the tag already on HEAD is a no-op.
+
+    Output: ``{"tag": <name>, "commit": <sha>}``.
+    """
+    cfg = Config("git-tag", config)
+    path = _open_worktree(ctx, "git-tag", cfg)
+    tag = cfg.str("tag")
+    problem = ref_name_problem(tag)
+    if problem:
+        raise StepError(f"git-tag: config.tag {problem}", terminal=True)
+    signer = cfg.map("signer")
+    if signer.get("signingKey"):
+        raise StepError(
+            "git-tag: config.signer.signingKey: signed tags are not supported", terminal=True
+        )
+    message = str(signer.get("signingMessage") or cfg.opt_str("message") or tag)
+    git = _Git(ctx, "git-tag")
+    if signer:
+        name, email = _identity("git-tag", Config("git-tag", signer, "config.signer"))
+        if name:
+            git.env["GIT_COMMITTER_NAME"] = name
+        if email:
+            git.env["GIT_COMMITTER_EMAIL"] = email
+    head = await git.run("rev-parse", "HEAD", cwd=path)
+    existing = await git.try_run(
+        "rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}", cwd=path
+    )
+    if existing.ok:
+        if existing.stdout.strip() == head:
+            return succeeded({"tag": tag, "commit": head}, message="tag already exists")
+        raise StepError(f"git-tag: tag {tag!r} already exists on another commit", terminal=True)
+    await git.run("tag", "-a", "-F", "-", tag, head, cwd=path, stdin=message)
+    return succeeded({"tag": tag, "commit": head})
+
+
+# --------------------------------------------------------------------------------------------
+# git-push
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PushPlan:
+    """A validated ``git-push`` config."""
+
+    target_branch: str | None
+    tag: str | None
+    force: bool
+    max_attempts: int
+    provider: str | None
+
+
+def plan_push(ctx: StepContext, cfg: Config) -> PushPlan:
+    kind = "git-push"
+    target = cfg.opt_str("targetBranch")
+    generate = cfg.bool("generateTargetBranch")
+    tag = cfg.opt_str("tag")
+    chosen = [
+        n
+        for n, v in (("targetBranch", target), ("generateTargetBranch", generate), ("tag", tag))
+        if v
+    ]
+    if len(chosen) > 1:
+        raise StepError(
+            f"{kind}: config.{' and config.'.join(chosen)} are mutually exclusive", terminal=True
+        )
+    force = cfg.bool("force")
+    if generate:
+        # Kargo force-pushes generated branches: the name is unique to the Promotion, so the only
+        # way it already exists is an earlier attempt of this very Promotion.
+        target, force = generated_branch(ctx.promotion), True
+    for label, value in (("targetBranch", target), ("tag", tag)):
+        if value is not None:
+            problem = ref_name_problem(value)
+            if problem:
+                what = (
+                    "the generated branch name"
+                    if generate and label == "targetBranch"
+                    else f"config.{label}"
+                )
+                raise StepError(f"{kind}: {what} {problem}", terminal=True)
+    attempts = cfg.int("maxAttempts", DEFAULT_PUSH_ATTEMPTS)
+    if attempts < 1:
+        raise StepError(f"{kind}: config.maxAttempts must be at least 1", terminal=True)
+    provider = cfg.opt_str("provider")
+    if provider is not None and provider not in ("azure", "bitbucket", "gitea", "github", "gitlab"):
+        raise StepError(
+            f"{kind}: config.provider {provider!r} is not one Kargo knows", terminal=True
+        )
+    return PushPlan(target, tag, force, attempts, provider)
+
+
+_loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _branch_lock(key: str) -> asyncio.Lock:
+    """One lock per (repository, branch) in this process, as Kargo has: concurrent Promotions here
+    then take turns instead of rebasing against each other; other processes are handled by the
+    fetch-rebase-retry loop."""
+    locks = _loop_locks.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault(key, asyncio.Lock())
+
+
+@dataclass(frozen=True)
+class _PushOutcome:
+    ok: bool
+    non_fast_forward: bool
+    run: GitRun
+
+
+async def _push_ref(git: _Git, path: Path, refspec: str) -> _PushOutcome:
+    result = await git.try_run("push", "--porcelain", "origin", refspec, cwd=path)
+    rejected = [line for line in result.stdout.splitlines() if line.startswith("!")]
+    non_ff = any(
+        "[rejected]" in line
+        and ("fetch first" in line or "non-fast-forward" in line or "stale info" in line)
+        for line in rejected
+    )
+    return _PushOutcome(result.ok, non_ff, result)
+
+
+async def _integrate(git: _Git, path: Path, branch: str) -> StepResult | bool:
+    """Fetch ``branch`` and bring HEAD up to date with it.
+
+    Returns True if the remote already contains HEAD (an earlier attempt pushed it), False after a
+    successful rebase (push again), or a Failed result when the changes conflict.
+    """
+    await git.run(
+        "fetch", "-q", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}",
+        cwd=path, what=f"could not fetch branch {branch!r}",
+    )  # fmt: skip
+    contained = await git.try_run(
+        "merge-base", "--is-ancestor", "HEAD", f"refs/remotes/origin/{branch}", cwd=path
+    )
+    if contained.ok:
+        return True
+    # A commit whose change the remote already has (same patch, other SHA) is dropped by the
+    # rebase, so a re-run never pushes a duplicate.
+    rebase = await git.try_run("rebase", "-q", f"refs/remotes/origin/{branch}", cwd=path)
+    if rebase.ok:
+        return False
+    conflicts = await git.try_run("diff", "--name-only", "--diff-filter=U", cwd=path)
+    await git.try_run("rebase", "--abort", cwd=path)
+    files = [f for f in conflicts.stdout.splitlines() if f]
+    if files or "conflict" in (rebase.stdout + rebase.stderr).lower():
+        shown = ", ".join(files[:10]) + (" ..." if len(files) > 10 else "")
+        return failed(
+            f"git-push: branch {branch!r} changed on the remote and the changes conflict with "
+            f"this Promotion's commit{(' in ' + shown) if shown else ''}; resolve by hand"
+        )
+    raise git.error(f"could not rebase onto branch {branch!r}", rebase)
+
+
+async def _remote_url(git: _Git, path: Path) -> str:
+    result = await git.try_run("config", "--get", "remote.origin.url", cwd=path)
+    return result.stdout.strip()
+
+
+async def git_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    """``git-push``: push HEAD to a branch, rebasing onto remote changes and retrying.
+
+    Output: ``{"branch", "commit", "commitURL"?}`` (``commitURL`` when the host is a provider
+    Kargo knows); a tag push adds ``"tag"``.
+    """
+    cfg = Config("git-push", config)
+    path = _open_worktree(ctx, "git-push", cfg)
+    plan = plan_push(ctx, cfg)
+    git = _Git(ctx, "git-push")
+    current = await git.try_run("symbolic-ref", "-q", "--short", "HEAD", cwd=path)
+    current_branch = current.stdout.strip() if current.ok else None
+    repo_url = await _remote_url(git, path)
+
+    if plan.tag is not None:
+        return await _push_tag(git, path, plan, current_branch, repo_url)
+
+    branch = plan.target_branch or current_branch
+    if branch is None:
+        raise StepError(
+            "git-push: the working tree is not on a branch (a commit or tag checkout); "
+            "set config.targetBranch or config.generateTargetBranch",
+            terminal=True,
+        )
+    refspec = f"{'+' if plan.force else ''}HEAD:refs/heads/{branch}"
+    async with _branch_lock(f"{normalize_repo_url(repo_url)}#{branch}"):
+        for attempt in range(1, plan.max_attempts + 1):
+            outcome = await _push_ref(git, path, refspec)
+            if outcome.ok:
+                break
+            if not outcome.non_fast_forward or plan.force:
+                raise git.error(f"could not push to branch {branch!r}", outcome.run)
+            if attempt == plan.max_attempts:
+                raise git.error(
+                    f"branch {branch!r} kept moving; gave up after {attempt} attempts",
+                    outcome.run,
+                    terminal=False,
+                )
+            integrated = await _integrate(git, path, branch)
+            if isinstance(integrated, StepResult):
+                return integrated
+            if integrated:
+                break
+            if attempt > 1:
+                # Spread competing pushers apart; the first retry goes at once (fetch and
+                # rebase already took a moment).
+                delay = min(MAX_PUSH_BACKOFF_SECONDS, 0.05 * 2 ** (attempt - 2))
+                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+    head = await git.run("rev-parse", "HEAD", cwd=path)
+    output: dict[str, Any] = {"branch": branch, "commit": head}
+    url = commit_url(repo_url, head, plan.provider)
+    if url:
+        output["commitURL"] = url
+    return succeeded(output)
+
+
+async def _push_tag(
+    git: _Git, path: Path, plan: PushPlan, current_branch: str | None, repo_url: str
+) -> StepResult:
+    """Push one tag. Kargo has no retry loop for tags; a tag already on the remote fails, unless
+    it is this very tag (an earlier attempt pushed it)."""
+    assert plan.tag is not None
+    tag = plan.tag
+    local = await git.try_run("rev-parse", "--verify", "-q", f"refs/tags/{tag}", cwd=path)
+    if not local.ok:
+        raise StepError(
+            f"git-push: tag {tag!r} does not exist; create it with git-tag", terminal=True
+        )
+    outcome = await _push_ref(git, path, f"refs/tags/{tag}:refs/tags/{tag}")
+    if not outcome.ok:
+        remote = await git.try_run("ls-remote", "origin", f"refs/tags/{tag}", cwd=path)
+        remote_obj = remote.stdout.split("\t", 1)[0].strip() if remote.ok else ""
+        if remote_obj != local.stdout.strip():
+            if remote_obj:
+                raise StepError(
+                    f"git-push: tag {tag!r} already exists in the remote repository", terminal=True
+                )
+            raise git.error(f"could not push tag {tag!r}", outcome.run)
+    commit = await git.run("rev-parse", f"refs/tags/{tag}^{{commit}}", cwd=path)
+    output: dict[str, Any] = {"tag": tag, "commit": commit}
+    if current_branch:
+        output["branch"] = current_branch
+    url = commit_url(repo_url, commit, plan.provider)
+    if url:
+        output["commitURL"] = url
+    return succeeded(output)
+
+
+# --------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------
+
+STEPS: dict[str, Step] = {
+    "git-clone": FunctionStep(git_clone),
+    "git-clear": FunctionStep(git_clear),
+    "git-commit": FunctionStep(git_commit),
+    "git-tag": FunctionStep(git_tag),
+    "git-push": FunctionStep(git_push),
+}
+
+__all__: Sequence[str] = [
+    "STATS",
+    "STEPS",
+    "CheckoutPlan",
+    "ClonePlan",
+    "GitCallStats",
+    "PushPlan",
+    "commit_url",
+    "generated_branch",
+    "normalize_repo_url",
+    "plan_clone",
+    "plan_push",
+    "ref_name_problem",
+    "repo_url_problem",
+    "strip_userinfo",
+]

@@ -1,0 +1,578 @@
+"""The ``http`` step: make one HTTP/S request and judge the response with expressions.
+
+Follows Kargo's ``http`` step (docs/.../30-promotion-steps/http.md and its config schema
+``pkg/promotion/runner/builtin/schemas/http-config.json``):
+
+- ``failureExpression`` true: the step fails for good (``Failed``); ``errorExpression`` may add a
+  message taken from the response. Failure wins when both expressions are true.
+- ``successExpression`` true: the step succeeds and ``outputs`` are extracted.
+- neither expression defined: a 2xx status succeeds, any other status is a failure that is
+  retried (we raise a non-terminal :class:`StepError`, counted against ``retry.errorThreshold``).
+- anything else: ``Running``, asked again after ``pollInterval`` (default 30s, at least 10s).
+
+``response`` in expressions is ``{status, headers, header, body}``: ``headers`` maps each
+canonical header name (``Content-Type``) to the list of its values, as Go's ``http.Header`` does;
+``header(name)`` returns the first value of a header in any case, or ``""``; ``body`` is the
+parsed JSON or YAML, the text for ``text/plain``, and ``{}`` when empty or not understood.
+
+This module is an edge adapter: it is the only place in ``promoter/`` that imports aiohttp, and it
+turns every aiohttp exception into a :class:`StepError`. Deciding (config parsing, response
+parsing, the outcome) is done by pure functions; :func:`_send` is the one function doing I/O.
+Messages never contain request header or query values: they often carry tokens.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import aiohttp
+import yaml
+
+from promoter.errors import StepError
+from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
+from promoter.steps.base import (
+    Config,
+    FunctionStep,
+    Step,
+    StepContext,
+    StepResult,
+    failed,
+    running,
+    succeeded,
+)
+
+KIND = "http"
+
+# Kargo's schema only allows these methods (``^(DELETE|GET|HEAD|PATCH|POST|PUT)$``).
+_METHODS = frozenset({"DELETE", "GET", "HEAD", "PATCH", "POST", "PUT"})
+_CONTENT_TYPES = frozenset({"application/json", "application/yaml", "text/plain"})
+_YAML_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml"})
+_KNOWN_KEYS = frozenset(
+    {
+        "method",
+        "url",
+        "headers",
+        "queryParams",
+        "body",
+        "insecureSkipTLSVerify",
+        "proxy",
+        "timeout",
+        "pollInterval",
+        "responseContentType",
+        "successExpression",
+        "failureExpression",
+        "errorExpression",
+        "outputs",
+    }
+)
+
+DEFAULT_POLL_INTERVAL_SECONDS = 30.0
+# Kargo enforces this lower bound so a misconfigured step cannot hammer a service.
+MIN_POLL_INTERVAL_SECONDS = 10.0
+
+# Secrets shorter than this are not redacted: replacing "1" or "on" everywhere would garble
+# messages, and such values protect nothing.
+_MIN_SECRET_LENGTH = 4
+
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    # Go accepts both the micro sign and the Greek mu.
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+@dataclass(frozen=True)
+class HttpRequestSpec:
+    """A validated request: what to send and how to judge the answer."""
+
+    method: str
+    url: str
+    headers: tuple[tuple[str, str], ...]
+    query_params: tuple[tuple[str, str], ...]
+    body: str
+    insecure_skip_tls_verify: bool
+    proxy: str | None
+    timeout_seconds: float
+    poll_interval_seconds: float
+    response_content_type: str | None
+    success_expression: str | None
+    failure_expression: str | None
+    error_expression: str | None
+    outputs: tuple[tuple[str, str], ...]
+
+    def secrets(self) -> list[str]:
+        """Values that must never appear in a message: header and query values, URL password."""
+        found: list[str] = []
+        for _, value in self.headers:
+            found.append(value)
+            # "Bearer <token>": also hide the token alone, should a library quote only it.
+            found.extend(part for part in value.split() if len(part) >= 8)
+        found.extend(value for _, value in self.query_params)
+        parts = urlsplit(self.url)
+        if parts.password:
+            found.append(parts.password)
+        found.extend(value for _, value in parse_qsl(parts.query))
+        return found
+
+    def safe_url(self) -> str:
+        """The URL without credentials or query string, fit for messages."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """What came back: status, headers in arrival order, and the body bytes."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+def parse_duration(text: str) -> float:
+    """Parse a Go duration string (``"10s"``, ``"1m30s"``, ``"1.5h"``, ``"300ms"``) to seconds.
+
+    Kargo reads durations with Go's ``time.ParseDuration``; this accepts the same non-negative
+    forms, so a manifest written for Kargo means the same here.
+    """
+    value = text.strip()
+    if value == "0":
+        return 0.0
+    if not value:
+        raise ValueError("empty duration")
+    total = 0.0
+    position = 0
+    while position < len(value):
+        match = _DURATION_PART.match(value, position)
+        if match is None:
+            raise ValueError(f"invalid duration {text!r}")
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        position = match.end()
+    return total
+
+
+def parse_config(config: Mapping[str, Any], default_timeout_seconds: float) -> HttpRequestSpec:
+    """Validate the rendered config like Kargo's JSON schema does; every problem is terminal."""
+    cfg = Config(KIND, config)
+    unknown = sorted(set(cfg.data) - _KNOWN_KEYS)
+    if unknown:
+        raise StepError(
+            f"{KIND}: unknown config field(s) {', '.join(unknown)}; known fields are "
+            f"{', '.join(sorted(_KNOWN_KEYS))}",
+            terminal=True,
+        )
+
+    method = cfg.str("method", "GET")
+    if method not in _METHODS:
+        raise StepError(
+            f"{KIND}: config.method {method!r} is not one of {', '.join(sorted(_METHODS))}",
+            terminal=True,
+        )
+    url = cfg.str("url")
+    _check_http_url(url, "url")
+
+    headers = tuple(_name_value_pairs(cfg, "headers"))
+    for name, value in headers:
+        # aiohttp would refuse these too, but with a message quoting the value (a token, maybe).
+        if any(c in name or c in value for c in "\r\n\0"):
+            raise StepError(
+                f"{KIND}: config.headers {name!r} contains a line break or NUL character",
+                terminal=True,
+            )
+    query_params = tuple(_name_value_pairs(cfg, "queryParams"))
+
+    proxy = cfg.opt_str("proxy")
+    if proxy is not None:
+        _check_http_url(proxy, "proxy")
+
+    timeout = _duration(cfg, "timeout", default_timeout_seconds)
+    poll_interval = max(
+        _duration(cfg, "pollInterval", DEFAULT_POLL_INTERVAL_SECONDS), MIN_POLL_INTERVAL_SECONDS
+    )
+
+    content_type = cfg.opt_str("responseContentType")
+    if content_type is not None and content_type not in _CONTENT_TYPES:
+        raise StepError(
+            f"{KIND}: config.responseContentType {content_type!r} is not one of "
+            f"{', '.join(sorted(_CONTENT_TYPES))}",
+            terminal=True,
+        )
+
+    outputs: list[tuple[str, str]] = []
+    for item in cfg.items("outputs"):
+        name = item.str("name")
+        expression = item.str("fromExpression")
+        if not name or not expression:
+            raise StepError(
+                f"{KIND}: {item.prefix} needs a non-empty name and fromExpression", terminal=True
+            )
+        outputs.append((name, expression))
+
+    return HttpRequestSpec(
+        method=method,
+        url=url,
+        headers=headers,
+        query_params=query_params,
+        body=cfg.str("body", ""),
+        insecure_skip_tls_verify=cfg.bool("insecureSkipTLSVerify"),
+        proxy=proxy,
+        timeout_seconds=timeout,
+        poll_interval_seconds=poll_interval,
+        response_content_type=content_type,
+        success_expression=cfg.opt_str("successExpression"),
+        failure_expression=cfg.opt_str("failureExpression"),
+        error_expression=cfg.opt_str("errorExpression"),
+        outputs=tuple(outputs),
+    )
+
+
+def _check_http_url(url: str, field_name: str) -> None:
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        valid = False
+    if not valid:
+        # Never echo the URL itself: it may hold credentials or a token in its query.
+        raise StepError(
+            f"{KIND}: config.{field_name} must be an absolute http:// or https:// URL",
+            terminal=True,
+        )
+
+
+def _name_value_pairs(cfg: Config, key: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in cfg.items(key):
+        name = item.str("name")
+        value = item.str("value")
+        # Kargo's schema requires both to be non-empty (minLength: 1).
+        if not name or not value:
+            raise StepError(
+                f"{KIND}: {item.prefix} needs a non-empty name and value", terminal=True
+            )
+        pairs.append((name, value))
+    return pairs
+
+
+def _duration(cfg: Config, key: str, default: float) -> float:
+    text = cfg.opt_str(key)
+    if text is None:
+        return default
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise StepError(
+            f"{KIND}: config.{key} {text!r} is not a duration such as 30s, 1m or 1h30m",
+            terminal=True,
+        ) from None
+    # Go's http.Client reads a zero timeout as "wait forever"; a promotion must not hang.
+    if seconds <= 0:
+        raise StepError(f"{KIND}: config.{key} must be longer than zero", terminal=True)
+    return seconds
+
+
+def canonical_header_name(name: str) -> str:
+    """Go's ``textproto.CanonicalMIMEHeaderKey``: ``content-type`` -> ``Content-Type``.
+
+    Names with characters outside the header token set are left as they are, like Go does.
+    """
+    if not name or any(not (c.isascii() and (c.isalnum() or c in "!#$%&'*+-.^_`|~")) for c in name):
+        return name
+    return "-".join(part[:1].upper() + part[1:].lower() for part in name.split("-"))
+
+
+def _media_type(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _charset(content_type: str) -> str:
+    for param in content_type.split(";")[1:]:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip():
+            return value.strip().strip('"')
+    return "utf-8"
+
+
+class _JsonLikeYamlLoader(yaml.SafeLoader):
+    """YAML loader that keeps timestamps as strings.
+
+    Kargo parses YAML with sigs.k8s.io/yaml, which goes through JSON: ``2024-01-01`` stays a
+    string there. PyYAML's safe loader would make it a ``datetime``, which expressions compare
+    differently and which cannot be stored in a Promotion's status.
+    """
+
+
+_JsonLikeYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def parse_body(body: bytes, content_type: str) -> Any:
+    """Turn a response body into the ``response.body`` value, as Kargo does.
+
+    ``content_type`` is the forced ``responseContentType`` or the response's ``Content-Type``.
+    """
+    if not body:
+        return {}
+    media_type = _media_type(content_type)
+    if media_type in _YAML_TYPES:
+        try:
+            return next(iter(yaml.load_all(body, Loader=_JsonLikeYamlLoader)), {})
+        except yaml.YAMLError as exc:
+            raise StepError(f"{KIND}: failed to parse YAML response: {exc}") from None
+    if media_type == "text/plain":
+        return body.decode(_charset(content_type), errors="replace")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        if media_type == "application/json":
+            raise StepError(f"{KIND}: failed to parse JSON response: {exc}") from None
+        # Unknown content types are parsed as JSON when they are JSON, and ignored otherwise.
+        return {}
+
+
+def build_response_variables(
+    response: HttpResponse, forced_content_type: str | None
+) -> dict[str, Any]:
+    """The ``response`` object that expressions see."""
+    headers: dict[str, list[str]] = {}
+    for name, value in response.headers:
+        headers.setdefault(canonical_header_name(name), []).append(value)
+
+    def header(name: str) -> str:
+        values = headers.get(canonical_header_name(name))
+        return values[0] if values else ""
+
+    content_type = forced_content_type or header("Content-Type")
+    return {
+        "status": response.status,
+        "headers": headers,
+        "header": header,
+        "body": parse_body(response.body, content_type),
+    }
+
+
+def _evaluate(source: str, variables: Mapping[str, Any], where: str) -> Any:
+    try:
+        return evaluate_expression(source, variables, where=where)
+    except ExpressionSyntaxError as exc:
+        # Kargo: an expression that does not compile is a config error; retrying cannot help.
+        raise StepError(f"{KIND}: {exc}", terminal=True) from None
+    except ExpressionError as exc:
+        # Kargo: an evaluation error (the response is not shaped as expected) is retried.
+        raise StepError(f"{KIND}: {exc}") from None
+
+
+def _evaluate_bool(source: str | None, variables: Mapping[str, Any], where: str) -> bool | None:
+    if source is None:
+        return None
+    value = _evaluate(source, variables, where)
+    if not isinstance(value, bool):
+        raise StepError(
+            f"{KIND}: {where} {source!r} did not evaluate to a boolean (got {type(value).__name__})"
+        )
+    return value
+
+
+def _error_message(source: str | None, variables: Mapping[str, Any]) -> str:
+    """Kargo's ``errorExpression``: best effort, any evaluation problem means "no message"."""
+    if source is None:
+        return ""
+    try:
+        value = evaluate_expression(source, variables, where="config.errorExpression")
+    except ExpressionSyntaxError as exc:
+        raise StepError(f"{KIND}: {exc}", terminal=True) from None
+    except ExpressionError:
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+def _outputs(spec: HttpRequestSpec, variables: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        name: _evaluate(expression, variables, f"config.outputs[{name!r}].fromExpression")
+        for name, expression in spec.outputs
+    }
+
+
+def decide(spec: HttpRequestSpec, response: HttpResponse) -> StepResult:
+    """Judge a response against the spec's expressions (pure; raises :class:`StepError`)."""
+    variables = {"response": build_response_variables(response, spec.response_content_type)}
+    success = _evaluate_bool(spec.success_expression, variables, "config.successExpression")
+    failure = _evaluate_bool(spec.failure_expression, variables, "config.failureExpression")
+    status = response.status
+
+    if failure:
+        detail = _error_message(spec.error_expression, variables)
+        message = f"HTTP ({status}) response met failure criteria"
+        return failed(f"{message}: {json.dumps(detail)}" if detail else message)
+    if success:
+        return succeeded(
+            _outputs(spec, variables), f"HTTP ({status}) response met success criteria"
+        )
+    if success is None and failure is None:
+        if 200 <= status < 300:
+            return succeeded(_outputs(spec, variables), f"HTTP ({status}) response")
+        # Kargo: without criteria a non-2xx status "fails but will be retried".
+        raise StepError(
+            f"{KIND}: HTTP ({status}) response is not a success (2xx) and no successExpression "
+            "or failureExpression is set"
+        )
+    return running(
+        f"HTTP ({status}) response met neither success nor failure criteria; asking again in "
+        f"{spec.poll_interval_seconds:g}s",
+        retry_after=spec.poll_interval_seconds,
+    )
+
+
+def _is_blocked_address(host: str) -> bool:
+    """Link-local and cloud metadata addresses, as Kargo's hardened transport refuses them."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_link_local or address == ipaddress.ip_address("fd00:ec2::254")
+
+
+AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
+
+
+def _guarded_socket(addr_info: AddrInfo) -> socket.socket:
+    """Open a socket unless it would reach a metadata endpoint (SSRF guard).
+
+    Checking here, at connect time, covers DNS names, literal IPs and redirects alike; a check
+    of the URL string alone would miss a name that resolves to 169.254.169.254.
+    """
+    family, sock_type, proto, _, sockaddr = addr_info
+    if _is_blocked_address(str(sockaddr[0])):
+        raise OSError(
+            f"connections to link-local or cloud instance metadata addresses are not permitted "
+            f"(address {sockaddr[0]})"
+        )
+    return socket.socket(family=family, type=sock_type, proto=proto)
+
+
+async def _read_limited(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    too_big = StepError(f"{KIND}: response body is larger than the limit of {limit} bytes")
+    if response.content_length is not None and response.content_length > limit:
+        raise too_big
+    body = bytearray()
+    async for chunk in response.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > limit:
+            raise too_big
+    return bytes(body)
+
+
+async def _send(spec: HttpRequestSpec, max_response_bytes: int) -> HttpResponse:
+    """Send the request and read the response. Raises aiohttp's and asyncio's exceptions."""
+    connector = aiohttp.TCPConnector(socket_factory=_guarded_socket)
+    headers = list(spec.headers)
+    if not any(name.lower() == "user-agent" for name, _ in headers):
+        headers.append(("User-Agent", "Longshoreman"))
+    async with (
+        aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=spec.timeout_seconds),
+            # Settings come from our Settings object, never from the process environment/.netrc.
+            trust_env=False,
+        ) as session,
+        session.request(
+            spec.method,
+            spec.url,
+            params=list(spec.query_params) or None,
+            headers=headers,
+            data=spec.body.encode() if spec.body else None,
+            # Go sends the body with no Content-Type unless one is configured; so do we.
+            skip_auto_headers=("Content-Type",),
+            proxy=spec.proxy,
+            ssl=not spec.insecure_skip_tls_verify,
+        ) as response,
+    ):
+        body = await _read_limited(response, max_response_bytes)
+        return HttpResponse(
+            status=response.status, headers=tuple(response.headers.items()), body=body
+        )
+
+
+def _redactor(ctx: StepContext, spec: HttpRequestSpec) -> Callable[[str], str]:
+    secrets = sorted(
+        {s for s in spec.secrets() if len(s) >= _MIN_SECRET_LENGTH}, key=len, reverse=True
+    )
+
+    def redact(text: str) -> str:
+        for secret in secrets:
+            text = text.replace(secret, "***")
+        return ctx.redact(text)
+
+    return redact
+
+
+def _redacted(result: StepResult, redact: Callable[[str], str]) -> StepResult:
+    return StepResult(
+        status=result.status,
+        message=redact(result.message),
+        output=result.output,
+        health_check=result.health_check,
+        retry_after=result.retry_after,
+    )
+
+
+async def http_step(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    """Run the ``http`` step."""
+    settings = ctx.services.http
+    spec = parse_config(config, settings.default_timeout_seconds)
+    redact = _redactor(ctx, spec)
+    where = f"{spec.method} {spec.safe_url()}"
+    try:
+        response = await _send(spec, settings.max_response_bytes)
+    except StepError as exc:
+        raise StepError(redact(f"{exc.message} ({where})"), terminal=exc.terminal) from None
+    except TimeoutError:
+        # aiohttp's own timeout errors subclass TimeoutError, so this must come first.
+        raise StepError(
+            redact(f"{KIND}: {where} timed out after {spec.timeout_seconds:g}s")
+        ) from None
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        raise StepError(redact(f"{KIND}: {where} failed: {type(exc).__name__}: {exc}")) from None
+    try:
+        result = decide(spec, response)
+    except StepError as exc:
+        raise StepError(redact(exc.message), terminal=exc.terminal) from None
+    return _redacted(result, redact)
+
+
+STEPS: dict[str, Step] = {KIND: FunctionStep(http_step)}
+
+__all__: Sequence[str] = (
+    "STEPS",
+    "HttpRequestSpec",
+    "HttpResponse",
+    "build_response_variables",
+    "canonical_header_name",
+    "decide",
+    "http_step",
+    "parse_body",
+    "parse_config",
+    "parse_duration",
+)
