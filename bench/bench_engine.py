@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from promoter import engine  # noqa: E402
-from promoter.builder import build_promotion  # noqa: E402
-from promoter.model import Phase, TaskRef, TaskSpec, parse_stage  # noqa: E402
-from promoter.steps.base import StepServices  # noqa: E402
-from promoter.steps.registry import builtin_registry  # noqa: E402
+from promoter import engine
+from promoter.builder import build_promotion
+from promoter.model import Phase, TaskRef, TaskSpec, parse_stage
+from promoter.steps.base import StepServices
+from promoter.steps.registry import builtin_registry
 
 FREIGHT = {"metadata": {"name": "abcdef0123"}, "origin": {"kind": "Warehouse", "name": "w"}}
 
@@ -35,14 +35,28 @@ class NoTasks:
 def chain(n: int) -> list[dict[str, object]]:
     steps: list[dict[str, object]] = [{"uses": "compose-output", "as": "s0", "config": {"n": 0}}]
     for i in range(1, n):
-        steps.append({"uses": "compose-output", "as": f"s{i}", "config": {"n": f"${{{{ outputs.s{i - 1}.n + 1 }}}}", "stage": "${{ ctx.stage }}"}})
+        steps.append(
+            {
+                "uses": "compose-output",
+                "as": f"s{i}",
+                "config": {"n": f"${{{{ outputs.s{i - 1}.n + 1 }}}}", "stage": "${{ ctx.stage }}"},
+            }
+        )
     return steps
 
 
 async def run_once(n: int, work_dir: Path) -> float:
-    stage = parse_stage({"kind": "Stage", "metadata": {"name": "bench", "namespace": "b"}, "spec": {"promotionTemplate": {"spec": {"steps": chain(n)}}}})
+    stage = parse_stage(
+        {
+            "kind": "Stage",
+            "metadata": {"name": "bench", "namespace": "b"},
+            "spec": {"promotionTemplate": {"spec": {"steps": chain(n)}}},
+        }
+    )
     promo = build_promotion(stage, FREIGHT, NoTasks(), actor="bench")
-    runtime = engine.Runtime(registry=builtin_registry(), services=StepServices(), work_dir=work_dir, freight=FREIGHT)
+    runtime = engine.Runtime(
+        registry=builtin_registry(), services=StepServices(), work_dir=work_dir, freight=FREIGHT
+    )
     start = time.perf_counter()
     out = await engine.advance(promo, runtime)
     elapsed = time.perf_counter() - start

@@ -108,7 +108,8 @@ def inflate(
         assert step.alias is not None
         if step.alias in seen:
             raise InvalidInput(
-                f"duplicate alias {step.alias!r} (also used by {seen[step.alias]})", field=step_where
+                f"duplicate alias {step.alias!r} (also used by {seen[step.alias]})",
+                field=step_where,
             )
         seen[step.alias] = step_where
         out.append(step)
@@ -123,19 +124,24 @@ def inflate(
             continue
         task = tasks.get_task(step.task, namespace)
         if task is None:
-            scope = "cluster" if step.task.kind == "ClusterPromotionTask" else f"namespace {namespace!r}"
+            scope = (
+                "cluster"
+                if step.task.kind == "ClusterPromotionTask"
+                else f"namespace {namespace!r}"
+            )
             raise InvalidInput(
-                f"{step.task.kind} {step.task.name!r} not found in {scope}", field=f"{step_where}.task"
+                f"{step.task.kind} {step.task.name!r} not found in {scope}",
+                field=f"{step_where}.task",
             )
         if step.config:
-            raise InvalidInput("a task step takes `vars`, not `config`", field=f"{step_where}.config")
+            raise InvalidInput(
+                "a task step takes `vars`, not `config`", field=f"{step_where}.config"
+            )
         task_vars = _task_vars_to_step_vars(task, promo_vars, step.vars, f"{step_where}.vars")
         for j, task_step in enumerate(task.steps):
             task_where = f"{task.kind} {task.name}: spec.steps[{j}]"
             if task_step.task is not None:
-                raise InvalidInput(
-                    "tasks cannot reference other tasks", field=f"{task_where}.task"
-                )
+                raise InvalidInput("tasks cannot reference other tasks", field=f"{task_where}.task")
             if task_step.alias:
                 _check_alias(task_step.alias, f"{task_where}.as")
             inner = task_step.alias_at(j)
@@ -150,7 +156,9 @@ def inflate(
     return tuple(out)
 
 
-def check_expressions(steps: Sequence[StepSpec], promo_vars: Sequence[Var], where: str = "steps") -> None:
+def check_expressions(
+    steps: Sequence[StepSpec], promo_vars: Sequence[Var], where: str = "steps"
+) -> None:
     """Compile every expression up front, so a syntax error is an input error, not a failed step."""
     try:
         for i, v in enumerate(promo_vars):
@@ -184,7 +192,7 @@ def build_promotion(
     """A new Pending Promotion of ``freight`` into ``stage`` with its steps inflated."""
     if not stage.steps:
         raise InvalidInput(
-            f"Stage {stage.name!r} has no spec.promotionTemplate.spec.steps; nothing to promote with"
+            f"Stage {stage.name!r} has no spec.promotionTemplate.spec.steps: nothing to run"
         )
     freight_name = name_of(freight)
     vars_ = promotion_vars(stage, extra_vars)
@@ -226,9 +234,14 @@ def ensure_inflated(promotion: Promotion, stage: StageSpec, tasks: TaskSource) -
             raise InvalidInput(f"Stage {stage.name!r} has no promotion steps")
         check_expressions(steps, vars_)
         return replace(promotion, steps=steps, vars=tuple(vars_))
-    if any(s.task is not None for s in promotion.steps) or any(s.alias is None for s in promotion.steps):
+    if any(s.task is not None for s in promotion.steps) or any(
+        s.alias is None for s in promotion.steps
+    ):
         steps = inflate(
-            promotion.steps, namespace=promotion.namespace, promo_vars=promotion.vars, tasks=tasks,
+            promotion.steps,
+            namespace=promotion.namespace,
+            promo_vars=promotion.vars,
+            tasks=tasks,
             where="spec.steps",
         )
         check_expressions(steps, promotion.vars)

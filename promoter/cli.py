@@ -46,21 +46,41 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inflate the Stage's promotion template for the Freight and run its steps to "
         "a terminal phase. Exit 0 Succeeded, 1 Failed/Errored/Aborted, 2 invalid input.",
     )
-    run.add_argument("--manifests", required=True, metavar="PATH",
-                     help="a YAML file (multi-document) or a directory of them: the Stage, the "
-                     "Freight and any (Cluster)PromotionTasks")
+    run.add_argument(
+        "--manifests",
+        required=True,
+        metavar="PATH",
+        help="a YAML file (multi-document) or a directory of them: the Stage, the "
+        "Freight and any (Cluster)PromotionTasks",
+    )
     run.add_argument("--stage", required=True, metavar="NAME")
     run.add_argument("--freight", required=True, metavar="NAME", help="Freight name or alias")
-    run.add_argument("--namespace", metavar="NS",
-                     help="project namespace (default: the Stage manifest's, else 'default')")
-    run.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
-                     help="a Promotion-level var (repeatable); later ones win")
-    run.add_argument("--work-dir", type=Path, metavar="DIR",
-                     help="keep the Promotion's working files here (default: a temporary dir)")
+    run.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="project namespace (default: the Stage manifest's, else 'default')",
+    )
+    run.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Promotion-level var (repeatable); later ones win",
+    )
+    run.add_argument(
+        "--work-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep the Promotion's working files here (default: a temporary dir)",
+    )
     run.add_argument("--output", choices=("text", "json"), default="text")
-    run.add_argument("--git-config", type=Path, metavar="FILE",
-                     help="a gitconfig for git steps (credential helpers, url.<base>.insteadOf "
-                     "rules); credentials never go in manifests")
+    run.add_argument(
+        "--git-config",
+        type=Path,
+        metavar="FILE",
+        help="a gitconfig for git steps (credential helpers, url.<base>.insteadOf "
+        "rules); credentials never go in manifests",
+    )
     sub.add_parser(
         "demo",
         help="promote the example manifests into a throwaway local git remote",
@@ -139,7 +159,9 @@ def report(promotion: Promotion, output: str, stdout: TextIO, progress_stream: T
     return EXIT_OK if status.phase.value == "Succeeded" else EXIT_PROMOTION_FAILED
 
 
-def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     args = build_parser().parse_args(argv)

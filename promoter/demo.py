@@ -40,8 +40,12 @@ def make_remote(root: Path) -> tuple[Path, Path, dict[str, str]]:
         "[init]\n\tdefaultBranch = main\n"
         f'[url "{bare.as_uri()}"]\n\tinsteadOf = {DEMO_REPO_URL}\n'
     )
-    env = {"GIT_CONFIG_GLOBAL": str(gitconfig), "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(root),
-           "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env = {
+        "GIT_CONFIG_GLOBAL": str(gitconfig),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(root),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
     _git("init", "--bare", "-q", str(bare), cwd=root, env=env)
     shutil.copytree(EXAMPLES / "gitops-repo", seed)
     _git("init", "-q", "-b", "main", cwd=seed, env=env)
@@ -73,7 +77,10 @@ def run_demo(stdout: TextIO, stderr: TextIO) -> int:
         if code == EXIT_OK:
             print("\nstage/test in the remote now holds:", file=stdout)
             print(_git("log", "--oneline", "stage/test", cwd=bare, env=env).rstrip(), file=stdout)
-            print(_git("show", "stage/test:manifests/kustomization.yaml", cwd=bare, env=env).rstrip(), file=stdout)
+            print(
+                _git("show", "stage/test:manifests/kustomization.yaml", cwd=bare, env=env).rstrip(),
+                file=stdout,
+            )
             summary = promotion.status.state.get("summary", {}).get("message")
             if summary:
                 print(f"\n{summary}", file=stdout)

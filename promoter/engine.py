@@ -48,7 +48,16 @@ DEFAULT_RUNNING_RETRY = 300.0
 MIN_RUNNING_RETRY = 0.0
 
 _FAILED = {StepStatus.FAILED.value, StepStatus.ERRORED.value}
-_DONE = {s.value for s in (StepStatus.SUCCEEDED, StepStatus.SKIPPED, StepStatus.FAILED, StepStatus.ERRORED, StepStatus.ABORTED)}
+_DONE = {
+    s.value
+    for s in (
+        StepStatus.SUCCEEDED,
+        StepStatus.SKIPPED,
+        StepStatus.FAILED,
+        StepStatus.ERRORED,
+        StepStatus.ABORTED,
+    )
+}
 
 
 # ---- pure decisions -----------------------------------------------------------------------------
@@ -96,7 +105,9 @@ def status_functions(
     }
 
 
-def final_phase(steps: Sequence[StepSpec], executions: Sequence[StepExecution]) -> tuple[Phase, str]:
+def final_phase(
+    steps: Sequence[StepSpec], executions: Sequence[StepExecution]
+) -> tuple[Phase, str]:
     """The worst status among steps without continueOnError, and a message naming the culprit."""
     worst = StepStatus.SUCCEEDED
     culprit: tuple[StepSpec, StepExecution] | None = None
@@ -135,12 +146,21 @@ def abort(promotion: Promotion, actor: str, now: datetime) -> Promotion:
         alias = promotion.steps[i].alias or promotion.steps[i].alias_at(i)
         if i < len(executions):
             executions[i] = replace(
-                executions[i], status=StepStatus.ABORTED.value, finished_at=now, message=message,
+                executions[i],
+                status=StepStatus.ABORTED.value,
+                finished_at=now,
+                message=message,
                 next_attempt_at=None,
             )
         elif status.phase is Phase.RUNNING:
             executions.append(
-                StepExecution(alias=alias, status=StepStatus.ABORTED.value, started_at=now, finished_at=now, message=message)
+                StepExecution(
+                    alias=alias,
+                    status=StepStatus.ABORTED.value,
+                    started_at=now,
+                    finished_at=now,
+                    message=message,
+                )
             )
     return promotion.with_status(
         replace(
@@ -170,40 +190,70 @@ def record(
     result: StepResult | StepError,
     now: datetime,
 ) -> tuple[StepExecution, bool]:
-    """Apply a step's result to its metadata. Returns the new metadata and whether the step is done."""
+    """Apply a step's result to its metadata; returns it and whether the step is done."""
     if isinstance(result, StepError):
         threshold = spec.retry.error_threshold if spec.retry else 1
         count = execution.error_count + 1
         if result.terminal or count >= threshold or timed_out(spec, execution, now):
             return (
-                replace(execution, status=StepStatus.ERRORED.value, error_count=count,
-                        message=result.message, finished_at=now, next_attempt_at=None),
+                replace(
+                    execution,
+                    status=StepStatus.ERRORED.value,
+                    error_count=count,
+                    message=result.message,
+                    finished_at=now,
+                    next_attempt_at=None,
+                ),
                 True,
             )
         delay = result.retry_after if result.retry_after is not None else error_backoff(count)
         return (
-            replace(execution, status=StepStatus.RUNNING.value, error_count=count,
-                    message=f"attempt {count} of {threshold} failed, retrying: {result.message}",
-                    next_attempt_at=now + timedelta(seconds=delay)),
+            replace(
+                execution,
+                status=StepStatus.RUNNING.value,
+                error_count=count,
+                message=f"attempt {count} of {threshold} failed, retrying: {result.message}",
+                next_attempt_at=now + timedelta(seconds=delay),
+            ),
             False,
         )
     if result.status is StepStatus.RUNNING:
         if timed_out(spec, execution, now):
             assert spec.retry is not None and spec.retry.timeout is not None
             return (
-                replace(execution, status=StepStatus.ERRORED.value,
-                        message=f"timed out after {spec.retry.timeout:g}s: {result.message}".rstrip(": "),
-                        finished_at=now, next_attempt_at=None),
+                replace(
+                    execution,
+                    status=StepStatus.ERRORED.value,
+                    message=f"timed out after {spec.retry.timeout:g}s: {result.message}".rstrip(
+                        ": "
+                    ),
+                    finished_at=now,
+                    next_attempt_at=None,
+                ),
                 True,
             )
-        delay = DEFAULT_RUNNING_RETRY if result.retry_after is None else max(MIN_RUNNING_RETRY, result.retry_after)
+        delay = (
+            DEFAULT_RUNNING_RETRY
+            if result.retry_after is None
+            else max(MIN_RUNNING_RETRY, result.retry_after)
+        )
         return (
-            replace(execution, status=StepStatus.RUNNING.value, message=result.message,
-                    next_attempt_at=now + timedelta(seconds=delay)),
+            replace(
+                execution,
+                status=StepStatus.RUNNING.value,
+                message=result.message,
+                next_attempt_at=now + timedelta(seconds=delay),
+            ),
             False,
         )
     return (
-        replace(execution, status=result.status.value, message=result.message, finished_at=now, next_attempt_at=None),
+        replace(
+            execution,
+            status=result.status.value,
+            message=result.message,
+            finished_at=now,
+            next_attempt_at=None,
+        ),
         True,
     )
 
@@ -252,8 +302,11 @@ def base_context(promotion: Promotion, freight: Mapping[str, Any]) -> dict[str, 
 
 
 def evaluate_vars(
-    variables: Sequence[Any], base: Mapping[str, Any], functions: Mapping[str, Callable[..., Any]],
-    into: dict[str, Any], where: str,
+    variables: Sequence[Any],
+    base: Mapping[str, Any],
+    functions: Mapping[str, Callable[..., Any]],
+    into: dict[str, Any],
+    where: str,
 ) -> None:
     """Evaluate vars in order; each may use the ones before it (and whatever ``base`` offers)."""
     for v in variables:
@@ -339,7 +392,10 @@ async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False
                 run = _should_run(spec, fns, ctx, promo_vars, work.state, alias)
             except ExpressionError as e:
                 work.executions[i] = replace(
-                    execution, status=StepStatus.ERRORED.value, started_at=now, finished_at=now,
+                    execution,
+                    status=StepStatus.ERRORED.value,
+                    started_at=now,
+                    finished_at=now,
                     message=f"if: {e}",
                 )
                 work.current += 1
@@ -347,8 +403,12 @@ async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False
                 continue
             if not run:
                 work.executions[i] = replace(
-                    execution, status=StepStatus.SKIPPED.value, started_at=now, finished_at=now,
-                    message="skipped: " + (f"if {spec.if_!r} was false" if spec.if_ else "an earlier step failed"),
+                    execution,
+                    status=StepStatus.SKIPPED.value,
+                    started_at=now,
+                    finished_at=now,
+                    message="skipped: "
+                    + (f"if {spec.if_!r} was false" if spec.if_ else "an earlier step failed"),
                 )
                 work.current += 1
                 await _checkpoint(work, runtime, i)
@@ -358,7 +418,11 @@ async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False
             if runtime.observer:
                 runtime.observer(work.snapshot(), i)
         elif execution.status == StepStatus.RUNNING.value:
-            if execution.next_attempt_at is not None and now < execution.next_attempt_at and not force:
+            if (
+                execution.next_attempt_at is not None
+                and now < execution.next_attempt_at
+                and not force
+            ):
                 await _checkpoint(work, runtime, None)
                 return Outcome(work.snapshot(), (execution.next_attempt_at - now).total_seconds())
         elif execution.status in _DONE:
@@ -371,7 +435,8 @@ async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False
         result: StepResult | StepError
         if step is None:
             result = StepError(
-                f"unknown step kind {spec.uses!r}; known kinds: {', '.join(sorted(runtime.registry))}",
+                f"unknown step kind {spec.uses!r}; known kinds: "
+                + ", ".join(sorted(runtime.registry)),
                 terminal=True,
             )
         else:
@@ -410,7 +475,11 @@ async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False
         if not done:
             work.message = f"step {alias!r} ({spec.uses}): {execution.message}".rstrip(": ")
             await _checkpoint(work, runtime, i)
-            wait = (execution.next_attempt_at - now).total_seconds() if execution.next_attempt_at else DEFAULT_RUNNING_RETRY
+            wait = (
+                (execution.next_attempt_at - now).total_seconds()
+                if execution.next_attempt_at
+                else DEFAULT_RUNNING_RETRY
+            )
             return Outcome(work.snapshot(), max(0.0, wait))
         work.current += 1
         await _checkpoint(work, runtime, i)
@@ -424,7 +493,9 @@ async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False
     return await _done(work, runtime)
 
 
-async def _run_step(step: Step, ctx: StepContext, config: Mapping[str, Any], spec: StepSpec) -> StepResult | StepError:
+async def _run_step(
+    step: Step, ctx: StepContext, config: Mapping[str, Any], spec: StepSpec
+) -> StepResult | StepError:
     try:
         return await step.run(ctx, config)
     except StepError as e:
@@ -435,14 +506,18 @@ async def _run_step(step: Step, ctx: StepContext, config: Mapping[str, Any], spe
 
 
 def _variables(
-    spec: StepSpec, fns: Mapping[str, Callable[..., Any]], ctx: Mapping[str, Any],
-    promo_vars: Mapping[str, Any], state: Mapping[str, Any], alias: str,
+    spec: StepSpec,
+    fns: Mapping[str, Callable[..., Any]],
+    ctx: Mapping[str, Any],
+    promo_vars: Mapping[str, Any],
+    state: Mapping[str, Any],
+    alias: str,
 ) -> dict[str, Any]:
     owner = task_alias(alias)
     task_outputs: dict[str, Any] = {}
     if owner is not None:
         prefix = owner + TASK_SEPARATOR
-        task_outputs = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        task_outputs = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
     base: dict[str, Any] = {"ctx": ctx, "outputs": state, "task": {"outputs": task_outputs}}
     step_vars = dict(promo_vars)
     if spec.vars:
@@ -452,8 +527,12 @@ def _variables(
 
 
 def _should_run(
-    spec: StepSpec, fns: Mapping[str, Callable[..., Any]], ctx: Mapping[str, Any],
-    promo_vars: Mapping[str, Any], state: Mapping[str, Any], alias: str,
+    spec: StepSpec,
+    fns: Mapping[str, Callable[..., Any]],
+    ctx: Mapping[str, Any],
+    promo_vars: Mapping[str, Any],
+    state: Mapping[str, Any],
+    alias: str,
 ) -> bool:
     if spec.if_ is None:
         return bool(fns["success"]())
@@ -463,12 +542,18 @@ def _should_run(
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise ExpressionError(spec.if_, f"step {alias!r}: if", f"must evaluate to true or false, got {value!r}")
+    raise ExpressionError(
+        spec.if_, f"step {alias!r}: if", f"must evaluate to true or false, got {value!r}"
+    )
 
 
 def _render_config(
-    spec: StepSpec, fns: Mapping[str, Callable[..., Any]], ctx: Mapping[str, Any],
-    promo_vars: Mapping[str, Any], state: Mapping[str, Any], alias: str,
+    spec: StepSpec,
+    fns: Mapping[str, Callable[..., Any]],
+    ctx: Mapping[str, Any],
+    promo_vars: Mapping[str, Any],
+    state: Mapping[str, Any],
+    alias: str,
 ) -> Mapping[str, Any]:
     variables = _variables(spec, fns, ctx, promo_vars, state, alias)
     rendered = render(spec.config or {}, Scope(variables, fns), where=f"step {alias!r}: config")
@@ -489,12 +574,17 @@ async def _done(work: _Work, runtime: Runtime) -> Outcome:
     return Outcome(promotion, None)
 
 
-async def _finish_errored(work: _Work, runtime: Runtime, index: int, alias: str, message: str, now: datetime) -> Outcome:
+async def _finish_errored(
+    work: _Work, runtime: Runtime, index: int, alias: str, message: str, now: datetime
+) -> Outcome:
     work.executions[index] = replace(
-        work.executions[index], status=StepStatus.ERRORED.value, started_at=now, finished_at=now, message=message
+        work.executions[index],
+        status=StepStatus.ERRORED.value,
+        started_at=now,
+        finished_at=now,
+        message=message,
     )
     work.phase = Phase.ERRORED
     work.message = f"step {alias!r}: {message}"
     work.finished_at = now
     return await _done(work, runtime)
-

@@ -75,7 +75,11 @@ class ManifestSet:
         for o in self.objects:
             if o.kind != kind or o.name != name:
                 continue
-            if kind in CLUSTER_SCOPED_KINDS or namespace is None or (o.namespace or namespace) == namespace:
+            if (
+                kind in CLUSTER_SCOPED_KINDS
+                or namespace is None
+                or (o.namespace or namespace) == namespace
+            ):
                 return o
         return None
 
@@ -83,19 +87,26 @@ class ManifestSet:
         found = self.find("Stage", name, namespace)
         if found is None:
             known = ", ".join(sorted({o.name for o in self.of_kind("Stage")})) or "none"
-            raise InvalidInput(f"Stage {name!r} not found (Stages in the manifests: {known})", field="--stage")
+            raise InvalidInput(
+                f"Stage {name!r} not found (Stages in the manifests: {known})", field="--stage"
+            )
         spec = parse_stage(found.obj, source=found.source)
         if namespace and not found.namespace:
             spec = StageSpec(
-                name=spec.name, namespace=namespace, vars=spec.vars, template_vars=spec.template_vars,
-                steps=spec.steps, requested_origins=spec.requested_origins,
+                name=spec.name,
+                namespace=namespace,
+                vars=spec.vars,
+                template_vars=spec.template_vars,
+                steps=spec.steps,
+                requested_origins=spec.requested_origins,
             )
         return spec, found
 
     def freight(self, ref: str, namespace: str | None) -> Loaded:
         """A Freight by name or alias."""
         candidates = [
-            o for o in self.of_kind("Freight")
+            o
+            for o in self.of_kind("Freight")
             if (namespace is None or o.namespace in (None, namespace))
         ]
         for o in candidates:
@@ -104,8 +115,19 @@ class ManifestSet:
         for o in candidates:
             if o.obj.get("alias") == ref:
                 return o
-        known = ", ".join(sorted(f"{o.name} ({o.obj.get('alias')})" if o.obj.get("alias") else o.name for o in candidates)) or "none"
-        raise InvalidInput(f"Freight {ref!r} not found by name or alias (Freight in the manifests: {known})", field="--freight")
+        known = (
+            ", ".join(
+                sorted(
+                    f"{o.name} ({o.obj.get('alias')})" if o.obj.get("alias") else o.name
+                    for o in candidates
+                )
+            )
+            or "none"
+        )
+        raise InvalidInput(
+            f"Freight {ref!r} not found by name or alias (Freight in the manifests: {known})",
+            field="--freight",
+        )
 
     def get_task(self, ref: TaskRef, namespace: str) -> TaskSpec | None:
         found = self.find(ref.kind, ref.name, namespace)
@@ -129,16 +151,22 @@ def _check_object(obj: Any, source: str) -> dict[str, Any] | None:
         if kind not in KINDS:
             raise InvalidInput(
                 f"unknown kind {kind!r} for {api_version}; known kinds: {', '.join(KINDS)}",
-                source=source, field="kind",
+                source=source,
+                field="kind",
             )
     elif (api_version, kind) not in _CARRIED:
         raise InvalidInput(
             f"unknown kind {kind!r} with apiVersion {api_version!r}; expected {API_VERSION} or "
             "kargo.akuity.io/v1alpha1 kinds (" + ", ".join(KINDS) + ")",
-            source=source, field="apiVersion",
+            source=source,
+            field="apiVersion",
         )
     metadata = obj.get("metadata")
-    if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
+    if (
+        not isinstance(metadata, dict)
+        or not isinstance(metadata.get("name"), str)
+        or not metadata["name"]
+    ):
         raise InvalidInput("missing metadata.name", source=source, field="metadata.name")
     if kind == "Freight":
         for key in ("commits", "images", "charts"):
@@ -163,7 +191,11 @@ def load_file(path: Path) -> list[Loaded]:
     many = len(documents) > 1
     for i, doc in enumerate(documents, start=1):
         source = f"{path}#{i}" if many else str(path)
-        if isinstance(doc, dict) and doc.get("kind", "").endswith("List") and isinstance(doc.get("items"), list):
+        if (
+            isinstance(doc, dict)
+            and doc.get("kind", "").endswith("List")
+            and isinstance(doc.get("items"), list)
+        ):
             for j, item in enumerate(doc["items"]):
                 checked = _check_object(item, f"{source} items[{j}]")
                 if checked is not None:
@@ -180,8 +212,10 @@ def load(path: str | Path) -> ManifestSet:
     root = Path(path)
     if not root.exists():
         raise InvalidInput("no such file or directory", source=str(root), field="--manifests")
-    files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml")
+    files = (
+        [root]
+        if root.is_file()
+        else sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml"))
     )
     if not files:
         raise InvalidInput("no .yaml or .yml files found", source=str(root), field="--manifests")
@@ -193,7 +227,8 @@ def load(path: str | Path) -> ManifestSet:
         key = (o.kind, None if o.kind in CLUSTER_SCOPED_KINDS else o.namespace, o.name)
         if key in seen:
             raise InvalidInput(
-                f"{o.kind} {o.name!r} is defined twice (also in {seen[key]})", source=o.source,
+                f"{o.kind} {o.name!r} is defined twice (also in {seen[key]})",
+                source=o.source,
                 field="metadata.name",
             )
         seen[key] = o.source

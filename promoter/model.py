@@ -32,7 +32,7 @@ RESERVED_ALIAS = re.compile(r"^(step|task)-\d+$")
 TASK_SEPARATOR = "::"
 
 
-class Phase(str, enum.Enum):
+class Phase(enum.StrEnum):
     """A Promotion's phase."""
 
     PENDING = "Pending"
@@ -127,7 +127,11 @@ def parse_vars(raw: Any, where: str) -> tuple[Var, ...]:
         raise InvalidInput("must be a list of {name, value}", field=where)
     out = []
     for i, item in enumerate(raw):
-        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str) or not item["name"]:
+        if (
+            not isinstance(item, Mapping)
+            or not isinstance(item.get("name"), str)
+            or not item["name"]
+        ):
             raise InvalidInput("must be a map with a non-empty name", field=f"{where}[{i}]")
         out.append(Var(item["name"], item.get("value")))
     return tuple(out)
@@ -141,7 +145,9 @@ class RetryPolicy:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.timeout is not None:
-            out["timeout"] = f"{int(self.timeout)}s" if self.timeout == int(self.timeout) else f"{self.timeout}s"
+            out["timeout"] = (
+                f"{int(self.timeout)}s" if self.timeout == int(self.timeout) else f"{self.timeout}s"
+            )
         if self.error_threshold != 1:
             out["errorThreshold"] = self.error_threshold
         return out
@@ -217,7 +223,8 @@ def parse_step(raw: Any, where: str) -> StepSpec:
         kind = task_raw.get("kind") or "PromotionTask"
         if kind not in ("PromotionTask", "ClusterPromotionTask"):
             raise InvalidInput(
-                f"kind {kind!r} must be PromotionTask or ClusterPromotionTask", field=f"{where}.task"
+                f"kind {kind!r} must be PromotionTask or ClusterPromotionTask",
+                field=f"{where}.task",
             )
         task = TaskRef(task_raw["name"], kind)
     if (uses is None) == (task is None):
@@ -235,13 +242,19 @@ def parse_step(raw: Any, where: str) -> StepSpec:
     retry_raw = raw.get("retry")
     if retry_raw is not None:
         if not isinstance(retry_raw, Mapping):
-            raise InvalidInput("must be a map with timeout and/or errorThreshold", field=f"{where}.retry")
+            raise InvalidInput(
+                "must be a map with timeout and/or errorThreshold", field=f"{where}.retry"
+            )
         timeout = retry_raw.get("timeout")
         threshold = retry_raw.get("errorThreshold", 1)
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
-            raise InvalidInput("must be a whole number of at least 1", field=f"{where}.retry.errorThreshold")
+            raise InvalidInput(
+                "must be a whole number of at least 1", field=f"{where}.retry.errorThreshold"
+            )
         retry = RetryPolicy(
-            timeout=parse_duration(timeout, field_name=f"{where}.retry.timeout") if timeout else None,
+            timeout=parse_duration(timeout, field_name=f"{where}.retry.timeout")
+            if timeout
+            else None,
             error_threshold=threshold,
         )
     continue_on_error = raw.get("continueOnError", False)
@@ -318,7 +331,9 @@ def parse_stage(obj: Mapping[str, Any], *, source: str | None = None) -> StageSp
         raise InvalidInput("must be a map", source=source, field=f"{where}: spec.promotionTemplate")
     tspec = template.get("spec") or {}
     if not isinstance(tspec, Mapping):
-        raise InvalidInput("must be a map", source=source, field=f"{where}: spec.promotionTemplate.spec")
+        raise InvalidInput(
+            "must be a map", source=source, field=f"{where}: spec.promotionTemplate.spec"
+        )
     try:
         stage_vars = parse_vars(spec.get("vars"), "spec.vars")
         template_vars = parse_vars(tspec.get("vars"), "spec.promotionTemplate.spec.vars")
@@ -326,8 +341,10 @@ def parse_stage(obj: Mapping[str, Any], *, source: str | None = None) -> StageSp
     except InvalidInput as e:
         raise InvalidInput(e.bare_message, source=source, field=f"{where}: {e.field}") from None
     requested = spec.get("requestedFreight") or []
-    origins = tuple(
-        r.get("origin") for r in requested if isinstance(r, Mapping) and isinstance(r.get("origin"), Mapping)
+    origins: tuple[Mapping[str, Any], ...] = tuple(
+        r["origin"]
+        for r in requested
+        if isinstance(r, Mapping) and isinstance(r.get("origin"), Mapping)
     )
     return StageSpec(
         name=name,
@@ -476,7 +493,9 @@ class Promotion:
     def with_status(self, status: PromotionStatus) -> Promotion:
         return replace(self, status=status)
 
-    def to_object(self, *, api_version: str = API_VERSION, extra_meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def to_object(
+        self, *, api_version: str = API_VERSION, extra_meta: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if self.actor:
             metadata["annotations"] = {f"{GROUP}/create-actor": self.actor}

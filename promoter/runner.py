@@ -44,11 +44,13 @@ class RunOptions:
     max_sleep: float = 30.0
 
 
-def stage_freights(stage_obj: Mapping[str, Any], target: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def stage_freights(
+    stage_obj: Mapping[str, Any], target: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
     """Freight the expression functions may search: the target first, then what the Stage holds
     now from other origins (Kargo's freight collection), taken from its status."""
     out: list[Mapping[str, Any]] = [target]
-    history = ((stage_obj.get("status") or {}).get("freightHistory") or [])
+    history = (stage_obj.get("status") or {}).get("freightHistory") or []
     if history and isinstance(history[0], Mapping):
         items = history[0].get("items") or {}
         target_origin = (target.get("origin") or {}).get("name")
@@ -73,12 +75,16 @@ async def run_promotion(
     stage, stage_loaded = manifests.stage(options.stage, options.namespace)
     namespace = options.namespace or stage.namespace
     freight = manifests.freight(options.freight, namespace).obj
-    promotion = build_promotion(stage, freight, manifests, actor=options.actor, extra_vars=options.vars)
+    promotion = build_promotion(
+        stage, freight, manifests, actor=options.actor, extra_vars=options.vars
+    )
     registry = registry if registry is not None else builtin_registry()
 
     with contextlib.ExitStack() as stack:
         if options.work_dir is None:
-            work_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="longshoreman-")))
+            work_root = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="longshoreman-"))
+            )
         else:
             work_root = options.work_dir
         work_dir = work_root / promotion.name

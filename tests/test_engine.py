@@ -74,7 +74,13 @@ class Tasks:
         return self.tasks.get(ref.name)
 
 
-def make(steps: list[dict[str, Any]], *, vars_: list[dict[str, Any]] | None = None, tasks: Tasks | None = None, extra: tuple[Var, ...] = ()) -> Promotion:
+def make(
+    steps: list[dict[str, Any]],
+    *,
+    vars_: list[dict[str, Any]] | None = None,
+    tasks: Tasks | None = None,
+    extra: tuple[Var, ...] = (),
+) -> Promotion:
     stage = parse_stage(
         {
             "kind": "Stage",
@@ -89,7 +95,9 @@ def runtime(tmp_path: Path, clock: Clock, **kinds: Any) -> engine.Runtime:
     registry = StepRegistry(BASIC)
     for kind, step in kinds.items():
         registry.register(kind.replace("_", "-"), step)
-    return engine.Runtime(registry=registry, services=StepServices(), work_dir=tmp_path, freight=FREIGHT, clock=clock)
+    return engine.Runtime(
+        registry=registry, services=StepServices(), work_dir=tmp_path, freight=FREIGHT, clock=clock
+    )
 
 
 def statuses(promo: Promotion) -> list[tuple[str, str | None]]:
@@ -101,8 +109,24 @@ async def test_steps_run_in_order_and_outputs_flow_through_expressions(tmp_path:
     sink = Scripted(OK)
     promo = make(
         [
-            {"uses": "compose-output", "as": "a", "config": {"tag": "${{ imageFrom('my/image').Tag }}", "n": "${{ vars.replicas }}"}},
-            {"uses": "sink", "config": {"tag": "${{ outputs.a.tag }}", "q": "${{ quote(outputs.a.tag) }}", "n": "${{ outputs.a.n + 1 }}", "who": "${{ ctx.meta.promotion.actor }}@${{ ctx.stage }}"}},
+            {
+                "uses": "compose-output",
+                "as": "a",
+                "config": {
+                    "tag": "${{ imageFrom('my/image').Tag }}",
+                    "q": "${{ quote(imageFrom('my/image').Tag) }}",
+                    "n": "${{ vars.replicas }}",
+                },
+            },
+            {
+                "uses": "sink",
+                "config": {
+                    "tag": "${{ outputs.a.tag }}",
+                    "q": "${{ quote(outputs.a.q) }}",
+                    "n": "${{ outputs.a.n + 1 }}",
+                    "who": "${{ ctx.meta.promotion.actor }}@${{ ctx.stage }}",
+                },
+            },
         ],
         vars_=[{"name": "replicas", "value": "3"}],
     )
@@ -111,15 +135,28 @@ async def test_steps_run_in_order_and_outputs_flow_through_expressions(tmp_path:
     assert out.requeue_after is None
     # "1.10" becomes the number 1.1 unless quoted, exactly as in Kargo.
     assert sink.configs == [{"tag": 1.1, "q": "1.10", "n": 4, "who": "alice@test"}]
-    assert out.promotion.status.state["a"] == {"tag": 1.1, "n": 3}
-    assert out.promotion.status.freight == {"name": "f00dfeed0123", "origin": FREIGHT["origin"], "commits": FREIGHT["commits"], "images": FREIGHT["images"]}
-    assert out.promotion.status.started_at == clock.now and out.promotion.status.finished_at == clock.now
+    assert out.promotion.status.state["a"] == {"tag": 1.1, "q": "1.10", "n": 3}
+    assert out.promotion.status.freight == {
+        "name": "f00dfeed0123",
+        "origin": FREIGHT["origin"],
+        "commits": FREIGHT["commits"],
+        "images": FREIGHT["images"],
+    }
+    assert (
+        out.promotion.status.started_at == clock.now
+        and out.promotion.status.finished_at == clock.now
+    )
 
 
-async def test_running_step_keeps_position_and_resumes_from_persisted_status(tmp_path: Path) -> None:
+async def test_running_step_keeps_position_and_resumes_from_persisted_status(
+    tmp_path: Path,
+) -> None:
     clock = Clock()
     first = Scripted(OK)
-    waiting = Scripted(StepResult(StepStatus.RUNNING, message="PR open", output={"pr": 7}, retry_after=30), ok(merged=True))
+    waiting = Scripted(
+        StepResult(StepStatus.RUNNING, message="PR open", output={"pr": 7}, retry_after=30),
+        ok(merged=True),
+    )
     last = Scripted(OK)
     promo = make([{"uses": "first"}, {"uses": "waiting", "as": "wait"}, {"uses": "last"}])
     rt = runtime(tmp_path, clock, first=first, waiting=waiting, last=last)
@@ -146,7 +183,9 @@ async def test_if_is_evaluated_only_before_a_step_starts(tmp_path: Path) -> None
     clock = Clock()
     gate = Scripted(ok(flag=False))
     waiting = Scripted(StepResult(StepStatus.RUNNING, retry_after=1), OK)
-    promo = make([{"uses": "gate", "as": "g"}, {"uses": "waiting", "if": "${{ outputs.g.flag == false }}"}])
+    promo = make(
+        [{"uses": "gate", "as": "g"}, {"uses": "waiting", "if": "${{ outputs.g.flag == false }}"}]
+    )
     rt = runtime(tmp_path, clock, gate=gate, waiting=waiting)
     out = await engine.advance(promo, rt)
     # The `if` would be false now that the output changed, but the step already started.
@@ -164,13 +203,21 @@ async def test_failure_skips_later_steps_unless_their_if_says_otherwise(tmp_path
             {"uses": "fail", "as": "boom", "config": {"message": "bad tag"}},
             {"uses": "never"},
             {"uses": "cleanup", "as": "cleanup", "if": "${{ failure() }}"},
-            {"uses": "cleanup", "as": "report", "if": "${{ always() && status('boom') == 'Failed' }}"},
+            {
+                "uses": "cleanup",
+                "as": "report",
+                "if": "${{ always() && status('boom') == 'Failed' }}",
+            },
             {"uses": "never", "as": "on-success", "if": "${{ success() }}"},
         ]
     )
     out = await engine.advance(promo, runtime(tmp_path, clock, cleanup=cleanup, never=never))
     assert statuses(out.promotion) == [
-        ("boom", "Failed"), ("step-1", "Skipped"), ("cleanup", "Succeeded"), ("report", "Succeeded"), ("on-success", "Skipped"),
+        ("boom", "Failed"),
+        ("step-1", "Skipped"),
+        ("cleanup", "Succeeded"),
+        ("report", "Succeeded"),
+        ("on-success", "Skipped"),
     ]
     assert never.configs == []
     assert out.promotion.status.phase is Phase.FAILED
@@ -212,7 +259,9 @@ async def test_errors_are_retried_up_to_the_threshold_then_errored(tmp_path: Pat
 async def test_terminal_errors_skip_retries(tmp_path: Path) -> None:
     clock = Clock()
     bad = Scripted(StepError("config.path is required", terminal=True))
-    out = await engine.advance(make([{"uses": "bad", "retry": {"errorThreshold": 5}}]), runtime(tmp_path, clock, bad=bad))
+    out = await engine.advance(
+        make([{"uses": "bad", "retry": {"errorThreshold": 5}}]), runtime(tmp_path, clock, bad=bad)
+    )
     assert out.promotion.status.phase is Phase.ERRORED
     assert len(bad.configs) == 1
 
@@ -237,7 +286,15 @@ async def test_unknown_step_kind_errors_the_promotion_with_known_kinds(tmp_path:
 
 
 async def test_expression_errors_at_run_time_name_the_step_and_field(tmp_path: Path) -> None:
-    promo = make([{"uses": "compose-output", "as": "c", "config": {"deep": {"x": "${{ outputs.nope.field }}"}}}])
+    promo = make(
+        [
+            {
+                "uses": "compose-output",
+                "as": "c",
+                "config": {"deep": {"x": "${{ outputs.nope.field }}"}},
+            }
+        ]
+    )
     out = await engine.advance(promo, runtime(tmp_path, Clock()))
     assert out.promotion.status.phase is Phase.ERRORED
     message = out.promotion.status.message
@@ -265,14 +322,28 @@ async def test_task_outputs_and_compose_output_publishing(tmp_path: Path) -> Non
             "vars": [{"name": "suffix", "value": "-dflt"}],
             "steps": [
                 {"uses": "compose-output", "as": "inner", "config": {"v": "x${{ vars.suffix }}"}},
-                {"uses": "compose-output", "as": "output", "config": {"commit": "${{ task.outputs.inner.v }}", "seen": "${{ status('inner') }}"}},
+                {
+                    "uses": "compose-output",
+                    "as": "output",
+                    "config": {
+                        "commit": "${{ task.outputs.inner.v }}",
+                        "seen": "${{ status('inner') }}",
+                    },
+                },
             ],
         },
     }
     promo = make(
         [
             {"task": {"name": "t"}, "as": "deploy", "vars": [{"name": "suffix", "value": "-ref"}]},
-            {"uses": "sink", "config": {"a": "${{ outputs.deploy.commit }}", "b": "${{ outputs['deploy::inner'].v }}", "c": "${{ outputs.deploy.seen }}"}},
+            {
+                "uses": "sink",
+                "config": {
+                    "a": "${{ outputs.deploy.commit }}",
+                    "b": "${{ outputs['deploy::inner'].v }}",
+                    "c": "${{ outputs.deploy.seen }}",
+                },
+            },
         ],
         tasks=Tasks(t),
     )
@@ -281,15 +352,28 @@ async def test_task_outputs_and_compose_output_publishing(tmp_path: Path) -> Non
     assert sink.configs == [{"a": "x-ref", "b": "x-ref", "c": "Succeeded"}]
 
 
-async def test_step_vars_can_use_outputs_and_promotion_vars_use_earlier_vars(tmp_path: Path) -> None:
+async def test_step_vars_can_use_outputs_and_promotion_vars_use_earlier_vars(
+    tmp_path: Path,
+) -> None:
     clock = Clock()
     sink = Scripted(OK)
     promo = make(
         [
             {"uses": "compose-output", "as": "a", "config": {"v": 5}},
-            {"uses": "sink", "vars": [{"name": "fromOut", "value": "${{ outputs.a.v * 2 }}"}], "config": {"x": "${{ vars.fromOut }}", "b": "${{ vars.branch }}", "c": "${{ vars.cli }}"}},
+            {
+                "uses": "sink",
+                "vars": [{"name": "fromOut", "value": "${{ outputs.a.v * 2 }}"}],
+                "config": {
+                    "x": "${{ vars.fromOut }}",
+                    "b": "${{ vars.branch }}",
+                    "c": "${{ vars.cli }}",
+                },
+            },
         ],
-        vars_=[{"name": "base", "value": "stage"}, {"name": "branch", "value": "${{ vars.base }}/${{ ctx.stage }}"}],
+        vars_=[
+            {"name": "base", "value": "stage"},
+            {"name": "branch", "value": "${{ vars.base }}/${{ ctx.stage }}"},
+        ],
         extra=(Var("cli", "from-cli"),),
     )
     out = await engine.advance(promo, runtime(tmp_path, clock, sink=sink))
@@ -301,7 +385,9 @@ async def test_abort_marks_the_running_step_and_names_the_actor(tmp_path: Path) 
     clock = Clock()
     waiting = Scripted(StepResult(StepStatus.RUNNING, retry_after=5))
     rt = runtime(tmp_path, clock, waiting=waiting)
-    out = await engine.advance(make([{"uses": "waiting", "as": "w"}, {"uses": "compose-output"}]), rt)
+    out = await engine.advance(
+        make([{"uses": "waiting", "as": "w"}, {"uses": "compose-output"}]), rt
+    )
     aborted = engine.abort(out.promotion, "slack:T1/U2", clock.now)
     assert aborted.status.phase is Phase.ABORTED
     assert aborted.status.message == "Aborted by slack:T1/U2"
@@ -329,7 +415,9 @@ async def test_checkpoint_receives_progress_after_each_step(tmp_path: Path) -> N
 async def test_health_checks_of_successful_steps_are_recorded(tmp_path: Path) -> None:
     check = {"uses": "argocd-update", "config": {"apps": [{"name": "a"}]}}
     healthy = Scripted(StepResult(StepStatus.SUCCEEDED, health_check=check))
-    out = await engine.advance(make([{"uses": "healthy"}]), runtime(tmp_path, Clock(), healthy=healthy))
+    out = await engine.advance(
+        make([{"uses": "healthy"}]), runtime(tmp_path, Clock(), healthy=healthy)
+    )
     assert out.promotion.status.health_checks == (check,)
 
 

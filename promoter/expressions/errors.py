@@ -17,16 +17,16 @@ _E = TypeVar("_E", bound="ExpressionError")
 class ExpressionError(LongshoremanError):
     """An expression could not be compiled or evaluated.
 
-    ``reason`` says what went wrong; ``expression`` is the expression's source text (without the
-    ``${{ }}`` delimiters); ``where`` names the manifest field, or is ``None`` when unknown.
-    Functions called from an expression may raise it with only a reason: the evaluator fills in
-    ``expression`` and ``where``.
+    ``expression`` is the expression's source text (without the ``${{ }}`` delimiters);
+    ``where`` names the manifest field, or is ``None`` when unknown; ``reason`` says what went
+    wrong. Functions called from an expression raise it with only a reason,
+    ``ExpressionError(reason="...")``: the evaluator fills in ``expression`` and ``where``.
     """
 
-    def __init__(self, reason: str, *, expression: str = "", where: str | None = None):
-        self.reason = reason
+    def __init__(self, expression: str = "", where: str | None = None, reason: str = ""):
         self.expression = expression
         self.where = where
+        self.reason = reason
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -39,19 +39,21 @@ class ExpressionError(LongshoremanError):
     def __str__(self) -> str:
         return self._message()
 
-    def with_context(self: _E, *, expression: str | None = None, where: str | None = None) -> _E:
-        """A copy of this error naming ``expression`` and ``where`` (existing values win).
+    def __reduce__(self) -> tuple[type[ExpressionError], tuple[str, str | None, str]]:
+        return (type(self), (self.expression, self.where, self.reason))
 
-        The innermost code knows the most precise expression; outer layers only add what is
-        still missing, so a function's error keeps its reason and gains the manifest location.
+    def add_context(self: _E, *, expression: str, where: str | None) -> _E:
+        """Fill in ``expression`` and ``where`` where still unknown; returns ``self``.
+
+        The innermost code knows the most precise expression, so existing values win: a
+        function's error keeps its reason and gains the manifest location as it propagates.
         """
-        new = type(self)(
-            self.reason,
-            expression=self.expression or (expression or ""),
-            where=self.where or where,
-        )
-        new.__cause__ = self.__cause__
-        return new
+        if not self.expression:
+            self.expression = expression
+        if self.where is None:
+            self.where = where
+        self.args = (self._message(),)
+        return self
 
 
 class ExpressionSyntaxError(ExpressionError):

@@ -58,20 +58,20 @@ def is_number(value: Any) -> bool:
 def check_string(value: str) -> str:
     """``value``, or an error when it is longer than :data:`MAX_STRING_LENGTH`."""
     if len(value) > MAX_STRING_LENGTH:
-        raise ExpressionError(f"string result longer than {MAX_STRING_LENGTH} characters")
+        raise ExpressionError(reason=f"string result longer than {MAX_STRING_LENGTH} characters")
     return value
 
 
 def check_string_length(length: int) -> None:
     """Refuse, before building it, a string that would be longer than the bound."""
     if length > MAX_STRING_LENGTH:
-        raise ExpressionError(f"string result longer than {MAX_STRING_LENGTH} characters")
+        raise ExpressionError(reason=f"string result longer than {MAX_STRING_LENGTH} characters")
 
 
 def check_list_length(length: int) -> None:
     """Refuse, before building it, a list that would be longer than the bound."""
     if length > MAX_LIST_LENGTH:
-        raise ExpressionError(f"list result longer than {MAX_LIST_LENGTH} items")
+        raise ExpressionError(reason=f"list result longer than {MAX_LIST_LENGTH} items")
 
 
 def check_int(value: int) -> int:
@@ -81,7 +81,7 @@ def check_int(value: int) -> int:
     and it keeps Python's unbounded ints from growing without limit.
     """
     if value < INT64_MIN or value > INT64_MAX:
-        raise ExpressionError("integer overflow")
+        raise ExpressionError(reason="integer overflow")
     return value
 
 
@@ -146,7 +146,7 @@ def _format_exponent(digits: str, exponent: int, *, min_exp_digits: int) -> str:
 def go_json_float(value: float) -> str:
     """A float as Go's ``encoding/json`` writes it (``2.0`` -> ``2``, ``1e21`` -> ``1e+21``)."""
     if math.isnan(value) or math.isinf(value):
-        raise ExpressionError(f"json: unsupported value: {go_sprint(value)}")
+        raise ExpressionError(reason=f"json: unsupported value: {go_sprint(value)}")
     if value == 0:
         return "-0" if math.copysign(1.0, value) < 0 else "0"
     sign = "-" if value < 0 else ""
@@ -196,7 +196,7 @@ def go_sprint(value: Any) -> str:
     if isinstance(value, Mapping):
         items = sorted(value.items(), key=lambda kv: _key_sort(kv[0]))
         return "map[" + " ".join(f"{go_sprint(k)}:{go_sprint(v)}" for k, v in items) + "]"
-    raise ExpressionError(f"cannot convert {type_name(value)} to string")
+    raise ExpressionError(reason=f"cannot convert {type_name(value)} to string")
 
 
 def _key_sort(key: Any) -> tuple[int, Any]:
@@ -223,7 +223,7 @@ def _json_key(key: Any) -> str:
         # Go can only encode maps whose keys are strings or integers; YAML-loaded data may have
         # other scalars as keys, which we spell the way %v would.
         return go_sprint(key)
-    raise ExpressionError(f"json: unsupported map key type {type_name(key)}")
+    raise ExpressionError(reason=f"json: unsupported map key type {type_name(key)}")
 
 
 def go_json(value: Any, *, indent: str | None = None) -> str:
@@ -254,7 +254,7 @@ def _encode(value: Any, out: list[str], indent: str | None, prefix: str) -> None
     elif isinstance(value, Mapping):
         _encode_map(value, out, indent, prefix)
     else:
-        raise ExpressionError(f"json: unsupported type {type_name(value)}")
+        raise ExpressionError(reason=f"json: unsupported type {type_name(value)}")
 
 
 def _encode_items(
@@ -302,7 +302,7 @@ def plain_data(value: Any) -> Any:
         return value
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            raise ExpressionError(f"unsupported value: {go_sprint(value)}")
+            raise ExpressionError(reason=f"unsupported value: {go_sprint(value)}")
         return value
     if isinstance(value, Semver):
         return str(value)
@@ -310,4 +310,4 @@ def plain_data(value: Any) -> Any:
         return [plain_data(item) for item in value]
     if isinstance(value, Mapping):
         return {_json_key(k): plain_data(v) for k, v in value.items()}
-    raise ExpressionError(f"unsupported type {type_name(value)}")
+    raise ExpressionError(reason=f"unsupported type {type_name(value)}")

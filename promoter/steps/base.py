@@ -15,6 +15,7 @@ failure (``fail`` step, a closed pull request, an HTTP ``failureExpression``).
 
 from __future__ import annotations
 
+import builtins
 import enum
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -25,8 +26,11 @@ from typing import Any, Protocol
 
 from promoter.errors import StepError
 
+# A directory inside every work directory for the engine's own files (the git clone cache).
+PRIVATE_DIR = ".longshoreman"
 
-class StepStatus(str, enum.Enum):
+
+class StepStatus(enum.StrEnum):
     """Status of one step, with Kargo's names."""
 
     SUCCEEDED = "Succeeded"
@@ -61,7 +65,7 @@ class StepResult:
     status: StepStatus
     message: str = ""
     output: Mapping[str, Any] = field(default_factory=dict)
-    # A health check the Stage should run after the Promotion succeeds ({"uses": ..., "config": ...}).
+    # A health check for the Stage to run after the Promotion succeeds ({"uses", "config"}).
     health_check: Mapping[str, Any] | None = None
     # For Running: when to enter the step again if no event wakes it earlier (seconds).
     retry_after: float | None = None
@@ -143,6 +147,15 @@ class StepContext:
                 f"config.{field_name} {relative!r} leads outside the Promotion's work directory",
                 terminal=True,
             )
+        private = root / PRIVATE_DIR
+        if candidate == private or private in candidate.parents:
+            # The git steps keep their clone cache (and its config) here; letting a file step
+            # write there would let a manifest make git run commands.
+            raise StepError(
+                f"config.{field_name} {relative!r} is inside {PRIVATE_DIR}/, which is reserved for "
+                "Longshoreman's own files",
+                terminal=True,
+            )
         return candidate
 
     def redact(self, text: str) -> str:
@@ -178,22 +191,29 @@ class Config:
     Every read error is terminal: retrying a step with bad config cannot help.
     """
 
-    def __init__(self, kind: str, data: Mapping[str, Any] | None, prefix: str = "config") -> None:
+    def __init__(
+        self,
+        kind: builtins.str,
+        data: Mapping[builtins.str, Any] | None,
+        prefix: builtins.str = "config",
+    ) -> None:
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
-            raise StepError(f"{kind}: {prefix} must be a map, got {type(data).__name__}", terminal=True)
+            raise StepError(
+                f"{kind}: {prefix} must be a map, got {type(data).__name__}", terminal=True
+            )
         self.kind = kind
         self.data = data
         self.prefix = prefix
 
-    def _err(self, key: str, problem: str) -> StepError:
+    def _err(self, key: builtins.str, problem: builtins.str) -> StepError:
         return StepError(f"{self.kind}: {self.prefix}.{key} {problem}", terminal=True)
 
-    def has(self, key: str) -> bool:
+    def has(self, key: builtins.str) -> builtins.bool:
         return self.data.get(key) is not None
 
-    def str(self, key: str, default: str | None = None) -> str:
+    def str(self, key: builtins.str, default: builtins.str | None = None) -> builtins.str:
         value = self.data.get(key)
         if value is None:
             if default is None:
@@ -201,12 +221,12 @@ class Config:
             return default
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise self._err(key, f"must be a string, got {type(value).__name__}")
-        return str(value)
+        return builtins.str(value)
 
-    def opt_str(self, key: str) -> str | None:
+    def opt_str(self, key: builtins.str) -> builtins.str | None:
         return self.str(key, "") or None if self.data.get(key) is not None else None
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def bool(self, key: builtins.str, default: builtins.bool = False) -> builtins.bool:
         value = self.data.get(key)
         if value is None:
             return default
@@ -216,7 +236,7 @@ class Config:
             return value.lower() == "true"
         raise self._err(key, f"must be true or false, got {value!r}")
 
-    def int(self, key: str, default: int | None = None) -> int:
+    def int(self, key: builtins.str, default: builtins.int | None = None) -> builtins.int:
         value = self.data.get(key)
         if value is None:
             if default is None:
@@ -225,11 +245,11 @@ class Config:
         if isinstance(value, bool):
             raise self._err(key, f"must be a whole number, got {value!r}")
         try:
-            return int(value)
+            return builtins.int(value)
         except (TypeError, ValueError):
             raise self._err(key, f"must be a whole number, got {value!r}") from None
 
-    def list(self, key: str, *, required: bool = False) -> list[Any]:
+    def list(self, key: builtins.str, *, required: builtins.bool = False) -> builtins.list[Any]:
         value = self.data.get(key)
         if value is None:
             if required:
@@ -239,7 +259,7 @@ class Config:
             raise self._err(key, f"must be a list, got {type(value).__name__}")
         return value
 
-    def map(self, key: str, *, required: bool = False) -> dict[str, Any]:
+    def map(self, key: builtins.str, *, required: builtins.bool = False) -> dict[builtins.str, Any]:
         value = self.data.get(key)
         if value is None:
             if required:
@@ -249,7 +269,7 @@ class Config:
             raise self._err(key, f"must be a map, got {type(value).__name__}")
         return dict(value)
 
-    def items(self, key: str, *, required: bool = False) -> list[Config]:
+    def items(self, key: builtins.str, *, required: builtins.bool = False) -> builtins.list[Config]:
         """A list of maps, each wrapped so its own fields are named ``key[i].field``."""
         out = []
         for i, item in enumerate(self.list(key, required=required)):
@@ -267,7 +287,9 @@ def failed(message: str, output: Mapping[str, Any] | None = None) -> StepResult:
     return StepResult(StepStatus.FAILED, message=message, output=dict(output or {}))
 
 
-def running(message: str, retry_after: float, output: Mapping[str, Any] | None = None) -> StepResult:
+def running(
+    message: str, retry_after: float, output: Mapping[str, Any] | None = None
+) -> StepResult:
     return StepResult(
         StepStatus.RUNNING, message=message, output=dict(output or {}), retry_after=retry_after
     )

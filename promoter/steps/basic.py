@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from promoter.steps.base import Config, FunctionStep, Step, StepContext, StepResult, failed, succeeded
+from promoter.steps.base import (
+    Config,
+    FunctionStep,
+    Step,
+    StepContext,
+    StepResult,
+    failed,
+    succeeded,
+)
 
 
 async def compose_output(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:

@@ -15,6 +15,7 @@ a large copy or glob never blocks the event loop.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import glob
 import io
 import json
@@ -32,7 +33,6 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError as RuamelYAMLError
 from ruamel.yaml.scalarstring import ScalarString
-from ruamel.yaml.util import load_yaml_guess_indent
 
 from promoter.errors import StepError
 from promoter.expressions import ExpressionError, evaluate_expression
@@ -92,7 +92,8 @@ def _ensure_inside(ctx: StepContext, path: Path, kind: str, field_name: str) -> 
 
 def _read_text(path: Path, kind: str, raw: str, field_name: str = "path") -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        # Bytes, not read_text(): universal newlines would silently turn CRLF files into LF.
+        return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise StepError(
             f"{kind}: config.{field_name} {raw!r} is not UTF-8 text", terminal=True
@@ -308,6 +309,7 @@ _LAYOUTS: tuple[tuple[int, int, int], ...] = (
     (3, 5, 2),
 )
 _DOCUMENT_START = re.compile(r"---[ \t]*(#.*)?")
+_DOCUMENT_END = re.compile(r"(?<=\n)\.\.\.[ \t]*\n?\Z")
 
 
 def _ruamel(layout: tuple[int, int, int]) -> YAML:
@@ -340,8 +342,8 @@ class RoundTripYaml:
     """A YAML file loaded for editing, dumped back in its own layout.
 
     The layout (indentation of maps and lists) is the one among common layouts that reproduces
-    the untouched file byte for byte; if none does, ruamel's guess is used and the file may be
-    reformatted in places.
+    the untouched file byte for byte; if none does, the one that changes fewest lines is used
+    and the file may be reformatted in places.
     """
 
     def __init__(self, text: str, *, kind: str, source: str) -> None:
@@ -349,6 +351,11 @@ class RoundTripYaml:
         self._newline = "\r\n" if "\r\n" in text else "\n"
         body = text.replace("\r\n", "\n")
         self._preamble, self._body = _split_preamble(body)
+        # ruamel drops a closing `...` too; keep it aside like the preamble.
+        end_marker = _DOCUMENT_END.search(self._body)
+        self._postamble = end_marker.group(0) if end_marker else ""
+        if end_marker:
+            self._body = self._body[: end_marker.start()]
         try:
             # One document only: writing back several would need a multi-document editor and
             # none of the steps using this class (values files, kustomizations, Chart.yaml)
@@ -358,6 +365,15 @@ class RoundTripYaml:
             raise StepError(
                 f"{kind}: {source} is not valid YAML: {_one_line(err)}", terminal=True
             ) from None
+        # ruamel keeps no comments of a document without content; keep them for when one is
+        # added.
+        comments_only = all(
+            not line.strip() or line.lstrip().startswith("#") for line in self._body.splitlines()
+        )
+        self._comments_only = self._body if self.data is None and comments_only else ""
+        if self._comments_only and not self._comments_only.endswith("\n"):
+            self._comments_only += "\n"
+        self._reference = ""
         self._layout = self._detect_layout()
 
     def _dump(self, layout: tuple[int, int, int]) -> str:
@@ -370,22 +386,53 @@ class RoundTripYaml:
     def _detect_layout(self) -> tuple[int, int, int]:
         if self.data is None:
             return _LAYOUTS[0]
+        expected = self._expected_body()
+        wanted = expected.splitlines()
+        best, best_score = _LAYOUTS[0], -1
         for layout in _LAYOUTS:
-            if self._dump(layout) == self._body:
+            dumped = self._dump(layout)
+            if dumped == expected:
+                self._reference = dumped
                 return layout
-        try:
-            _, indent, dash_offset = load_yaml_guess_indent(self._body)
-        except RuamelYAMLError:
-            return _LAYOUTS[0]
-        mapping = indent or 2
-        offset = dash_offset or 0
-        return (mapping, max(mapping, offset + 2), offset)
+            # No exact match (a `null` ruamel writes as nothing, odd spacing): keep the layout
+            # that changes fewest lines; text() carries the other lines over from the file.
+            score = sum(1 for a, b in zip(dumped.splitlines(), wanted, strict=False) if a == b)
+            if score > best_score:
+                best, best_score, self._reference = layout, score, dumped
+        return best
+
+    def _expected_body(self) -> str:
+        # ruamel always ends with a newline; text() restores a missing one.
+        return self._body if self._body.endswith("\n") else self._body + "\n"
 
     def text(self) -> str:
-        out = self._preamble + self._dump(self._layout)
-        if not self.original.endswith(("\n", "\r")) and out.endswith("\n"):
+        dumped = self._dump(self._layout)
+        expected = self._expected_body()
+        if self._reference != expected and dumped != self._reference:
+            dumped = _carry_over(expected, self._reference, dumped)
+        out = self._preamble + self._comments_only + dumped + self._postamble
+        if self.original and not self.original.endswith(("\n", "\r")) and out.endswith("\n"):
             out = out[:-1]
         return out.replace("\n", self._newline) if self._newline != "\n" else out
+
+
+def _carry_over(original: str, before: str, after: str) -> str:
+    """Apply the edit ``before`` -> ``after`` (two ruamel dumps) to the file's own text.
+
+    ``before`` is ruamel's rendering of the untouched file. Where it differs from the file only
+    line by line (ruamel writes ``key: null`` as ``key:``, collapses spacing), lines the edit did
+    not touch are taken from the file, so a promotion's diff shows only its own change.
+    """
+    original_lines = original.splitlines(keepends=True)
+    before_lines = before.splitlines(keepends=True)
+    if len(original_lines) != len(before_lines):
+        return after
+    after_lines = after.splitlines(keepends=True)
+    out: list[str] = []
+    matcher = difflib.SequenceMatcher(None, before_lines, after_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        out.extend(original_lines[i1:i2] if tag == "equal" else after_lines[j1:j2])
+    return "".join(out)
 
 
 def _one_line(err: Exception) -> str:

@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 
 from promoter.errors import StepError
 from promoter.steps.base import (
+    PRIVATE_DIR,
     Config,
     FunctionStep,
     Step,
@@ -55,7 +56,7 @@ from promoter.steps.base import (
 # Constants
 # --------------------------------------------------------------------------------------------
 
-STATE_DIR = ".longshoreman"
+STATE_DIR = PRIVATE_DIR
 CACHE_DIR = f"{STATE_DIR}/git"
 HOME_DIR = f"{STATE_DIR}/home"
 
@@ -326,16 +327,20 @@ class _Git:
     async def try_run(self, *args: str, cwd: Path, stdin: str | None = None) -> GitRun:
         """Run git; return its result whatever the exit code."""
         started = time.perf_counter()
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            *_SAFE_CONFIG,
-            *args,
-            cwd=str(cwd),
-            env=self.env,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "git",
+                *_SAFE_CONFIG,
+                *args,
+                cwd=str(cwd),
+                env=self.env,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            # No git binary on PATH, or the directory vanished under us.
+            raise StepError(f"{self.kind}: could not start git {args[0]}: {exc.strerror}") from None
         try:
             out, err = await asyncio.wait_for(
                 proc.communicate(stdin.encode() if stdin is not None else None),
@@ -413,6 +418,14 @@ def _owning_repo(ctx: StepContext, worktree: Path) -> Path | None:
     return gitdir.parent.parent
 
 
+def _resolve(ctx: StepContext, kind: str, relative: str, field_name: str = "path") -> Path:
+    """:meth:`StepContext.path`, with the step kind in front of its message."""
+    try:
+        return ctx.path(relative, field_name=field_name)
+    except StepError as exc:
+        raise StepError(f"{kind}: {exc.message}", terminal=exc.terminal) from None
+
+
 def _open_worktree(ctx: StepContext, kind: str, config: Config) -> Path:
     """Resolve ``config.path`` and check that it is a worktree git-clone created.
 
@@ -420,7 +433,7 @@ def _open_worktree(ctx: StepContext, kind: str, config: Config) -> Path:
     manifest choose the repository, and with it the config git obeys; only our own clones are
     trusted.
     """
-    path = ctx.path(config.str("path"))
+    path = _resolve(ctx, kind, config.str("path"))
     if not path.is_dir():
         raise StepError(f"{kind}: config.path {config.str('path')!r} does not exist", terminal=True)
     if _owning_repo(ctx, path) is None:
@@ -526,27 +539,23 @@ def plan_clone(ctx: StepContext, config: Mapping[str, Any] | None) -> ClonePlan:
     items = cfg.items("checkout", required=True)
     if not items:
         raise StepError(f"{kind}: config.checkout must name at least one checkout", terminal=True)
-    cache = _cache_root(ctx)
+    # Our clones and HOME live here; a checkout inside would let git-clear delete them.
+    state = (ctx.work_dir / STATE_DIR).resolve()
     item: Config
     for i, item in enumerate(items):
         field_prefix = f"checkout[{i}]"
-        rel_path = item.str("path")
-        path = ctx.path(rel_path, field_name=f"{field_prefix}.path")
-        if (
-            path == ctx.work_dir.resolve()
-            or path == cache
-            or cache in path.parents
-            or (path in cache.parents)
-        ):
+        rel_path: str = item.str("path")
+        path = _resolve(ctx, kind, rel_path, f"{field_prefix}.path")
+        if path == ctx.work_dir.resolve() or path == state or state in path.parents:
             raise StepError(
                 f"{kind}: config.{field_prefix}.path {rel_path!r} must be a directory of its own "
-                "inside the work directory",
+                f"inside the work directory, outside {STATE_DIR}/",
                 terminal=True,
             )
         chosen = [
             name for name in ("branch", "tag", "commit") if item.has(name) and item.str(name) != ""
         ]
-        from_freight = item.bool("fromFreight") or item.has("fromOrigin")
+        from_freight: bool = item.bool("fromFreight") or item.has("fromOrigin")
         if from_freight:
             chosen.append("fromFreight")
         if len(chosen) > 1:
@@ -573,7 +582,7 @@ def plan_clone(ctx: StepContext, config: Mapping[str, Any] | None) -> ClonePlan:
                 f"{kind}: config.{field_prefix}.commit must be a commit ID (hex), got {ref!r}",
                 terminal=True,
             )
-        create = item.bool("create")
+        create: bool = item.bool("create")
         if create and ck_kind != "branch":
             raise StepError(f"{kind}: config.{field_prefix}.create needs a branch", terminal=True)
         if ck_kind == "branch":
@@ -586,19 +595,20 @@ def plan_clone(ctx: StepContext, config: Mapping[str, Any] | None) -> ClonePlan:
                 )
             seen_branches.add(ref)
         sparse: list[str] = []
-        for j, entry in enumerate(item.list("sparse")):
-            if not isinstance(entry, str):
+        raw_entry: Any
+        for j, raw_entry in enumerate(item.list("sparse")):
+            if not isinstance(raw_entry, str):
                 raise StepError(
                     f"{kind}: config.{field_prefix}.sparse[{j}] must be a string", terminal=True
                 )
-            entry = entry.rstrip("/")
+            entry = raw_entry.rstrip("/")
             problem = sparse_dir_problem(entry)
             if problem:
                 raise StepError(
                     f"{kind}: config.{field_prefix}.sparse[{j}] {problem}", terminal=True
                 )
             sparse.append(entry)
-        key = item.str("as", "") or rel_path
+        key: str = item.str("as", "") or rel_path
         if key in seen_keys:
             raise StepError(
                 f"{kind}: config.{field_prefix}: duplicate checkout key {key!r}", terminal=True
@@ -642,9 +652,10 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
     if repo.is_dir():
         if plan.insecure_skip_tls_verify:
             await git.run("config", "http.sslVerify", "false", cwd=repo)
+        # Tags come along by git's auto-following; an explicit tag refspec would make --prune
+        # delete tags a git-tag step created but has not pushed yet.
         await git.run(
-            "fetch", "-q", "--prune", "--force", "origin",
-            "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*",
+            "fetch", "-q", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*",
             cwd=repo, what=f"could not fetch {strip_userinfo(plan.repo_url)}",
         )  # fmt: skip
         await git.run("worktree", "prune", cwd=repo)
@@ -1099,8 +1110,11 @@ async def git_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     path = _open_worktree(ctx, "git-push", cfg)
     plan = plan_push(ctx, cfg)
     git = _Git(ctx, "git-push")
-    current = await git.try_run("symbolic-ref", "-q", "--short", "HEAD", cwd=path)
-    current_branch = current.stdout.strip() if current.ok else None
+    # One process for both the commit and the branch HEAD is on ("HEAD" when detached).
+    head, symbolic = (
+        await git.run("rev-parse", "HEAD", "--symbolic-full-name", "HEAD", cwd=path)
+    ).splitlines()
+    current_branch = symbolic.removeprefix("refs/heads/") if symbolic != "HEAD" else None
     repo_url = await _remote_url(git, path)
 
     if plan.tag is not None:
@@ -1132,12 +1146,12 @@ async def git_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
                 return integrated
             if integrated:
                 break
+            head = await git.run("rev-parse", "HEAD", cwd=path)
             if attempt > 1:
                 # Spread competing pushers apart; the first retry goes at once (fetch and
                 # rebase already took a moment).
                 delay = min(MAX_PUSH_BACKOFF_SECONDS, 0.05 * 2 ** (attempt - 2))
                 await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-    head = await git.run("rev-parse", "HEAD", cwd=path)
     output: dict[str, Any] = {"branch": branch, "commit": head}
     url = commit_url(repo_url, head, plan.provider)
     if url:

@@ -18,11 +18,13 @@ parsed JSON or YAML, the text for ``text/plain``, and ``{}`` when empty or not u
 This module is an edge adapter: it is the only place in ``promoter/`` that imports aiohttp, and it
 turns every aiohttp exception into a :class:`StepError`. Deciding (config parsing, response
 parsing, the outcome) is done by pure functions; :func:`_send` is the one function doing I/O.
-Messages never contain request header or query values: they often carry tokens.
+Messages never contain request header or query values: they often carry tokens. Like Kargo's
+hardened transport, it refuses to connect to link-local and cloud metadata addresses.
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import re
@@ -36,7 +38,8 @@ import aiohttp
 import yaml
 
 from promoter.errors import StepError
-from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
+from promoter.expressions import ExpressionError, evaluate_expression
+from promoter.expressions.errors import ExpressionSyntaxError
 from promoter.steps.base import (
     Config,
     FunctionStep,
@@ -80,6 +83,9 @@ MIN_POLL_INTERVAL_SECONDS = 10.0
 # Secrets shorter than this are not redacted: replacing "1" or "on" everywhere would garble
 # messages, and such values protect nothing.
 _MIN_SECRET_LENGTH = 4
+
+# More values than a 2 MiB response could spell out without YAML aliases.
+_MAX_YAML_VALUES = 1_000_000
 
 _DURATION_UNITS = {
     "ns": 1e-9,
@@ -132,6 +138,8 @@ class HttpRequestSpec:
         """The URL without credentials or query string, fit for messages."""
         parts = urlsplit(self.url)
         host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
         if parts.port is not None:
             host = f"{host}:{parts.port}"
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
@@ -326,6 +334,25 @@ _JsonLikeYamlLoader.yaml_implicit_resolvers = {
 }
 
 
+def _json_like(value: Any, budget: list[int]) -> Any:
+    """Copy a parsed YAML value into JSON's shape: string keys, lists, no shared nodes.
+
+    YAML aliases let a small document stand for a huge one ("billion laughs"); copying with a
+    budget refuses that instead of expanding it here, in expressions, or in the status.
+    """
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise StepError(f"{KIND}: YAML response expands to more than {_MAX_YAML_VALUES} values")
+    if isinstance(value, dict):
+        return {
+            key if isinstance(key, str) else json.dumps(key, default=str): _json_like(item, budget)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple | set):
+        return [_json_like(item, budget) for item in value]
+    return value
+
+
 def parse_body(body: bytes, content_type: str) -> Any:
     """Turn a response body into the ``response.body`` value, as Kargo does.
 
@@ -336,9 +363,11 @@ def parse_body(body: bytes, content_type: str) -> Any:
     media_type = _media_type(content_type)
     if media_type in _YAML_TYPES:
         try:
-            return next(iter(yaml.load_all(body, Loader=_JsonLikeYamlLoader)), {})
+            # Like Go's yaml.Unmarshal, only the first document counts.
+            document = next(iter(yaml.load_all(body, Loader=_JsonLikeYamlLoader)), None)
         except yaml.YAMLError as exc:
             raise StepError(f"{KIND}: failed to parse YAML response: {exc}") from None
+        return _json_like(document, [_MAX_YAML_VALUES])
     if media_type == "text/plain":
         return body.decode(_charset(content_type), errors="replace")
     try:
@@ -457,6 +486,10 @@ def _is_blocked_address(host: str) -> bool:
 AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
 
 
+class _BlockedAddressError(OSError):
+    """A connection to a link-local or metadata address was refused (a policy, never retried)."""
+
+
 def _guarded_socket(addr_info: AddrInfo) -> socket.socket:
     """Open a socket unless it would reach a metadata endpoint (SSRF guard).
 
@@ -465,9 +498,11 @@ def _guarded_socket(addr_info: AddrInfo) -> socket.socket:
     """
     family, sock_type, proto, _, sockaddr = addr_info
     if _is_blocked_address(str(sockaddr[0])):
-        raise OSError(
+        # With an errno, so that aiohttp's message shows our text (it prints strerror).
+        raise _BlockedAddressError(
+            errno.EACCES,
             f"connections to link-local or cloud instance metadata addresses are not permitted "
-            f"(address {sockaddr[0]})"
+            f"(address {sockaddr[0]})",
         )
     return socket.socket(family=family, type=sock_type, proto=proto)
 
@@ -554,7 +589,12 @@ async def http_step(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
             redact(f"{KIND}: {where} timed out after {spec.timeout_seconds:g}s")
         ) from None
     except (aiohttp.ClientError, OSError, ValueError) as exc:
-        raise StepError(redact(f"{KIND}: {where} failed: {type(exc).__name__}: {exc}")) from None
+        refused = isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
+            exc.os_error, _BlockedAddressError
+        )
+        raise StepError(
+            redact(f"{KIND}: {where} failed: {type(exc).__name__}: {exc}"), terminal=refused
+        ) from None
     try:
         result = decide(spec, response)
     except StepError as exc:

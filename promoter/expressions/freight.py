@@ -1,0 +1,234 @@
+"""Kargo's Freight functions: ``warehouse()``, ``commitFrom()``, ``imageFrom()``, ``chartFrom()``.
+
+Mirrors Kargo's ``pkg/expressions/function`` and ``pkg/controller/freight/finder.go``:
+
+* Without an origin argument, the origin is the one Warehouse that can provide the artifact.
+  Kargo decides that from the Warehouses' subscriptions; we do the same when the caller passes
+  ``warehouses`` (name -> Warehouse object or spec), and otherwise infer it from which Freight
+  actually carry the artifact. More than one candidate is an error asking for
+  ``warehouse(...)``.
+* Not found is nil for commits and images (so ``?.`` and ``??`` work), as in Kargo. For charts
+  Kargo returns an *error* when no candidate origin could provide the chart at all, and nil when
+  the origin is known but its Freight lacks the chart; we follow it.
+* Results use Go's field names, as expressions see Kargo's structs: ``.ID``, ``.Tag``,
+  ``.Version``. Missing fields are "" (Go's zero value), not nil.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from promoter.expressions.errors import ExpressionError
+
+_COMMIT_FIELDS = {
+    "repoURL": "RepoURL", "id": "ID", "branch": "Branch", "tag": "Tag", "message": "Message",
+    "author": "Author", "committer": "Committer",
+}  # fmt: skip
+_IMAGE_FIELDS = {"repoURL": "RepoURL", "tag": "Tag", "digest": "Digest"}
+_CHART_FIELDS = {"repoURL": "RepoURL", "name": "Name", "version": "Version"}
+
+
+def _normalize_url(url: str, *, strip_git: bool) -> str:
+    """Compare-friendly repo URL: trimmed, no trailing "/" (or ".git"), lower-case host."""
+    text = url.strip()
+    for _ in range(2):
+        text = text.rstrip("/")
+        if strip_git and text.endswith(".git"):
+            text = text[: -len(".git")]
+    if "://" not in text:
+        return text  # scp-like git@host:path: leave as written
+    try:
+        parts = urlsplit(text)
+        return urlunsplit(
+            (parts.scheme.lower(), parts.netloc.lower(), parts.path, parts.query, parts.fragment)
+        )
+    except ValueError:
+        return text
+
+
+def _git_key(url: str) -> str:
+    return _normalize_url(url, strip_git=True)
+
+
+def _image_key(url: str) -> str:
+    # Image references are lower-case by the OCI spec; tolerate stray case and slashes.
+    return url.strip().rstrip("/").lower()
+
+
+def _chart_key(url: str) -> str:
+    return _normalize_url(url, strip_git=False)
+
+
+def _origin_of(freight: Mapping[str, Any]) -> tuple[str, str]:
+    origin = freight.get("origin") or {}
+    return (str(origin.get("kind") or "Warehouse"), str(origin.get("name") or ""))
+
+
+def _origin_arg(function: str, value: Any) -> tuple[str, str]:
+    if (
+        not isinstance(value, Mapping)
+        or not isinstance(value.get("name"), str)
+        or "kind" not in value
+    ):
+        raise ExpressionError(
+            reason=f'{function}(): the origin argument must come from warehouse("name")'
+        )
+    return (str(value.get("kind") or "Warehouse"), value["name"])
+
+
+def _string_arg(function: str, value: Any, position: str) -> str:
+    if not isinstance(value, str):
+        raise ExpressionError(reason=f"{function}(): {position} argument must be a string")
+    return value
+
+
+def _go_struct(artifact: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
+    result: dict[str, Any] = {go: artifact.get(json_name) or "" for json_name, go in fields.items()}
+    if "annotations" in artifact and "Digest" in result:
+        result["Annotations"] = artifact["annotations"]
+    return result
+
+
+def _describe(origins: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"{kind} {name!r}" for kind, name in origins)
+
+
+def _subscriptions(warehouse: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(warehouse, Mapping):
+        return []
+    spec = warehouse.get("spec", warehouse)
+    subscriptions = spec.get("subscriptions") if isinstance(spec, Mapping) else None
+    return [s for s in subscriptions or [] if isinstance(s, Mapping)]
+
+
+def freight_functions(
+    freights: Sequence[Mapping[str, Any]], *, warehouses: Mapping[str, Any] | None = None
+) -> dict[str, Callable[..., Any]]:
+    """``warehouse``, ``commitFrom``, ``imageFrom`` and ``chartFrom`` bound to ``freights``.
+
+    ``freights`` are Kargo Freight objects (dicts) available to the promotion; ``warehouses``
+    optionally maps the requested Warehouses' names to their objects, letting origin resolution
+    use subscriptions exactly as Kargo does.
+    """
+
+    def candidates_from_warehouses(
+        kind: str, matches: Callable[[Mapping[str, Any]], bool]
+    ) -> list[tuple[str, str]]:
+        assert warehouses is not None
+        found = []
+        for name, warehouse in warehouses.items():
+            if any(isinstance(s.get(kind), Mapping) and matches(s[kind])
+                   for s in _subscriptions(warehouse)):  # fmt: skip
+                found.append(("Warehouse", str(name)))
+        return found
+
+    def find(
+        function: str,
+        collection: str,
+        subscription_kind: str,
+        matches: Callable[[Mapping[str, Any]], bool],
+        origin: tuple[str, str] | None,
+        what: str,
+    ) -> tuple[Mapping[str, Any] | None, bool]:
+        """The first matching artifact and whether any origin could provide it at all."""
+        if origin is None:
+            if warehouses is not None:
+                candidates = candidates_from_warehouses(subscription_kind, matches)
+            else:
+                candidates = []
+                for freight in freights:
+                    if any(matches(a) for a in freight.get(collection) or []):
+                        if _origin_of(freight) not in candidates:
+                            candidates.append(_origin_of(freight))
+            if len(candidates) > 1:
+                raise ExpressionError(
+                    reason=f"{function}(): {what} is ambiguous: it could come from "
+                    f'{_describe(candidates)}; pass warehouse("name") as the origin argument'
+                )
+            if not candidates:
+                return None, False
+            origin = candidates[0]
+        for freight in freights:
+            if _origin_of(freight) != origin:
+                continue
+            for artifact in freight.get(collection) or []:
+                if isinstance(artifact, Mapping) and matches(artifact):
+                    return artifact, True
+        return None, True
+
+    def warehouse(name: Any) -> dict[str, str]:
+        if not isinstance(name, str) or not name:
+            raise ExpressionError(reason="warehouse(): name must be a non-empty string")
+        return {"kind": "Warehouse", "name": name}
+
+    def commit_from(repo_url: Any, origin: Any = None) -> dict[str, Any] | None:
+        wanted = _git_key(_string_arg("commitFrom", repo_url, "first"))
+        desired = None if origin is None else _origin_arg("commitFrom", origin)
+        artifact, _ = find(
+            "commitFrom",
+            "commits",
+            "git",
+            lambda c: _git_key(str(c.get("repoURL", ""))) == wanted,
+            desired,
+            f"a commit from repo {repo_url}",
+        )
+        return None if artifact is None else _go_struct(artifact, _COMMIT_FIELDS)
+
+    def image_from(repo_url: Any, origin: Any = None) -> dict[str, Any] | None:
+        wanted = _image_key(_string_arg("imageFrom", repo_url, "first"))
+        desired = None if origin is None else _origin_arg("imageFrom", origin)
+        artifact, _ = find(
+            "imageFrom",
+            "images",
+            "image",
+            lambda i: _image_key(str(i.get("repoURL", ""))) == wanted,
+            desired,
+            f"an image from repository {repo_url}",
+        )
+        return None if artifact is None else _go_struct(artifact, _IMAGE_FIELDS)
+
+    def chart_from(repo_url: Any, *rest: Any) -> dict[str, Any] | None:
+        if len(rest) > 2:
+            raise ExpressionError(
+                reason=f"chartFrom() expects 1 to 3 arguments, got {len(rest) + 1}"
+            )
+        url = _string_arg("chartFrom", repo_url, "first")
+        name = ""
+        desired = None
+        if rest and isinstance(rest[0], str):
+            name = rest[0]
+            if len(rest) == 2:
+                desired = _origin_arg("chartFrom", rest[1])
+        elif len(rest) == 1:
+            desired = _origin_arg("chartFrom", rest[0])
+        elif rest:
+            raise ExpressionError(
+                reason="chartFrom(): when using three arguments, the second must be the chart name"
+            )
+        wanted = _chart_key(url)
+        wanted_full = _chart_key(f"{url.rstrip('/')}/{name}") if name else wanted
+
+        def matches(chart: Mapping[str, Any]) -> bool:
+            repo = _chart_key(str(chart.get("repoURL", "")))
+            chart_name = str(chart.get("name") or "")
+            if repo == wanted and chart_name == name:
+                return True
+            # OCI charts: Kargo keeps the chart name inside the repo URL; accept either spelling
+            # ("oci://reg/chart" alone, or "oci://reg" plus name "chart").
+            joined = _chart_key(f"{repo}/{chart_name}") if chart_name else repo
+            return joined == wanted_full
+
+        what = f"chart {name!r} from repo {url}" if name else f"a chart from repo {url}"
+        artifact, possible = find("chartFrom", "charts", "chart", matches, desired, what)
+        if not possible:
+            raise ExpressionError(reason=f"chartFrom(): {what} not found in referenced Freight")
+        return None if artifact is None else _go_struct(artifact, _CHART_FIELDS)
+
+    return {
+        "warehouse": warehouse,
+        "commitFrom": commit_from,
+        "imageFrom": image_from,
+        "chartFrom": chart_from,
+    }

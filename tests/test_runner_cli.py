@@ -1,0 +1,381 @@
+"""The local runner's command-line contract: exit codes, output formats, input errors.
+
+Runs ``promoter.cli.main`` in-process for speed, and the real ``python -m promoter run`` in a
+subprocess where the process boundary matters (stdout purity, signals, waiting on Running steps).
+Git is real: a local bare repository stands in for Kargo's example GitOps repo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from promoter.cli import main
+from tests.support.gitrepo import RemoteRepo, git_env, make_remote
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+DEMO_URL = "https://github.com/example/kargo-demo.git"
+
+
+def seed_files() -> dict[str, str]:
+    base = EXAMPLES / "gitops-repo"
+    return {str(p.relative_to(base)): p.read_text() for p in base.rglob("*") if p.is_file()}
+
+
+class Setup:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.remote: RemoteRepo = make_remote(tmp_path, files=seed_files())
+        git_env(tmp_path, {self.remote.url: DEMO_URL})
+        self.gitconfig = tmp_path / "gitconfig-longshoreman-tests"
+        self.documents: list[dict[str, Any]] = list(
+            yaml.safe_load_all((EXAMPLES / "kargo-demo" / "project.yaml").read_text())
+        )
+
+    def write(
+        self, documents: list[dict[str, Any]] | None = None, name: str = "manifests.yaml"
+    ) -> Path:
+        path = self.tmp / name
+        path.write_text(yaml.safe_dump_all(documents if documents is not None else self.documents))
+        return path
+
+    def doc(self, kind: str, name: str | None = None) -> dict[str, Any]:
+        return next(
+            d
+            for d in self.documents
+            if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+        )
+
+    def run(self, *args: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["run", "--git-config", str(self.gitconfig), *args], stdout=out, stderr=err)
+        return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    yield Setup(tmp_path)
+
+
+def test_example_promotion_succeeds_and_pushes_the_new_image(setup: Setup) -> None:
+    code, out, err = setup.run(
+        "--manifests",
+        str(EXAMPLES / "kargo-demo"),
+        "--stage",
+        "test",
+        "--freight",
+        "frozen-tauntaun",
+    )
+    assert code == 0, out + err
+    assert "deploy::push (git-push): Succeeded" in out
+    assert "Promotion kargo-demo/test." in out and ": Succeeded" in out
+    kustomization = setup.remote.read_file("stage/test", "manifests/kustomization.yaml")
+    assert kustomization is not None and "newTag: 1.27.0" in kustomization
+    assert "# Base manifests for the demo app." in kustomization, "comments survive the edit"
+    assert (
+        setup.remote.read_file("main", "base/kustomization.yaml")
+        == seed_files()["base/kustomization.yaml"]
+    )
+
+
+@pytest.mark.parametrize("api_version", ["kargo.akuity.io/v1alpha1", "longshoreman.dev/v1alpha1"])
+def test_json_output_is_the_promotion_object_alone_with_either_api_version(
+    setup: Setup, api_version: str
+) -> None:
+    for d in setup.documents:
+        d["apiVersion"] = api_version
+    code, out, err = setup.run(
+        "--manifests",
+        str(setup.write()),
+        "--stage",
+        "test",
+        "--freight",
+        "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b",
+        "--output",
+        "json",
+    )
+    assert code == 0, err
+    promotion = json.loads(out)
+    assert promotion["kind"] == "Promotion"
+    assert promotion["spec"]["stage"] == "test"
+    assert promotion["metadata"]["name"].startswith("test.") and promotion["metadata"][
+        "name"
+    ].endswith(".7c9e6b1")
+    status = promotion["status"]
+    assert status["phase"] == "Succeeded"
+    assert [s["status"] for s in status["stepExecutionMetadata"]] == ["Succeeded"] * 8
+    head = setup.remote.head("stage/test")
+    assert status["state"]["deploy"]["commit"] == head
+    assert (
+        status["state"]["summary"]["message"]
+        == f"frozen-tauntaun (nginx 1.27.0) is on stage/test at {head}"
+    )
+    assert "deploy::push (git-push): Succeeded" in err, "progress goes to stderr"
+
+
+def test_promotion_vars_from_the_command_line_win(setup: Setup) -> None:
+    setup.doc("Stage", "test")["spec"]["promotionTemplate"]["spec"]["steps"][1]["config"][
+        "message"
+    ] = "${{ vars.note }}"
+    setup.doc("Stage", "test")["spec"]["vars"].append({"name": "note", "value": "from-stage"})
+    code, out, err = setup.run(
+        "--manifests",
+        str(setup.write()),
+        "--stage",
+        "test",
+        "--freight",
+        "frozen-tauntaun",
+        "--output",
+        "json",
+        "--var",
+        "note=from-cli",
+    )
+    assert code == 0, err
+    assert json.loads(out)["status"]["state"]["summary"]["message"] == "from-cli"
+
+
+def test_failed_promotion_exits_1_naming_the_step(setup: Setup) -> None:
+    steps = setup.doc("Stage", "test")["spec"]["promotionTemplate"]["spec"]["steps"]
+    steps.insert(
+        0,
+        {
+            "uses": "fail",
+            "as": "gate",
+            "if": "${{ ctx.targetFreight.alias == 'frozen-tauntaun' }}",
+            "config": {"message": "frozen Freight may not move"},
+        },
+    )
+    code, out, _ = setup.run(
+        "--manifests", str(setup.write()), "--stage", "test", "--freight", "frozen-tauntaun"
+    )
+    assert code == 1
+    assert "Failed - step 'gate' (fail) failed: frozen Freight may not move" in out
+    assert setup.remote.branches() == ["main"], "later steps were skipped: nothing pushed"
+
+
+def test_errored_promotion_exits_1(setup: Setup) -> None:
+    setup.doc("Stage", "test")["spec"]["vars"][0]["value"] = (
+        "https://github.com/example/not-mapped.git"
+    )
+    code, out, _ = setup.run(
+        "--manifests", str(setup.write()), "--stage", "test", "--freight", "frozen-tauntaun"
+    )
+    assert code == 1
+    assert "Errored - step 'deploy::step-0' (git-clone) errored" in out
+
+
+def _bad_yaml(s: Setup) -> Path:
+    path = s.tmp / "broken.yaml"
+    path.write_text("kind: Stage\nmetadata: {name: test\n")
+    return path
+
+
+def _unknown_kind(s: Setup) -> Path:
+    return s.write(
+        [
+            *s.documents,
+            {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stagee", "metadata": {"name": "x"}},
+        ]
+    )
+
+
+def _missing_var(s: Setup) -> Path:
+    s.doc("Stage", "test")["spec"]["promotionTemplate"]["spec"]["steps"][0]["vars"].pop(0)
+    return s.write()
+
+
+def _bad_expression(s: Setup) -> Path:
+    s.doc("PromotionTask")["spec"]["steps"][4]["config"]["message"] = (
+        "${{ task.outputs['update-image'].commitMessage + }}"
+    )
+    return s.write()
+
+
+def _no_api_version(s: Setup) -> Path:
+    del s.doc("Freight")["apiVersion"]
+    return s.write()
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "expected"),
+    [
+        (_bad_yaml, (), ["broken.yaml: not valid YAML at line 3"]),
+        (_unknown_kind, (), ["manifests.yaml#6", "kind: unknown kind 'Stagee'"]),
+        (_no_api_version, (), ["manifests.yaml#2", "apiVersion: missing apiVersion"]),
+        (
+            lambda s: s.write(),
+            ("--stage", "nope"),
+            ["--stage: Stage 'nope' not found (Stages in the manifests: test, uat)"],
+        ),
+        (
+            lambda s: s.write(),
+            ("--freight", "nope"),
+            ["--freight: Freight 'nope' not found by name or alias", "frozen-tauntaun"],
+        ),
+        (_missing_var, (), ["requires var 'repoURL'", "PromotionTask 'update-image-and-push'"]),
+        (_bad_expression, (), ["deploy::commit", "config", "commitMessage +"]),
+        (
+            lambda s: s.write(),
+            ("--var", "novalue"),
+            ["--var: 'novalue' is not of the form NAME=VALUE"],
+        ),
+        (
+            lambda s: s.tmp / "missing-dir",
+            (),
+            ["missing-dir: --manifests: no such file or directory"],
+        ),
+    ],
+)
+def test_invalid_input_exits_2_naming_the_problem_and_pushes_nothing(
+    setup: Setup, make: Any, args: tuple[str, ...], expected: list[str]
+) -> None:
+    path = make(setup)
+    argv = {"--manifests": str(path), "--stage": "test", "--freight": "frozen-tauntaun"}
+    extra: list[str] = []
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        if flag == "--var":
+            extra += [flag, value]
+        else:
+            argv[flag] = value
+    flat = [item for pair in argv.items() for item in pair] + extra
+    code, out, err = setup.run(*flat)
+    assert code == 2, out + err
+    for text in expected:
+        assert text in err
+    assert err.startswith("error: ")
+    assert out == ""
+    assert setup.remote.branches() == ["main"]
+    assert setup.remote.log("main") == [(setup.remote.head("main"), "initial")]
+
+
+def test_namespace_defaults_to_default_when_the_stage_has_none(setup: Setup) -> None:
+    for d in setup.documents:
+        d["metadata"].pop("namespace", None)
+    code, out, err = setup.run(
+        "--manifests",
+        str(setup.write()),
+        "--stage",
+        "test",
+        "--freight",
+        "frozen-tauntaun",
+        "--output",
+        "json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["metadata"]["namespace"] == "default"
+
+
+# ---- the real process: Running steps, Ctrl-C ----------------------------------------------
+
+
+def http_stage(url: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "kargo.akuity.io/v1alpha1",
+            "kind": "Freight",
+            "metadata": {"name": "f1", "namespace": "p"},
+            "origin": {"kind": "Warehouse", "name": "w"},
+        },
+        {
+            "apiVersion": "kargo.akuity.io/v1alpha1",
+            "kind": "Stage",
+            "metadata": {"name": "s", "namespace": "p"},
+            "spec": {
+                "promotionTemplate": {
+                    "spec": {
+                        "steps": [
+                            {
+                                "uses": "http",
+                                "as": "wait-ready",
+                                "config": {
+                                    "url": url,
+                                    "pollInterval": "10s",
+                                    "successExpression": "response.body.status == 'ready'",
+                                    "failureExpression": "response.body.status == 'broken'",
+                                    "outputs": [
+                                        {
+                                            "name": "version",
+                                            "fromExpression": "response.body.version",
+                                        }
+                                    ],
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    ]
+
+
+async def _run_cli(*args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "promoter",
+        "run",
+        *args,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+async def test_runner_waits_out_running_steps(tmp_path: Path) -> None:
+    calls = []
+
+    async def status(request: web.Request) -> web.Response:
+        calls.append(request)
+        # The http step polls no faster than every 10 s (Kargo's floor): ready on the 2nd call.
+        ready = len(calls) >= 2
+        return web.json_response({"status": "ready" if ready else "pending", "version": "2.0"})
+
+    app = web.Application()
+    app.router.add_get("/status", status)
+    async with TestServer(app, host="127.0.0.1") as server:
+        path = tmp_path / "m.yaml"
+        path.write_text(yaml.safe_dump_all(http_stage(str(server.make_url("/status")))))
+        proc = await _run_cli(
+            "--manifests", str(path), "--stage", "s", "--freight", "f1", "--output", "json"
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    promotion = json.loads(out)
+    assert promotion["status"]["state"]["wait-ready"] == {"version": "2.0"}
+    assert len(calls) == 2
+    assert b"wait-ready (http): Running" in err and b"waiting" in err
+
+
+async def test_ctrl_c_aborts_the_promotion(tmp_path: Path) -> None:
+    asked = asyncio.Event()
+
+    async def status(request: web.Request) -> web.Response:
+        asked.set()
+        return web.json_response({"status": "pending"})
+
+    app = web.Application()
+    app.router.add_get("/status", status)
+    async with TestServer(app, host="127.0.0.1") as server:
+        path = tmp_path / "m.yaml"
+        path.write_text(yaml.safe_dump_all(http_stage(str(server.make_url("/status")))))
+        proc = await _run_cli("--manifests", str(path), "--stage", "s", "--freight", "f1")
+        await asyncio.wait_for(asked.wait(), 30)
+        await asyncio.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 1, err.decode()
+    assert b"Aborted - Aborted by local:" in out

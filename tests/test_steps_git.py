@@ -1,0 +1,660 @@
+"""The git steps against real git and local bare repositories.
+
+Manifests name ``https://github.com/example/repo.git``; ``git_env`` maps it to a ``file://`` bare
+repository, exactly as an operator would with ``url.<base>.insteadOf``. Steps are called through
+``STEPS`` with a hand-built context, the way the engine calls them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promoter.errors import StepError
+from promoter.steps.base import StepContext, StepStatus
+from promoter.steps.git import (
+    STATS,
+    STEPS,
+    commit_url,
+    generated_branch,
+    normalize_repo_url,
+    ref_name_problem,
+    repo_url_problem,
+    strip_userinfo,
+)
+from tests.support.gitrepo import RemoteRepo, git_env, make_remote
+from tests.support.steps import make_context
+
+REPO = "https://github.com/example/repo.git"
+BASE_FILES = {
+    "base/kustomization.yaml": "resources:\n- deployment.yaml\n",
+    "base/deployment.yaml": "kind: Deployment\n",
+    "stages/test/kustomization.yaml": "resources:\n- ../../base\n",
+    "README.md": "demo\n",
+}
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> RemoteRepo:
+    return make_remote(tmp_path, files=BASE_FILES)
+
+
+@pytest.fixture
+def env(tmp_path: Path, remote: RemoteRepo) -> dict[str, str]:
+    return git_env(tmp_path, {remote.url: REPO})
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, env: dict[str, str]) -> StepContext:
+    return make_context(tmp_path, git_env=env)
+
+
+async def run(step: str, ctx: StepContext, config: dict[str, Any]) -> Any:
+    return await STEPS[step].run(ctx, config)
+
+
+async def clone_out(ctx: StepContext, branch: str = "stage/test", **extra: Any) -> Any:
+    config = {"repoURL": REPO, "checkout": [{"branch": branch, "create": True, "path": "./out"}]}
+    config.update(extra)
+    return await run("git-clone", ctx, config)
+
+
+def with_marker(config: dict[str, Any], marker: Path) -> dict[str, Any]:
+    """Point the injection attempts in ``config`` at a file that must never be created."""
+    patched: dict[str, Any] = json.loads(json.dumps(config).replace("MARKER", str(marker)))
+    return patched
+
+
+def marker_exists(marker: Path) -> bool:
+    return marker.exists()
+
+
+def write(ctx: StepContext, rel: str, content: str) -> None:
+    path = ctx.work_dir / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------
+# Pure helpers
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("main", True),
+        ("stage/test", True),
+        ("kargo/promotion/test.01abc.def", True),
+        ("v1.0.0", True),
+        ("--upload-pack=touch MARKER", False),
+        ("-f", False),
+        ("HEAD", False),
+        ("a..b", False),
+        ("a b", False),
+        ("a:b", False),
+        ("a/", False),
+        ("/a", False),
+        ("a//b", False),
+        ("a.lock", False),
+        ("a/.hidden", False),
+        ("a@{1}", False),
+        ("a\nb", False),
+        ("", False),
+    ],
+)
+def test_ref_names(name: str, ok: bool) -> None:
+    assert (ref_name_problem(name) is None) is ok
+
+
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [
+        ("https://github.com/example/repo.git", True),
+        ("http://gitea.local/x/y", True),
+        ("ssh://git@github.com/example/repo.git", True),
+        ("git@github.com:example/repo.git", True),
+        ("file:///etc/repo.git", False),
+        ("/srv/repo.git", False),
+        ("ext::sh -c touch% /tmp/pwned", False),
+        ("--upload-pack=touch MARKER", False),
+        ("https://user:secret@github.com/example/repo.git", False),
+        ("https://token@github.com/example/repo.git", False),
+        ("fd::17", False),
+        ("https:///nohost", False),
+    ],
+)
+def test_repo_urls(url: str, ok: bool) -> None:
+    assert (repo_url_problem(url) is None) is ok
+
+
+def test_url_helpers() -> None:
+    assert normalize_repo_url("https://GitHub.com/Example/Repo.git/") == (
+        "https://github.com/example/repo"
+    )
+    assert normalize_repo_url("https://u:p@github.com/example/repo") == (
+        "https://github.com/example/repo"
+    )
+    assert (
+        strip_userinfo("see https://u:s3cret@h/x and ssh://git@h/y")
+        == "see https://h/x and ssh://h/y"
+    )
+    sha = "a" * 40
+    assert commit_url(REPO, sha) == f"https://github.com/example/repo/commit/{sha}"
+    assert commit_url("git@gitlab.com:g/p.git", sha) == f"https://gitlab.com/g/p/-/commit/{sha}"
+    assert commit_url("https://git.corp/x/y", sha) is None
+    assert commit_url("https://git.corp/x/y", sha, "gitea") == f"https://git.corp/x/y/commit/{sha}"
+    assert generated_branch("p1") == "kargo/promotion/p1"
+
+
+# ------------------------------------------------------------------------------------------
+# git-clone
+# ------------------------------------------------------------------------------------------
+
+
+async def test_clone_branch(ctx: StepContext, remote: RemoteRepo) -> None:
+    result = await run(
+        "git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "./src"}]}
+    )
+    assert result.status is StepStatus.SUCCEEDED
+    assert result.output == {"commits": {"./src": remote.head("main")}}
+    assert (ctx.work_dir / "src/base/deployment.yaml").read_text() == "kind: Deployment\n"
+
+
+async def test_clone_default_branch_and_alias(ctx: StepContext, remote: RemoteRepo) -> None:
+    result = await run(
+        "git-clone", ctx, {"repoURL": REPO, "checkout": [{"path": "src", "as": "source"}]}
+    )
+    assert result.output == {"commits": {"source": remote.head("main")}}
+
+
+async def test_clone_tags(ctx: StepContext, remote: RemoteRepo) -> None:
+    first = remote.head("main")
+    assert first is not None
+    remote.tag("v1.0.0", first, message="release")
+    remote.tag("light", first)
+    remote.commit_files("main", {"README.md": "newer\n"})
+    result = await run(
+        "git-clone",
+        ctx,
+        {
+            "repoURL": REPO,
+            "checkout": [{"tag": "v1.0.0", "path": "a"}, {"tag": "light", "path": "b"}],
+        },
+    )
+    assert result.output == {"commits": {"a": first, "b": first}}
+    assert (ctx.work_dir / "a/README.md").read_text() == "demo\n"
+
+
+async def test_clone_commit_full_and_abbreviated(ctx: StepContext, remote: RemoteRepo) -> None:
+    old = remote.head("main")
+    assert old is not None
+    remote.commit_files("main", {"README.md": "newer\n"})
+    result = await run(
+        "git-clone",
+        ctx,
+        {
+            "repoURL": REPO,
+            "checkout": [{"commit": old, "path": "a"}, {"commit": old[:10], "path": "b"}],
+        },
+    )
+    assert result.output == {"commits": {"a": old, "b": old}}
+    assert (ctx.work_dir / "b/README.md").read_text() == "demo\n"
+
+
+async def test_clone_from_freight_normalises_urls(
+    tmp_path: Path, env: dict[str, str], remote: RemoteRepo
+) -> None:
+    wanted = remote.head("main")
+    remote.commit_files("main", {"README.md": "newer\n"})
+    freight = {
+        "origin": {"kind": "Warehouse", "name": "w"},
+        "commits": [
+            {"repoURL": "https://github.com/example/other", "id": "b" * 40},
+            {"repoURL": "https://GitHub.com/example/repo/", "id": wanted},
+        ],
+    }
+    ctx = make_context(tmp_path, git_env=env, freight=freight)
+    result = await run(
+        "git-clone",
+        ctx,
+        {
+            "repoURL": REPO,
+            "checkout": [
+                {"fromFreight": True, "path": "src"},
+                {"fromOrigin": {"kind": "Warehouse", "name": "w"}, "path": "src2"},
+            ],
+        },
+    )
+    assert result.output == {"commits": {"src": wanted, "src2": wanted}}
+
+
+async def test_clone_from_freight_without_a_commit_for_the_repo(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    ctx = make_context(tmp_path, git_env=env, freight={"commits": []})
+    with pytest.raises(StepError, match="has no commit from") as info:
+        await run(
+            "git-clone", ctx, {"repoURL": REPO, "checkout": [{"fromFreight": True, "path": "s"}]}
+        )
+    assert info.value.terminal
+
+
+async def test_clone_create_pushes_an_empty_orphan_branch(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
+    result = await clone_out(ctx)
+    created = remote.head("stage/test")
+    assert result.output == {"commits": {"./out": created}}
+    assert remote.log("stage/test") == [(created, "Initial commit")]
+    assert remote.files("stage/test") == []
+    assert [p.name for p in (ctx.work_dir / "out").iterdir()] == [".git"]
+
+
+async def test_clone_create_in_an_empty_repository(tmp_path: Path) -> None:
+    empty = make_remote(tmp_path, name="empty")
+    ctx = make_context(tmp_path, git_env=git_env(tmp_path, {empty.url: REPO}))
+    await clone_out(ctx)
+    write(ctx, "out/a.yaml", "a: 1\n")
+    await run("git-commit", ctx, {"path": "out", "message": "a"})
+    await run("git-push", ctx, {"path": "out"})
+    assert [m for _, m in empty.log("stage/test")] == ["a", "Initial commit"]
+
+
+async def test_clone_missing_branch_without_create(ctx: StepContext, remote: RemoteRepo) -> None:
+    with pytest.raises(StepError, match=r"does not exist.*create: true") as info:
+        await run(
+            "git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "nope", "path": "o"}]}
+        )
+    assert info.value.terminal
+    assert "nope" not in remote.branches()
+
+
+async def test_clone_reentry_resets_own_checkout(ctx: StepContext, remote: RemoteRepo) -> None:
+    config = {"repoURL": REPO, "checkout": [{"branch": "main", "path": "src"}]}
+    await run("git-clone", ctx, config)
+    write(ctx, "src/README.md", "local edit\n")
+    write(ctx, "src/untracked.txt", "junk\n")
+    newer = remote.commit_files("main", {"new.yaml": "n: 1\n"})
+    result = await run("git-clone", ctx, config)
+    assert result.output == {"commits": {"src": newer}}
+    assert (ctx.work_dir / "src/README.md").read_text() == "demo\n"
+    assert not (ctx.work_dir / "src/untracked.txt").exists()
+    assert (ctx.work_dir / "src/new.yaml").exists()
+
+
+async def test_clone_refuses_a_foreign_non_empty_path(ctx: StepContext) -> None:
+    write(ctx, "src/mine.txt", "not a checkout\n")
+    with pytest.raises(StepError, match="not empty") as info:
+        await run(
+            "git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "src"}]}
+        )
+    assert info.value.terminal
+    assert (ctx.work_dir / "src/mine.txt").exists()
+
+
+async def test_clone_sparse(ctx: StepContext) -> None:
+    await run(
+        "git-clone",
+        ctx,
+        {
+            "repoURL": REPO,
+            "checkout": [{"branch": "main", "path": "src", "sparse": ["stages/test"]}],
+        },
+    )
+    src = ctx.work_dir / "src"
+    assert (src / "stages/test/kustomization.yaml").exists()
+    assert (src / "README.md").exists()  # cone mode always keeps top-level files
+    assert not (src / "base").exists()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"checkout": [{"branch": "--upload-pack=touch MARKER", "path": "o"}]},
+        {"checkout": [{"tag": "--upload-pack=touch MARKER", "path": "o"}]},
+        {"checkout": [{"commit": "--upload-pack=touch", "path": "o"}]},
+        {"checkout": [{"branch": "main", "path": "o", "sparse": ["--stdin"]}]},
+        {"repoURL": "--upload-pack=touch MARKER", "checkout": [{"path": "o"}]},
+        {"repoURL": "ext::sh -c touch% MARKER", "checkout": [{"path": "o"}]},
+        {"repoURL": "file:///etc", "checkout": [{"path": "o"}]},
+        {"checkout": [{"branch": "main", "tag": "v1", "path": "o"}]},
+        {"checkout": [{"branch": "main", "path": "a"}, {"branch": "main", "path": "b"}]},
+        {"checkout": [{"branch": "main", "path": "a"}, {"commit": "abcd", "path": "a/b"}]},
+        {"checkout": []},
+    ],
+)
+async def test_clone_rejects_bad_config_before_running_git(
+    ctx: StepContext, tmp_path: Path, config: dict[str, Any]
+) -> None:
+    marker = tmp_path / "pwned"
+    config = with_marker({"repoURL": REPO, **config}, marker)
+    calls = STATS.calls
+    with pytest.raises(StepError) as info:
+        await run("git-clone", ctx, config)
+    assert info.value.terminal
+    assert STATS.calls == calls, "no git process may run for a rejected config"
+    assert not marker_exists(marker)
+
+
+@pytest.mark.parametrize(
+    "path", ["../x", "/etc/x", "out/../../x", ".longshoreman/git/x", ".longshoreman/home", "."]
+)
+async def test_clone_refuses_paths_outside_its_area(ctx: StepContext, path: str) -> None:
+    with pytest.raises(StepError) as info:
+        await run(
+            "git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": path}]}
+        )
+    assert info.value.terminal
+
+
+async def test_credentials_never_appear_in_messages(tmp_path: Path, env: dict[str, str]) -> None:
+    ctx = make_context(tmp_path, git_env=env)
+    with pytest.raises(StepError) as info:
+        await run(
+            "git-clone",
+            ctx,
+            {
+                "repoURL": "https://user:s3cr3t@github.com/example/repo.git",
+                "checkout": [{"path": "o"}],
+            },
+        )
+    assert info.value.terminal
+    assert "s3cr3t" not in info.value.message
+    assert "user:" not in info.value.message
+
+    # A secret that shows up in git's own output is redacted too.
+    missing = tmp_path / "s3cr3t-token-missing.git"
+    env = git_env(tmp_path, {missing.as_uri(): "https://github.com/example/gone.git"})
+    ctx = make_context(tmp_path, git_env=env, secrets=["s3cr3t-token"])
+    with pytest.raises(StepError) as info:
+        await run(
+            "git-clone",
+            ctx,
+            {"repoURL": "https://github.com/example/gone.git", "checkout": [{"path": "o"}]},
+        )
+    assert "s3cr3t-token" not in info.value.message
+    assert "***" in info.value.message
+    assert info.value.terminal  # "does not appear to be a git repository" will not go away
+
+
+# ------------------------------------------------------------------------------------------
+# git-clear and git-commit
+# ------------------------------------------------------------------------------------------
+
+
+async def test_clear_then_commit_replaces_the_content(ctx: StepContext, remote: RemoteRepo) -> None:
+    await run("git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "out"}]})
+    result = await run("git-clear", ctx, {"path": "out"})
+    assert result.status is StepStatus.SUCCEEDED
+    assert [p.name for p in (ctx.work_dir / "out").iterdir()] == [".git"]
+    write(ctx, "out/rendered.yaml", "kind: ConfigMap\n")
+    commit = await run("git-commit", ctx, {"path": "out", "message": "render"})
+    await run("git-push", ctx, {"path": "out"})
+    assert remote.files("main") == ["rendered.yaml"]
+    assert remote.head("main") == commit.output["commit"]
+
+
+async def test_clear_does_not_follow_symlinks(ctx: StepContext, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep\n")
+    await clone_out(ctx)
+    (ctx.work_dir / "out/link").symlink_to(outside, target_is_directory=True)
+    await run("git-clear", ctx, {"path": "out"})
+    assert (outside / "keep.txt").exists()
+
+
+async def test_commit_and_noop_commit(ctx: StepContext, remote: RemoteRepo) -> None:
+    await clone_out(ctx)
+    write(ctx, "out/app.yaml", "replicas: 2\n")
+    first = await run("git-commit", ctx, {"path": "out", "message": "test: bump\n\nbody #1\n"})
+    again = await run("git-commit", ctx, {"path": "out", "message": "test: bump"})
+    assert again.status is StepStatus.SUCCEEDED
+    assert again.output == first.output
+    await run("git-push", ctx, {"path": "out"})
+    assert [msg for _, msg in remote.log("stage/test")] == ["test: bump", "Initial commit"]
+    body = remote.git("log", "-1", "--format=%B", "refs/heads/stage/test")
+    assert body == "test: bump\n\nbody #1"
+
+
+async def test_commit_author_precedence(ctx: StepContext, remote: RemoteRepo) -> None:
+    await clone_out(ctx, author={"name": "Clone Author", "email": "clone@example.com"})
+    write(ctx, "out/a.yaml", "a: 1\n")
+    await run("git-commit", ctx, {"path": "out", "message": "one"})
+    write(ctx, "out/b.yaml", "b: 1\n")
+    await run(
+        "git-commit",
+        ctx,
+        {
+            "path": "out",
+            "message": "two",
+            "author": {"name": "Step Author", "email": "s@example.com"},
+        },
+    )
+    await run("git-push", ctx, {"path": "out"})
+    log = remote.git("log", "--format=%an <%ae> / %cn", "refs/heads/stage/test").splitlines()
+    assert log[:2] == [
+        "Step Author <s@example.com> / Longshoreman",
+        "Clone Author <clone@example.com> / Longshoreman",
+    ]
+
+
+async def test_commit_message_from_steps(tmp_path: Path, env: dict[str, str]) -> None:
+    ctx = make_context(
+        tmp_path, git_env=env, state={"a": {"commitMessage": "set image"}, "b": {"x": 1}}
+    )
+    await clone_out(ctx)
+    write(ctx, "out/a.yaml", "a: 1\n")
+    result = await run("git-commit", ctx, {"path": "out", "messageFromSteps": ["a", "b"]})
+    assert result.status is StepStatus.SUCCEEDED
+
+
+async def test_commit_requires_a_message_and_a_real_checkout(ctx: StepContext) -> None:
+    await clone_out(ctx)
+    with pytest.raises(StepError, match="message is required"):
+        await run("git-commit", ctx, {"path": "out"})
+    # A directory whose .git some other step wrote is not trusted.
+    write(ctx, "fake/.git", f"gitdir: {ctx.work_dir / 'evil'}\n")
+    with pytest.raises(StepError, match="not a working tree checked out by a git-clone step"):
+        await run("git-commit", ctx, {"path": "fake", "message": "m"})
+    with pytest.raises(StepError, match="outside") as info:
+        await run("git-commit", ctx, {"path": "../x", "message": "m"})
+    assert info.value.terminal
+
+
+# ------------------------------------------------------------------------------------------
+# git-push
+# ------------------------------------------------------------------------------------------
+
+
+async def test_push_to_a_new_target_branch(ctx: StepContext, remote: RemoteRepo) -> None:
+    await run("git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "out"}]})
+    write(ctx, "out/new.yaml", "n: 1\n")
+    commit = await run("git-commit", ctx, {"path": "out", "message": "new"})
+    result = await run("git-push", ctx, {"path": "out", "targetBranch": "feature/x"})
+    sha = commit.output["commit"]
+    assert result.output == {
+        "branch": "feature/x",
+        "commit": sha,
+        "commitURL": f"https://github.com/example/repo/commit/{sha}",
+    }
+    assert remote.head("feature/x") == sha
+    assert remote.read_file("main", "new.yaml") is None
+
+
+async def test_generate_target_branch_is_stable(ctx: StepContext, remote: RemoteRepo) -> None:
+    await clone_out(ctx)
+    write(ctx, "out/a.yaml", "a: 1\n")
+    await run("git-commit", ctx, {"path": "out", "message": "a"})
+    first = await run("git-push", ctx, {"path": "out", "generateTargetBranch": True})
+    # A re-run of the whole promotion (new commit, same Promotion) force-pushes the same branch.
+    await clone_out(ctx)
+    write(ctx, "out/a.yaml", "a: 2\n")
+    await run("git-commit", ctx, {"path": "out", "message": "a again"})
+    second = await run("git-push", ctx, {"path": "out", "generateTargetBranch": True})
+    name = f"kargo/promotion/{ctx.promotion}"
+    assert first.output["branch"] == second.output["branch"] == name
+    assert remote.head(name) == second.output["commit"]
+    assert remote.read_file(name, "a.yaml") == "a: 2\n"
+
+
+async def test_push_rebases_when_the_remote_moved(ctx: StepContext, remote: RemoteRepo) -> None:
+    await clone_out(ctx)
+    write(ctx, "out/ours.yaml", "ours: 1\n")
+    ours = await run("git-commit", ctx, {"path": "out", "message": "ours"})
+    theirs = remote.commit_files("stage/test", {"theirs.yaml": "theirs: 1\n"}, "theirs")
+    result = await run("git-push", ctx, {"path": "out"})
+    assert result.status is StepStatus.SUCCEEDED
+    log = remote.log("stage/test")
+    assert [m for _, m in log] == ["ours", "theirs", "Initial commit"]
+    assert log[1][0] == theirs
+    assert result.output["commit"] == log[0][0] != ours.output["commit"]
+    assert remote.files("stage/test") == ["ours.yaml", "theirs.yaml"]
+
+
+async def test_push_conflict_fails_without_pushing(ctx: StepContext, remote: RemoteRepo) -> None:
+    await clone_out(ctx)
+    write(ctx, "out/same.yaml", "ours: 1\n")
+    await run("git-commit", ctx, {"path": "out", "message": "ours"})
+    theirs = remote.commit_files("stage/test", {"same.yaml": "theirs: 1\n"}, "theirs")
+    result = await run("git-push", ctx, {"path": "out"})
+    assert result.status is StepStatus.FAILED
+    assert "same.yaml" in result.message
+    assert remote.head("stage/test") == theirs
+
+
+async def test_push_twice_is_a_noop(ctx: StepContext, remote: RemoteRepo) -> None:
+    await clone_out(ctx)
+    before = len(remote.log("stage/test"))
+    write(ctx, "out/a.yaml", "a: 1\n")
+    await run("git-commit", ctx, {"path": "out", "message": "a"})
+    first = await run("git-push", ctx, {"path": "out"})
+    second = await run("git-push", ctx, {"path": "out"})
+    assert first.output == second.output
+    assert len(remote.log("stage/test")) == before + 1
+
+
+async def test_push_retry_after_remote_moved_past_our_commit(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
+    """A crash after pushing, then someone else pushed on top: the retry must not duplicate."""
+    await clone_out(ctx)
+    write(ctx, "out/a.yaml", "a: 1\n")
+    await run("git-commit", ctx, {"path": "out", "message": "a"})
+    first = await run("git-push", ctx, {"path": "out"})
+    remote.commit_files("stage/test", {"b.yaml": "b: 1\n"}, "someone else")
+    again = await run("git-push", ctx, {"path": "out"})
+    assert again.status is StepStatus.SUCCEEDED
+    assert again.output["commit"] == first.output["commit"]
+    assert [m for _, m in remote.log("stage/test")] == ["someone else", "a", "Initial commit"]
+
+
+async def test_push_of_an_equal_change_already_on_the_remote(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
+    """The same change, committed twice (different SHAs), lands once."""
+    await clone_out(ctx)
+    write(ctx, "out/a.yaml", "a: 1\n")
+    await run("git-commit", ctx, {"path": "out", "message": "a"})
+    remote.commit_files("stage/test", {"a.yaml": "a: 1\n"}, "a")
+    result = await run("git-push", ctx, {"path": "out"})
+    assert result.status is StepStatus.SUCCEEDED
+    assert [m for _, m in remote.log("stage/test")] == ["a", "Initial commit"]
+    assert result.output["commit"] == remote.head("stage/test")
+
+
+async def test_concurrent_promotions_to_one_branch(
+    tmp_path: Path, env: dict[str, str], remote: RemoteRepo
+) -> None:
+    async def promote(name: str) -> Any:
+        ctx = make_context(tmp_path, git_env=env, promotion=name, work_dir=tmp_path / name)
+        await run(
+            "git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "out"}]}
+        )
+        write(ctx, f"out/{name}.yaml", f"{name}: 1\n")
+        await run("git-commit", ctx, {"path": "out", "message": name})
+        return await run("git-push", ctx, {"path": "out"})
+
+    results = await asyncio.gather(*(promote(f"p{i}") for i in range(4)))
+    assert all(r.status is StepStatus.SUCCEEDED for r in results)
+    files = remote.files("main")
+    assert {f"p{i}.yaml" for i in range(4)} <= set(files)
+    assert len(remote.log("main")) == 5
+
+
+async def test_push_gives_up_after_max_attempts(ctx: StepContext, remote: RemoteRepo) -> None:
+    await clone_out(ctx)
+    write(ctx, "out/a.yaml", "a: 1\n")
+    await run("git-commit", ctx, {"path": "out", "message": "a"})
+    remote.commit_files("stage/test", {"b.yaml": "b: 1\n"}, "b")
+    with pytest.raises(StepError, match="gave up after 1 attempts") as info:
+        await run("git-push", ctx, {"path": "out", "maxAttempts": 1})
+    assert not info.value.terminal
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"targetBranch": "--upload-pack=touch MARKER"},
+        {"targetBranch": "-f"},
+        {"tag": "--force"},
+        {"targetBranch": "a", "generateTargetBranch": True},
+        {"targetBranch": "a", "tag": "v1"},
+        {"maxAttempts": 0},
+    ],
+)
+async def test_push_rejects_bad_config_before_running_git(
+    ctx: StepContext, tmp_path: Path, config: dict[str, Any]
+) -> None:
+    await clone_out(ctx)
+    marker = tmp_path / "pwned"
+    calls = STATS.calls
+    with pytest.raises(StepError) as info:
+        await run("git-push", ctx, with_marker({"path": "out", **config}, marker))
+    assert info.value.terminal
+    assert STATS.calls == calls
+    assert not marker_exists(marker)
+
+
+async def test_push_from_a_detached_checkout_needs_a_target(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
+    main = remote.head("main")
+    assert main is not None
+    await run("git-clone", ctx, {"repoURL": REPO, "checkout": [{"commit": main, "path": "d"}]})
+    with pytest.raises(StepError, match="not on a branch") as info:
+        await run("git-push", ctx, {"path": "d"})
+    assert info.value.terminal
+
+
+# ------------------------------------------------------------------------------------------
+# git-tag and tag pushes
+# ------------------------------------------------------------------------------------------
+
+
+async def test_tag_and_push_tag(ctx: StepContext, remote: RemoteRepo) -> None:
+    await clone_out(ctx)
+    write(ctx, "out/a.yaml", "a: 1\n")
+    commit = await run("git-commit", ctx, {"path": "out", "message": "a"})
+    await run("git-push", ctx, {"path": "out"})
+    tagged = await run("git-tag", ctx, {"path": "out", "tag": "v1.0.0"})
+    assert tagged.output == {"tag": "v1.0.0", "commit": commit.output["commit"]}
+    assert (await run("git-tag", ctx, {"path": "out", "tag": "v1.0.0"})).output == tagged.output
+    pushed = await run("git-push", ctx, {"path": "out", "tag": "v1.0.0"})
+    assert pushed.output["commit"] == commit.output["commit"]
+    assert remote.tags() == {"v1.0.0": commit.output["commit"]}
+    # Pushing the same tag again (a retry) is fine ...
+    assert (
+        await run("git-push", ctx, {"path": "out", "tag": "v1.0.0"})
+    ).status is StepStatus.SUCCEEDED
+    # ... a different tag of the same name on the remote is not.
+    remote.tag("v2", remote.log("stage/test")[-1][0], message="elsewhere")
+    await run("git-tag", ctx, {"path": "out", "tag": "v2"})
+    with pytest.raises(StepError, match="already exists") as info:
+        await run("git-push", ctx, {"path": "out", "tag": "v2"})
+    assert info.value.terminal
