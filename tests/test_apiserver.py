@@ -121,12 +121,6 @@ async def watch_events(func: Callable[..., Any], *args: Any, count: int | None =
     return events
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(5):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
 # ------------------------------------------------------------------------ discovery
 
 
@@ -608,7 +602,7 @@ async def test_watch_streams_live_events_and_selector_transitions(
     stream = asyncio.create_task(watch_events(
         crs.list_namespaced_custom_object, *ARGO, NS, "applications",
         label_selector="stage=prod", timeout_seconds=5, count=3))
-    await until(lambda: kube.server.open_watches == 1)
+    await kube.server.wait_for_watches(1)
     await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
                                               application("x", {"stage": "prod"}))
     await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
@@ -789,7 +783,7 @@ async def test_close_watches_ends_open_streams(kube: RunningApiServer,
                                                crs: client.CustomObjectsApi) -> None:
     stream = asyncio.create_task(watch_events(
         crs.list_namespaced_custom_object, *ARGO, NS, "applications", timeout_seconds=30))
-    await until(lambda: kube.server.open_watches == 1)
+    await kube.server.wait_for_watches(1)
     started = time.monotonic()
     assert kube.close_watches() == 1
     assert await asyncio.wait_for(stream, 5) == []
@@ -822,16 +816,20 @@ async def test_kubeconfig_works_for_async_and_sync_clients(kube: RunningApiServe
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
-async def test_kubectl_accepts_the_kubeconfig(kube: RunningApiServer,
-                                              crs: client.CustomObjectsApi) -> None:
-    await crs.create_namespaced_custom_object(*ARGO, NS, "applications", application("kc"))
-    process = await asyncio.create_subprocess_exec(
-        "kubectl", "--kubeconfig", str(kube.kubeconfig_path), "get", "apps", "-A",
-        "-o", "jsonpath={.items[*].metadata.name}",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 20)
-    assert process.returncode == 0, err.decode()
-    assert out.decode() == "kc"
+async def test_kubectl_accepts_the_kubeconfig(kube: RunningApiServer) -> None:
+    async def kubectl(*args: str, stdin: str = "") -> str:
+        process = await asyncio.create_subprocess_exec(
+            "kubectl", "--kubeconfig", str(kube.kubeconfig_path), *args,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 20)
+        assert process.returncode == 0, err.decode()
+        return out.decode()
+
+    # create -f needs the OpenAPI v3 index to learn that the server validates fields.
+    await kubectl("-n", NS, "create", "-f", "-", stdin=json.dumps(application("kc")))
+    names = await kubectl("get", "apps", "-A", "-o", "jsonpath={.items[*].metadata.name}")
+    assert names == "kc"
 
 
 async def test_state_file_survives_a_restart(tmp_path: Path) -> None:
@@ -839,12 +837,14 @@ async def test_state_file_survives_a_restart(tmp_path: Path) -> None:
     async with running_apiserver(crds=[WIDGET_CRD], namespaces=[NS], state_file=state,
                                  persist_debounce=0.01) as first:
         crs = client.CustomObjectsApi(first.api_client())
-        await crs.create_namespaced_custom_object(TEST_GROUP, "v1", NS, "widgets", widget("w"))
+        created = await crs.create_namespaced_custom_object(TEST_GROUP, "v1", NS, "widgets",
+                                                            widget("w"))
+        await asyncio.sleep(0.1)  # the debounced write lands while the server runs
+        assert '"name":"w"' in state.read_text()
         ext = client.ApiextensionsV1Api(first.api_client())
         gadget = json.loads(json.dumps(WIDGET_CRD).replace("widget", "gadget").replace(
             "Widget", "Gadget").replace('"wd"', '"gd"'))
         await ext.create_custom_resource_definition(gadget)
-        await until(state.exists)
         last_version = first.server.store.resource_version
 
     # Restart with no CRDs given: the API-created and file-loaded CRDs come back too.
@@ -854,6 +854,8 @@ async def test_state_file_survives_a_restart(tmp_path: Path) -> None:
         assert restored["spec"]["color"] == "red"
         gadgets = await crs.list_namespaced_custom_object(TEST_GROUP, "v1", NS, "gadgets")
         assert int(gadgets["metadata"]["resourceVersion"]) >= last_version
-        created = await crs.create_namespaced_custom_object(TEST_GROUP, "v1", NS, "widgets",
-                                                            widget("w2"))
-        assert int(created["metadata"]["resourceVersion"]) > last_version
+        assert restored["metadata"]["uid"] == created["metadata"]["uid"]
+        second_life = await crs.create_namespaced_custom_object(TEST_GROUP, "v1", NS,
+                                                                "widgets", widget("w2"))
+        assert int(second_life["metadata"]["resourceVersion"]) > last_version
+        assert second_life["metadata"]["uid"] != created["metadata"]["uid"]

@@ -86,10 +86,32 @@ class ApiServer:
         self.requests: deque[RequestRecord] = deque(maxlen=10_000)
         self.server_address = "127.0.0.1:0"
         self.open_watches = 0
+        self._watch_waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     def close_watches(self, *, abort: bool = False) -> int:
         """End every open watch stream (``abort``: drop the connection instead)."""
         return self.store.close_watches(abort=abort)
+
+    async def wait_for_watches(self, count: int = 1, *, seconds: float = 5.0) -> None:
+        """Wait until at least ``count`` watches are open.
+
+        A watch counts as open once its starting point is fixed, so any change made after
+        this returns is delivered to it. Raises ``TimeoutError`` after ``seconds``.
+        """
+        if self.open_watches >= count:
+            return
+        waiter = (count, asyncio.get_running_loop().create_future())
+        self._watch_waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter[1], seconds)
+        finally:
+            self._watch_waiters.remove(waiter)
+
+    def _watch_count_changed(self, delta: int) -> None:
+        self.open_watches += delta
+        for count, future in self._watch_waiters:
+            if self.open_watches >= count and not future.done():
+                future.set_result(None)
 
     # ------------------------------------------------------------- request parsing
 
@@ -141,6 +163,16 @@ def _drop_connection(request: web.Request) -> None:
 
 def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "") in _TRUE
+
+
+def _number(request: web.Request, name: str) -> int | None:
+    raw = request.query.get(name)
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise errors.bad_request(f"{name}: Invalid value: {raw!r}: must be an integer") from exc
 
 
 def _filters(request: web.Request, target: Target) -> Filters:
@@ -243,6 +275,19 @@ class _Handlers:
             raise errors.unknown_resource()
         return web.json_response(body)
 
+    async def openapi_index(self, request: web.Request) -> web.Response:
+        return web.json_response(discovery.openapi_v3_index(self.store.registry))
+
+    async def openapi_group_version(self, request: web.Request) -> web.Response:
+        body = discovery.openapi_v3_group_version(
+            self.store.registry,
+            request.match_info.get("group", ""),
+            request.match_info.get("version", "v1"),
+        )
+        if body is None:
+            raise errors.unknown_resource()
+        return web.json_response(body)
+
     async def resource(self, request: web.Request) -> web.StreamResponse:
         target = self.server.resolve(request)
         is_watch = request.method == "GET" and target.name is None and _flag(request, "watch")
@@ -272,7 +317,7 @@ class _Handlers:
                 filters = _filters(request, target)
                 if is_watch:
                     return await self._watch(request, target, filters)
-                limit = int(request.query.get("limit", "0") or 0)
+                limit = _number(request, "limit")
                 return _json_response(200, self.store.list_objects(
                     target, filters, limit=limit,
                     continue_token=request.query.get("continue") or None,
@@ -323,7 +368,7 @@ class _Handlers:
         store = self.store
         resource = target.resource
         loop = asyncio.get_running_loop()
-        timeout_param = request.query.get("timeoutSeconds")
+        timeout_param = _number(request, "timeoutSeconds")
         timeout = float(timeout_param) if timeout_param else server.default_watch_timeout
         deadline = loop.time() + timeout
         bookmarks = _flag(request, "allowWatchBookmarks")
@@ -340,11 +385,12 @@ class _Handlers:
             await response.write(line.encode())
 
         subscription = store.subscribe()
-        server.open_watches += 1
-        abort = False
+        abort = counted = False
         try:
             try:
                 initial, cursor = store.watch_start(target, filters, since)
+                server._watch_count_changed(+1)
+                counted = True
             except StatusError as exc:
                 if exc.code != 410:
                     raise
@@ -393,7 +439,8 @@ class _Handlers:
             return response
         finally:
             store.unsubscribe(subscription)
-            server.open_watches -= 1
+            if counted:
+                server._watch_count_changed(-1)
         if abort:
             _drop_connection(request)
             return response
@@ -528,6 +575,9 @@ def create_apiserver_app(
         ("/apis", handlers.groups),
         ("/apis/{group}", handlers.group),
         ("/apis/{group}/{version}", handlers.resource_list),
+        ("/openapi/v3", handlers.openapi_index),
+        ("/openapi/v3/api/{version}", handlers.openapi_group_version),
+        ("/openapi/v3/apis/{group}/{version}", handlers.openapi_group_version),
     ]
     for path, handler in discovery_routes:
         router.add_get(path, handler)

@@ -166,6 +166,7 @@ class Store:
         self.require_namespaces = require_namespaces
         self.strategic_merge_for_custom_resources = strategic_merge_for_custom_resources
         self._clock: Clock = clock or (lambda: datetime.now(UTC))
+        self._seed = seed
         self._random = random.Random(seed)
         self._objects: dict[tuple[str, str], dict[tuple[str, str], JsonObject]] = {}
         self._logs: dict[tuple[str, str], EventLog] = {}
@@ -905,6 +906,8 @@ class Store:
             self._objects.setdefault(key, {})[(meta.get("namespace", ""), meta["name"])] = obj
         self.resource_version = max(self.resource_version,
                                     int(snapshot.get("resourceVersion") or 0))
+        # A restarted server must not hand out the UIDs and names of its first life again.
+        self._random = random.Random(f"{self._seed}:{self.resource_version}")
         # History does not survive a restart: watches must start from now.
         for log in self._logs.values():
             log.events.clear()

@@ -600,4 +600,8 @@ def compile_expression(source: str) -> Compiled:
         raise ExpressionSyntaxError(
             reason="expression is nested too deeply", expression=source
         ) from None
+    except Exception as exc:  # a bug of ours must still surface as an expression error
+        raise ExpressionSyntaxError(
+            reason=f"internal error: {type(exc).__name__}: {exc}", expression=source
+        ) from exc
     return Compiled(source, fn)

@@ -174,7 +174,8 @@ _NUMBER = re.compile(
     r"0[xX][0-9a-fA-F](?:_?[0-9a-fA-F])*"
     r"|0[oO][0-7](?:_?[0-7])*"
     r"|0[bB][01](?:_?[01])*"
-    r"|\d(?:_?\d)*(?:\.\d(?:_?\d)*)?(?:[eE][+-]?\d(?:_?\d)*)?"
+    r"|\d(?:_?\d)*(?:\.\d(?:_?\d)*)?(?:[eE][+-]?\d(?:_?\d)*)?",
+    re.ASCII,
 )
 _IDENT = re.compile(r"[^\W\d]\w*")
 _OPERATORS = (
@@ -279,7 +280,7 @@ def tokenize(source: str) -> list[Token]:
             tokens.append(Token("eof", None, pos, ""))
             return tokens
         ch = source[pos]
-        if ch.isdigit():
+        if "0" <= ch <= "9":
             match = _NUMBER.match(source, pos)
             assert match is not None
             end = match.end()

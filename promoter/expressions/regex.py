@@ -51,6 +51,10 @@ _POSIX_CLASSES: dict[str, tuple[tuple[int, int], ...]] = {
 _ESCAPED_CONTROLS = {"a": 7, "f": 12, "t": 9, "n": 10, "r": 13, "v": 11}
 
 
+def _is_count(text: str) -> bool:
+    return 0 < len(text) <= 6 and text.isascii() and text.isdigit()
+
+
 class RegexError(ExpressionError):
     """A pattern that is not valid RE2 syntax, or a match that exceeded its work budget."""
 
@@ -155,7 +159,7 @@ class _Parser:
             return None
         body = self.pattern[self.pos + 1 : end]
         low_text, comma, high_text = body.partition(",")
-        if not low_text.isdigit() or (high_text and not high_text.isdigit()):
+        if not _is_count(low_text) or (high_text and not _is_count(high_text)):
             return None  # Go treats an ill-formed {…} as literal text
         low = int(low_text)
         high = int(high_text) if high_text else (-1 if comma else low)

@@ -118,7 +118,7 @@ async def running_apiserver(
                 yield running
             finally:
                 for api in running._clients:
-                    await api.close()
+                    await api.close()  # type: ignore[no-untyped-call]
 
 
 @pytest_asyncio.fixture
