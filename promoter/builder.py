@@ -122,6 +122,12 @@ def inflate(
         if step.task is None:
             add(replace(step, alias=alias), step_where)
             continue
+        if alias in seen:
+            raise InvalidInput(
+                f"duplicate alias {alias!r} (also used by {seen[alias]})", field=step_where
+            )
+        # The task's own alias names its outputs (outputs.<taskAlias>), so it is taken too.
+        seen[alias] = step_where
         task = tasks.get_task(step.task, namespace)
         if task is None:
             scope = (

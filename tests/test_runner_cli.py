@@ -209,12 +209,36 @@ def _no_api_version(s: Setup) -> Path:
     return s.write()
 
 
+def _duplicate_alias(s: Setup) -> Path:
+    s.doc("Stage", "test")["spec"]["promotionTemplate"]["spec"]["steps"][1]["as"] = "deploy"
+    return s.write()
+
+
+def _reserved_alias(s: Setup) -> Path:
+    s.doc("PromotionTask")["spec"]["steps"][0]["as"] = "step-7"
+    return s.write()
+
+
+def _nested_task(s: Setup) -> Path:
+    s.doc("PromotionTask")["spec"]["steps"].append({"task": {"name": "update-image-and-push"}})
+    return s.write()
+
+
+def _unknown_task(s: Setup) -> Path:
+    s.doc("Stage", "test")["spec"]["promotionTemplate"]["spec"]["steps"][0]["task"]["name"] = "x"
+    return s.write()
+
+
 @pytest.mark.parametrize(
     ("make", "args", "expected"),
     [
         (_bad_yaml, (), ["broken.yaml: not valid YAML at line 3"]),
         (_unknown_kind, (), ["manifests.yaml#6", "kind: unknown kind 'Stagee'"]),
         (_no_api_version, (), ["manifests.yaml#2", "apiVersion: missing apiVersion"]),
+        (_duplicate_alias, (), ["duplicate alias 'deploy'"]),
+        (_reserved_alias, (), ["alias 'step-7' is reserved"]),
+        (_nested_task, (), ["tasks cannot reference other tasks"]),
+        (_unknown_task, (), ["PromotionTask 'x' not found in namespace 'kargo-demo'"]),
         (
             lambda s: s.write(),
             ("--stage", "nope"),
@@ -259,6 +283,20 @@ def test_invalid_input_exits_2_naming_the_problem_and_pushes_nothing(
     assert out == ""
     assert setup.remote.branches() == ["main"]
     assert setup.remote.log("main") == [(setup.remote.head("main"), "initial")]
+
+
+def test_runaway_expression_is_refused_before_anything_is_pushed(setup: Setup) -> None:
+    commit = setup.doc("PromotionTask")["spec"]["steps"][4]
+    commit["config"]["message"] = "${{ repeat('x', 100000000) }}"
+    code, out, _ = setup.run(
+        "--manifests", str(setup.write()), "--stage", "test", "--freight", "frozen-tauntaun"
+    )
+    assert code == 1
+    assert "Errored - step 'deploy::commit' (git-commit) errored" in out
+    assert "repeat" in out
+    # git-clone's `create: true` pushed the new branch's empty first commit, as Kargo does;
+    # nothing of the Promotion's content reached the remote.
+    assert setup.remote.files("stage/test") == []
 
 
 def test_namespace_defaults_to_default_when_the_stage_has_none(setup: Setup) -> None:
@@ -379,3 +417,13 @@ async def test_ctrl_c_aborts_the_promotion(tmp_path: Path) -> None:
         out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1, err.decode()
     assert b"Aborted - Aborted by local:" in out
+
+
+def test_demo_runs_on_embedded_defaults() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["demo"], stdout=out, stderr=err)
+    assert code == 0, out.getvalue() + err.getvalue()
+    text = out.getvalue()
+    assert ": Succeeded" in text
+    assert "newTag: 1.27.0" in text
+    assert "frozen-tauntaun (nginx 1.27.0) is on stage/test at " in text

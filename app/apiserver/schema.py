@@ -28,16 +28,15 @@ def prune(obj: dict[str, Any], schema: Schema) -> tuple[dict[str, Any], list[str
     dropped: list[str] = []
     kept = {k: copy.deepcopy(v) for k, v in obj.items() if k in _ROOT_FIELDS}
     rest = {k: v for k, v in obj.items() if k not in _ROOT_FIELDS}
-    pruned = _prune_value(rest, schema, "", dropped, root=True)
+    pruned = _prune_value(rest, schema, "", dropped)
     if isinstance(pruned, dict):
         kept.update(pruned)
     return kept, dropped
 
 
-def _prune_value(value: Any, schema: Schema, path: str, dropped: list[str], *,
-                 root: bool = False) -> Any:
+def _prune_value(value: Any, schema: Schema, path: str, dropped: list[str]) -> Any:
     if isinstance(value, dict):
-        return _prune_object(value, schema, path, dropped, root=root)
+        return _prune_object(value, schema, path, dropped)
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, Mapping):
@@ -46,8 +45,8 @@ def _prune_value(value: Any, schema: Schema, path: str, dropped: list[str], *,
     return value
 
 
-def _prune_object(value: dict[str, Any], schema: Schema, path: str, dropped: list[str], *,
-                  root: bool) -> dict[str, Any]:
+def _prune_object(value: dict[str, Any], schema: Schema, path: str,
+                  dropped: list[str]) -> dict[str, Any]:
     properties = schema.get("properties")
     additional = schema.get("additionalProperties")
     preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
@@ -65,9 +64,6 @@ def _prune_object(value: dict[str, Any], schema: Schema, path: str, dropped: lis
             result[key] = _prune_value(child, additional, child_path, dropped)
         elif preserve or additional is True or (embedded and key in _ROOT_FIELDS):
             result[key] = copy.deepcopy(child)
-        elif root and properties is None and not preserve:
-            # A root schema without properties declares nothing: everything goes.
-            dropped.append(child_path)
         else:
             dropped.append(child_path)
     return result

@@ -294,7 +294,8 @@ class _Handlers:
         fault = self.server.faults.decide(RequestInfo(request.method, request.path, is_watch))
         if fault == "drop":
             _drop_connection(request)
-            return web.Response(status=500)
+            # Never reaches the client; the request log records it as 599.
+            return web.Response(status=599)
         if fault == "error":
             raise errors.internal_error("injected fault")
         if fault == "throttle":
