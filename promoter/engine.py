@@ -346,10 +346,14 @@ class _Work:
         )
 
 
-async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False) -> Outcome:
+async def advance(
+    promotion: Promotion, runtime: Runtime, *, force: bool = False, max_steps: int | None = None
+) -> Outcome:
     """Run steps from ``currentStep`` until one is Running or all are done.
 
     ``force`` re-enters a waiting step before its ``nextAttemptAt`` (an event woke it).
+    ``max_steps`` stops after that many steps have run, with ``requeue_after`` 0: a controller
+    persists the Promotion after every step this way, one status write per pass.
     """
     now = runtime.clock()
     work = _Work(promotion)
@@ -368,8 +372,11 @@ async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False
     )
     functions.update(runtime.extra_functions)
     promo_vars: dict[str, Any] | None = None
+    ran = 0
 
     while work.current < len(steps):
+        if max_steps is not None and ran >= max_steps:
+            return Outcome(work.snapshot(), 0.0)
         i = work.current
         spec = steps[i]
         alias = spec.alias or spec.alias_at(i)
@@ -482,6 +489,7 @@ async def advance(promotion: Promotion, runtime: Runtime, *, force: bool = False
             )
             return Outcome(work.snapshot(), max(0.0, wait))
         work.current += 1
+        ran += 1
         await _checkpoint(work, runtime, i)
 
     phase, message = final_phase(steps, work.executions)

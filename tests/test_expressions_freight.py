@@ -66,8 +66,14 @@ def ev(source: str, freights: list[dict[str, Any]], **kwargs: Any) -> Any:
         ('chartFrom("oci://ghcr.io/example/charts/backend").Version', "0.2.0"),
         ('chartFrom("oci://ghcr.io/example/charts", "backend").Version', "0.2.0"),
         ('chartFrom("https://charts.example.com", "backend").Version', "0.3.0"),
-        ('chartFrom("https://charts.example.com/", "backend", warehouse("backend")).Name', "backend"),
-        ('chartFrom("oci://ghcr.io/example/charts/frontend", warehouse("frontend")).Version', "0.1.0"),
+        (
+            'chartFrom("https://charts.example.com/", "backend", warehouse("backend")).Name',
+            "backend",
+        ),
+        (
+            'chartFrom("oci://ghcr.io/example/charts/frontend", warehouse("frontend")).Version',
+            "0.1.0",
+        ),
         # not found: nil, so ?. and ?? work
         ('imageFrom("ghcr.io/example/nope")', None),
         ('imageFrom("ghcr.io/example/nope")?.Tag ?? "latest"', "latest"),
@@ -99,17 +105,21 @@ def test_chart_that_no_origin_can_provide_is_an_error_as_in_kargo() -> None:
 
 
 def test_origin_resolution_uses_warehouse_subscriptions_when_given() -> None:
+    frontend_subscriptions = [
+        {"git": {"repoURL": "https://github.com/example/app"}},
+        {"image": {"repoURL": "ghcr.io/example/frontend"}},
+    ]
     warehouses = {
-        "frontend": {"spec": {"subscriptions": [{"git": {"repoURL": "https://github.com/example/app"}},
-                                                {"image": {"repoURL": "ghcr.io/example/frontend"}}]}},
+        "frontend": {"spec": {"subscriptions": frontend_subscriptions}},
         "backend": {"spec": {"subscriptions": [{"image": {"repoURL": "ghcr.io/example/backend"}}]}},
-    }  # fmt: skip
+    }
     # Only "frontend" subscribes to the repo, so BACKEND's commit is not a candidate.
-    assert (
-        ev('commitFrom("https://github.com/example/app").ID', [FRONTEND, BACKEND],
-           warehouses=warehouses)  # fmt: skip
-        == "fe01"
+    found = ev(
+        'commitFrom("https://github.com/example/app").ID',
+        [FRONTEND, BACKEND],
+        warehouses=warehouses,
     )
+    assert found == "fe01"
     # Subscribed, but its Freight has not arrived: nil rather than an error.
     assert ev('imageFrom("ghcr.io/example/frontend")', [BACKEND], warehouses=warehouses) is None
     both = {**warehouses, "backend": warehouses["frontend"]}
@@ -122,7 +132,7 @@ def test_origin_resolution_uses_warehouse_subscriptions_when_given() -> None:
     [
         ('warehouse("")', "non-empty string"),
         ("warehouse(1)", "non-empty string"),
-        ('imageFrom(1)', "first argument must be a string"),
+        ("imageFrom(1)", "first argument must be a string"),
         ('imageFrom("x", "frontend")', 'must come from warehouse("name")'),
         ('commitFrom("x", {"name": "frontend"})', 'must come from warehouse("name")'),
         ('chartFrom("x", warehouse("a"), warehouse("b"))', "second must be the chart name"),

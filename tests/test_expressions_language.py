@@ -215,7 +215,10 @@ def test_evaluates(source: str, expected: Any) -> None:
         ("int(3.9)", 3),
         ("float('2.5')", 2.5),
         ("float(2)", 2.0),
-        ("toJSON({'b': [1, 2.0], 'a': '<'})", '{\n  "a": "\\u003c",\n  "b": [\n    1,\n    2\n  ]\n}'),
+        (
+            "toJSON({'b': [1, 2.0], 'a': '<'})",
+            '{\n  "a": "\\u003c",\n  "b": [\n    1,\n    2\n  ]\n}',
+        ),
         ("fromJSON('{\"a\": [1, 2.5, null]}')", {"a": [1, 2.5, None]}),
         ("toBase64('hi')", "aGk="),
         ("fromBase64('aGk=')", "hi"),
@@ -288,8 +291,11 @@ def test_semver(source: str, expected: Any) -> None:
 
 
 def test_scope_functions_extend_and_shadow_builtins() -> None:
-    assert ev("success() && status('a') == 'Succeeded'", success=lambda: True,
-              status=lambda alias: "Succeeded")  # fmt: skip
+    assert ev(
+        "success() && status('a') == 'Succeeded'",
+        success=lambda: True,
+        status=lambda alias: "Succeeded",
+    )
     assert ev("upper('x')", upper=lambda s: f"<{s}>") == "<x>"
 
 

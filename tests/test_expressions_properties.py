@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -39,10 +40,13 @@ TOKENS = [
     "'(a+)+$'", "'[a-'", "'\\\\1'", " ", "\n", "__class__", "#", "$", "${{", "}}", "${%", "%}",
 ]  # fmt: skip
 
+# CI runs 400 examples per property; raise the count locally for a longer hunt.
 soup = st.lists(st.sampled_from(TOKENS), max_size=25).map("".join)
 text = st.text(max_size=200)
 PROPERTY_SETTINGS = settings(
-    max_examples=int(__import__("os").environ.get("HYP_N", "400")), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=int(os.environ.get("EXPRESSIONS_PROPERTY_EXAMPLES", "400")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 
@@ -73,10 +77,16 @@ def test_render_raises_only_expression_errors(template: str) -> None:
 
 
 @PROPERTY_SETTINGS
-@given(st.recursive(st.one_of(text, soup.map(lambda s: "${% " + s + " %}")),
-                    lambda children: st.lists(children, max_size=3)
-                    | st.dictionaries(st.text(max_size=5), children, max_size=3),
-                    max_leaves=8))  # fmt: skip
+@given(
+    st.recursive(
+        st.one_of(text, soup.map(lambda s: "${% " + s + " %}")),
+        lambda children: (
+            st.lists(children, max_size=3)
+            | st.dictionaries(st.text(max_size=5), children, max_size=3)
+        ),
+        max_leaves=8,
+    )
+)
 def test_check_syntax_raises_only_expression_errors(value: Any) -> None:
     try:
         check_syntax(value, where="prop")

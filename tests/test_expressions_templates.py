@@ -125,7 +125,7 @@ def rs(template: str) -> Any:
         ("${{ quote({'foo': 'bar'}) }}", '{"foo":"bar"}'),
         ("${{ unsafeQuote('foo') }}", '"foo"'),
         ("${{ unsafeQuote(40 + 2) }}", "42"),
-        ('${{ \'"quoted"\' }}', "quoted"),
+        ("${{ '\"quoted\"' }}", "quoted"),
         # several expressions, and text around them
         ("stage/${{ ctx.stage }}", "stage/test"),
         ("${{ ctx.stage }}-${{ vars.replicas }}", "test-3"),
@@ -360,7 +360,9 @@ def test_kargo_docs_example_8_promotion_template() -> None:
     assert steps[4]["message"] == "Updated image"
     assert steps[6]["apps"][0] == {
         "name": "example-test",
-        "sources": [{"repoURL": "https://github.com/example/repo.git", "desiredRevision": "deadbeef"}],
+        "sources": [
+            {"repoURL": "https://github.com/example/repo.git", "desiredRevision": "deadbeef"}
+        ],
     }
 
 
@@ -377,7 +379,10 @@ def test_kargo_docs_example_36_if_expressions() -> None:
     direct = render(steps[0]["config"], SCOPE)
     assert direct["targetBranch"] == "stage/test"
     assert direct["message"] == "Minor update of public.ecr.aws/nginx/nginx"
-    major = {**VARIABLES, "outputs": {**VARIABLES["outputs"], "read-version": {"currentVersion": "0.9.0"}}}
+    major = {
+        **VARIABLES,
+        "outputs": {**VARIABLES["outputs"], "read-version": {"currentVersion": "0.9.0"}},
+    }
     scope = Scope(major, freight_functions([FREIGHT]))
     assert [render(step["if"], scope, where="if") for step in steps] == [False, True, True]
     pr = render(steps[2]["config"], scope)
@@ -398,8 +403,10 @@ def test_kargo_docs_metadata_examples_with_caller_functions(number: int) -> None
         },
     )
     document = load_fixture(number)
-    config = document["config"] if "config" in document else (
-        document["promotionTemplate"]["spec"]["steps"][0]["config"]
+    config = (
+        document["config"]
+        if "config" in document
+        else (document["promotionTemplate"]["spec"]["steps"][0]["config"])
     )
     rendered = render(config, scope)
     if number == 17:

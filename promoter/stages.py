@@ -1,0 +1,271 @@
+"""Pure decisions about a Stage: which Promotion may run, and what the Stage's status says.
+
+Only one Promotion runs per Stage; the others wait, oldest first (creation time, then name, as
+Kargo's priority queue orders them). The queue is derived from the Promotions themselves every
+time, so it survives restarts and any replica computes the same answer. Stage status
+(``currentPromotion``, ``lastPromotion``, ``freightHistory``, conditions) is computed from plain
+objects and ``now``; the reconciler writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from promoter.model import Phase, format_time, freight_reference, meta, name_of, parse_time
+
+FREIGHT_HISTORY_LIMIT = 10
+
+
+def phase_of(promotion: Mapping[str, Any]) -> Phase:
+    raw = (promotion.get("status") or {}).get("phase") or "Pending"
+    try:
+        return Phase(raw)
+    except ValueError:
+        return Phase.PENDING
+
+
+def queue_key(promotion: Mapping[str, Any]) -> tuple[str, str]:
+    """Oldest first; the name breaks ties (our names embed a ULID, so they sort by time too)."""
+    created = parse_time(meta(promotion).get("creationTimestamp"))
+    return (format_time(created) or "", name_of(promotion))
+
+
+class StageQueue:
+    """The Promotions of one Stage, in the order they may run.
+
+    Insertion is idempotent (by name: a newer copy of the same Promotion replaces the older) and
+    ignores ``None``, so callers can push whatever an event carried without checking.
+    """
+
+    def __init__(self, promotions: Iterable[Mapping[str, Any] | None] = ()) -> None:
+        self._by_name: dict[str, Mapping[str, Any]] = {}
+        for p in promotions:
+            self.push(p)
+
+    def push(self, promotion: Mapping[str, Any] | None) -> None:
+        if promotion is None:
+            return
+        self._by_name[name_of(promotion)] = promotion
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def pending(self) -> list[Mapping[str, Any]]:
+        return sorted(
+            (p for p in self._by_name.values() if phase_of(p) is Phase.PENDING), key=queue_key
+        )
+
+    def running(self) -> list[Mapping[str, Any]]:
+        return sorted(
+            (p for p in self._by_name.values() if phase_of(p) is Phase.RUNNING), key=queue_key
+        )
+
+    def next(self) -> Mapping[str, Any] | None:
+        """The Promotion that may run now: the running one, else the oldest Pending one.
+
+        Should two be Running (a bug elsewhere, or a restore from backup), the oldest keeps the
+        Stage and the others wait; none is started beside them.
+        """
+        running = self.running()
+        if running:
+            return running[0]
+        pending = self.pending()
+        return pending[0] if pending else None
+
+
+# ---- conditions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str = ""
+
+
+def set_condition(
+    conditions: Sequence[Mapping[str, Any]],
+    condition: Condition,
+    now: datetime,
+    observed_generation: int | None = None,
+) -> list[dict[str, Any]]:
+    """Upsert a condition; lastTransitionTime moves only when the status changes."""
+    out: list[dict[str, Any]] = []
+    found = False
+    for c in conditions:
+        if c.get("type") != condition.type:
+            out.append(dict(c))
+            continue
+        found = True
+        transition = c.get("lastTransitionTime") if c.get("status") == condition.status else None
+        out.append(_condition_dict(condition, transition or format_time(now), observed_generation))
+    if not found:
+        out.append(_condition_dict(condition, format_time(now), observed_generation))
+    return out
+
+
+def _condition_dict(
+    condition: Condition, transition: str | None, observed_generation: int | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "type": condition.type,
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
+        "lastTransitionTime": transition,
+    }
+    if observed_generation is not None:
+        out["observedGeneration"] = observed_generation
+    return out
+
+
+def get_condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    for c in status.get("conditions") or ():
+        if c.get("type") == type_:
+            return c  # type: ignore[no-any-return]
+    return None
+
+
+# ---- status -----------------------------------------------------------------------------------
+
+
+def promotion_summary(promotion: Mapping[str, Any]) -> dict[str, Any]:
+    """Kargo's PromotionReference: name, freight, status and finishedAt."""
+    status = promotion.get("status") or {}
+    out: dict[str, Any] = {"name": name_of(promotion)}
+    if status.get("freight"):
+        out["freight"] = status["freight"]
+    else:
+        out["freight"] = {"name": (promotion.get("spec") or {}).get("freight", "")}
+    out["status"] = {
+        k: status[k] for k in ("phase", "message", "finishedAt") if status.get(k) is not None
+    }
+    if status.get("finishedAt"):
+        out["finishedAt"] = status["finishedAt"]
+    return out
+
+
+def freight_collection(
+    freight: Mapping[str, Any], previous: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A FreightCollection: the new Freight replaces the one of the same origin, others stay."""
+    items = dict((previous or {}).get("items") or {})
+    origin = freight.get("origin") or {}
+    key = f"{origin.get('kind', 'Warehouse')}/{origin.get('name', '')}"
+    items[key] = freight_reference(freight)
+    ids = ",".join(sorted(f"{k}={v.get('name', '')}" for k, v in items.items()))
+    return {"id": _stable_id(ids), "items": items}
+
+
+def _stable_id(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def stage_status(
+    stage: Mapping[str, Any],
+    promotions: Iterable[Mapping[str, Any]],
+    now: datetime,
+    *,
+    succeeded_freight: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The Stage's status after looking at its Promotions.
+
+    ``succeeded_freight`` is the Freight of a Promotion that has just succeeded: it becomes the
+    Stage's current Freight (the head of ``freightHistory``).
+    """
+    old = dict(stage.get("status") or {})
+    queue = StageQueue(promotions)
+    current = queue.running()
+    finished = sorted(
+        (p for p in queue._by_name.values() if phase_of(p).terminal),
+        key=lambda p: ((p.get("status") or {}).get("finishedAt") or "", name_of(p)),
+    )
+    status: dict[str, Any] = dict(old)
+    generation = meta(stage).get("generation")
+    status["observedGeneration"] = generation
+    if current:
+        status["currentPromotion"] = {
+            "name": name_of(current[0]),
+            "freight": (current[0].get("status") or {}).get("freight")
+            or {"name": (current[0].get("spec") or {}).get("freight", "")},
+        }
+    else:
+        status.pop("currentPromotion", None)
+    if finished:
+        status["lastPromotion"] = promotion_summary(finished[-1])
+    history = list(old.get("freightHistory") or [])
+    if succeeded_freight is not None:
+        head = freight_collection(succeeded_freight, history[0] if history else None)
+        if not history or history[0].get("id") != head["id"]:
+            history.insert(0, head)
+        status["freightHistory"] = history[:FREIGHT_HISTORY_LIMIT]
+    conditions = list(old.get("conditions") or [])
+    if current:
+        promoting = Condition(
+            "Promoting", "True", "ActivePromotion", f"Promotion {name_of(current[0])} is running"
+        )
+    else:
+        waiting = len(queue.pending())
+        promoting = Condition(
+            "Promoting",
+            "False",
+            "NoActivePromotion",
+            f"{waiting} Promotion(s) queued" if waiting else "",
+        )
+    conditions = set_condition(conditions, promoting, now, generation)
+    healthy = next((c for c in conditions if c.get("type") == "Healthy"), None)
+    verified = next((c for c in conditions if c.get("type") == "Verified"), None)
+    ready_ok = (
+        not current
+        and healthy is not None
+        and healthy.get("status") == "True"
+        and (verified is None or verified.get("status") == "True")
+    )
+    if current:
+        ready = Condition("Ready", "False", "Promoting", "a Promotion is running")
+    elif healthy is None:
+        ready = Condition("Ready", "Unknown", "HealthUnknown", "health has not been checked yet")
+    elif ready_ok:
+        ready = Condition("Ready", "True", "Ready", "")
+    elif healthy.get("status") != "True":
+        ready = Condition("Ready", "False", "Unhealthy", str(healthy.get("message") or ""))
+    else:
+        ready = Condition(
+            "Ready", "False", "NotVerified", str((verified or {}).get("message") or "")
+        )
+    status["conditions"] = set_condition(conditions, ready, now, generation)
+    return status
+
+
+def with_health(
+    stage_status_: Mapping[str, Any],
+    healthy: str,
+    message: str,
+    now: datetime,
+    generation: int | None,
+) -> dict[str, Any]:
+    """Record the result of the Stage's health checks as its ``Healthy`` condition."""
+    reason = {"True": "Healthy", "False": "Unhealthy", "Unknown": "Unknown"}[healthy]
+    status = dict(stage_status_)
+    status["conditions"] = set_condition(
+        status.get("conditions") or [],
+        Condition("Healthy", healthy, reason, message),
+        now,
+        generation,
+    )
+    return status
+
+
+def current_freight_name(stage: Mapping[str, Any]) -> str | None:
+    history = (stage.get("status") or {}).get("freightHistory") or []
+    if not history:
+        return None
+    items = history[0].get("items") or {}
+    names = [v.get("name") for v in items.values() if isinstance(v, Mapping)]
+    return names[0] if names else None
