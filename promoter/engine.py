@@ -174,6 +174,53 @@ def abort(promotion: Promotion, actor: str, now: datetime) -> Promotion:
     )
 
 
+async def abort_step(promotion: Promotion, runtime: Runtime) -> bool:
+    """Let the running step undo what it started before the Promotion is marked Aborted.
+
+    Steps that start work outside the Promotion (an Argo CD sync) implement
+    ``async abort(ctx, config)``; others have nothing to undo. Returns whether a hook ran.
+    """
+    status = promotion.status
+    i = status.current_step
+    if i >= len(promotion.steps) or i >= len(status.steps):
+        return False
+    if status.steps[i].status != StepStatus.RUNNING.value:
+        return False
+    spec = promotion.steps[i]
+    step = runtime.registry.get(spec.uses or "")
+    hook = getattr(step, "abort", None)
+    if hook is None:
+        return False
+    alias = spec.alias or spec.alias_at(i)
+    functions: dict[str, Callable[..., Any]] = dict(
+        freight_functions(list(runtime.freights) or [runtime.freight])
+    )
+    functions.update(runtime.extra_functions)
+    functions.update(status_functions(promotion.steps, status.steps, i))
+    ctx = base_context(promotion, runtime.freight)
+    promo_vars: dict[str, Any] = {}
+    evaluate_vars(promotion.vars, {"ctx": ctx}, functions, promo_vars, "vars")
+    state = dict(status.state)
+    config = _render_config(spec, functions, ctx, promo_vars, state, alias)
+    now = runtime.clock()
+    step_ctx = StepContext(
+        project=promotion.namespace,
+        stage=promotion.stage,
+        promotion=promotion.name,
+        alias=alias,
+        actor=promotion.actor,
+        work_dir=runtime.work_dir,
+        freight=runtime.freight,
+        state=state,
+        previous_output=state.get(alias) or {},
+        services=runtime.services,
+        now=now,
+        started_at=status.steps[i].started_at,
+    )
+    await hook(step_ctx, config)
+    return True
+
+
 def error_backoff(error_count: int) -> float:
     return float(min(ERROR_BACKOFF_CAP, ERROR_BACKOFF_BASE * 2 ** max(0, error_count - 1)))
 

@@ -1,0 +1,193 @@
+"""``python -m app serve``: the server process (reconciler + HTTP endpoints).
+
+``--demo`` runs the scripted demo on the embedded cluster: it creates a Promotion of the example
+Freight into the example Stage (through the one builder), shows it progress to completion, and
+exits (``--keep-running`` keeps serving afterwards, e.g. to look around with kubectl).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from aiohttp import web
+
+from app import kube as k
+from app.reconciler import create_promotion
+from app.server import SERVER, create_app, wait_started
+from app.settings import Settings, SettingsError
+from promoter.model import Phase, name_of
+from promoter.stages import phase_of
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, for log pipelines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key in ("promotion", "stage", "delivery_id"):
+            if hasattr(record, key):
+                out[key] = getattr(record, key)
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def configure_logging(settings: Settings) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if settings.log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level)
+    # aiohttp's access log would print a line per probe.
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m app", description="Longshoreman server.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the reconciler and the HTTP endpoints")
+    serve.add_argument("--host", help="listen address (env HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (env PORT, default 8080)")
+    serve.add_argument(
+        "--embedded-kubeconfig",
+        type=Path,
+        metavar="PATH",
+        help="where to write the embedded cluster's kubeconfig (env EMBEDDED_KUBECONFIG)",
+    )
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="embedded cluster only: promote the example Freight, show it complete, and exit",
+    )
+    serve.add_argument(
+        "--keep-running", action="store_true", help="with --demo: keep serving afterwards"
+    )
+    return parser
+
+
+async def serve(settings: Settings, *, demo: bool, keep_running: bool, out: TextIO) -> int:
+    demo_dir: tempfile.TemporaryDirectory[str] | None = None
+    if demo:
+        if not settings.embedded:
+            print(
+                "error: --demo runs on the embedded cluster; unset KUBECONFIG/IN_CLUSTER",
+                file=sys.stderr,
+            )
+            return 2
+        from promoter.demo import make_remote
+
+        demo_dir = tempfile.TemporaryDirectory(prefix="longshoreman-demo-")
+        root = Path(demo_dir.name)
+        _, gitconfig, _ = make_remote(root)
+        settings = settings.with_overrides(git_config=gitconfig, work_dir=root / "work")
+    app = create_app(settings)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, settings.host, settings.port)
+        await site.start()
+        logging.getLogger("longshoreman").info(
+            "serving /healthz, /readyz and /metrics on http://%s:%s", settings.host, settings.port
+        )
+        state = await wait_started(app)
+        if demo:
+            code = await run_demo(app, out)
+            if not keep_running:
+                return code
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        _ = state
+        return 0
+    finally:
+        await runner.cleanup()
+        if demo_dir is not None:
+            demo_dir.cleanup()
+
+
+async def run_demo(app: web.Application, out: TextIO, limit: float = 120.0) -> int:
+    state = app[SERVER]
+    controller = state.controller
+    assert controller is not None and state.kube is not None
+    await asyncio.wait_for(controller.wait_synced(), 30)
+    stage = controller.stages.get("kargo-demo", "test")
+    freight = next(
+        (f for f in controller.freight.items("kargo-demo") if f.get("alias") == "frozen-tauntaun"),
+        None,
+    )
+    if stage is None or freight is None:
+        print("error: the example Stage or Freight is missing from the cluster", file=out)
+        return 1
+    created = await create_promotion(
+        state.kube, stage, freight, controller.task_source, actor="demo"
+    )
+    name = name_of(created)
+    print(f"Created Promotion kargo-demo/{name} (Freight frozen-tauntaun -> Stage test)", file=out)
+    shown: dict[int, str] = {}
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        obj = controller.promotions.get("kargo-demo", name) or created
+        status = obj.get("status") or {}
+        for i, step in enumerate(status.get("stepExecutionMetadata") or []):
+            line = f"  {step.get('alias')}: {step.get('status')}"
+            if shown.get(i) != line and step.get("status") != "Running":
+                shown[i] = line
+                print(line, file=out, flush=True)
+        if phase_of(obj).terminal:
+            print(
+                f"Promotion {name}: {status.get('phase')} - {status.get('message', '')}", file=out
+            )
+            stage_now = await state.kube.get(k.STAGES, "kargo-demo", "test")
+            history = (stage_now.get("status") or {}).get("freightHistory") or []
+            if history:
+                items = history[0].get("items") or {}
+                current = ", ".join(str(v.get("name", ""))[:12] for v in items.values())
+                print(f"Stage test now holds Freight {current}", file=out)
+            return 0 if phase_of(obj) is Phase.SUCCEEDED else 1
+        await asyncio.sleep(0.05)
+    print(f"Promotion {name} did not finish within {limit:.0f}s", file=out)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env().with_overrides(
+            host=args.host, port=args.port, embedded_kubeconfig=args.embedded_kubeconfig
+        )
+    except SettingsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    configure_logging(settings)
+    try:
+        return asyncio.run(
+            serve(settings, demo=args.demo, keep_running=args.keep_running, out=sys.stdout)
+        )
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,687 @@
+"""The reconciler: runs Promotions on the cluster, one per Stage, resumably.
+
+Informers keep caches of Promotions, Stages, Freight, tasks and Argo CD Applications. Every
+change enqueues only the Stage it concerns (an Application change finds the Promotions waiting on
+it through an index, not by polling). A Stage's reconcile handles aborts, picks the Promotion that
+may run (:class:`promoter.stages.StageQueue`), advances it one step at a time with the engine
+(one status write per step, so any replica can continue from the object), and refreshes the
+Stage's status. Running steps are re-entered on the next relevant event or after their
+retry-after. Only the leader runs the queue; standbys keep warm caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from app import kube as k
+from app.informer import Informer
+from app.workqueue import WorkQueue
+from promoter import engine
+from promoter.argocd import health_of
+from promoter.builder import TaskSource, build_promotion, ensure_inflated
+from promoter.errors import InvalidInput, StepError
+from promoter.model import (
+    GROUP,
+    Phase,
+    Promotion,
+    StageSpec,
+    TaskRef,
+    TaskSpec,
+    Var,
+    meta,
+    name_of,
+    namespace_of,
+    parse_stage,
+    parse_task,
+)
+from promoter.stages import StageQueue, phase_of, stage_status, with_health
+from promoter.steps.base import StepServices
+from promoter.steps.registry import StepRegistry
+
+log = logging.getLogger(__name__)
+
+ABORT_ANNOTATIONS = (f"{GROUP}/abort", "kargo.akuity.io/abort")
+REFRESH_ANNOTATIONS = (f"{GROUP}/refresh", "kargo.akuity.io/refresh")
+
+StageKey = tuple[str, str]
+
+
+def abort_request(obj: Mapping[str, Any]) -> str | None:
+    """The actor asking to abort this Promotion, or None when nobody is.
+
+    Accepts ``terminate`` or Kargo's JSON form ``{"action": "terminate", "actor": "..."}``.
+    """
+    annotations = meta(obj).get("annotations") or {}
+    for key in ABORT_ANNOTATIONS:
+        raw = annotations.get(key)
+        if not raw:
+            continue
+        raw = str(raw).strip()
+        if raw == "terminate":
+            return "unknown"
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(request, Mapping) and request.get("action") == "terminate":
+            return str(request.get("actor") or "unknown")
+    return None
+
+
+def refresh_token(obj: Mapping[str, Any] | None) -> str | None:
+    annotations = meta(obj or {}).get("annotations") or {}
+    for key in REFRESH_ANNOTATIONS:
+        if annotations.get(key):
+            return str(annotations[key])
+    return None
+
+
+def waiting_apps(promotion: Mapping[str, Any]) -> list[str]:
+    """``ns/name`` of the Argo CD Applications a Running Promotion's current step waits on."""
+    if phase_of(promotion) is not Phase.RUNNING:
+        return []
+    status = promotion.get("status") or {}
+    out: list[str] = []
+    for output in (status.get("state") or {}).values():
+        if not isinstance(output, Mapping):
+            continue
+        for app in output.get("apps") or ():
+            if isinstance(app, Mapping) and app.get("name"):
+                out.append(f"{app.get('namespace') or 'argocd'}/{app['name']}")
+    return out
+
+
+def health_apps(promotion: Mapping[str, Any]) -> list[str]:
+    """``ns/name`` of the Applications a Promotion's health checks look at."""
+    out: list[str] = []
+    for check in (promotion.get("status") or {}).get("healthChecks") or ():
+        for app in ((check or {}).get("config") or {}).get("apps") or ():
+            if isinstance(app, Mapping) and app.get("name"):
+                out.append(f"{app.get('namespace') or 'argocd'}/{app['name']}")
+    return out
+
+
+def _newer(a: Mapping[str, Any], b: Mapping[str, Any] | None) -> bool:
+    """Is ``a`` a later version of the object than ``b``? (resourceVersions of our emulator and
+    of etcd are integers; a non-integer falls back to "yes".)"""
+    if b is None:
+        return True
+    try:
+        return int(meta(a).get("resourceVersion") or 0) > int(meta(b).get("resourceVersion") or 0)
+    except ValueError:
+        return True
+
+
+class _InformerTasks:
+    """TaskSource over the task informers."""
+
+    def __init__(self, tasks: Informer, cluster_tasks: Informer) -> None:
+        self.tasks = tasks
+        self.cluster_tasks = cluster_tasks
+
+    def get_task(self, ref: TaskRef, namespace: str) -> TaskSpec | None:
+        if ref.kind == "ClusterPromotionTask":
+            obj = self.cluster_tasks.get(None, ref.name)
+        else:
+            obj = self.tasks.get(namespace, ref.name)
+        return parse_task(obj) if obj is not None else None
+
+
+class KubeArgoCDApps:
+    """The Argo CD port of the argocd steps, over the Kubernetes API."""
+
+    def __init__(self, kube: k.Kube) -> None:
+        self.kube = kube
+
+    async def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            return await self.kube.get(k.APPLICATIONS, namespace, name)
+        except k.NotFound:
+            return None
+        except k.KubeError as e:
+            raise StepError(f"reading Application {namespace}/{name}: {e}") from None
+
+    async def list(self, namespace: str, label_selector: str) -> list[Mapping[str, Any]]:
+        try:
+            items, _ = await self.kube.list(
+                k.APPLICATIONS, namespace, label_selector=label_selector
+            )
+        except k.KubeError as e:
+            raise StepError(f"listing Applications in {namespace}: {e}") from None
+        return list(items)
+
+    async def patch(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, resource_version: str
+    ) -> Mapping[str, Any]:
+        try:
+            return await self.kube.patch(
+                k.APPLICATIONS, namespace, name, dict(patch), resource_version=resource_version
+            )
+        except k.Conflict:
+            raise StepError(
+                f"Application {namespace}/{name} changed while we updated it; will retry",
+                retry_after=1.0,
+            ) from None
+        except k.NotFound:
+            raise StepError(f"Application {namespace}/{name} not found", terminal=True) from None
+        except k.KubeError as e:
+            raise StepError(f"updating Application {namespace}/{name}: {e}") from None
+
+
+class Controller:
+    """Informers + work queue + reconcile logic for Promotions and Stages."""
+
+    def __init__(
+        self,
+        kube: k.Kube,
+        *,
+        registry: StepRegistry,
+        services: StepServices,
+        work_dir: Path,
+        namespace: str | None = None,
+        max_concurrent: int = 16,
+        min_requeue: float = 10.0,
+        health_interval: float = 30.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.registry = registry
+        self.services = services
+        self.work_dir = work_dir
+        self.max_concurrent = max_concurrent
+        self.min_requeue = min_requeue
+        self.health_interval = health_interval
+        self.clock = clock
+        self.on_promotion_finished = on_promotion_finished
+        self.queue = WorkQueue()
+        self.promotions = Informer(
+            kube, k.PROMOTIONS, namespace=namespace, on_event=self._on_promotion
+        )
+        self.stages = Informer(kube, k.STAGES, namespace=namespace, on_event=self._on_stage)
+        self.freight = Informer(kube, k.FREIGHT, namespace=namespace, on_event=self._on_freight)
+        self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
+        self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
+        self.applications = Informer(kube, k.APPLICATIONS, on_event=self._on_application)
+        self.promotions.add_index("stage", self._stage_index)
+        self.promotions.add_index("waiting-app", waiting_apps)
+        self.promotions.add_index("health-app", health_apps)
+        self.promotions.add_index("freight", self._freight_index)
+        self.task_source: TaskSource = _InformerTasks(self.tasks, self.cluster_tasks)
+        self._announced: set[str] = set()
+        self._leading = False
+        self.reconciles = 0
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return (
+            self.promotions,
+            self.stages,
+            self.freight,
+            self.tasks,
+            self.cluster_tasks,
+            self.applications,
+        )
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    # ---- indexes and event routing ----------------------------------------------------------
+
+    @staticmethod
+    def _stage_index(obj: Mapping[str, Any]) -> list[str]:
+        stage = (obj.get("spec") or {}).get("stage")
+        return [f"{namespace_of(obj) or 'default'}/{stage}"] if stage else []
+
+    @staticmethod
+    def _freight_index(obj: Mapping[str, Any]) -> list[str]:
+        freight = (obj.get("spec") or {}).get("freight")
+        return [f"{namespace_of(obj) or 'default'}/{freight}"] if freight else []
+
+    def _enqueue_stage(
+        self, namespace: str, stage: str, *, wake: bool = False, after: float = 0
+    ) -> None:
+        if self._leading:
+            self.queue.add((namespace, stage), wake=wake, after=after)
+
+    def _on_promotion(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        stage = (obj.get("spec") or {}).get("stage")
+        if not stage:
+            return
+        wake = refresh_token(obj) != refresh_token(old) and refresh_token(obj) is not None
+        wake = wake or (abort_request(obj) is not None and abort_request(old or {}) is None)
+        self._enqueue_stage(namespace_of(obj) or "default", stage, wake=wake)
+
+    def _on_stage(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        # Our own status writes come back as events; only spec, annotation or deletion changes
+        # (or a first sight) need a reconcile.
+        if old is not None and kind == "MODIFIED":
+            if obj.get("spec") == old.get("spec") and meta(obj).get("annotations") == meta(old).get(
+                "annotations"
+            ):
+                return
+        self._enqueue_stage(
+            namespace_of(obj) or "default",
+            name_of(obj),
+            wake=refresh_token(obj) != refresh_token(old),
+        )
+
+    def _on_freight(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = f"{namespace_of(obj) or 'default'}/{name_of(obj)}"
+        for promotion in self.promotions.by_index("freight", key):
+            if not phase_of(promotion).terminal:
+                self._on_promotion("MODIFIED", promotion, promotion)
+
+    def _on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = f"{namespace_of(obj) or 'argocd'}/{name_of(obj)}"
+        for promotion in self.promotions.by_index("waiting-app", key):
+            stage = (promotion.get("spec") or {}).get("stage")
+            if stage:
+                self._enqueue_stage(namespace_of(promotion) or "default", stage, wake=True)
+        for promotion in self.promotions.by_index("health-app", key):
+            stage = (promotion.get("spec") or {}).get("stage")
+            if stage:
+                self._enqueue_stage(namespace_of(promotion) or "default", stage)
+
+    # ---- running ------------------------------------------------------------------------------
+
+    async def run_informers(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for informer in self.informers:
+                group.create_task(informer.run())
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+
+    async def lead(self) -> None:
+        """Run the work queue (and the periodic health checks) until cancelled."""
+        await self.wait_synced()
+        self._leading = True
+        try:
+            for stage in self.stages.items():
+                self._enqueue_stage(namespace_of(stage) or "default", name_of(stage))
+            for promotion in self.promotions.items():
+                self._on_promotion("ADDED", promotion, None)
+            async with asyncio.TaskGroup() as group:
+                group.create_task(
+                    self.queue.run(self._reconcile_key, concurrency=self.max_concurrent)
+                )
+                group.create_task(self._health_loop())
+        finally:
+            self._leading = False
+
+    async def _health_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.health_interval)
+            for stage in self.stages.items():
+                self._enqueue_stage(namespace_of(stage) or "default", name_of(stage))
+
+    async def _reconcile_key(self, key: Hashable, wake: bool) -> float | None:
+        namespace, stage = cast(tuple[str, str], key)
+        return await self.reconcile_stage(namespace, stage, wake=wake)
+
+    # ---- the reconcile ------------------------------------------------------------------------
+
+    async def reconcile_stage(
+        self, namespace: str, stage_name: str, *, wake: bool = False
+    ) -> float | None:
+        self.reconciles += 1
+        stage_obj = self.stages.get(namespace, stage_name)
+        promotions = self.promotions.by_index("stage", f"{namespace}/{stage_name}")
+        for promotion in promotions:
+            if (
+                phase_of(promotion) is Phase.PENDING
+                and meta(promotion).get("uid") not in self._announced
+            ):
+                self._announced.add(str(meta(promotion).get("uid")))
+                await self.kube.emit_event(
+                    promotion,
+                    reason="PromotionCreated",
+                    message=f"Promotion for Freight {(promotion.get('spec') or {}).get('freight')} "
+                    f"into Stage {stage_name} is queued",
+                )
+        for promotion in promotions:
+            actor = abort_request(promotion)
+            if actor is not None and not phase_of(promotion).terminal:
+                await self._abort(promotion, stage_obj, actor)
+        requeue: float | None = None
+        succeeded_freight: Mapping[str, Any] | None = None
+        for _ in range(1000):  # a Stage's queue drains within one reconcile, one at a time
+            queue = StageQueue(self.promotions.by_index("stage", f"{namespace}/{stage_name}"))
+            current = queue.next()
+            if current is None:
+                break
+            requeue, finished = await self._run(current, stage_obj, wake=wake)
+            wake = False
+            if finished is None:
+                break
+            if phase_of(finished) is Phase.SUCCEEDED:
+                succeeded_freight = self._freight_for(finished)
+        if stage_obj is not None:
+            await self._write_stage_status(stage_obj, succeeded_freight)
+        return requeue
+
+    def _freight_for(self, promotion: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        name = (promotion.get("spec") or {}).get("freight") or ""
+        return self.freight.get(namespace_of(promotion), name) or (
+            promotion.get("status") or {}
+        ).get("freight")
+
+    def _find_freight(self, namespace: str, ref: str) -> Mapping[str, Any] | None:
+        found = self.freight.get(namespace, ref)
+        if found is not None:
+            return found
+        for candidate in self.freight.items(namespace):
+            if candidate.get("alias") == ref:
+                return candidate
+        return None
+
+    async def _run(
+        self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, *, wake: bool
+    ) -> tuple[float | None, Mapping[str, Any] | None]:
+        """Advance one Promotion. Returns (requeue after, the object if it became terminal)."""
+        namespace = namespace_of(obj) or "default"
+        spec = obj.get("spec") or {}
+        try:
+            promotion = Promotion.from_object(obj)
+        except InvalidInput as e:
+            return 0.0, await self._fail(obj, f"invalid Promotion: {e}")
+        if stage_obj is None:
+            return 0.0, await self._fail(
+                obj, f"Stage {spec.get('stage')!r} not found in namespace {namespace!r}"
+            )
+        freight = self._find_freight(namespace, promotion.freight)
+        if freight is None:
+            return 0.0, await self._fail(
+                obj, f"Freight {promotion.freight!r} not found in namespace {namespace!r}"
+            )
+        try:
+            stage = parse_stage(stage_obj)
+            inflated = ensure_inflated(promotion, stage, self.task_source)
+        except InvalidInput as e:
+            return 0.0, await self._fail(obj, str(e))
+        if inflated.steps != promotion.steps or inflated.vars != promotion.vars:
+            # Record the inflated steps on the object (kubectl shows what will run), once.
+            recorded = await self._write_spec(obj, inflated)
+            if recorded is None:
+                return 0.0, None
+            obj, promotion = recorded, Promotion.from_object(recorded)
+        runtime = engine.Runtime(
+            registry=self.registry,
+            services=self.services,
+            work_dir=self._work_dir(namespace, promotion.name),
+            freight=freight,
+            freights=self._freights(stage_obj, freight),
+            clock=self.clock,
+        )
+        while True:
+            outcome = await engine.advance(promotion, runtime, force=wake, max_steps=1)
+            wake = False
+            written = await self._write_status(obj, promotion, outcome.promotion)
+            if written is None:
+                return 0.0, None  # someone else changed it (abort?): the next event re-decides
+            obj, promotion = written, outcome.promotion
+            phase = promotion.status.phase
+            if phase.terminal:
+                await self._finished(obj, promotion)
+                return 0.0, obj
+            if outcome.requeue_after == 0.0:
+                continue
+            after = (
+                outcome.requeue_after
+                if outcome.requeue_after is not None
+                else engine.DEFAULT_RUNNING_RETRY
+            )
+            return max(self.min_requeue, after), None
+
+    def _work_dir(self, namespace: str, name: str) -> Path:
+        path = self.work_dir / namespace / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _freights(
+        self, stage_obj: Mapping[str, Any], target: Mapping[str, Any]
+    ) -> list[Mapping[str, Any]]:
+        from promoter.runner import stage_freights
+
+        return stage_freights(stage_obj, target)
+
+    # ---- writes -------------------------------------------------------------------------------
+
+    def _observe(self, obj: dict[str, Any]) -> None:
+        """Put our own write into the cache at once, so the next pass does not act on the copy
+        from before it (the watch event follows a moment later with the same version)."""
+        current = self.promotions.get(namespace_of(obj), name_of(obj))
+        if _newer(obj, current):
+            self.promotions.observe(obj)
+
+    async def _write_spec(
+        self, obj: Mapping[str, Any], promotion: Promotion
+    ) -> dict[str, Any] | None:
+        spec = promotion.to_object()["spec"]
+        try:
+            written = await self.kube.patch(
+                k.PROMOTIONS,
+                namespace_of(obj),
+                name_of(obj),
+                {"spec": {"steps": spec["steps"], "vars": spec.get("vars", [])}},
+                resource_version=str(meta(obj).get("resourceVersion")),
+            )
+        except (k.Conflict, k.NotFound):
+            return None
+        self._observe(written)
+        return written
+
+    async def _write_status(
+        self, obj: Mapping[str, Any], before: Promotion, after: Promotion
+    ) -> dict[str, Any] | None:
+        new = after.status.to_dict()
+        old = dict(obj.get("status") or {})
+        patch: dict[str, Any] = {key: None for key in old if key not in new}
+        patch.update(new)
+        namespace, name = namespace_of(obj), name_of(obj)
+        version = str(meta(obj).get("resourceVersion"))
+        for _ in range(5):
+            try:
+                written = await self.kube.patch_status(
+                    k.PROMOTIONS, namespace, name, patch, resource_version=version
+                )
+            except k.NotFound:
+                return None
+            except k.Conflict:
+                # Never overwrite a newer object blindly: re-read and re-decide.
+                try:
+                    fresh = await self.kube.get(k.PROMOTIONS, namespace, name)
+                except k.NotFound:
+                    return None
+                self._observe(fresh)
+                if phase_of(fresh).terminal or abort_request(fresh) is not None:
+                    return None
+                if (fresh.get("status") or {}) != old:
+                    # Someone else moved it on (another replica?): let the next pass decide.
+                    return None
+                version = str(meta(fresh).get("resourceVersion"))
+                continue
+            self._observe(written)
+            return written
+        return None
+
+    async def _fail(self, obj: Mapping[str, Any], message: str) -> dict[str, Any] | None:
+        promotion_status = dict(obj.get("status") or {})
+        now = self.clock()
+        from promoter.model import format_time
+
+        status = {
+            **promotion_status,
+            "phase": Phase.ERRORED.value,
+            "message": message,
+            "finishedAt": format_time(now),
+            "startedAt": promotion_status.get("startedAt") or format_time(now),
+        }
+        try:
+            written = await self.kube.patch_status(
+                k.PROMOTIONS,
+                namespace_of(obj),
+                name_of(obj),
+                status,
+                resource_version=str(meta(obj).get("resourceVersion")),
+            )
+        except (k.Conflict, k.NotFound):
+            return None
+        self._observe(written)
+        await self.kube.emit_event(
+            written, reason="PromotionErrored", message=message, type="Warning"
+        )
+        self._notify_finished(written)
+        return written
+
+    async def _abort(
+        self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, actor: str
+    ) -> None:
+        promotion = Promotion.from_object(obj)
+        now = self.clock()
+        if promotion.status.phase is Phase.RUNNING:
+            await self._abort_running_step(promotion, obj)
+        aborted = engine.abort(promotion, actor, now)
+        written = await self._write_status(obj, promotion, aborted)
+        if written is None:
+            return
+        await self._finished(written, aborted)
+
+    async def _abort_running_step(self, promotion: Promotion, obj: Mapping[str, Any]) -> None:
+        """Give the running step a chance to undo what it started (Argo CD: terminate-op)."""
+        namespace = namespace_of(obj) or "default"
+        freight = self._find_freight(namespace, promotion.freight) or {}
+        runtime = engine.Runtime(
+            registry=self.registry,
+            services=self.services,
+            work_dir=self._work_dir(namespace, promotion.name),
+            freight=freight,
+            freights=[freight],
+            clock=self.clock,
+        )
+        try:
+            await engine.abort_step(promotion, runtime)
+        except Exception:  # undoing is best effort; the abort itself must not fail
+            log.exception("aborting the running step of %s", promotion.name)
+
+    async def _finished(self, obj: Mapping[str, Any], promotion: Promotion) -> None:
+        phase = promotion.status.phase
+        reason = f"Promotion{phase.value}"
+        message = promotion.status.message or phase.value
+        await self.kube.emit_event(
+            dict(obj),
+            reason=reason,
+            message=message,
+            type="Normal" if phase is Phase.SUCCEEDED else "Warning",
+        )
+        shutil.rmtree(
+            self.work_dir / (namespace_of(obj) or "default") / name_of(obj), ignore_errors=True
+        )
+        self._notify_finished(obj)
+
+    def _notify_finished(self, obj: Mapping[str, Any]) -> None:
+        if self.on_promotion_finished:
+            self.on_promotion_finished(obj)
+
+    async def _write_stage_status(
+        self, stage_obj: Mapping[str, Any], succeeded_freight: Mapping[str, Any] | None
+    ) -> None:
+        namespace, name = namespace_of(stage_obj) or "default", name_of(stage_obj)
+        promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
+        now = self.clock()
+        new = stage_status(stage_obj, promotions, now, succeeded_freight=succeeded_freight)
+        healthy, message = self._stage_health(new, promotions)
+        new = with_health(new, healthy, message, now, meta(stage_obj).get("generation"))
+        new = stage_status({**stage_obj, "status": new}, promotions, now)
+        old = dict(stage_obj.get("status") or {})
+        if _without_times(new) == _without_times(old):
+            return
+        patch: dict[str, Any] = {key: None for key in old if key not in new}
+        patch.update(new)
+        try:
+            written = await self.kube.patch_status(
+                k.STAGES, namespace, name, patch, resource_version=None
+            )
+        except (k.NotFound, k.Conflict):
+            return
+        if _newer(written, self.stages.get(namespace, name)):
+            self.stages.observe(written)
+
+    def _stage_health(
+        self, status: Mapping[str, Any], promotions: Iterable[Mapping[str, Any]]
+    ) -> tuple[str, str]:
+        last = (status.get("lastPromotion") or {}).get("name")
+        source = None
+        for p in promotions:
+            if name_of(p) == last and phase_of(p) is Phase.SUCCEEDED:
+                source = p
+        # The health checks of the Promotion that put the current Freight in place.
+        if source is None:
+            history = status.get("freightHistory") or []
+            if not history:
+                return "Unknown", "no Freight has been promoted to this Stage yet"
+            return "True", "no health checks"
+        checks = (source.get("status") or {}).get("healthChecks") or []
+        if not checks:
+            return "True", "no health checks"
+        apps: dict[tuple[str, str], Mapping[str, Any] | None] = {
+            (namespace_of(a) or "argocd", name_of(a)): a for a in self.applications.items()
+        }
+        worst = "True"
+        messages = []
+        for check in checks:
+            health, message = health_of((check or {}).get("config") or {}, apps)
+            if health != "Healthy":
+                messages.append(message)
+                worst = (
+                    "False"
+                    if health in ("Unhealthy", "Progressing")
+                    else ("Unknown" if worst == "True" else worst)
+                )
+        return worst, "; ".join(messages) or "all Applications healthy and synced"
+
+
+def _without_times(status: Mapping[str, Any]) -> Any:
+    out = dict(status)
+    out["conditions"] = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in status.get("conditions") or ()
+    ]
+    return out
+
+
+async def create_promotion(
+    kube: k.Kube,
+    stage_obj: Mapping[str, Any],
+    freight_obj: Mapping[str, Any],
+    tasks: TaskSource,
+    *,
+    actor: str,
+    extra_vars: Iterable[Var] = (),
+) -> dict[str, Any]:
+    """Create a Promotion through the one builder (CLI, chat commands, auto-promotion)."""
+    stage: StageSpec = parse_stage(stage_obj)
+    promotion = build_promotion(
+        stage, freight_obj, tasks, actor=actor, extra_vars=tuple(extra_vars)
+    )
+    obj = promotion.to_object()
+    obj.pop("status", None)
+    created = await kube.create(k.PROMOTIONS, obj)
+    return created
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task

@@ -1,0 +1,216 @@
+"""The server process: one aiohttp application running the reconciler and the HTTP endpoints.
+
+``create_app(settings)`` is the factory; everything is wired here and nowhere else. With no
+cluster configured the embedded API server is started first, and the first log line says where
+it is and how to point kubectl at it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from app import kube as k
+from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
+from app.leader import LeaderElector
+from app.metrics import Metrics
+from app.reconciler import Controller, KubeArgoCDApps
+from app.settings import Settings
+from promoter.model import namespace_of
+from promoter.stages import phase_of
+from promoter.steps.base import GitSettings, StepServices
+from promoter.steps.registry import StepRegistry, builtin_registry
+
+log = logging.getLogger("longshoreman")
+
+
+@dataclass
+class ServerState:
+    """What the running server holds; reachable as ``app[SERVER]``."""
+
+    settings: Settings
+    metrics: Metrics = field(default_factory=Metrics)
+    registry: StepRegistry | None = None
+    kube: k.Kube | None = None
+    controller: Controller | None = None
+    elector: LeaderElector | None = None
+    cluster: EmbeddedCluster | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    failure: BaseException | None = None
+
+    def ready(self) -> tuple[bool, str]:
+        if self.failure is not None:
+            return False, f"failed: {self.failure}"
+        if self.controller is None or not self.controller.synced():
+            return False, "caches are not synced yet"
+        if self.settings.leader_election and (self.elector is None or not self.elector.leader):
+            return False, "no leader is known yet"
+        return True, "ok"
+
+
+SERVER = web.AppKey("server", ServerState)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    state = request.app[SERVER]
+    if state.failure is not None:
+        return web.Response(status=500, text=f"failed: {state.failure}\n")
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    ok, reason = request.app[SERVER].ready()
+    return web.Response(status=200 if ok else 503, text=f"{reason}\n")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    state = request.app[SERVER]
+    if state.controller is not None:
+        state.metrics.queue_depth.set(len(state.controller.queue))
+    body, content_type = state.metrics.render()
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+def create_app(
+    settings: Settings,
+    *,
+    registry: StepRegistry | None = None,
+    extra_services: Mapping[str, Any] | None = None,
+) -> web.Application:
+    """The aiohttp application: endpoints plus the reconciler's lifecycle."""
+    app = web.Application()
+    state = ServerState(settings=settings, registry=registry)
+    app[SERVER] = state
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            await _start(state, stack, extra_services or {})
+            yield
+
+    app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+def _services(settings: Settings, kube: k.Kube, extra: Mapping[str, Any]) -> StepServices:
+    env = {"GIT_CONFIG_GLOBAL": str(settings.git_config)} if settings.git_config else {}
+    return StepServices(
+        git=GitSettings(
+            author_name=settings.git_author_name, author_email=settings.git_author_email, env=env
+        ),
+        extra={"argocd": KubeArgoCDApps(kube), **extra},
+    )
+
+
+async def _start(
+    state: ServerState, stack: contextlib.AsyncExitStack, extra: Mapping[str, Any]
+) -> None:
+    settings = state.settings
+    if settings.embedded:
+        kubeconfig = settings.embedded_kubeconfig or settings.work_dir / "kubeconfig"
+        state.cluster = await stack.enter_async_context(
+            embedded_cluster(kubeconfig, state_file=settings.embedded_state_file)
+        )
+        log.info(
+            "no cluster configured: started the embedded API server at %s; kubeconfig written "
+            "to %s (try: kubectl --kubeconfig %s get promotions -A)",
+            state.cluster.url,
+            kubeconfig,
+            kubeconfig,
+        )
+        kube = await k.load_kube(str(kubeconfig), on_request=state.metrics.on_kube_request)
+        seeded = await seed(kube, settings.embedded_seed or DEFAULT_SEED)
+        log.info("seeded the embedded cluster with %d object(s)", seeded)
+    else:
+        where = "in-cluster service account" if settings.in_cluster else str(settings.kubeconfig)
+        log.info("using the cluster from %s", where)
+        kube = await k.load_kube(
+            str(settings.kubeconfig) if settings.kubeconfig else None,
+            settings.in_cluster,
+            on_request=state.metrics.on_kube_request,
+        )
+    state.kube = kube
+    stack.push_async_callback(kube.close)
+    controller = Controller(
+        kube,
+        registry=state.registry or builtin_registry(),
+        services=_services(settings, kube, extra),
+        work_dir=settings.work_dir,
+        namespace=settings.watch_namespace,
+        max_concurrent=settings.max_concurrent_reconciles,
+        min_requeue=settings.min_requeue,
+        health_interval=settings.health_check_interval,
+        on_promotion_finished=lambda obj: _count_finished(state.metrics, obj),
+    )
+    state.controller = controller
+    tasks: list[asyncio.Task[None]] = []
+
+    async def stop_tasks() -> None:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    stack.push_async_callback(stop_tasks)
+    tasks.append(_supervised(state, controller.run_informers(), "informers"))
+    if settings.leader_election:
+        elector = LeaderElector(
+            kube,
+            namespace=settings.lease_namespace,
+            name=settings.lease_name,
+            identity=settings.identity,
+            lease_duration=settings.lease_duration,
+            renew_deadline=settings.renew_deadline,
+            retry_period=settings.retry_period,
+        )
+        state.elector = elector
+
+        async def started_leading() -> None:
+            log.info("became the leader (%s)", settings.identity)
+            state.metrics.leader.set(1)
+            await controller.lead()
+
+        def stopped_leading() -> None:
+            log.warning("lost the leader lease (%s): stopped reconciling", settings.identity)
+            # The elector cancels controller.lead(); nothing more to stop here.
+            state.metrics.leader.set(0)
+
+        tasks.append(_supervised(state, elector.run(started_leading, stopped_leading), "leader"))
+    else:
+        tasks.append(_supervised(state, controller.lead(), "reconciler"))
+    state.started.set()
+
+
+def _supervised(state: ServerState, coro: Any, what: str) -> asyncio.Task[None]:
+    async def run() -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # surfaced on /healthz so the pod restarts
+            log.exception("%s stopped", what)
+            state.failure = e
+
+    return asyncio.create_task(run(), name=f"longshoreman-{what}")
+
+
+def _count_finished(metrics: Metrics, obj: Mapping[str, Any]) -> None:
+    stage = (obj.get("spec") or {}).get("stage") or ""
+    metrics.promotions_finished.labels(
+        phase_of(obj).value, namespace_of(obj) or "default", stage
+    ).inc()
+
+
+async def wait_started(app: web.Application, limit: float = 30.0) -> ServerState:
+    state = app[SERVER]
+    await asyncio.wait_for(state.started.wait(), limit)
+    return state

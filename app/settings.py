@@ -1,0 +1,166 @@
+"""The one Settings object: read from the environment once, validated, failing fast.
+
+Nothing else in the product reads ``os.environ``. Every problem names the variable, so an
+operator who mistyped a value sees which one at start, not a stack trace later.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={raw!r} is not a boolean (use true or false)")
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a whole number") from None
+    if value < minimum:
+        raise SettingsError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a number") from None
+    if value < minimum:
+        raise SettingsError(f"{name}={raw!r} must be at least {minimum:g}")
+    return value
+
+
+def _path(env: Mapping[str, str], name: str, *, must_exist: bool = False) -> Path | None:
+    raw = env.get(name)
+    if not raw:
+        return None
+    path = Path(raw).expanduser()
+    if must_exist and not path.exists():
+        raise SettingsError(f"{name}={raw!r}: no such file")
+    return path
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the server process is configured with."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    # Cluster access: a kubeconfig, the in-cluster service account, or (neither) the embedded
+    # API server on 127.0.0.1.
+    kubeconfig: Path | None = None
+    in_cluster: bool = False
+    embedded_kubeconfig: Path | None = None
+    embedded_state_file: Path | None = None
+    # Load these manifests into the embedded cluster at start (the examples by default).
+    embedded_seed: tuple[Path, ...] = ()
+    # Only watch this namespace (empty: all namespaces).
+    watch_namespace: str | None = None
+    leader_election: bool = False
+    lease_namespace: str = "default"
+    lease_name: str = "longshoreman-controller"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    max_concurrent_reconciles: int = 16
+    # Requeue a Running step after this long when nothing wakes it earlier (Kargo: 5 minutes).
+    default_requeue: float = 300.0
+    min_requeue: float = 10.0
+    health_check_interval: float = 30.0
+    work_dir: Path = field(default_factory=lambda: Path("/tmp/longshoreman-work"))
+    git_config: Path | None = None
+    git_author_name: str = "Longshoreman"
+    git_author_email: str = "longshoreman@localhost"
+    log_level: str = "INFO"
+    log_format: str = "text"
+
+    @property
+    def embedded(self) -> bool:
+        return self.kubeconfig is None and not self.in_cluster
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        defaults = cls()
+        kubeconfig = _path(env, "KUBECONFIG", must_exist=True)
+        in_cluster = _bool(env, "IN_CLUSTER", False)
+        if kubeconfig and in_cluster:
+            raise SettingsError("KUBECONFIG and IN_CLUSTER=true are both set: choose one")
+        log_level = env.get("LOG_LEVEL", defaults.log_level).upper()
+        if log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise SettingsError(f"LOG_LEVEL={log_level!r} must be DEBUG, INFO, WARNING or ERROR")
+        log_format = env.get("LOG_FORMAT", defaults.log_format).lower()
+        if log_format not in ("text", "json"):
+            raise SettingsError(f"LOG_FORMAT={log_format!r} must be text or json")
+        lease_duration = _float(env, "LEASE_DURATION", defaults.lease_duration, minimum=1.0)
+        renew_deadline = _float(env, "RENEW_DEADLINE", defaults.renew_deadline, minimum=0.5)
+        retry_period = _float(env, "RETRY_PERIOD", defaults.retry_period, minimum=0.1)
+        if not retry_period < renew_deadline < lease_duration:
+            raise SettingsError(
+                "RETRY_PERIOD < RENEW_DEADLINE < LEASE_DURATION must hold "
+                f"(got {retry_period:g} < {renew_deadline:g} < {lease_duration:g})"
+            )
+        seed = env.get("EMBEDDED_SEED")
+        return cls(
+            host=env.get("HOST", defaults.host),
+            port=_int(env, "PORT", defaults.port, minimum=0),
+            kubeconfig=kubeconfig,
+            in_cluster=in_cluster,
+            embedded_kubeconfig=_path(env, "EMBEDDED_KUBECONFIG"),
+            embedded_state_file=_path(env, "EMBEDDED_STATE_FILE"),
+            embedded_seed=tuple(Path(p) for p in seed.split(os.pathsep) if p) if seed else (),
+            watch_namespace=env.get("WATCH_NAMESPACE") or None,
+            leader_election=_bool(env, "LEADER_ELECTION", defaults.leader_election),
+            lease_namespace=env.get("LEASE_NAMESPACE", defaults.lease_namespace),
+            lease_name=env.get("LEASE_NAME", defaults.lease_name),
+            lease_duration=lease_duration,
+            renew_deadline=renew_deadline,
+            retry_period=retry_period,
+            identity=env.get("POD_NAME") or defaults.identity,
+            max_concurrent_reconciles=_int(
+                env, "MAX_CONCURRENT_RECONCILES", defaults.max_concurrent_reconciles, minimum=1
+            ),
+            default_requeue=_float(
+                env, "DEFAULT_REQUEUE_SECONDS", defaults.default_requeue, minimum=1
+            ),
+            min_requeue=_float(env, "MIN_REQUEUE_SECONDS", defaults.min_requeue, minimum=0),
+            health_check_interval=_float(
+                env, "HEALTH_CHECK_INTERVAL_SECONDS", defaults.health_check_interval, minimum=1
+            ),
+            work_dir=_path(env, "WORK_DIR") or defaults.work_dir,
+            git_config=_path(env, "LONGSHOREMAN_GIT_CONFIG", must_exist=True),
+            git_author_name=env.get("GIT_AUTHOR_NAME", defaults.git_author_name),
+            git_author_email=env.get("GIT_AUTHOR_EMAIL", defaults.git_author_email),
+            log_level=log_level,
+            log_format=log_format,
+        )

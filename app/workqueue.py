@@ -1,0 +1,139 @@
+"""A keyed work queue: one key is processed by at most one worker at a time.
+
+Keys are Stages (``(namespace, name)``): that is what makes "one Promotion per Stage" safe while
+different Stages run in parallel up to a limit. Adding a key that is already queued merges the
+request (the earliest due time and any wake-up flag win); adding a key that is being processed
+marks it dirty, so it runs once more afterwards and no event is lost. Delayed adds (a Running
+step's retry-after) keep only the earliest due time per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Hashable, bool], Awaitable[float | None]]
+
+
+@dataclass
+class _Entry:
+    due: float
+    wake: bool
+
+
+class WorkQueue:
+    """Deduplicating, delaying, per-key-serial queue with bounded concurrency."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._pending: dict[Hashable, _Entry] = {}
+        self._heap: list[tuple[float, int, Hashable]] = []
+        self._counter = itertools.count()
+        self._active: set[Hashable] = set()
+        self._dirty: dict[Hashable, _Entry] = {}
+        self._changed = asyncio.Event()
+
+    def add(self, key: Hashable, *, after: float = 0.0, wake: bool = False) -> None:
+        due = self._clock() + max(0.0, after)
+        if key in self._active:
+            old = self._dirty.get(key)
+            self._dirty[key] = _Entry(
+                min(due, old.due) if old else due, wake or bool(old and old.wake)
+            )
+            return
+        old = self._pending.get(key)
+        if old is not None and old.due <= due:
+            old.wake = old.wake or wake
+            return
+        entry = _Entry(due, wake or bool(old and old.wake))
+        self._pending[key] = entry
+        heapq.heappush(self._heap, (due, next(self._counter), key))
+        self._changed.set()
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    @property
+    def active(self) -> int:
+        return len(self._active)
+
+    def _pop_due(self) -> tuple[Hashable, bool] | None:
+        now = self._clock()
+        while self._heap:
+            due, _, key = self._heap[0]
+            entry = self._pending.get(key)
+            if entry is None or entry.due != due:
+                heapq.heappop(self._heap)  # superseded by an earlier add
+                continue
+            if due > now:
+                return None
+            heapq.heappop(self._heap)
+            del self._pending[key]
+            return key, entry.wake
+        return None
+
+    def _next_due_in(self) -> float | None:
+        while self._heap:
+            due, _, key = self._heap[0]
+            entry = self._pending.get(key)
+            if entry is None or entry.due != due:
+                heapq.heappop(self._heap)
+                continue
+            return max(0.0, due - self._clock())
+        return None
+
+    async def run(self, handler: Handler, *, concurrency: int) -> None:
+        """Process keys until cancelled. ``handler`` returns seconds to requeue after, or None."""
+        slots = asyncio.Semaphore(concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                await slots.acquire()
+                item = self._pop_due()
+                while item is None:
+                    self._changed.clear()
+                    delay = self._next_due_in()
+                    try:
+                        await asyncio.wait_for(self._changed.wait(), timeout=delay)
+                    except TimeoutError:
+                        pass
+                    item = self._pop_due()
+                key, wake = item
+                self._active.add(key)
+                task = asyncio.create_task(self._process(handler, key, wake, slots))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        finally:
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _process(
+        self, handler: Handler, key: Hashable, wake: bool, slots: asyncio.Semaphore
+    ) -> None:
+        requeue: float | None = None
+        try:
+            requeue = await handler(key, wake)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A bug or an unexpected API failure: log it and try again later rather than
+            # dropping the Stage on the floor.
+            log.exception("reconcile of %s failed; retrying in 5s", key)
+            requeue = 5.0
+        finally:
+            self._active.discard(key)
+            slots.release()
+        dirty = self._dirty.pop(key, None)
+        if dirty is not None:
+            self.add(key, after=max(0.0, dirty.due - self._clock()), wake=dirty.wake)
+        if requeue is not None:
+            self.add(key, after=requeue)

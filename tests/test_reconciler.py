@@ -1,0 +1,293 @@
+"""The reconciler end to end over HTTP: the real Kubernetes client, the API server emulator, real
+git. Promotions are created as users create them (through the builder, or bare with kubectl's
+shape) and observed only through the objects on the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import kube as k
+from app.embedded import seed
+from app.reconciler import create_promotion
+from promoter.steps.base import GitSettings, StepServices
+from tests.support.controller import (
+    Gate,
+    registry_with,
+    running_controller,
+    wait_for_object,
+    wait_terminal,
+)
+from tests.support.gitrepo import RemoteRepo, git_env, make_remote
+from tests.support.kube import RunningApiServer, running_apiserver
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+DEMO_URL = "https://github.com/example/kargo-demo.git"
+NS = "kargo-demo"
+
+
+def seed_files() -> dict[str, str]:
+    base = EXAMPLES / "gitops-repo"
+    return {str(p.relative_to(base)): p.read_text() for p in base.rglob("*") if p.is_file()}
+
+
+@dataclass
+class Env:
+    server: RunningApiServer
+    kube: k.Kube
+    remote: RemoteRepo
+    services: StepServices
+    work: Path
+
+    async def stage(self, name: str = "test") -> dict[str, Any]:
+        return await self.kube.get(k.STAGES, NS, name)
+
+    async def freight(self, alias: str = "frozen-tauntaun") -> dict[str, Any]:
+        items, _ = await self.kube.list(k.FREIGHT, NS)
+        return next(f for f in items if f.get("alias") == alias)
+
+    async def add_stage(
+        self, name: str, steps: list[dict[str, Any]], **spec: Any
+    ) -> dict[str, Any]:
+        return await self.kube.create(
+            k.STAGES,
+            {
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {
+                    "requestedFreight": [
+                        {
+                            "origin": {"kind": "Warehouse", "name": "kargo-demo"},
+                            "sources": {"direct": True},
+                        }
+                    ],
+                    "promotionTemplate": {"spec": {"steps": steps}},
+                    **spec,
+                },
+            },
+        )
+
+    async def bare_promotion(
+        self, name: str, stage: str, freight: str = "frozen-tauntaun", **meta: Any
+    ) -> dict[str, Any]:
+        return await self.kube.create(
+            k.PROMOTIONS,
+            {
+                "metadata": {"name": name, "namespace": NS, **meta},
+                "spec": {"stage": stage, "freight": freight},
+            },
+        )
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    remote = make_remote(tmp_path, files=seed_files())
+    genv = git_env(tmp_path, {remote.url: DEMO_URL})
+    services = StepServices(git=GitSettings(env=genv))
+    async with running_apiserver(namespaces=[NS, "argocd"]) as server:
+        kube = k.Kube(server.api_client())
+        await seed(kube, [EXAMPLES / "kargo-demo"])
+        yield Env(server, kube, remote, services, tmp_path / "work")
+
+
+async def events_for(kube: k.Kube, name: str) -> list[str]:
+    items, _ = await kube.list(k.EVENTS, NS)
+    return [e["reason"] for e in items if (e.get("involvedObject") or {}).get("name") == name]
+
+
+async def test_example_promotion_runs_to_success_and_updates_the_stage(env: Env) -> None:
+    async with running_controller(env.server, env.work, services=env.services) as controller:
+        created = await create_promotion(
+            env.kube, await env.stage(), await env.freight(), controller.task_source, actor="alice"
+        )
+        name = created["metadata"]["name"]
+        assert name.startswith("test.") and name.endswith(".7c9e6b1")
+        done = await wait_terminal(env.kube, NS, name)
+        status = done["status"]
+        assert status["phase"] == "Succeeded", status
+        assert [s["status"] for s in status["stepExecutionMetadata"]] == ["Succeeded"] * 8
+        assert status["state"]["deploy"]["commit"] == env.remote.head("stage/test")
+        assert "newTag: 1.27.0" in (
+            env.remote.read_file("stage/test", "manifests/kustomization.yaml") or ""
+        )
+        stage = await wait_for_object(
+            env.kube,
+            k.STAGES,
+            NS,
+            "test",
+            lambda s: (s.get("status") or {}).get("lastPromotion", {}).get("name") == name,
+        )
+        sstatus = stage["status"]
+        assert "currentPromotion" not in sstatus
+        assert sstatus["lastPromotion"]["status"]["phase"] == "Succeeded"
+        head = sstatus["freightHistory"][0]["items"]["Warehouse/kargo-demo"]
+        assert head["name"] == "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"
+        conditions = {c["type"]: c for c in sstatus["conditions"]}
+        assert conditions["Promoting"]["status"] == "False"
+        assert conditions["Healthy"]["status"] == "True"
+        assert conditions["Ready"]["status"] == "True"
+        assert await events_for(env.kube, name) == ["PromotionCreated", "PromotionSucceeded"]
+
+
+async def test_a_kubectl_promotion_with_only_stage_and_freight_is_inflated_and_recorded(
+    env: Env,
+) -> None:
+    async with running_controller(env.server, env.work, services=env.services):
+        await env.bare_promotion("by-hand", "test", freight="frozen-tauntaun")
+        done = await wait_terminal(env.kube, NS, "by-hand")
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        aliases = [s["as"] for s in done["spec"]["steps"]]
+        assert aliases[:2] == ["deploy::step-0", "deploy::step-1"] and aliases[-1] == "summary"
+        assert {v["name"] for v in done["spec"]["vars"]} == {"gitopsRepo", "imageRepo"}
+
+
+async def test_one_promotion_per_stage_oldest_first_and_stages_in_parallel(env: Env) -> None:
+    gate = Gate()
+    await env.add_stage("one", [{"uses": "gate", "config": {"name": "${{ ctx.promotion }}"}}])
+    await env.add_stage("two", [{"uses": "gate", "config": {"name": "${{ ctx.promotion }}"}}])
+    async with running_controller(env.server, env.work, registry=registry_with(gate=gate)):
+        for name in ("a1", "a2", "a3"):
+            await env.bare_promotion(name, "one")
+            await asyncio.sleep(1.05)  # creationTimestamp has second precision
+        await env.bare_promotion("b1", "two")
+        await wait_for_object(
+            env.kube,
+            k.PROMOTIONS,
+            NS,
+            "b1",
+            lambda o: o.get("status", {}).get("phase") == "Running",
+        )
+        a1 = await wait_for_object(
+            env.kube,
+            k.PROMOTIONS,
+            NS,
+            "a1",
+            lambda o: o.get("status", {}).get("phase") == "Running",
+        )
+        assert a1["status"]["phase"] == "Running"
+        for name in ("a2", "a3"):
+            assert (await env.kube.get(k.PROMOTIONS, NS, name)).get("status", {}).get(
+                "phase", "Pending"
+            ) == "Pending"
+        stage = await wait_for_object(
+            env.kube, k.STAGES, NS, "one", lambda s: "currentPromotion" in (s.get("status") or {})
+        )
+        assert stage["status"]["currentPromotion"]["name"] == "a1"
+        for name in ("a1", "a2", "a3", "b1"):
+            gate.open(name)
+            await wait_terminal(env.kube, NS, name)
+        started = [p for p, _ in gate.entered if p.startswith("a")]
+        assert [p for i, p in enumerate(started) if i == 0 or started[i - 1] != p] == [
+            "a1",
+            "a2",
+            "a3",
+        ]
+
+
+async def test_abort_annotation_aborts_with_the_actor(env: Env) -> None:
+    gate = Gate()
+    await env.add_stage(
+        "one",
+        [{"uses": "gate", "as": "wait", "config": {"name": "never"}}, {"uses": "compose-output"}],
+    )
+    async with running_controller(env.server, env.work, registry=registry_with(gate=gate)):
+        await env.bare_promotion("p1", "one")
+        await env.bare_promotion("p2", "one", annotations={"kargo.akuity.io/abort": "terminate"})
+        await wait_for_object(
+            env.kube,
+            k.PROMOTIONS,
+            NS,
+            "p1",
+            lambda o: o.get("status", {}).get("phase") == "Running",
+        )
+        request = json.dumps({"action": "terminate", "actor": "slack:T1/U2"})
+        await env.kube.patch(
+            k.PROMOTIONS,
+            NS,
+            "p1",
+            {"metadata": {"annotations": {"longshoreman.dev/abort": request}}},
+        )
+        p1 = await wait_terminal(env.kube, NS, "p1")
+        assert p1["status"]["phase"] == "Aborted"
+        assert p1["status"]["message"] == "Aborted by slack:T1/U2"
+        assert p1["status"]["stepExecutionMetadata"][0]["status"] == "Aborted"
+        p2 = await wait_terminal(env.kube, NS, "p2")
+        assert p2["status"]["phase"] == "Aborted", "a Pending Promotion can be aborted too"
+        assert "PromotionAborted" in await events_for(env.kube, "p1")
+
+
+@pytest.mark.parametrize(
+    ("steps", "promotion", "message"),
+    [
+        ([{"uses": "no-such-step"}], {}, "unknown step kind 'no-such-step'"),
+        ([{"uses": "compose-output", "as": "x", "config": {"a": "${{ 1 + }}"}}], {}, "(x).config"),
+        (
+            [{"uses": "compose-output"}],
+            {"stage": "missing"},
+            "Stage 'missing' not found in namespace 'kargo-demo'",
+        ),
+        (
+            [{"uses": "compose-output"}],
+            {"freight": "nope"},
+            "Freight 'nope' not found in namespace 'kargo-demo'",
+        ),
+    ],
+)
+async def test_bad_promotions_end_errored_and_other_stages_keep_working(
+    env: Env, steps: list[dict[str, Any]], promotion: dict[str, str], message: str
+) -> None:
+    await env.add_stage("bad", steps)
+    await env.add_stage("good", [{"uses": "compose-output", "config": {"ok": True}}])
+    async with running_controller(env.server, env.work):
+        spec = {"stage": "bad", "freight": "frozen-tauntaun", **promotion}
+        await env.kube.create(
+            k.PROMOTIONS, {"metadata": {"name": "bad", "namespace": NS}, "spec": spec}
+        )
+        await env.bare_promotion("good", "good")
+        bad = await wait_terminal(env.kube, NS, "bad")
+        assert bad["status"]["phase"] == "Errored"
+        assert message in bad["status"]["message"]
+        good = await wait_terminal(env.kube, NS, "good")
+        assert good["status"]["phase"] == "Succeeded"
+
+
+async def test_running_promotion_resumes_after_the_controller_restarts(env: Env) -> None:
+    gate = Gate()
+    await env.add_stage(
+        "one",
+        [
+            {"uses": "compose-output", "as": "first"},
+            {"uses": "gate", "config": {"name": "g"}},
+            {"uses": "compose-output", "as": "last"},
+        ],
+    )
+    async with running_controller(env.server, env.work, registry=registry_with(gate=gate)):
+        await env.bare_promotion("p", "one")
+        await wait_for_object(
+            env.kube, k.PROMOTIONS, NS, "p", lambda o: o.get("status", {}).get("currentStep") == 1
+        )
+    entered = len(gate.entered)
+    gate.open("g")
+    async with running_controller(env.server, env.work, registry=registry_with(gate=gate)):
+        done = await wait_terminal(env.kube, NS, "p")
+    assert done["status"]["phase"] == "Succeeded"
+    assert [s["status"] for s in done["status"]["stepExecutionMetadata"]] == ["Succeeded"] * 3
+    assert len(gate.entered) == entered + 1, "the new controller continued at the gate step"
+
+
+async def test_dropped_watches_lose_no_event(env: Env) -> None:
+    await env.add_stage("one", [{"uses": "compose-output"}])
+    async with running_controller(env.server, env.work):
+        for i in range(5):
+            env.server.close_watches(abort=i % 2 == 0)
+            await env.bare_promotion(f"p{i}", "one")
+        for i in range(5):
+            done = await wait_terminal(env.kube, NS, f"p{i}")
+            assert done["status"]["phase"] == "Succeeded"
