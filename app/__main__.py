@@ -105,8 +105,9 @@ async def serve(settings: Settings, *, demo: bool, keep_running: bool, out: Text
     try:
         site = web.TCPSite(runner, settings.host, settings.port)
         await site.start()
+        host, port = runner.addresses[0][:2]
         logging.getLogger("longshoreman").info(
-            "serving /healthz, /readyz and /metrics on http://%s:%s", settings.host, settings.port
+            "serving /healthz, /readyz and /metrics on http://%s:%s", host, port
         )
         state = await wait_started(app)
         if demo:
@@ -119,7 +120,7 @@ async def serve(settings: Settings, *, demo: bool, keep_running: bool, out: Text
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
         await stop.wait()
-        _ = state
+        logging.getLogger("longshoreman").info("shutting down (%s)", state.settings.identity)
         return 0
     finally:
         await runner.cleanup()
@@ -159,7 +160,14 @@ async def run_demo(app: web.Application, out: TextIO, limit: float = 120.0) -> i
             print(
                 f"Promotion {name}: {status.get('phase')} - {status.get('message', '')}", file=out
             )
-            stage_now = await state.kube.get(k.STAGES, "kargo-demo", "test")
+            # The Stage's status is written right after the Promotion's final status.
+            stage_now: dict[str, Any] = {}
+            for _ in range(100):
+                stage_now = await state.kube.get(k.STAGES, "kargo-demo", "test")
+                last = ((stage_now.get("status") or {}).get("lastPromotion") or {}).get("name")
+                if last == name:
+                    break
+                await asyncio.sleep(0.05)
             history = (stage_now.get("status") or {}).get("freightHistory") or []
             if history:
                 items = history[0].get("items") or {}

@@ -43,6 +43,7 @@ from promoter.model import (
     parse_task,
 )
 from promoter.stages import StageQueue, phase_of, stage_status, with_health
+from promoter.steps.argocd import ApplicationConflict
 from promoter.steps.base import StepServices
 from promoter.steps.registry import StepRegistry
 
@@ -166,9 +167,8 @@ class KubeArgoCDApps:
                 k.APPLICATIONS, namespace, name, dict(patch), resource_version=resource_version
             )
         except k.Conflict:
-            raise StepError(
-                f"Application {namespace}/{name} changed while we updated it; will retry",
-                retry_after=1.0,
+            raise ApplicationConflict(
+                f"Application {namespace}/{name} changed while we updated it; will retry"
             ) from None
         except k.NotFound:
             raise StepError(f"Application {namespace}/{name} not found", terminal=True) from None

@@ -42,55 +42,77 @@ WIDGET_CRD: dict[str, Any] = {
     "metadata": {"name": f"widgets.{TEST_GROUP}"},
     "spec": {
         "group": TEST_GROUP,
-        "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets",
-                  "singular": "widget", "shortNames": ["wd"]},
+        "names": {
+            "kind": "Widget",
+            "listKind": "WidgetList",
+            "plural": "widgets",
+            "singular": "widget",
+            "shortNames": ["wd"],
+        },
         "scope": "Namespaced",
-        "versions": [{
-            "name": "v1",
-            "served": True,
-            "storage": True,
-            "subresources": {"status": {}},
-            "selectableFields": [{"jsonPath": ".spec.color"}],
-            "schema": {"openAPIV3Schema": {
-                "type": "object",
-                "properties": {
-                    "apiVersion": {"type": "string"},
-                    "kind": {"type": "string"},
-                    "metadata": {"type": "object"},
-                    "spec": {
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "selectableFields": [{"jsonPath": ".spec.color"}],
+                "schema": {
+                    "openAPIV3Schema": {
                         "type": "object",
-                        "required": ["color"],
                         "properties": {
-                            "color": {"type": "string", "enum": ["red", "blue", "green"]},
-                            "size": {"type": "integer", "default": 1, "minimum": 0},
-                            "tags": {"type": "array", "items": {"type": "string"}},
-                            "extra": {"type": "object",
-                                      "x-kubernetes-preserve-unknown-fields": True},
+                            "apiVersion": {"type": "string"},
+                            "kind": {"type": "string"},
+                            "metadata": {"type": "object"},
+                            "spec": {
+                                "type": "object",
+                                "required": ["color"],
+                                "properties": {
+                                    "color": {"type": "string", "enum": ["red", "blue", "green"]},
+                                    "size": {"type": "integer", "default": 1, "minimum": 0},
+                                    "tags": {"type": "array", "items": {"type": "string"}},
+                                    "extra": {
+                                        "type": "object",
+                                        "x-kubernetes-preserve-unknown-fields": True,
+                                    },
+                                },
+                            },
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
                         },
-                    },
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    }
                 },
-            }},
-        }],
+            }
+        ],
     },
 }
 
 
 def widget(name: str, color: str = "red", **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": f"{TEST_GROUP}/v1", "kind": "Widget",
-            "metadata": {"name": name}, "spec": {"color": color, **spec}}
+    return {
+        "apiVersion": f"{TEST_GROUP}/v1",
+        "kind": "Widget",
+        "metadata": {"name": name},
+        "spec": {"color": color, **spec},
+    }
 
 
 def application(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"project": "default", "destination": {"namespace": NS}}}
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"project": "default", "destination": {"namespace": NS}},
+    }
 
 
 @pytest.fixture
 async def kube() -> AsyncIterator[RunningApiServer]:
-    async with running_apiserver(crds=[WIDGET_CRD], namespaces=[NS],
-                                 bookmark_interval=0.2) as running:
+    async with running_apiserver(
+        crds=[WIDGET_CRD], namespaces=[NS], bookmark_interval=0.2
+    ) as running:
         yield running
 
 
@@ -109,8 +131,9 @@ def status_of(exc: ApiException) -> dict[str, Any]:
     return body
 
 
-async def watch_events(func: Callable[..., Any], *args: Any, count: int | None = None,
-                       **kwargs: Any) -> list[dict[str, Any]]:
+async def watch_events(
+    func: Callable[..., Any], *args: Any, count: int | None = None, **kwargs: Any
+) -> list[dict[str, Any]]:
     """Stream events until ``count`` arrived or the server-side timeout ends the watch."""
     events: list[dict[str, Any]] = []
     async with watch.Watch() as stream:
@@ -158,8 +181,12 @@ async def test_discovery_lists_builtins_and_crds(kube: RunningApiServer) -> None
 async def test_crd_created_through_the_api_is_served(kube: RunningApiServer) -> None:
     api = kube.api_client()
     ext = client.ApiextensionsV1Api(api)
-    gadget = json.loads(json.dumps(WIDGET_CRD).replace("widget", "gadget").replace(
-        "Widget", "Gadget").replace('"wd"', '"gd"'))
+    gadget = json.loads(
+        json.dumps(WIDGET_CRD)
+        .replace("widget", "gadget")
+        .replace("Widget", "Gadget")
+        .replace('"wd"', '"gd"')
+    )
     created = await ext.create_custom_resource_definition(gadget)
     assert created.metadata.generation == 1
     assert {c.type for c in created.status.conditions} == {"NamesAccepted", "Established"}
@@ -170,7 +197,8 @@ async def test_crd_created_through_the_api_is_served(kube: RunningApiServer) -> 
     body = widget("g1") | {"kind": "Gadget"}
     await crs.create_namespaced_custom_object(TEST_GROUP, "v1", NS, "gadgets", body)
     assert (await crs.get_namespaced_custom_object(TEST_GROUP, "v1", NS, "gadgets", "g1"))[
-        "kind"] == "Gadget"
+        "kind"
+    ] == "Gadget"
 
     await ext.delete_custom_resource_definition(f"gadgets.{TEST_GROUP}")
     with pytest.raises(ApiException) as gone:
@@ -181,26 +209,36 @@ async def test_crd_created_through_the_api_is_served(kube: RunningApiServer) -> 
 # ------------------------------------------------------------- create / get / list
 
 
-async def test_create_get_list_and_errors(kube: RunningApiServer,
-                                          crs: client.CustomObjectsApi) -> None:
-    created = await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                                        application("guestbook"))
+async def test_create_get_list_and_errors(
+    kube: RunningApiServer, crs: client.CustomObjectsApi
+) -> None:
+    created = await crs.create_namespaced_custom_object(
+        *ARGO, NS, "applications", application("guestbook")
+    )
     meta = created["metadata"]
     assert meta["generation"] == 1 and meta["uid"] and meta["creationTimestamp"].endswith("Z")
     assert meta["namespace"] == NS and int(meta["resourceVersion"]) > 0
 
     with pytest.raises(ApiException) as duplicate:
-        await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                                  application("guestbook"))
+        await crs.create_namespaced_custom_object(
+            *ARGO, NS, "applications", application("guestbook")
+        )
     assert duplicate.value.status == 409
     assert status_of(duplicate.value) | {"details": None} == {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
         "message": 'applications.argoproj.io "guestbook" already exists',
-        "reason": "AlreadyExists", "code": 409, "details": None,
+        "reason": "AlreadyExists",
+        "code": 409,
+        "details": None,
     }
 
     generated = await crs.create_namespaced_custom_object(
-        *ARGO, "default", "applications",
+        *ARGO,
+        "default",
+        "applications",
         {**application(""), "metadata": {"generateName": "guestbook-"}},
     )
     assert generated["metadata"]["name"].startswith("guestbook-")
@@ -209,9 +247,12 @@ async def test_create_get_list_and_errors(kube: RunningApiServer,
     everywhere = await crs.list_cluster_custom_object(*ARGO, "applications")
     assert everywhere["kind"] == "ApplicationList"
     assert int(everywhere["metadata"]["resourceVersion"]) >= int(
-        generated["metadata"]["resourceVersion"])
+        generated["metadata"]["resourceVersion"]
+    )
     assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in everywhere["items"]] == [
-        ("default", generated["metadata"]["name"]), (NS, "guestbook")]
+        ("default", generated["metadata"]["name"]),
+        (NS, "guestbook"),
+    ]
     only_team = await crs.list_namespaced_custom_object(*ARGO, NS, "applications")
     assert [i["metadata"]["name"] for i in only_team["items"]] == ["guestbook"]
 
@@ -220,23 +261,32 @@ async def test_create_get_list_and_errors(kube: RunningApiServer,
     assert missing.value.status == 404
     assert status_of(missing.value)["reason"] == "NotFound"
     assert status_of(missing.value)["details"] == {
-        "name": "nope", "group": "argoproj.io", "kind": "applications"}
+        "name": "nope",
+        "group": "argoproj.io",
+        "kind": "applications",
+    }
 
     with pytest.raises(ApiException) as no_namespace:
-        await crs.create_namespaced_custom_object(*ARGO, "nowhere", "applications",
-                                                  application("x"))
+        await crs.create_namespaced_custom_object(
+            *ARGO, "nowhere", "applications", application("x")
+        )
     assert no_namespace.value.status == 404
     assert status_of(no_namespace.value)["message"] == 'namespaces "nowhere" not found'
 
     with pytest.raises(ApiException) as no_kind:
-        await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                                  {"metadata": {"name": "x"}, "spec": {}})
+        await crs.create_namespaced_custom_object(
+            *ARGO, NS, "applications", {"metadata": {"name": "x"}, "spec": {}}
+        )
     assert no_kind.value.status == 400
 
 
 async def test_cluster_scoped_resources(crs: client.CustomObjectsApi) -> None:
-    template = {"apiVersion": "argoproj.io/v1alpha1", "kind": "ClusterAnalysisTemplate",
-                "metadata": {"name": "smoke"}, "spec": {"metrics": []}}
+    template = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "ClusterAnalysisTemplate",
+        "metadata": {"name": "smoke"},
+        "spec": {"metrics": []},
+    }
     created = await crs.create_cluster_custom_object(*ARGO, "clusteranalysistemplates", template)
     assert "namespace" not in created["metadata"]
     listed = await crs.list_cluster_custom_object(*ARGO, "clusteranalysistemplates")
@@ -249,14 +299,16 @@ async def test_cluster_scoped_resources(crs: client.CustomObjectsApi) -> None:
 
 async def test_pagination_with_limit_and_continue(crs: client.CustomObjectsApi) -> None:
     for index in range(5):
-        await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                                  application(f"app-{index}"))
+        await crs.create_namespaced_custom_object(
+            *ARGO, NS, "applications", application(f"app-{index}")
+        )
     names: list[str] = []
     token = None
     pages = 0
     while True:
-        page = await crs.list_namespaced_custom_object(*ARGO, NS, "applications", limit=2,
-                                                       _continue=token)
+        page = await crs.list_namespaced_custom_object(
+            *ARGO, NS, "applications", limit=2, _continue=token
+        )
         names += [i["metadata"]["name"] for i in page["items"]]
         pages += 1
         token = page["metadata"].get("continue")
@@ -271,13 +323,14 @@ async def test_pagination_with_limit_and_continue(crs: client.CustomObjectsApi) 
 async def test_replace_conflicts_on_stale_resource_version(
     crs: client.CustomObjectsApi,
 ) -> None:
-    created = await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                                        application("guestbook"))
+    created = await crs.create_namespaced_custom_object(
+        *ARGO, NS, "applications", application("guestbook")
+    )
     first = {**created, "spec": {**created["spec"], "project": "one"}}
-    updated = await crs.replace_namespaced_custom_object(*ARGO, NS, "applications",
-                                                         "guestbook", first)
-    assert int(updated["metadata"]["resourceVersion"]) > int(
-        created["metadata"]["resourceVersion"])
+    updated = await crs.replace_namespaced_custom_object(
+        *ARGO, NS, "applications", "guestbook", first
+    )
+    assert int(updated["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
     assert updated["metadata"]["generation"] == 2
 
     stale = {**created, "spec": {**created["spec"], "project": "two"}}
@@ -288,73 +341,104 @@ async def test_replace_conflicts_on_stale_resource_version(
     assert body["kind"] == "Status" and body["reason"] == "Conflict"
     assert body["message"] == (
         'Operation cannot be fulfilled on applications.argoproj.io "guestbook": the object has '
-        "been modified; please apply your changes to the latest version and try again")
-    assert body["details"] == {"name": "guestbook", "group": "argoproj.io",
-                               "kind": "applications"}
+        "been modified; please apply your changes to the latest version and try again"
+    )
+    assert body["details"] == {"name": "guestbook", "group": "argoproj.io", "kind": "applications"}
 
     # Custom resources refuse unconditional updates (no resourceVersion at all).
     unconditional = {**created, "metadata": {"name": "guestbook"}}
     with pytest.raises(ApiException) as invalid:
-        await crs.replace_namespaced_custom_object(*ARGO, NS, "applications", "guestbook",
-                                                   unconditional)
+        await crs.replace_namespaced_custom_object(
+            *ARGO, NS, "applications", "guestbook", unconditional
+        )
     assert invalid.value.status == 422
-    assert status_of(invalid.value)["details"]["causes"][0]["field"] == (
-        "metadata.resourceVersion")
+    assert status_of(invalid.value)["details"]["causes"][0]["field"] == ("metadata.resourceVersion")
 
 
-async def test_patch_dialects(kube: RunningApiServer, crs: client.CustomObjectsApi,
-                              core: client.CoreV1Api) -> None:
-    created = await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                                        application("guestbook", {"a": "1"}))
+async def test_patch_dialects(
+    kube: RunningApiServer, crs: client.CustomObjectsApi, core: client.CoreV1Api
+) -> None:
+    created = await crs.create_namespaced_custom_object(
+        *ARGO, NS, "applications", application("guestbook", {"a": "1"})
+    )
     rv0 = created["metadata"]["resourceVersion"]
 
     merged = await crs.patch_namespaced_custom_object(
-        *ARGO, NS, "applications", "guestbook",
-        {"metadata": {"labels": {"a": None, "b": "2"}}, "spec": {"revision": "abc"}})
+        *ARGO,
+        NS,
+        "applications",
+        "guestbook",
+        {"metadata": {"labels": {"a": None, "b": "2"}}, "spec": {"revision": "abc"}},
+    )
     assert merged["metadata"]["labels"] == {"b": "2"}
     assert merged["spec"]["revision"] == "abc"
 
     patched = await crs.patch_namespaced_custom_object(
-        *ARGO, NS, "applications", "guestbook",
-        [{"op": "test", "path": "/spec/revision", "value": "abc"},
-         {"op": "replace", "path": "/spec/revision", "value": "def"},
-         {"op": "add", "path": "/metadata/annotations", "value": {"x": "y"}}],
-        _content_type="application/json-patch+json")
+        *ARGO,
+        NS,
+        "applications",
+        "guestbook",
+        [
+            {"op": "test", "path": "/spec/revision", "value": "abc"},
+            {"op": "replace", "path": "/spec/revision", "value": "def"},
+            {"op": "add", "path": "/metadata/annotations", "value": {"x": "y"}},
+        ],
+        _content_type="application/json-patch+json",
+    )
     assert patched["spec"]["revision"] == "def"
     assert patched["metadata"]["annotations"] == {"x": "y"}
 
     with pytest.raises(ApiException) as failed_test:
         await crs.patch_namespaced_custom_object(
-            *ARGO, NS, "applications", "guestbook",
+            *ARGO,
+            NS,
+            "applications",
+            "guestbook",
             [{"op": "test", "path": "/spec/revision", "value": "abc"}],
-            _content_type="application/json-patch+json")
+            _content_type="application/json-patch+json",
+        )
     assert failed_test.value.status == 422
 
     # A patch carrying a stale resourceVersion is an optimistic-concurrency write.
     with pytest.raises(ApiException) as stale:
         await crs.patch_namespaced_custom_object(
-            *ARGO, NS, "applications", "guestbook",
-            {"metadata": {"resourceVersion": rv0}, "spec": {"revision": "zzz"}})
+            *ARGO,
+            NS,
+            "applications",
+            "guestbook",
+            {"metadata": {"resourceVersion": rv0}, "spec": {"revision": "zzz"}},
+        )
     assert stale.value.status == 409 and status_of(stale.value)["reason"] == "Conflict"
 
     # Real API servers refuse strategic merge for custom resources with 415.
     with pytest.raises(ApiException) as strategic:
         await crs.patch_namespaced_custom_object(
-            *ARGO, NS, "applications", "guestbook", {"spec": {"revision": "s"}},
-            _content_type="application/strategic-merge-patch+json")
+            *ARGO,
+            NS,
+            "applications",
+            "guestbook",
+            {"spec": {"revision": "s"}},
+            _content_type="application/strategic-merge-patch+json",
+        )
     assert strategic.value.status == 415
 
     # A no-op patch does not write: same resourceVersion.
     current = await crs.get_namespaced_custom_object(*ARGO, NS, "applications", "guestbook")
-    same = await crs.patch_namespaced_custom_object(*ARGO, NS, "applications", "guestbook",
-                                                    {"spec": {"revision": "def"}})
+    same = await crs.patch_namespaced_custom_object(
+        *ARGO, NS, "applications", "guestbook", {"spec": {"revision": "def"}}
+    )
     assert same["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]
 
     # Built-ins get strategic merge: finalizers merge as a set instead of being replaced.
-    await core.create_namespaced_config_map(NS, client.V1ConfigMap(
-        metadata=client.V1ObjectMeta(name="cm", finalizers=["a.example/x"]), data={"k": "v"}))
+    await core.create_namespaced_config_map(
+        NS,
+        client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="cm", finalizers=["a.example/x"]), data={"k": "v"}
+        ),
+    )
     config_map = await core.patch_namespaced_config_map(
-        "cm", NS, {"metadata": {"finalizers": ["b.example/y"]}, "data": {"k2": "v2"}})
+        "cm", NS, {"metadata": {"finalizers": ["b.example/y"]}, "data": {"k2": "v2"}}
+    )
     assert config_map.metadata.finalizers == ["a.example/x", "b.example/y"]
     assert config_map.data == {"k": "v", "k2": "v2"}
 
@@ -363,42 +447,57 @@ async def test_status_subresource_isolation_and_generation(
     crs: client.CustomObjectsApi,
 ) -> None:
     created = await crs.create_namespaced_custom_object(
-        TEST_GROUP, "v1", NS, "widgets", {**widget("w"), "status": {"phase": "Ignored"}})
+        TEST_GROUP, "v1", NS, "widgets", {**widget("w"), "status": {"phase": "Ignored"}}
+    )
     assert "status" not in created  # create drops status when /status exists
     assert created["spec"]["size"] == 1  # schema default applied
 
     with_status = await crs.patch_namespaced_custom_object_status(
-        TEST_GROUP, "v1", NS, "widgets", "w",
-        {"status": {"phase": "Ready"}, "spec": {"color": "blue"}})
+        TEST_GROUP,
+        "v1",
+        NS,
+        "widgets",
+        "w",
+        {"status": {"phase": "Ready"}, "spec": {"color": "blue"}},
+    )
     assert with_status["status"] == {"phase": "Ready"}
     assert with_status["spec"]["color"] == "red"  # /status ignores everything but status
     assert with_status["metadata"]["generation"] == 1
 
     replaced = await crs.replace_namespaced_custom_object(
-        TEST_GROUP, "v1", NS, "widgets", "w",
-        {**with_status, "status": {"phase": "Hacked"}, "spec": {"color": "blue", "size": 2}})
+        TEST_GROUP,
+        "v1",
+        NS,
+        "widgets",
+        "w",
+        {**with_status, "status": {"phase": "Hacked"}, "spec": {"color": "blue", "size": 2}},
+    )
     assert replaced["status"] == {"phase": "Ready"}  # main resource ignores status
     assert replaced["metadata"]["generation"] == 2  # spec change bumps generation
 
     relabelled = await crs.patch_namespaced_custom_object(
-        TEST_GROUP, "v1", NS, "widgets", "w", {"metadata": {"labels": {"x": "y"}}})
+        TEST_GROUP, "v1", NS, "widgets", "w", {"metadata": {"labels": {"x": "y"}}}
+    )
     assert relabelled["metadata"]["generation"] == 2  # metadata is not spec
 
     status_put = await crs.replace_namespaced_custom_object_status(
-        TEST_GROUP, "v1", NS, "widgets", "w", {**relabelled, "status": {"phase": "Done"}})
+        TEST_GROUP, "v1", NS, "widgets", "w", {**relabelled, "status": {"phase": "Done"}}
+    )
     assert status_put["status"] == {"phase": "Done"}
     assert status_put["metadata"]["generation"] == 2
 
     with pytest.raises(ApiException) as stale_status:
         await crs.replace_namespaced_custom_object_status(
-            TEST_GROUP, "v1", NS, "widgets", "w", {**relabelled, "status": {"phase": "Old"}})
+            TEST_GROUP, "v1", NS, "widgets", "w", {**relabelled, "status": {"phase": "Old"}}
+        )
     assert stale_status.value.status == 409
 
     # Application has no status subresource: status is written with the object, bumps
     # generation (customresource strategy), and /status does not exist.
     await crs.create_namespaced_custom_object(*ARGO, NS, "applications", application("app"))
     synced = await crs.patch_namespaced_custom_object(
-        *ARGO, NS, "applications", "app", {"status": {"sync": {"status": "Synced"}}})
+        *ARGO, NS, "applications", "app", {"status": {"sync": {"status": "Synced"}}}
+    )
     assert synced["status"] == {"sync": {"status": "Synced"}}
     assert synced["metadata"]["generation"] == 2
     with pytest.raises(ApiException) as no_status:
@@ -417,8 +516,9 @@ async def test_schema_pruning_defaults_and_validation(kube: RunningApiServer) ->
             assert warnings == ['299 - "unknown field \\"spec.unknown\\""']
         assert created["spec"] == {"color": "red", "size": 1, "extra": {"kept": True}}
 
-        async with http.post(url + "?fieldValidation=Strict",
-                             json=widget("strict", unknown=1)) as response:
+        async with http.post(
+            url + "?fieldValidation=Strict", json=widget("strict", unknown=1)
+        ) as response:
             assert response.status == 400
             assert 'unknown field "spec.unknown"' in (await response.json())["message"]
 
@@ -445,39 +545,53 @@ async def test_schema_pruning_defaults_and_validation(kube: RunningApiServer) ->
         ("", {"a", "b", "c", "d"}),
     ],
 )
-async def test_label_selectors(crs: client.CustomObjectsApi, selector: str,
-                               expected: set[str]) -> None:
-    labels = {"a": {"tier": "web", "env": "prod"}, "b": {"tier": "web"},
-              "c": {"tier": "db", "env": "staging"}, "d": {}}
+async def test_label_selectors(
+    crs: client.CustomObjectsApi, selector: str, expected: set[str]
+) -> None:
+    labels = {
+        "a": {"tier": "web", "env": "prod"},
+        "b": {"tier": "web"},
+        "c": {"tier": "db", "env": "staging"},
+        "d": {},
+    }
     for name, object_labels in labels.items():
-        await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                                  application(name, object_labels))
+        await crs.create_namespaced_custom_object(
+            *ARGO, NS, "applications", application(name, object_labels)
+        )
     found = await crs.list_cluster_custom_object(*ARGO, "applications", label_selector=selector)
     assert {i["metadata"]["name"] for i in found["items"]} == expected
 
 
 async def test_field_selectors(crs: client.CustomObjectsApi) -> None:
     for namespace, name in [(NS, "one"), (NS, "two"), ("default", "one")]:
-        await crs.create_namespaced_custom_object(*ARGO, namespace, "applications",
-                                                  application(name))
-    by_name = await crs.list_cluster_custom_object(*ARGO, "applications",
-                                                   field_selector="metadata.name=one")
+        await crs.create_namespaced_custom_object(
+            *ARGO, namespace, "applications", application(name)
+        )
+    by_name = await crs.list_cluster_custom_object(
+        *ARGO, "applications", field_selector="metadata.name=one"
+    )
     assert {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in by_name["items"]} == {
-        (NS, "one"), ("default", "one")}
+        (NS, "one"),
+        ("default", "one"),
+    }
     by_both = await crs.list_cluster_custom_object(
-        *ARGO, "applications", field_selector=f"metadata.namespace={NS},metadata.name!=one")
+        *ARGO, "applications", field_selector=f"metadata.namespace={NS},metadata.name!=one"
+    )
     assert [i["metadata"]["name"] for i in by_both["items"]] == ["two"]
 
-    await crs.create_namespaced_custom_object(TEST_GROUP, "v1", NS, "widgets",
-                                              widget("blue", color="blue"))
+    await crs.create_namespaced_custom_object(
+        TEST_GROUP, "v1", NS, "widgets", widget("blue", color="blue")
+    )
     await crs.create_namespaced_custom_object(TEST_GROUP, "v1", NS, "widgets", widget("red"))
-    blue = await crs.list_namespaced_custom_object(TEST_GROUP, "v1", NS, "widgets",
-                                                   field_selector="spec.color=blue")
+    blue = await crs.list_namespaced_custom_object(
+        TEST_GROUP, "v1", NS, "widgets", field_selector="spec.color=blue"
+    )
     assert [i["metadata"]["name"] for i in blue["items"]] == ["blue"]  # selectableFields
 
     with pytest.raises(ApiException) as unsupported:
-        await crs.list_cluster_custom_object(*ARGO, "applications",
-                                             field_selector="spec.project=default")
+        await crs.list_cluster_custom_object(
+            *ARGO, "applications", field_selector="spec.project=default"
+        )
     assert unsupported.value.status == 400
     with pytest.raises(ApiException) as malformed:
         await crs.list_cluster_custom_object(*ARGO, "applications", label_selector="a in (")
@@ -498,25 +612,44 @@ def test_selector_parsing_edge_cases() -> None:
 def test_patch_functions() -> None:
     doc = {"a": {"b": 1, "c": [1, 2]}, "d": "x"}
     assert merge_patch(doc, {"a": {"b": None, "c": [3]}, "e": 1}) == {
-        "a": {"c": [3]}, "d": "x", "e": 1}
-    assert json_patch(doc, [{"op": "add", "path": "/a/c/-", "value": 3},
-                            {"op": "move", "from": "/d", "path": "/f"},
-                            {"op": "copy", "from": "/f", "path": "/g"},
-                            {"op": "remove", "path": "/a/b"}]) == {
-        "a": {"c": [1, 2, 3]}, "f": "x", "g": "x"}
+        "a": {"c": [3]},
+        "d": "x",
+        "e": 1,
+    }
+    assert json_patch(
+        doc,
+        [
+            {"op": "add", "path": "/a/c/-", "value": 3},
+            {"op": "move", "from": "/d", "path": "/f"},
+            {"op": "copy", "from": "/f", "path": "/g"},
+            {"op": "remove", "path": "/a/b"},
+        ],
+    ) == {"a": {"c": [1, 2, 3]}, "f": "x", "g": "x"}
     assert doc == {"a": {"b": 1, "c": [1, 2]}, "d": "x"}  # inputs untouched
     meta = {"metadata": {"finalizers": ["x", "y"], "ownerReferences": [{"uid": "1", "n": 1}]}}
-    assert strategic_merge_patch(meta, {"metadata": {
-        "$deleteFromPrimitiveList/finalizers": ["x"], "finalizers": ["z"],
-        "ownerReferences": [{"uid": "1", "n": 2}, {"uid": "2"}]}}) == {"metadata": {
-            "finalizers": ["y", "z"], "ownerReferences": [{"uid": "1", "n": 2}, {"uid": "2"}]}}
+    assert strategic_merge_patch(
+        meta,
+        {
+            "metadata": {
+                "$deleteFromPrimitiveList/finalizers": ["x"],
+                "finalizers": ["z"],
+                "ownerReferences": [{"uid": "1", "n": 2}, {"uid": "2"}],
+            }
+        },
+    ) == {
+        "metadata": {
+            "finalizers": ["y", "z"],
+            "ownerReferences": [{"uid": "1", "n": 2}, {"uid": "2"}],
+        }
+    }
 
 
 # ----------------------------------------------------------------------- finalizers
 
 
-async def test_finalizers_hold_deletion_until_removed(kube: RunningApiServer,
-                                                      crs: client.CustomObjectsApi) -> None:
+async def test_finalizers_hold_deletion_until_removed(
+    kube: RunningApiServer, crs: client.CustomObjectsApi
+) -> None:
     body = application("held")
     body["metadata"]["finalizers"] = ["longshoreman.dev/cleanup"]
     created = await crs.create_namespaced_custom_object(*ARGO, NS, "applications", body)
@@ -530,19 +663,31 @@ async def test_finalizers_hold_deletion_until_removed(kube: RunningApiServer,
 
     with pytest.raises(ApiException) as new_finalizer:
         await crs.patch_namespaced_custom_object(
-            *ARGO, NS, "applications", "held",
-            {"metadata": {"finalizers": ["longshoreman.dev/cleanup", "late/one"]}})
+            *ARGO,
+            NS,
+            "applications",
+            "held",
+            {"metadata": {"finalizers": ["longshoreman.dev/cleanup", "late/one"]}},
+        )
     assert new_finalizer.value.status == 422
 
     released = await crs.patch_namespaced_custom_object(
-        *ARGO, NS, "applications", "held", {"metadata": {"finalizers": None}})
+        *ARGO, NS, "applications", "held", {"metadata": {"finalizers": None}}
+    )
     assert released["metadata"]["name"] == "held"
     with pytest.raises(ApiException) as gone:
         await crs.get_namespaced_custom_object(*ARGO, NS, "applications", "held")
     assert gone.value.status == 404
 
-    events = await watch_events(crs.list_namespaced_custom_object, *ARGO, NS, "applications",
-                                resource_version=start, timeout_seconds=1, count=2)
+    events = await watch_events(
+        crs.list_namespaced_custom_object,
+        *ARGO,
+        NS,
+        "applications",
+        resource_version=start,
+        timeout_seconds=1,
+        count=2,
+    )
     assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
 
     # Without finalizers, delete answers with a Success Status.
@@ -552,14 +697,16 @@ async def test_finalizers_hold_deletion_until_removed(kube: RunningApiServer,
     assert result["details"]["name"] == "free"
 
 
-async def test_namespace_deletion_removes_its_contents(kube: RunningApiServer,
-                                                       core: client.CoreV1Api) -> None:
+async def test_namespace_deletion_removes_its_contents(
+    kube: RunningApiServer, core: client.CoreV1Api
+) -> None:
     await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="doomed")))
     namespace = await core.read_namespace("doomed")
     assert namespace.status.phase == "Active"
     assert namespace.metadata.labels == {"kubernetes.io/metadata.name": "doomed"}
-    await core.create_namespaced_config_map("doomed", client.V1ConfigMap(
-        metadata=client.V1ObjectMeta(name="cm")))
+    await core.create_namespaced_config_map(
+        "doomed", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="cm"))
+    )
     await core.delete_namespace("doomed")
     with pytest.raises(ApiException) as gone:
         await core.read_namespace("doomed")
@@ -571,64 +718,102 @@ async def test_namespace_deletion_removes_its_contents(kube: RunningApiServer,
 
 
 async def test_watch_replays_changes_in_order_from_a_resource_version(
-    kube: RunningApiServer, crs: client.CustomObjectsApi,
+    kube: RunningApiServer,
+    crs: client.CustomObjectsApi,
 ) -> None:
     before = await crs.list_namespaced_custom_object(*ARGO, NS, "applications")
     start = before["metadata"]["resourceVersion"]
     await crs.create_namespaced_custom_object(*ARGO, NS, "applications", application("a"))
-    await crs.patch_namespaced_custom_object(*ARGO, NS, "applications", "a",
-                                             {"spec": {"revision": "1"}})
-    await crs.create_namespaced_custom_object(*ARGO, "default", "applications",
-                                              application("elsewhere"))
+    await crs.patch_namespaced_custom_object(
+        *ARGO, NS, "applications", "a", {"spec": {"revision": "1"}}
+    )
+    await crs.create_namespaced_custom_object(
+        *ARGO, "default", "applications", application("elsewhere")
+    )
     await crs.delete_namespaced_custom_object(*ARGO, NS, "applications", "a")
 
-    events = await watch_events(crs.list_namespaced_custom_object, *ARGO, NS, "applications",
-                                resource_version=start, timeout_seconds=1)
+    events = await watch_events(
+        crs.list_namespaced_custom_object,
+        *ARGO,
+        NS,
+        "applications",
+        resource_version=start,
+        timeout_seconds=1,
+    )
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
-        ("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+        ("ADDED", "a"),
+        ("MODIFIED", "a"),
+        ("DELETED", "a"),
+    ]
     versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
     assert versions == sorted(versions) and versions[0] > int(start)
 
     # Without a resourceVersion the watch starts with synthetic ADDED events for what exists.
-    initial = await watch_events(crs.list_cluster_custom_object, *ARGO, "applications",
-                                 timeout_seconds=1, count=1)
+    initial = await watch_events(
+        crs.list_cluster_custom_object, *ARGO, "applications", timeout_seconds=1, count=1
+    )
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in initial] == [
-        ("ADDED", "elsewhere")]
+        ("ADDED", "elsewhere")
+    ]
 
 
 async def test_watch_streams_live_events_and_selector_transitions(
-    kube: RunningApiServer, crs: client.CustomObjectsApi,
+    kube: RunningApiServer,
+    crs: client.CustomObjectsApi,
 ) -> None:
-    stream = asyncio.create_task(watch_events(
-        crs.list_namespaced_custom_object, *ARGO, NS, "applications",
-        label_selector="stage=prod", timeout_seconds=5, count=3))
+    stream = asyncio.create_task(
+        watch_events(
+            crs.list_namespaced_custom_object,
+            *ARGO,
+            NS,
+            "applications",
+            label_selector="stage=prod",
+            timeout_seconds=5,
+            count=3,
+        )
+    )
     await kube.server.wait_for_watches(1)
-    await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                              application("x", {"stage": "prod"}))
-    await crs.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                              application("y", {"stage": "dev"}))
-    await crs.patch_namespaced_custom_object(*ARGO, NS, "applications", "y",
-                                             {"metadata": {"labels": {"stage": "prod"}}})
-    await crs.patch_namespaced_custom_object(*ARGO, NS, "applications", "x",
-                                             {"metadata": {"labels": {"stage": "dev"}}})
+    await crs.create_namespaced_custom_object(
+        *ARGO, NS, "applications", application("x", {"stage": "prod"})
+    )
+    await crs.create_namespaced_custom_object(
+        *ARGO, NS, "applications", application("y", {"stage": "dev"})
+    )
+    await crs.patch_namespaced_custom_object(
+        *ARGO, NS, "applications", "y", {"metadata": {"labels": {"stage": "prod"}}}
+    )
+    await crs.patch_namespaced_custom_object(
+        *ARGO, NS, "applications", "x", {"metadata": {"labels": {"stage": "dev"}}}
+    )
     events = await asyncio.wait_for(stream, 5)
     # Entering the selection reads as ADDED, leaving it as DELETED (of the previous state).
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
-        ("ADDED", "x"), ("ADDED", "y"), ("DELETED", "x")]
+        ("ADDED", "x"),
+        ("ADDED", "y"),
+        ("DELETED", "x"),
+    ]
     assert events[2]["object"]["metadata"]["labels"] == {"stage": "prod"}
 
 
-async def test_watch_sends_bookmarks(kube: RunningApiServer,
-                                     crs: client.CustomObjectsApi) -> None:
+async def test_watch_sends_bookmarks(kube: RunningApiServer, crs: client.CustomObjectsApi) -> None:
     await crs.create_namespaced_custom_object(*ARGO, NS, "applications", application("a"))
     latest = kube.server.store.resource_version
-    events = await watch_events(crs.list_namespaced_custom_object, *ARGO, NS, "applications",
-                                resource_version=str(latest), allow_watch_bookmarks=True,
-                                timeout_seconds=2, count=1)
+    events = await watch_events(
+        crs.list_namespaced_custom_object,
+        *ARGO,
+        NS,
+        "applications",
+        resource_version=str(latest),
+        allow_watch_bookmarks=True,
+        timeout_seconds=2,
+        count=1,
+    )
     assert events[0]["type"] == "BOOKMARK"
     assert events[0]["raw_object"] == {
-        "kind": "Application", "apiVersion": "argoproj.io/v1alpha1",
-        "metadata": {"resourceVersion": str(latest)}}
+        "kind": "Application",
+        "apiVersion": "argoproj.io/v1alpha1",
+        "metadata": {"resourceVersion": str(latest)},
+    }
 
 
 async def test_watch_from_an_expired_resource_version_gets_410() -> None:
@@ -636,13 +821,15 @@ async def test_watch_from_an_expired_resource_version_gets_410() -> None:
         core = client.CoreV1Api(kube.api_client())
         start = (await core.list_namespaced_config_map(NS)).metadata.resource_version
         for index in range(5):
-            await core.create_namespaced_config_map(NS, client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(name=f"cm-{index}")))
+            await core.create_namespaced_config_map(
+                NS, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"cm-{index}"))
+            )
 
         # With timeout_seconds the client does not retry, so the 410 surfaces.
         with pytest.raises(ApiException) as expired:
-            await watch_events(core.list_namespaced_config_map, NS, resource_version=start,
-                               timeout_seconds=1)
+            await watch_events(
+                core.list_namespaced_config_map, NS, resource_version=start, timeout_seconds=1
+            )
         assert expired.value.status == 410
 
         # On the wire: HTTP 200, then an ERROR event carrying a 410 Status.
@@ -656,18 +843,27 @@ async def test_watch_from_an_expired_resource_version_gets_410() -> None:
         assert event["object"]["message"].startswith(f"too old resource version: {start} (")
 
         # Versions still inside the window resume normally.
-        recent = await watch_events(core.list_namespaced_config_map, NS,
-                                    resource_version=str(kube.server.store.resource_version - 1),
-                                    timeout_seconds=1)
+        recent = await watch_events(
+            core.list_namespaced_config_map,
+            NS,
+            resource_version=str(kube.server.store.resource_version - 1),
+            timeout_seconds=1,
+        )
         assert [e["object"].metadata.name for e in recent] == ["cm-4"]
 
 
-async def test_watch_honours_timeout_seconds(kube: RunningApiServer,
-                                             crs: client.CustomObjectsApi) -> None:
+async def test_watch_honours_timeout_seconds(
+    kube: RunningApiServer, crs: client.CustomObjectsApi
+) -> None:
     started = time.monotonic()
-    events = await watch_events(crs.list_namespaced_custom_object, *ARGO, NS, "applications",
-                                resource_version=str(kube.server.store.resource_version),
-                                timeout_seconds=1)
+    events = await watch_events(
+        crs.list_namespaced_custom_object,
+        *ARGO,
+        NS,
+        "applications",
+        resource_version=str(kube.server.store.resource_version),
+        timeout_seconds=1,
+    )
     elapsed = time.monotonic() - started
     assert events == [] and 0.9 <= elapsed < 3
 
@@ -677,10 +873,15 @@ async def test_watch_honours_timeout_seconds(kube: RunningApiServer,
 
 async def test_leases_via_coordination_api(kube: RunningApiServer) -> None:
     leases = client.CoordinationV1Api(kube.api_client())
-    lease = await leases.create_namespaced_lease(NS, client.V1Lease(
-        metadata=client.V1ObjectMeta(name="longshoreman-leader"),
-        spec=client.V1LeaseSpec(holder_identity="pod-a", lease_duration_seconds=15,
-                                lease_transitions=0)))
+    lease = await leases.create_namespaced_lease(
+        NS,
+        client.V1Lease(
+            metadata=client.V1ObjectMeta(name="longshoreman-leader"),
+            spec=client.V1LeaseSpec(
+                holder_identity="pod-a", lease_duration_seconds=15, lease_transitions=0
+            ),
+        ),
+    )
     assert lease.metadata.generation is None  # built-ins do not track generation
     lease.spec.holder_identity = "pod-b"
     lease.spec.lease_transitions = 1
@@ -699,15 +900,25 @@ async def test_leases_via_coordination_api(kube: RunningApiServer) -> None:
 
 async def test_events_via_core_api(core: client.CoreV1Api) -> None:
     for name, involved in [("e1", "guestbook"), ("e2", "other")]:
-        await core.create_namespaced_event(NS, client.CoreV1Event(
-            metadata=client.V1ObjectMeta(name=name),
-            involved_object=client.V1ObjectReference(
-                kind="Promotion", name=involved, namespace=NS,
-                api_version="longshoreman.dev/v1alpha1"),
-            reason="Promoted", message="promoted to prod", type="Normal",
-            source=client.V1EventSource(component="longshoreman")))
+        await core.create_namespaced_event(
+            NS,
+            client.CoreV1Event(
+                metadata=client.V1ObjectMeta(name=name),
+                involved_object=client.V1ObjectReference(
+                    kind="Promotion",
+                    name=involved,
+                    namespace=NS,
+                    api_version="longshoreman.dev/v1alpha1",
+                ),
+                reason="Promoted",
+                message="promoted to prod",
+                type="Normal",
+                source=client.V1EventSource(component="longshoreman"),
+            ),
+        )
     found = await core.list_namespaced_event(
-        NS, field_selector="involvedObject.name=guestbook,involvedObject.kind=Promotion")
+        NS, field_selector="involvedObject.name=guestbook,involvedObject.kind=Promotion"
+    )
     assert [e.metadata.name for e in found.items] == ["e1"]
     assert found.items[0].reason == "Promoted"
     by_source = await core.list_event_for_all_namespaces(field_selector="source=longshoreman")
@@ -715,11 +926,16 @@ async def test_events_via_core_api(core: client.CoreV1Api) -> None:
 
 
 async def test_secrets_and_config_maps(core: client.CoreV1Api) -> None:
-    secret = await core.create_namespaced_secret(NS, client.V1Secret(
-        metadata=client.V1ObjectMeta(name="token"), string_data={"token": "hunter2"}))
+    secret = await core.create_namespaced_secret(
+        NS,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="token"), string_data={"token": "hunter2"}
+        ),
+    )
     assert secret.data == {"token": "aHVudGVyMg=="} and secret.type == "Opaque"
-    config_map = await core.create_namespaced_config_map(NS, client.V1ConfigMap(
-        metadata=client.V1ObjectMeta(name="settings"), data={"a": "1"}))
+    config_map = await core.create_namespaced_config_map(
+        NS, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="settings"), data={"a": "1"})
+    )
     config_map.data["b"] = "2"
     config_map.metadata.resource_version = None  # built-ins allow unconditional updates
     updated = await core.replace_namespaced_config_map("settings", NS, config_map)
@@ -735,8 +951,9 @@ async def _statuses_under_random_faults(seed: int) -> list[int]:
         core = client.CoreV1Api(kube.api_client())
         for index in range(12):
             try:
-                await core.create_namespaced_config_map("default", client.V1ConfigMap(
-                    metadata=client.V1ObjectMeta(name=f"cm-{index}")))
+                await core.create_namespaced_config_map(
+                    "default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"cm-{index}"))
+                )
             except ApiException:
                 pass
         return [r.status for r in kube.requests]
@@ -748,8 +965,9 @@ async def test_random_faults_are_deterministic_per_seed() -> None:
     assert {201, 409, 500} <= set(first)
 
 
-async def test_targeted_faults_and_dropped_connections(kube: RunningApiServer,
-                                                       crs: client.CustomObjectsApi) -> None:
+async def test_targeted_faults_and_dropped_connections(
+    kube: RunningApiServer, crs: client.CustomObjectsApi
+) -> None:
     await crs.create_namespaced_custom_object(*ARGO, NS, "applications", application("a"))
 
     kube.faults.add("conflict", methods="PATCH", path_pattern="/applications/a$")
@@ -773,16 +991,26 @@ async def test_targeted_faults_and_dropped_connections(kube: RunningApiServer,
     kube.faults.add("drop_after", methods="POST")
     with pytest.raises(aiohttp.ClientConnectionError):
         await crs.create_namespaced_custom_object(*ARGO, NS, "applications", application("b"))
-    assert (await crs.get_namespaced_custom_object(*ARGO, NS, "applications", "b"))[
-        "metadata"]["name"] == "b"
+    assert (await crs.get_namespaced_custom_object(*ARGO, NS, "applications", "b"))["metadata"][
+        "name"
+    ] == "b"
     assert [f.kind for f in kube.faults.injected] == [
-        "conflict", "error", "drop", "drop", "drop_after"]
+        "conflict",
+        "error",
+        "drop",
+        "drop",
+        "drop_after",
+    ]
 
 
-async def test_close_watches_ends_open_streams(kube: RunningApiServer,
-                                               crs: client.CustomObjectsApi) -> None:
-    stream = asyncio.create_task(watch_events(
-        crs.list_namespaced_custom_object, *ARGO, NS, "applications", timeout_seconds=30))
+async def test_close_watches_ends_open_streams(
+    kube: RunningApiServer, crs: client.CustomObjectsApi
+) -> None:
+    stream = asyncio.create_task(
+        watch_events(
+            crs.list_namespaced_custom_object, *ARGO, NS, "applications", timeout_seconds=30
+        )
+    )
     await kube.server.wait_for_watches(1)
     started = time.monotonic()
     assert kube.close_watches() == 1
@@ -795,20 +1023,21 @@ async def test_close_watches_ends_open_streams(kube: RunningApiServer,
 
 async def test_kubeconfig_works_for_async_and_sync_clients(kube: RunningApiServer) -> None:
     configuration = client.Configuration()
-    await config.load_kube_config(config_file=str(kube.kubeconfig_path),
-                                  client_configuration=configuration)
+    await config.load_kube_config(
+        config_file=str(kube.kubeconfig_path), client_configuration=configuration
+    )
     async with client.ApiClient(configuration) as api:
         namespaces = await client.CoreV1Api(api).list_namespace()
     assert {NS, "default", "kube-system"} <= {n.metadata.name for n in namespaces.items}
 
     def sync_round_trip() -> list[str]:
         sync_config = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(config_file=str(kube.kubeconfig_path),
-                                           client_configuration=sync_config)
+        kubernetes.config.load_kube_config(
+            config_file=str(kube.kubeconfig_path), client_configuration=sync_config
+        )
         with kubernetes.client.ApiClient(sync_config) as sync_api:
             objects = kubernetes.client.CustomObjectsApi(sync_api)
-            objects.create_namespaced_custom_object(*ARGO, NS, "applications",
-                                                    application("sync"))
+            objects.create_namespaced_custom_object(*ARGO, NS, "applications", application("sync"))
             listed = objects.list_namespaced_custom_object(*ARGO, NS, "applications")
             return [i["metadata"]["name"] for i in listed["items"]]
 
@@ -819,9 +1048,14 @@ async def test_kubeconfig_works_for_async_and_sync_clients(kube: RunningApiServe
 async def test_kubectl_accepts_the_kubeconfig(kube: RunningApiServer) -> None:
     async def kubectl(*args: str, stdin: str = "") -> str:
         process = await asyncio.create_subprocess_exec(
-            "kubectl", "--kubeconfig", str(kube.kubeconfig_path), *args,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            "kubectl",
+            "--kubeconfig",
+            str(kube.kubeconfig_path),
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 20)
         assert process.returncode == 0, err.decode()
         return out.decode()
@@ -834,16 +1068,22 @@ async def test_kubectl_accepts_the_kubeconfig(kube: RunningApiServer) -> None:
 
 async def test_state_file_survives_a_restart(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
-    async with running_apiserver(crds=[WIDGET_CRD], namespaces=[NS], state_file=state,
-                                 persist_debounce=0.01) as first:
+    async with running_apiserver(
+        crds=[WIDGET_CRD], namespaces=[NS], state_file=state, persist_debounce=0.01
+    ) as first:
         crs = client.CustomObjectsApi(first.api_client())
-        created = await crs.create_namespaced_custom_object(TEST_GROUP, "v1", NS, "widgets",
-                                                            widget("w"))
+        created = await crs.create_namespaced_custom_object(
+            TEST_GROUP, "v1", NS, "widgets", widget("w")
+        )
         await asyncio.sleep(0.1)  # the debounced write lands while the server runs
         assert '"name":"w"' in state.read_text()
         ext = client.ApiextensionsV1Api(first.api_client())
-        gadget = json.loads(json.dumps(WIDGET_CRD).replace("widget", "gadget").replace(
-            "Widget", "Gadget").replace('"wd"', '"gd"'))
+        gadget = json.loads(
+            json.dumps(WIDGET_CRD)
+            .replace("widget", "gadget")
+            .replace("Widget", "Gadget")
+            .replace('"wd"', '"gd"')
+        )
         await ext.create_custom_resource_definition(gadget)
         last_version = first.server.store.resource_version
 
@@ -855,7 +1095,8 @@ async def test_state_file_survives_a_restart(tmp_path: Path) -> None:
         gadgets = await crs.list_namespaced_custom_object(TEST_GROUP, "v1", NS, "gadgets")
         assert int(gadgets["metadata"]["resourceVersion"]) >= last_version
         assert restored["metadata"]["uid"] == created["metadata"]["uid"]
-        second_life = await crs.create_namespaced_custom_object(TEST_GROUP, "v1", NS,
-                                                                "widgets", widget("w2"))
+        second_life = await crs.create_namespaced_custom_object(
+            TEST_GROUP, "v1", NS, "widgets", widget("w2")
+        )
         assert int(second_life["metadata"]["resourceVersion"]) > last_version
         assert second_life["metadata"]["uid"] != created["metadata"]["uid"]

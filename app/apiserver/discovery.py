@@ -72,13 +72,15 @@ def _resource_entries(resource: ResourceType, version: str) -> list[JsonObject]:
         entry["categories"] = list(resource.categories)
     entries = [entry]
     if resource.has_status(version):
-        entries.append({
-            "name": f"{resource.plural}/status",
-            "singularName": "",
-            "namespaced": resource.namespaced,
-            "kind": resource.kind,
-            "verbs": ["get", "patch", "update"],
-        })
+        entries.append(
+            {
+                "name": f"{resource.plural}/status",
+                "singularName": "",
+                "namespaced": resource.namespaced,
+                "kind": resource.kind,
+                "verbs": ["get", "patch", "update"],
+            }
+        )
     return entries
 
 
@@ -138,16 +140,30 @@ def openapi_v3_group_version(
         base += f"/{resource.plural}"
 
         def operation(action: str, gvk: JsonObject = gvk) -> JsonObject:
-            return {"x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk,
-                    "parameters": parameters, "responses": ok}
+            return {
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": parameters,
+                "responses": ok,
+            }
 
-        paths[base] = {"get": operation("list"), "post": operation("post"),
-                       "delete": operation("deletecollection")}
-        paths[base + "/{name}"] = {"get": operation("get"), "put": operation("put"),
-                                   "patch": operation("patch"), "delete": operation("delete")}
+        paths[base] = {
+            "get": operation("list"),
+            "post": operation("post"),
+            "delete": operation("deletecollection"),
+        }
+        paths[base + "/{name}"] = {
+            "get": operation("get"),
+            "put": operation("put"),
+            "patch": operation("patch"),
+            "delete": operation("delete"),
+        }
         if resource.has_status(version):
-            paths[base + "/{name}/status"] = {"get": operation("get"), "put": operation("put"),
-                                              "patch": operation("patch")}
+            paths[base + "/{name}/status"] = {
+                "get": operation("get"),
+                "put": operation("put"),
+                "patch": operation("patch"),
+            }
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION["gitVersion"]},

@@ -82,9 +82,7 @@ def _details(ref: ResourceRef, name: str, **extra: Any) -> JsonObject:
 
 
 def not_found(ref: ResourceRef, name: str) -> StatusError:
-    return StatusError(
-        404, "NotFound", f'{ref.qualified} "{name}" not found', _details(ref, name)
-    )
+    return StatusError(404, "NotFound", f'{ref.qualified} "{name}" not found', _details(ref, name))
 
 
 def unknown_resource() -> StatusError:

@@ -183,9 +183,13 @@ def strategic_merge_patch(target: Any, patch: Any, *, path: tuple[str, ...] = ()
             existing = list(base.get(key) or [])
             for item in value:
                 match = next(
-                    (i for i, e in enumerate(existing)
-                     if isinstance(e, Mapping) and isinstance(item, Mapping)
-                     and e.get(merge_key) == item.get(merge_key)),
+                    (
+                        i
+                        for i, e in enumerate(existing)
+                        if isinstance(e, Mapping)
+                        and isinstance(item, Mapping)
+                        and e.get(merge_key) == item.get(merge_key)
+                    ),
                     None,
                 )
                 if isinstance(item, Mapping) and item.get("$patch") == "delete":

@@ -131,29 +131,48 @@ def builtin_resource_types() -> list[ResourceType]:
     """The built-in resources the emulator serves natively (no CRD needed)."""
     return [
         _builtin(
-            "", "v1", "namespaces", "Namespace",
-            namespaced=False, short_names=("ns",), status=True,
+            "",
+            "v1",
+            "namespaces",
+            "Namespace",
+            namespaced=False,
+            short_names=("ns",),
+            status=True,
             extra_field_labels=("status.phase",),
         ),
         _builtin("", "v1", "configmaps", "ConfigMap", namespaced=True, short_names=("cm",)),
+        _builtin("", "v1", "secrets", "Secret", namespaced=True, extra_field_labels=("type",)),
         _builtin(
-            "", "v1", "secrets", "Secret", namespaced=True, extra_field_labels=("type",)
-        ),
-        _builtin(
-            "", "v1", "events", "Event",
-            namespaced=True, short_names=("ev",),
+            "",
+            "v1",
+            "events",
+            "Event",
+            namespaced=True,
+            short_names=("ev",),
             # pkg/registry/core/event/strategy.go ToSelectableFields
             extra_field_labels=(
-                "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-                "involvedObject.uid", "involvedObject.apiVersion",
-                "involvedObject.resourceVersion", "involvedObject.fieldPath",
-                "reason", "reportingComponent", "source", "type",
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
             ),
         ),
         _builtin("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
         _builtin(
-            CRD_GROUP, "v1", CRD_PLURAL, "CustomResourceDefinition",
-            namespaced=False, short_names=("crd", "crds"), status=True,
+            CRD_GROUP,
+            "v1",
+            CRD_PLURAL,
+            "CustomResourceDefinition",
+            namespaced=False,
+            short_names=("crd", "crds"),
+            status=True,
         ),
     ]
 
@@ -178,13 +197,13 @@ def resource_type_from_crd(crd: Mapping[str, Any]) -> ResourceType:
     plural = str(names["plural"])
     if name != f"{plural}.{group}":
         raise _crd_error(
-            name, f"Invalid value: {name!r}: must be spec.names.plural+\".\"+spec.group",
+            name,
+            f'Invalid value: {name!r}: must be spec.names.plural+"."+spec.group',
             "metadata.name",
         )
     scope = spec.get("scope")
     if scope not in ("Namespaced", "Cluster"):
-        raise _crd_error(name, 'Unsupported value: must be "Namespaced" or "Cluster"',
-                         "spec.scope")
+        raise _crd_error(name, 'Unsupported value: must be "Namespaced" or "Cluster"', "spec.scope")
     raw_versions = spec.get("versions") or []
     served: list[str] = []
     storage: list[str] = []
@@ -210,11 +229,13 @@ def resource_type_from_crd(crd: Mapping[str, Any]) -> ResourceType:
             str(f.get("jsonPath", "")).lstrip(".") for f in fields if isinstance(f, Mapping)
         )
     if len(storage) != 1:
-        raise _crd_error(name, "Invalid value: must have exactly one version marked as "
-                         "storage version", "spec.versions")
+        raise _crd_error(
+            name,
+            "Invalid value: must have exactly one version marked as storage version",
+            "spec.versions",
+        )
     if not served:
-        raise _crd_error(name, "Invalid value: must serve at least one version",
-                         "spec.versions")
+        raise _crd_error(name, "Invalid value: must serve at least one version", "spec.versions")
     singular = str(names.get("singular") or str(names["kind"]).lower())
     return ResourceType(
         group=group,
@@ -250,11 +271,16 @@ def crd_status(resource: ResourceType, now: str) -> JsonObject:
         "acceptedNames": accepted,
         "conditions": [
             {
-                "type": "NamesAccepted", "status": "True", "lastTransitionTime": now,
-                "reason": "NoConflicts", "message": "no conflicts found",
+                "type": "NamesAccepted",
+                "status": "True",
+                "lastTransitionTime": now,
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
             },
             {
-                "type": "Established", "status": "True", "lastTransitionTime": now,
+                "type": "Established",
+                "status": "True",
+                "lastTransitionTime": now,
                 "reason": "InitialNamesAccepted",
                 "message": "the initial names have been accepted",
             },

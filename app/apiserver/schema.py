@@ -45,8 +45,9 @@ def _prune_value(value: Any, schema: Schema, path: str, dropped: list[str]) -> A
     return value
 
 
-def _prune_object(value: dict[str, Any], schema: Schema, path: str,
-                  dropped: list[str]) -> dict[str, Any]:
+def _prune_object(
+    value: dict[str, Any], schema: Schema, path: str, dropped: list[str]
+) -> dict[str, Any]:
     properties = schema.get("properties")
     additional = schema.get("additionalProperties")
     preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
@@ -130,65 +131,117 @@ def validate(obj: Any, schema: Schema, path: str = "") -> list[FieldCause]:
     return causes
 
 
-def _validate(value: Any, schema: Schema, path: str, causes: list[FieldCause], *,
-              root: bool = False) -> None:
+def _validate(
+    value: Any, schema: Schema, path: str, causes: list[FieldCause], *, root: bool = False
+) -> None:
     where = path or "<root>"
     if value is None:
         if not schema.get("nullable", False) and schema.get("type"):
-            causes.append(FieldCause("FieldValueTypeInvalid",
-                                     f'Invalid value: "null": {where} in body must be of type '
-                                     f'{schema["type"]}: "null"', where))
+            causes.append(
+                FieldCause(
+                    "FieldValueTypeInvalid",
+                    f'Invalid value: "null": {where} in body must be of type '
+                    f'{schema["type"]}: "null"',
+                    where,
+                )
+            )
         return
     expected = schema.get("type")
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, str) or _type_ok(value, "integer")):
-            causes.append(FieldCause("FieldValueTypeInvalid",
-                                     f"Invalid value: {_describe(value)!r}: {where} in body "
-                                     f"must be of type integer or string", where))
+            causes.append(
+                FieldCause(
+                    "FieldValueTypeInvalid",
+                    f"Invalid value: {_describe(value)!r}: {where} in body "
+                    f"must be of type integer or string",
+                    where,
+                )
+            )
         return
     if isinstance(expected, str) and not _type_ok(value, expected):
-        causes.append(FieldCause("FieldValueTypeInvalid",
-                                 f'Invalid value: "{_describe(value)}": {where} in body must be '
-                                 f'of type {expected}: "{_describe(value)}"', where))
+        causes.append(
+            FieldCause(
+                "FieldValueTypeInvalid",
+                f'Invalid value: "{_describe(value)}": {where} in body must be '
+                f'of type {expected}: "{_describe(value)}"',
+                where,
+            )
+        )
         return
     enum = schema.get("enum")
     if isinstance(enum, list) and value not in enum:
         allowed = ", ".join(f'"{e}"' for e in enum)
-        causes.append(FieldCause("FieldValueNotSupported",
-                                 f"Unsupported value: {value!r}: supported values: {allowed}",
-                                 where))
+        causes.append(
+            FieldCause(
+                "FieldValueNotSupported",
+                f"Unsupported value: {value!r}: supported values: {allowed}",
+                where,
+            )
+        )
     if isinstance(value, str):
         pattern = schema.get("pattern")
         if isinstance(pattern, str) and not re.search(pattern, value):
-            causes.append(FieldCause("FieldValueInvalid",
-                                     f"Invalid value: {value!r}: {where} in body should match "
-                                     f"'{pattern}'", where))
+            causes.append(
+                FieldCause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {value!r}: {where} in body should match '{pattern}'",
+                    where,
+                )
+            )
         if "maxLength" in schema and len(value) > int(schema["maxLength"]):
-            causes.append(FieldCause("FieldValueTooLong",
-                                     f"Too long: may not be more than {schema['maxLength']} bytes",
-                                     where))
+            causes.append(
+                FieldCause(
+                    "FieldValueTooLong",
+                    f"Too long: may not be more than {schema['maxLength']} bytes",
+                    where,
+                )
+            )
         if "minLength" in schema and len(value) < int(schema["minLength"]):
-            causes.append(FieldCause("FieldValueInvalid",
-                                     f"Invalid value: {value!r}: {where} in body should be at "
-                                     f"least {schema['minLength']} chars long", where))
+            causes.append(
+                FieldCause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {value!r}: {where} in body should be at "
+                    f"least {schema['minLength']} chars long",
+                    where,
+                )
+            )
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
-            causes.append(FieldCause("FieldValueInvalid",
-                                     f"Invalid value: {value}: {where} in body should be greater "
-                                     f"than or equal to {schema['minimum']}", where))
+            causes.append(
+                FieldCause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {value}: {where} in body should be greater "
+                    f"than or equal to {schema['minimum']}",
+                    where,
+                )
+            )
         if "maximum" in schema and value > schema["maximum"]:
-            causes.append(FieldCause("FieldValueInvalid",
-                                     f"Invalid value: {value}: {where} in body should be less "
-                                     f"than or equal to {schema['maximum']}", where))
+            causes.append(
+                FieldCause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {value}: {where} in body should be less "
+                    f"than or equal to {schema['maximum']}",
+                    where,
+                )
+            )
     if isinstance(value, list):
         if "maxItems" in schema and len(value) > int(schema["maxItems"]):
-            causes.append(FieldCause("FieldValueTooMany",
-                                     f"Too many: {len(value)}: must have at most "
-                                     f"{schema['maxItems']} items", where))
+            causes.append(
+                FieldCause(
+                    "FieldValueTooMany",
+                    f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
+                    where,
+                )
+            )
         if "minItems" in schema and len(value) < int(schema["minItems"]):
-            causes.append(FieldCause("FieldValueInvalid",
-                                     f"Invalid value: {len(value)}: {where} in body should have "
-                                     f"at least {schema['minItems']} items", where))
+            causes.append(
+                FieldCause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {len(value)}: {where} in body should have "
+                    f"at least {schema['minItems']} items",
+                    where,
+                )
+            )
         items = schema.get("items")
         if isinstance(items, Mapping):
             for index, item in enumerate(value):

@@ -102,8 +102,9 @@ def parse_label_selector(selector: str) -> tuple[LabelRequirement, ...]:
             for value in values:
                 _check_value(value, term)
             if match["op"] == "in" and not values:
-                raise SelectorError(f"for 'in', 'notin' operators, values set can't be empty "
-                                    f"(in {term!r})")
+                raise SelectorError(
+                    f"for 'in', 'notin' operators, values set can't be empty (in {term!r})"
+                )
             requirements.append(LabelRequirement(key, match["op"], values))
         elif match := _NOT_EXISTS_RE.match(term):
             _check_key(match["key"], term)
@@ -113,8 +114,10 @@ def parse_label_selector(selector: str) -> tuple[LabelRequirement, ...]:
             _check_key(key, term)
             if op in (">", "<"):
                 if not re.fullmatch(r"-?\d+", value):
-                    raise SelectorError(f"unable to parse requirement: for 'Gt', 'Lt' operators,"
-                                        f" the value must be an integer (in {term!r})")
+                    raise SelectorError(
+                        f"unable to parse requirement: for 'Gt', 'Lt' operators,"
+                        f" the value must be an integer (in {term!r})"
+                    )
                 requirements.append(LabelRequirement(key, "gt" if op == ">" else "lt", (value,)))
                 continue
             _check_value(value, term)
@@ -123,8 +126,9 @@ def parse_label_selector(selector: str) -> tuple[LabelRequirement, ...]:
             _check_key(match["key"], term)
             requirements.append(LabelRequirement(match["key"], "exists"))
         else:
-            raise SelectorError(f"unable to parse requirement: found {term!r}, expected: "
-                                f"identifier")
+            raise SelectorError(
+                f"unable to parse requirement: found {term!r}, expected: identifier"
+            )
     return tuple(requirements)
 
 
@@ -169,7 +173,7 @@ def parse_field_selector(selector: str, supported: frozenset[str]) -> tuple[Fiel
             raise SelectorError(f"invalid selector: '{selector}'; can't understand '{term}'")
         path, op, value = match.groups()
         if path not in supported:
-            raise SelectorError(f'field label not supported: {path}')
+            raise SelectorError(f"field label not supported: {path}")
         requirements.append(FieldRequirement(path, value, op == "!="))
     return tuple(requirements)
 

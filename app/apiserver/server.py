@@ -209,21 +209,23 @@ async def _read_body(request: web.Request, *, yaml_ok: bool = False) -> Any:
         raise errors.bad_request(f"error decoding request body: {exc}") from exc
 
 
-def _bookmark(resource: ResourceType, version: str, resource_version: int,
-              *, initial_events_end: bool = False) -> JsonObject:
+def _bookmark(
+    resource: ResourceType, version: str, resource_version: int, *, initial_events_end: bool = False
+) -> JsonObject:
     metadata: JsonObject = {"resourceVersion": str(resource_version)}
     if resource.builtin:
         # Typed objects serialise a zero creationTimestamp as null.
         metadata["creationTimestamp"] = None
     if initial_events_end:
         metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
-    return {"kind": resource.kind, "apiVersion": resource.api_version(version),
-            "metadata": metadata}
+    return {
+        "kind": resource.kind,
+        "apiVersion": resource.api_version(version),
+        "metadata": metadata,
+    }
 
 
-def _convert_event(
-    event: StoredEvent, filters: Filters
-) -> tuple[str, JsonObject] | None:
+def _convert_event(event: StoredEvent, filters: Filters) -> tuple[str, JsonObject] | None:
     """What a filtered watcher sees of a change (cacher.go convertToWatchEvent)."""
     if event.type == "DELETED":
         return ("DELETED", event.obj) if filters.matches(event.obj) else None
@@ -236,8 +238,7 @@ def _convert_event(
     if before_passes and event.old is not None:
         # Leaving the selection reads as a deletion of the previous state at the new version.
         gone = dict(event.old)
-        gone["metadata"] = {**event.old["metadata"],
-                            "resourceVersion": str(event.resource_version)}
+        gone["metadata"] = {**event.old["metadata"], "resourceVersion": str(event.resource_version)}
         return "DELETED", gone
     return None
 
@@ -319,28 +320,41 @@ class _Handlers:
                 if is_watch:
                     return await self._watch(request, target, filters)
                 limit = _number(request, "limit")
-                return _json_response(200, self.store.list_objects(
-                    target, filters, limit=limit,
-                    continue_token=request.query.get("continue") or None,
-                ))
+                return _json_response(
+                    200,
+                    self.store.list_objects(
+                        target,
+                        filters,
+                        limit=limit,
+                        continue_token=request.query.get("continue") or None,
+                    ),
+                )
             if target.resource.namespaced and target.namespace is None:
                 raise errors.method_not_allowed(method, ref)
             if method == "POST":
                 result = self.store.create(
-                    target, await _read_body(request), dry_run=dry_run,
+                    target,
+                    await _read_body(request),
+                    dry_run=dry_run,
                     field_validation=_field_validation(request),
                 )
                 return _json_response(result.code, result.body, result.warnings)
             if method == "DELETE":
                 options = await _read_body(request) or {}
-                return _json_response(200, self.store.delete_collection(
-                    target, _filters(request, target), options, dry_run=dry_run))
+                return _json_response(
+                    200,
+                    self.store.delete_collection(
+                        target, _filters(request, target), options, dry_run=dry_run
+                    ),
+                )
             raise errors.method_not_allowed(method, ref)
         if method == "GET":
             return _json_response(200, self.store.get(target))
         if method == "PUT":
             result = self.store.replace(
-                target, await _read_body(request), dry_run=dry_run,
+                target,
+                await _read_body(request),
+                dry_run=dry_run,
                 field_validation=_field_validation(request),
             )
             return _json_response(result.code, result.body, result.warnings)
@@ -349,8 +363,11 @@ class _Handlers:
             if patch_type is None:
                 raise errors.unsupported_media_type(request.content_type, sorted(_PATCH_TYPES))
             result = self.store.patch(
-                target, patch_type, await _read_body(request, yaml_ok=patch_type == "apply"),
-                dry_run=dry_run, field_manager=request.query.get("fieldManager"),
+                target,
+                patch_type,
+                await _read_body(request, yaml_ok=patch_type == "apply"),
+                dry_run=dry_run,
+                field_manager=request.query.get("fieldManager"),
                 field_validation=_field_validation(request),
             )
             return _json_response(result.code, result.body, result.warnings)
@@ -404,8 +421,9 @@ class _Handlers:
             for event in initial:
                 await send("ADDED", store.present(resource, target.version, event.obj))
             if send_initial and bookmarks:
-                await send("BOOKMARK", _bookmark(resource, target.version, cursor,
-                                                 initial_events_end=True))
+                await send(
+                    "BOOKMARK", _bookmark(resource, target.version, cursor, initial_events_end=True)
+                )
             next_bookmark = loop.time() + server.bookmark_interval
             while not subscription.closed and store.has_type(resource):
                 subscription.wake.clear()
@@ -420,8 +438,9 @@ class _Handlers:
                 for event in events:
                     converted = _convert_event(event, filters)
                     if converted is not None:
-                        await send(converted[0],
-                                   store.present(resource, target.version, converted[1]))
+                        await send(
+                            converted[0], store.present(resource, target.version, converted[1])
+                        )
                 cursor = max(cursor, drained_up_to)
                 now = loop.time()
                 if now >= deadline:
@@ -488,8 +507,7 @@ def _crds_in_file(path: Path) -> list[JsonObject]:
             _MANIFEST_CACHE[key] = [
                 document
                 for document in yaml.load_all(handle, Loader=_YAML_LOADER)
-                if isinstance(document, dict)
-                and document.get("kind") == "CustomResourceDefinition"
+                if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition"
             ]
     return copy.deepcopy(_MANIFEST_CACHE[key])
 

@@ -129,12 +129,8 @@ class EventLog:
 
     def since(self, resource_version: int) -> list[StoredEvent]:
         if resource_version < self.floor:
-            raise errors.expired(
-                f"too old resource version: {resource_version} ({self.floor})"
-            )
-        start = bisect.bisect_right(
-            self.events, resource_version, key=lambda e: e.resource_version
-        )
+            raise errors.expired(f"too old resource version: {resource_version} ({self.floor})")
+        start = bisect.bisect_right(self.events, resource_version, key=lambda e: e.resource_version)
         return self.events[start:]
 
 
@@ -293,7 +289,8 @@ class Store:
             except (ValueError, KeyError, TypeError, IndexError) as exc:
                 raise errors.bad_request(f"invalid continue token: {exc}") from exc
             items = [
-                o for o in items
+                o
+                for o in items
                 if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start_after
             ]
         metadata: JsonObject = {"resourceVersion": str(list_rv)}
@@ -382,9 +379,7 @@ class Store:
             if not kind:
                 raise errors.bad_request(f"Object 'Kind' is missing in '{json.dumps(body)}'")
             if not api_version:
-                raise errors.bad_request(
-                    f"Object 'apiVersion' is missing in '{json.dumps(body)}'"
-                )
+                raise errors.bad_request(f"Object 'apiVersion' is missing in '{json.dumps(body)}'")
         if api_version and api_version != expected_api_version:
             raise errors.bad_request(
                 f"the API version in the data ({api_version}) does not match the expected API "
@@ -392,8 +387,7 @@ class Store:
             )
         if kind and kind != resource.kind:
             raise errors.bad_request(
-                f"the kind in the data ({kind}) does not match the expected kind "
-                f"({resource.kind})"
+                f"the kind in the data ({kind}) does not match the expected kind ({resource.kind})"
             )
         metadata = obj.setdefault("metadata", {})
         if not isinstance(metadata, dict):
@@ -430,9 +424,13 @@ class Store:
             )
         if not ok:
             raise errors.invalid(
-                resource.ref, name,
-                [FieldCause("FieldValueInvalid", f"Invalid value: {name!r}: {rule}",
-                            "metadata.name")],
+                resource.ref,
+                name,
+                [
+                    FieldCause(
+                        "FieldValueInvalid", f"Invalid value: {name!r}: {rule}", "metadata.name"
+                    )
+                ],
             )
 
     def _namespace_admission(self, resource: ResourceType, namespace: str, name: str) -> None:
@@ -444,7 +442,8 @@ class Store:
             raise errors.not_found(namespaces_ref, namespace)
         if ns["metadata"].get("deletionTimestamp"):
             raise errors.forbidden(
-                resource.ref, name,
+                resource.ref,
+                name,
                 f"unable to create new content in namespace {namespace} because it is being "
                 f"terminated",
             )
@@ -459,17 +458,16 @@ class Store:
         pruned, dropped = prune(obj, schema)
         warnings = [f'unknown field "{path}"' for path in dropped]
         if dropped and validation == "Strict":
-            raise errors.bad_request(
-                "strict decoding error: " + ", ".join(warnings)
-            )
+            raise errors.bad_request("strict decoding error: " + ", ".join(warnings))
         apply_defaults(pruned, schema)
         causes = validate(pruned, schema)
         if causes:
             raise errors.invalid(resource.ref, pruned["metadata"].get("name", ""), causes)
         return pruned, warnings if validation == "Warn" else []
 
-    def _prepare_builtin(self, resource: ResourceType, obj: JsonObject,
-                         old: JsonObject | None) -> None:
+    def _prepare_builtin(
+        self, resource: ResourceType, obj: JsonObject, old: JsonObject | None
+    ) -> None:
         if resource.key == ("", "secrets"):
             string_data = obj.pop("stringData", None)
             if isinstance(string_data, Mapping):
@@ -489,17 +487,24 @@ class Store:
             defined = resource_type_from_crd(obj)
             existing = self.registry.get(defined.group, defined.plural)
             if existing is not None and existing.builtin:
-                raise errors.invalid(resource.ref, obj["metadata"]["name"], [FieldCause(
-                    "FieldValueInvalid", "Invalid value: the group/resource is served by the "
-                    "API server itself", "spec.group")])
+                raise errors.invalid(
+                    resource.ref,
+                    obj["metadata"]["name"],
+                    [
+                        FieldCause(
+                            "FieldValueInvalid",
+                            "Invalid value: the group/resource is served by the API server itself",
+                            "spec.group",
+                        )
+                    ],
+                )
             if old is None:
                 obj["status"] = crd_status(defined, self._now())
             else:
                 stored = list(old.get("status", {}).get("storedVersions") or [])
                 status = crd_status(defined, self._now())
                 status["storedVersions"] = sorted(set(stored) | {defined.storage_version})
-                status["conditions"] = old.get("status", {}).get("conditions",
-                                                                   status["conditions"])
+                status["conditions"] = old.get("status", {}).get("conditions", status["conditions"])
                 obj["status"] = status
 
     def create(
@@ -523,9 +528,17 @@ class Store:
         if not name:
             prefix = metadata.get("generateName")
             if not prefix:
-                raise errors.invalid(resource.ref, "", [FieldCause(
-                    "FieldValueRequired", "Required value: name or generateName is required",
-                    "metadata.name")])
+                raise errors.invalid(
+                    resource.ref,
+                    "",
+                    [
+                        FieldCause(
+                            "FieldValueRequired",
+                            "Required value: name or generateName is required",
+                            "metadata.name",
+                        )
+                    ],
+                )
             name = str(prefix)[:58] + "".join(
                 self._random.choice(_GENERATE_ALPHABET) for _ in range(5)
             )
@@ -535,8 +548,12 @@ class Store:
         self._namespace_admission(resource, namespace, name)
         if self._objects.get(resource.key, {}).get((namespace, name)) is not None:
             raise errors.already_exists(resource.ref, name)
-        for server_field in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink",
-                             "managedFields"):
+        for server_field in (
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "managedFields",
+        ):
             metadata.pop(server_field, None)
         metadata["uid"] = self._uid()
         metadata["creationTimestamp"] = self._now()
@@ -570,8 +587,14 @@ class Store:
     ) -> WriteResult:
         current = self._require(target)
         obj = self._decode(target, body)
-        return self._update(target, current, obj, unconditional_ok=False, dry_run=dry_run,
-                            field_validation=field_validation)
+        return self._update(
+            target,
+            current,
+            obj,
+            unconditional_ok=False,
+            dry_run=dry_run,
+            field_validation=field_validation,
+        )
 
     def patch(
         self,
@@ -587,9 +610,15 @@ class Store:
         current = self._find(target)
         if patch_type == "apply" and not field_manager:
             raise errors.invalid(
-                ResourceRef("meta.k8s.io", "patchoptions", "PatchOptions"), "",
-                [FieldCause("FieldValueRequired", "Required value: is required for apply patch",
-                            "fieldManager")],
+                ResourceRef("meta.k8s.io", "patchoptions", "PatchOptions"),
+                "",
+                [
+                    FieldCause(
+                        "FieldValueRequired",
+                        "Required value: is required for apply patch",
+                        "fieldManager",
+                    )
+                ],
             )
         if current is None:
             if patch_type == "apply" and target.subresource is None:
@@ -599,8 +628,7 @@ class Store:
                     body.setdefault("metadata", {})
                     if isinstance(body["metadata"], dict):
                         body["metadata"].setdefault("name", target.name)
-                return self.create(target, body, dry_run=dry_run,
-                                   field_validation=field_validation)
+                return self.create(target, body, dry_run=dry_run, field_validation=field_validation)
             raise errors.not_found(resource.ref, target.name or "")
         shown = self.present(resource, target.version, current)
         try:
@@ -614,13 +642,19 @@ class Store:
                 if resource.custom and not self.strategic_merge_for_custom_resources:
                     raise errors.unsupported_media_type(
                         "application/strategic-merge-patch+json",
-                        ["application/json-patch+json", "application/merge-patch+json",
-                         "application/apply-patch+yaml"],
+                        [
+                            "application/json-patch+json",
+                            "application/merge-patch+json",
+                            "application/apply-patch+yaml",
+                        ],
                     )
                 if not isinstance(patch, Mapping):
                     raise errors.bad_request("strategic merge patch body must be a JSON object")
-                patched = (merge_patch(shown, patch) if resource.custom
-                           else strategic_merge_patch(shown, patch))
+                patched = (
+                    merge_patch(shown, patch)
+                    if resource.custom
+                    else strategic_merge_patch(shown, patch)
+                )
             else:
                 if not isinstance(patch, Mapping):
                     raise errors.bad_request("apply patch body must be an object")
@@ -632,8 +666,14 @@ class Store:
         if not isinstance(patched, dict):
             raise errors.bad_request("patch produced something that is not an object")
         obj = self._decode(target, patched)
-        return self._update(target, current, obj, unconditional_ok=True, dry_run=dry_run,
-                            field_validation=field_validation)
+        return self._update(
+            target,
+            current,
+            obj,
+            unconditional_ok=True,
+            dry_run=dry_run,
+            field_validation=field_validation,
+        )
 
     def _update(
         self,
@@ -661,18 +701,34 @@ class Store:
             if str(given_rv) != current_meta["resourceVersion"]:
                 raise errors.conflict(resource.ref, name)
         elif not unconditional_ok and not resource.allow_unconditional_update:
-            raise errors.invalid(resource.ref, name, [FieldCause(
-                "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update",
-                "metadata.resourceVersion")])
+            raise errors.invalid(
+                resource.ref,
+                name,
+                [
+                    FieldCause(
+                        "FieldValueInvalid",
+                        "Invalid value: 0x0: must be specified for an update",
+                        "metadata.resourceVersion",
+                    )
+                ],
+            )
         if metadata.get("uid") and metadata["uid"] != current_meta.get("uid"):
             raise errors.conflict(
-                resource.ref, name,
+                resource.ref,
+                name,
                 f"Precondition failed: UID in precondition: {metadata['uid']}, UID in object "
                 f"meta: {current_meta.get('uid')}",
             )
         # Server-owned metadata always comes from the stored object.
-        for owned in ("uid", "creationTimestamp", "deletionTimestamp",
-                      "deletionGracePeriodSeconds", "generation", "managedFields", "selfLink"):
+        for owned in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "managedFields",
+            "selfLink",
+        ):
             if owned in current_meta:
                 metadata[owned] = copy.deepcopy(current_meta[owned])
             else:
@@ -695,19 +751,31 @@ class Store:
                 obj.pop("status", None)
 
         if current_meta.get("deletionTimestamp"):
-            added = [f for f in obj["metadata"].get("finalizers") or []
-                     if f not in (current_meta.get("finalizers") or [])]
+            added = [
+                f
+                for f in obj["metadata"].get("finalizers") or []
+                if f not in (current_meta.get("finalizers") or [])
+            ]
             if added:
-                raise errors.invalid(resource.ref, name, [FieldCause(
-                    "FieldValueForbidden",
-                    "Forbidden: no new finalizers can be added if the object is being deleted, "
-                    f"found new finalizers []string{{{', '.join(json.dumps(a) for a in added)}}}",
-                    "metadata.finalizers")])
+                raise errors.invalid(
+                    resource.ref,
+                    name,
+                    [
+                        FieldCause(
+                            "FieldValueForbidden",
+                            "Forbidden: no new finalizers can be added if the object is being "
+                            "deleted, found new finalizers "
+                            f"[]string{{{', '.join(json.dumps(a) for a in added)}}}",
+                            "metadata.finalizers",
+                        )
+                    ],
+                )
         if resource.builtin and target.subresource is None:
             self._prepare_builtin(resource, obj, current)
         obj, warnings = self._apply_schema(target, obj, field_validation)
 
         if resource.has_generation and target.subresource is None:
+
             def content(o: JsonObject) -> JsonObject:
                 ignored = {"metadata", "apiVersion", "kind"}
                 if resource.has_status(target.version):
@@ -744,37 +812,43 @@ class Store:
         current_meta = current["metadata"]
         if preconditions.get("uid") and preconditions["uid"] != current_meta.get("uid"):
             raise errors.conflict(
-                resource.ref, name,
+                resource.ref,
+                name,
                 f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in "
                 f"object meta: {current_meta.get('uid')}",
             )
         wanted_rv = preconditions.get("resourceVersion")
         if wanted_rv and wanted_rv != current_meta["resourceVersion"]:
             raise errors.conflict(
-                resource.ref, name,
+                resource.ref,
+                name,
                 f"Precondition failed: ResourceVersion in precondition: {wanted_rv}, "
                 f"ResourceVersion in object meta: {current_meta['resourceVersion']}",
             )
         if dry_run:
             return WriteResult(200, self.present(resource, target.version, current))
         if resource.key == NAMESPACES:
-            return WriteResult(200, self.present(resource, target.version,
-                                                 self._delete_namespace(current)))
+            return WriteResult(
+                200, self.present(resource, target.version, self._delete_namespace(current))
+            )
         outcome = self._delete_object(resource, current)
         if outcome is None:
-            return WriteResult(200, {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": {
-                    "name": name,
-                    **({"group": resource.group} if resource.group else {}),
-                    # Like the real store: details.kind holds the resource (plural).
-                    "kind": resource.plural,
-                    "uid": current_meta.get("uid"),
+            return WriteResult(
+                200,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": {
+                        "name": name,
+                        **({"group": resource.group} if resource.group else {}),
+                        # Like the real store: details.kind holds the resource (plural).
+                        "kind": resource.plural,
+                        "uid": current_meta.get("uid"),
+                    },
                 },
-            })
+            )
         return WriteResult(200, self.present(resource, target.version, outcome))
 
     def _delete_object(self, resource: ResourceType, current: JsonObject) -> JsonObject | None:
@@ -860,8 +934,12 @@ class Store:
             self._commit(namespaces, "DELETED", gone, ns)
 
     def delete_collection(
-        self, target: Target, filters: Filters, options: Mapping[str, Any] | None = None,
-        *, dry_run: bool = False,
+        self,
+        target: Target,
+        filters: Filters,
+        options: Mapping[str, Any] | None = None,
+        *,
+        dry_run: bool = False,
     ) -> JsonObject:
         resource = target.resource
         victims = self.objects(resource, filters)
@@ -872,12 +950,16 @@ class Store:
                 self._delete_namespace(obj)
             else:
                 self._delete_object(resource, obj)
-        return self.list_objects(target, Filters(namespace=filters.namespace)) if dry_run else {
-            "apiVersion": resource.api_version(target.version),
-            "kind": resource.list_kind,
-            "metadata": {"resourceVersion": str(self.resource_version)},
-            "items": [self.present(resource, target.version, o) for o in victims],
-        }
+        return (
+            self.list_objects(target, Filters(namespace=filters.namespace))
+            if dry_run
+            else {
+                "apiVersion": resource.api_version(target.version),
+                "kind": resource.list_kind,
+                "metadata": {"resourceVersion": str(self.resource_version)},
+                "items": [self.present(resource, target.version, o) for o in victims],
+            }
+        )
 
     # --------------------------------------------------------------- persistence
 
@@ -892,6 +974,7 @@ class Store:
     def restore(self, snapshot: Mapping[str, Any]) -> None:
         """Load a snapshot taken by ``snapshot()``; CRDs first so their types exist."""
         entries = list(snapshot.get("objects") or [])
+
         def is_crd(entry: Mapping[str, Any]) -> bool:
             return (entry["group"], entry["plural"]) == (CRD_GROUP, CRD_PLURAL)
 
@@ -904,8 +987,9 @@ class Store:
                 continue
             meta = obj["metadata"]
             self._objects.setdefault(key, {})[(meta.get("namespace", ""), meta["name"])] = obj
-        self.resource_version = max(self.resource_version,
-                                    int(snapshot.get("resourceVersion") or 0))
+        self.resource_version = max(
+            self.resource_version, int(snapshot.get("resourceVersion") or 0)
+        )
         # A restarted server must not hand out the UIDs and names of its first life again.
         self._random = random.Random(f"{self._seed}:{self.resource_version}")
         # History does not survive a restart: watches must start from now.
@@ -924,6 +1008,5 @@ class Store:
         if existing is None:
             self.create(target, body)
             return
-        body.setdefault("metadata", {})["resourceVersion"] = existing["metadata"][
-            "resourceVersion"]
+        body.setdefault("metadata", {})["resourceVersion"] = existing["metadata"]["resourceVersion"]
         self.replace(target, body)

@@ -15,6 +15,9 @@ _MODULES = (
     "promoter.steps.git",
     "promoter.steps.files",
     "promoter.steps.http",
+    # Needs the Argo CD port (StepServices.extra["argocd"]), which the server provides; in the
+    # local runner it errors with a message saying so.
+    "promoter.steps.argocd",
 )
 
 

@@ -110,9 +110,7 @@ async def running_apiserver(
         server.store.ensure_namespace(namespace)
     with tempfile.TemporaryDirectory(prefix="kube-emulator-") as scratch:
         async with serve_apiserver(app) as url:
-            path = write_kubeconfig(
-                kubeconfig_path or Path(scratch) / "kubeconfig", url
-            )
+            path = write_kubeconfig(kubeconfig_path or Path(scratch) / "kubeconfig", url)
             running = RunningApiServer(url=url, kubeconfig_path=path, server=server)
             try:
                 yield running

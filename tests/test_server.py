@@ -1,0 +1,135 @@
+"""The server process: settings validation, ``python -m app serve`` on the embedded cluster, the
+HTTP endpoints, and the scripted demo that the README's main-job command runs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from app import kube as k
+from app.settings import Settings, SettingsError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"PORT": "eighty"}, "PORT='eighty' is not a whole number"),
+        ({"LEADER_ELECTION": "maybe"}, "LEADER_ELECTION='maybe' is not a boolean"),
+        (
+            {"KUBECONFIG": "/nonexistent/kubeconfig"},
+            "KUBECONFIG='/nonexistent/kubeconfig': no such file",
+        ),
+        ({"LOG_LEVEL": "chatty"}, "LOG_LEVEL='CHATTY' must be DEBUG, INFO, WARNING or ERROR"),
+        ({"MAX_CONCURRENT_RECONCILES": "0"}, "MAX_CONCURRENT_RECONCILES='0' must be at least 1"),
+        (
+            {"LEASE_DURATION": "5", "RENEW_DEADLINE": "10"},
+            "RETRY_PERIOD < RENEW_DEADLINE < LEASE_DURATION",
+        ),
+        (
+            {"IN_CLUSTER": "true", "KUBECONFIG": __file__},
+            "KUBECONFIG and IN_CLUSTER=true are both set",
+        ),
+    ],
+)
+def test_settings_errors_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env(env)
+    assert message in str(err.value)
+
+
+def test_settings_defaults_run_embedded_on_localhost() -> None:
+    settings = Settings.from_env({})
+    assert settings.embedded and settings.host == "127.0.0.1" and settings.port == 8080
+    assert not Settings.from_env({"KUBECONFIG": __file__}).embedded
+
+
+async def _start(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app", "serve", *args,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )  # fmt: skip
+
+
+async def _read_until(
+    stream: asyncio.StreamReader, pattern: str, within: float = 30
+) -> tuple[list[str], re.Match[str]]:
+    lines: list[str] = []
+    async with asyncio.timeout(within):
+        while True:
+            line = (await stream.readline()).decode()
+            if not line:
+                raise AssertionError("process ended: " + "".join(lines))
+            lines.append(line)
+            match = re.search(pattern, line)
+            if match:
+                return lines, match
+
+
+async def test_serve_starts_the_embedded_cluster_and_says_so_first(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = await _start(
+        "--port",
+        "0",
+        "--embedded-kubeconfig",
+        str(kubeconfig),
+        env={"WORK_DIR": str(tmp_path / "work")},
+    )
+    try:
+        assert proc.stderr is not None
+        lines, match = await _read_until(proc.stderr, r"serving .* on (http://\S+)")
+        assert "embedded API server" in lines[0] and str(kubeconfig) in lines[0]
+        base = match.group(1)
+        # kubectl-style access with the kubeconfig it wrote: the examples are there.
+        kube = await k.load_kube(str(kubeconfig))
+        try:
+            stages, _ = await kube.list(k.STAGES, "kargo-demo")
+            assert sorted(s["metadata"]["name"] for s in stages) == ["test", "uat"]
+        finally:
+            await kube.close()
+        async with aiohttp.ClientSession() as http:
+            async with asyncio.timeout(20):
+                while True:
+                    async with http.get(f"{base}/readyz") as response:
+                        if response.status == 200:
+                            break
+                    await asyncio.sleep(0.05)
+            async with http.get(f"{base}/healthz") as response:
+                assert response.status == 200
+            async with http.get(f"{base}/metrics") as response:
+                text = await response.text()
+                assert "longshoreman_kubernetes_requests_total" in text
+                assert "longshoreman_work_queue_depth" in text
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_serve_refuses_bad_settings_naming_the_variable() -> None:
+    proc = await _start("--port", "0", env={"MAX_CONCURRENT_RECONCILES": "none"})
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2
+    assert b"MAX_CONCURRENT_RECONCILES='none' is not a whole number" in err
+
+
+async def test_demo_creates_a_promotion_and_shows_it_complete(tmp_path: Path) -> None:
+    proc = await _start("--demo", "--port", "0", env={"WORK_DIR": str(tmp_path / "work")})
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    text = out.decode()
+    assert "Created Promotion kargo-demo/test." in text
+    assert re.search(r"Promotion test\.\S+: Succeeded", text)
+    assert "deploy::push: Succeeded" in text
+    assert "Stage test now holds Freight 7c9e6b1f3a4d" in text
