@@ -17,6 +17,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -195,7 +196,8 @@ class Controller:
     ) -> None:
         self.kube = kube
         self.registry = registry
-        self.services = services
+        # The Argo CD steps reach Applications through this cluster unless told otherwise.
+        self.services = replace(services, extra={"argocd": KubeArgoCDApps(kube), **services.extra})
         self.work_dir = work_dir
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue

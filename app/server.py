@@ -20,7 +20,7 @@ from app import kube as k
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.leader import LeaderElector
 from app.metrics import Metrics
-from app.reconciler import Controller, KubeArgoCDApps
+from app.reconciler import Controller
 from app.settings import Settings
 from promoter.model import namespace_of
 from promoter.stages import phase_of
@@ -106,7 +106,7 @@ def _services(settings: Settings, kube: k.Kube, extra: Mapping[str, Any]) -> Ste
         git=GitSettings(
             author_name=settings.git_author_name, author_email=settings.git_author_email, env=env
         ),
-        extra={"argocd": KubeArgoCDApps(kube), **extra},
+        extra=dict(extra),
     )
 
 

@@ -1,0 +1,238 @@
+"""Argo CD sync-and-wait inside the Promotion, end to end: the reconciler and a fake Argo CD
+application controller both talk to the API server emulator over HTTP, as they would to a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import kube as k
+from app.embedded import seed
+from tests.support.argocd import (
+    FAIL_MESSAGE,
+    FakeArgoCDController,
+    KubernetesApps,
+    Outcome,
+    make_app,
+)
+from tests.support.controller import running_controller, wait_for_object, wait_terminal
+from tests.support.kube import RunningApiServer, running_apiserver
+
+ROOT = Path(__file__).resolve().parent.parent
+NS = "kargo-demo"
+STEPS = [
+    {
+        "uses": "argocd-update",
+        "as": "sync",
+        "config": {
+            "apps": [
+                {
+                    "name": "web",
+                    "sources": [
+                        {
+                            "repoURL": "https://github.com/example/repo.git",
+                            "desiredRevision": "${{ vars.revision }}",
+                        }
+                    ],
+                }
+            ]
+        },
+    }
+]
+
+
+@dataclass
+class Env:
+    server: RunningApiServer
+    kube: k.Kube
+    apps: KubernetesApps
+    argocd: FakeArgoCDController
+    work: Path
+
+    async def promote(self, name: str, *, annotations: dict[str, str] | None = None) -> None:
+        meta: dict[str, Any] = {"name": name, "namespace": NS}
+        if annotations:
+            meta["annotations"] = annotations
+        await self.kube.create(
+            k.PROMOTIONS,
+            {"metadata": meta, "spec": {"stage": "prod", "freight": "frozen-tauntaun"}},
+        )
+
+    async def app(self) -> dict[str, Any]:
+        return await self.kube.get(k.APPLICATIONS, "argocd", "web")
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    async with running_apiserver(namespaces=[NS, "argocd"]) as server:
+        kube = k.Kube(server.api_client())
+        await seed(kube, [ROOT / "examples" / "kargo-demo" / "project.yaml"])
+        await kube.create(
+            k.STAGES,
+            {
+                "metadata": {"name": "prod", "namespace": NS},
+                "spec": {
+                    "requestedFreight": [
+                        {
+                            "origin": {"kind": "Warehouse", "name": "kargo-demo"},
+                            "sources": {"direct": True},
+                        }
+                    ],
+                    "promotionTemplate": {
+                        "spec": {"vars": [{"name": "revision", "value": "c0ffee1"}], "steps": STEPS}
+                    },
+                },
+            },
+        )
+        apps = KubernetesApps(server.api_client())
+        await apps.put(make_app("web", authorized=f"{NS}:prod"))
+        argocd = FakeArgoCDController(apps)
+        # The Promotion's desired commit is what the tracked branch points at (a git-push
+        # earlier in a real template put it there).
+        argocd.set_head("https://github.com/example/repo.git", "main", "c0ffee1")
+        yield Env(server, kube, apps, argocd, tmp_path / "work")
+
+
+async def test_sync_succeeds_and_the_application_event_wakes_the_promotion(env: Env) -> None:
+    # A minute-long requeue: only the Application's change can finish this test in time.
+    async with (
+        running_controller(env.server, env.work, min_requeue=60.0),
+        env.argocd.running(),
+    ):
+        await env.promote("p1")
+        done = await wait_terminal(env.kube, NS, "p1", within=15)
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        assert len(env.argocd.started) == 1, "exactly one sync"
+        operation = env.argocd.started[0][1]
+        assert {"name": "longshoreman.dev/promotion", "value": "p1"} in operation["info"]
+        app = await env.app()
+        assert app["status"]["operationState"]["phase"] == "Succeeded"
+        assert app["status"]["sync"]["revision"] == "c0ffee1"
+        checks = done["status"]["healthChecks"]
+        assert checks[0]["uses"] == "argocd-update"
+        stage = await wait_for_object(
+            env.kube, k.STAGES, NS, "prod", lambda s: _condition(s, "Healthy") == "True"
+        )
+        assert _condition(stage, "Ready") == "True"
+        # Drift (someone synced another revision by hand) shows as unhealthy.
+        await env.argocd.drift("argocd", "web")
+        await wait_for_object(
+            env.kube, k.STAGES, NS, "prod", lambda s: _condition(s, "Healthy") == "False"
+        )
+
+
+async def test_failed_sync_fails_the_promotion_with_argo_cds_message(env: Env) -> None:
+    env.argocd.script("argocd", "web", Outcome("fail"))
+    async with running_controller(env.server, env.work), env.argocd.running():
+        await env.promote("p1")
+        done = await wait_terminal(env.kube, NS, "p1")
+    assert done["status"]["phase"] == "Failed"
+    assert FAIL_MESSAGE in done["status"]["message"]
+    assert "step 'sync' (argocd-update) failed" in done["status"]["message"]
+
+
+async def test_abort_terminates_the_operation_this_promotion_started(env: Env) -> None:
+    env.argocd.script("argocd", "web", Outcome("hang"))
+    async with running_controller(env.server, env.work), env.argocd.running():
+        await env.promote("p1")
+        await wait_for_object(
+            env.kube,
+            k.APPLICATIONS,
+            "argocd",
+            "web",
+            lambda a: (
+                ((a.get("status") or {}).get("operationState") or {}).get("phase") == "Running"
+            ),
+        )
+        await env.kube.patch(
+            k.PROMOTIONS,
+            NS,
+            "p1",
+            {
+                "metadata": {
+                    "annotations": {
+                        "longshoreman.dev/abort": '{"action":"terminate","actor":"bob"}'
+                    }
+                }
+            },
+        )
+        done = await wait_terminal(env.kube, NS, "p1")
+        assert done["status"]["phase"] == "Aborted"
+        assert done["status"]["message"] == "Aborted by bob"
+        app = await wait_for_object(
+            env.kube,
+            k.APPLICATIONS,
+            "argocd",
+            "web",
+            lambda a: (
+                ((a.get("status") or {}).get("operationState") or {}).get("phase") == "Failed"
+            ),
+        )
+        assert app["status"]["operationState"]["message"] == "Operation terminated"
+
+
+async def test_an_operation_we_did_not_start_is_left_alone_on_abort(env: Env) -> None:
+    env.argocd.script("argocd", "web", Outcome("hang"))
+    # Someone else's sync is running: the step waits for it and must not terminate it.
+    await env.apps.patch(
+        "argocd",
+        "web",
+        {"operation": {"initiatedBy": {"username": "alice"}, "sync": {"revision": "main"}}},
+        resource_version=str((await env.app())["metadata"]["resourceVersion"]),
+    )
+    async with running_controller(env.server, env.work), env.argocd.running():
+        await wait_for_object(
+            env.kube,
+            k.APPLICATIONS,
+            "argocd",
+            "web",
+            lambda a: (
+                ((a.get("status") or {}).get("operationState") or {}).get("phase") == "Running"
+            ),
+        )
+        await env.promote("p1", annotations={})
+        await wait_for_object(
+            env.kube,
+            k.PROMOTIONS,
+            NS,
+            "p1",
+            lambda o: (o.get("status") or {}).get("phase") == "Running",
+        )
+        await env.kube.patch(
+            k.PROMOTIONS,
+            NS,
+            "p1",
+            {"metadata": {"annotations": {"kargo.akuity.io/abort": "terminate"}}},
+        )
+        await wait_terminal(env.kube, NS, "p1")
+        app = await env.app()
+    assert app["status"]["operationState"]["phase"] == "Running"
+
+
+async def test_unauthorized_application_errors_naming_the_annotation(env: Env) -> None:
+    app = await env.app()
+    await env.apps.patch(
+        "argocd",
+        "web",
+        {"metadata": {"annotations": {"kargo.akuity.io/authorized-stage": f"{NS}:test"}}},
+        resource_version=str(app["metadata"]["resourceVersion"]),
+    )
+    async with running_controller(env.server, env.work), env.argocd.running():
+        await env.promote("p1")
+        done = await wait_terminal(env.kube, NS, "p1")
+    assert done["status"]["phase"] == "Errored"
+    assert "authorized-stage" in done["status"]["message"]
+    assert f"{NS}:prod" in done["status"]["message"]
+    assert env.argocd.started == []
+
+
+def _condition(stage: dict[str, Any], type_: str) -> str | None:
+    for c in (stage.get("status") or {}).get("conditions") or ():
+        if c.get("type") == type_:
+            return str(c.get("status"))
+    return None
