@@ -111,17 +111,6 @@ def health_apps(promotion: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _newer(a: Mapping[str, Any], b: Mapping[str, Any] | None) -> bool:
-    """Is ``a`` a later version of the object than ``b``? (resourceVersions of our emulator and
-    of etcd are integers; a non-integer falls back to "yes".)"""
-    if b is None:
-        return True
-    try:
-        return int(meta(a).get("resourceVersion") or 0) > int(meta(b).get("resourceVersion") or 0)
-    except ValueError:
-        return True
-
-
 class _InformerTasks:
     """TaskSource over the task informers."""
 
@@ -461,9 +450,7 @@ class Controller:
     def _observe(self, obj: dict[str, Any]) -> None:
         """Put our own write into the cache at once, so the next pass does not act on the copy
         from before it (the watch event follows a moment later with the same version)."""
-        current = self.promotions.get(namespace_of(obj), name_of(obj))
-        if _newer(obj, current):
-            self.promotions.observe(obj)
+        self.promotions.observe(obj)
 
     async def _write_spec(
         self, obj: Mapping[str, Any], promotion: Promotion
@@ -598,25 +585,40 @@ class Controller:
         self, stage_obj: Mapping[str, Any], succeeded_freight: Mapping[str, Any] | None
     ) -> None:
         namespace, name = namespace_of(stage_obj) or "default", name_of(stage_obj)
-        promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
-        now = self.clock()
-        new = stage_status(stage_obj, promotions, now, succeeded_freight=succeeded_freight)
-        healthy, message = self._stage_health(new, promotions)
-        new = with_health(new, healthy, message, now, meta(stage_obj).get("generation"))
-        new = stage_status({**stage_obj, "status": new}, promotions, now)
-        old = dict(stage_obj.get("status") or {})
-        if _without_times(new) == _without_times(old):
-            return
-        patch: dict[str, Any] = {key: None for key in old if key not in new}
-        patch.update(new)
-        try:
-            written = await self.kube.patch_status(
-                k.STAGES, namespace, name, patch, resource_version=None
-            )
-        except (k.NotFound, k.Conflict):
-            return
-        if _newer(written, self.stages.get(namespace, name)):
+        current = self.stages.get(namespace, name) or stage_obj
+        for _ in range(3):
+            promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
+            now = self.clock()
+            new = stage_status(current, promotions, now, succeeded_freight=succeeded_freight)
+            healthy, message = self._stage_health(new, promotions)
+            new = with_health(new, healthy, message, now, meta(current).get("generation"))
+            new = stage_status({**current, "status": new}, promotions, now)
+            old = dict(current.get("status") or {})
+            if _without_times(new) == _without_times(old):
+                return
+            patch: dict[str, Any] = {key: None for key in old if key not in new}
+            patch.update(new)
+            try:
+                written = await self.kube.patch_status(
+                    k.STAGES,
+                    namespace,
+                    name,
+                    patch,
+                    resource_version=str(meta(current).get("resourceVersion")),
+                )
+            except k.NotFound:
+                return
+            except k.Conflict:
+                # Someone else wrote the Stage (a spec edit, verification): decide again on
+                # the newer object rather than overwrite it.
+                try:
+                    current = await self.kube.get(k.STAGES, namespace, name)
+                except k.NotFound:
+                    return
+                self.stages.observe(current)
+                continue
             self.stages.observe(written)
+            return
 
     def _stage_health(
         self, status: Mapping[str, Any], promotions: Iterable[Mapping[str, Any]]
