@@ -1,0 +1,85 @@
+"""The chat front ends' port to the cluster (:class:`promoter.chatops.PromotionService`).
+
+Reads come from the controller's informer caches (every replica keeps them warm, so a webhook
+answered by a standby sees what the leader sees); writes go through :mod:`app.kube`, and
+Promotions are created through the one builder.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from app import kube as k
+from app.reconciler import Controller, create_promotion
+from promoter.chatops import PromotionRef, Snapshot
+from promoter.errors import InvalidInput
+from promoter.model import GROUP, name_of
+
+REVERIFY_ANNOTATION = f"{GROUP}/reverify"
+
+
+class ClusterPromotions:
+    def __init__(self, kube: k.Kube, controller: Controller) -> None:
+        self.kube = kube
+        self.controller = controller
+
+    async def snapshot(self, namespace: str) -> Snapshot:
+        c = self.controller
+        return Snapshot(
+            namespace=namespace,
+            stages=list(c.stages.items(namespace)),
+            freight=list(c.freight.items(namespace)),
+            promotions=list(c.promotions.items(namespace)),
+        )
+
+    async def promote(
+        self, namespace: str, stage: str, freight: str, *, actor: str
+    ) -> PromotionRef:
+        stage_obj = self.controller.stages.get(namespace, stage)
+        if stage_obj is None:
+            raise InvalidInput(f"Stage {stage!r} not found in namespace {namespace!r}")
+        freight_obj = self.controller.freight.get(namespace, freight)
+        if freight_obj is None:
+            raise InvalidInput(f"Freight {freight!r} not found in namespace {namespace!r}")
+        created = await create_promotion(
+            self.kube, stage_obj, freight_obj, self.controller.task_source, actor=actor
+        )
+        self.controller.promotions.observe(created)
+        return PromotionRef(namespace, name_of(created), stage, freight)
+
+    async def abort(self, namespace: str, promotion: str, *, actor: str) -> PromotionRef:
+        request = json.dumps({"action": "terminate", "actor": actor})
+        try:
+            patched = await self.kube.patch(
+                k.PROMOTIONS,
+                namespace,
+                promotion,
+                {"metadata": {"annotations": {f"{GROUP}/abort": request}}},
+            )
+        except k.NotFound:
+            raise InvalidInput(
+                f"Promotion {promotion!r} not found in namespace {namespace!r}"
+            ) from None
+        spec = patched.get("spec") or {}
+        status = patched.get("status") or {}
+        return PromotionRef(
+            namespace,
+            promotion,
+            str(spec.get("stage", "")),
+            str(spec.get("freight", "")),
+            str(status.get("phase", "Pending")),
+            str(status.get("message", "")),
+        )
+
+    async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
+        request = json.dumps({"actor": actor, "at": datetime.now(UTC).isoformat()})
+        try:
+            await self.kube.patch(
+                k.STAGES,
+                namespace,
+                stage,
+                {"metadata": {"annotations": {REVERIFY_ANNOTATION: request}}},
+            )
+        except k.NotFound:
+            raise InvalidInput(f"Stage {stage!r} not found in namespace {namespace!r}") from None

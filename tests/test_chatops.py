@@ -1,0 +1,173 @@
+"""Chat command grammar, Freight resolution and authorization (pure, table-driven)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from promoter.chatops import (
+    Command,
+    CommandError,
+    available_to,
+    github_may_act,
+    markdown_table,
+    parse_command,
+    parse_comment,
+    resolve_freight,
+    slack_may_act,
+    stage_rows,
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("/promote to staging", [Command("promote", stage="staging", raw="/promote to staging")]),
+        (
+            "/promote abc123f to prod",
+            [Command("promote", freight="abc123f", stage="prod", raw="/promote abc123f to prod")],
+        ),
+        ("LGTM\n/abort\n", [Command("abort", raw="/abort")]),
+        (
+            "/status test\n/help",
+            [Command("status", stage="test", raw="/status test"), Command("help", raw="/help")],
+        ),
+        ("```\n/promote to prod\n```\n> /abort\n/cc @someone", []),
+        ("  /verify uat  ", [Command("verify", stage="uat", raw="/verify uat")]),
+    ],
+)
+def test_comments_yield_our_commands_in_order(body: str, expected: list[Command]) -> None:
+    assert [p.command for p in parse_comment(body)] == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        ("promote", "prod", "missing `to STAGE`"),
+        ("promote", "a b to prod", "expected one Freight and one Stage"),
+        ("promote", "${{ vars.x }} to prod", "arguments are names, not expressions"),
+        ("promote", "x to ${%a%}", "arguments are names, not expressions"),
+        ("verify", "", "expected one Stage"),
+        ("abort", "a b", "too many arguments"),
+        ("promote", "to pr;od", "is not a valid name"),
+    ],
+)
+def test_malformed_commands_explain_with_usage(name: str, args: str, message: str) -> None:
+    with pytest.raises(CommandError) as err:
+        parse_command(name, args)
+    assert message in str(err.value)
+    assert "Usage: /" in str(err.value) or name == "abort"
+
+
+@given(st.text())
+def test_the_comment_parser_never_raises(body: str) -> None:
+    for parsed in parse_comment(body):
+        assert (parsed.command is None) != (parsed.error is None)
+
+
+def freight(
+    name: str, alias: str, created: str, commit: str, verified: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "creationTimestamp": created},
+        "alias": alias,
+        "origin": {"kind": "Warehouse", "name": "w"},
+        "commits": [{"repoURL": "https://x/r.git", "id": commit}],
+        "status": {"verifiedIn": {s: {} for s in verified}},
+    }
+
+
+F1 = freight("f1aaaaaa", "old-one", "2026-01-01T00:00:00Z", "1111111aaaa", verified=("test",))
+F2 = freight("f2bbbbbb", "new-one", "2026-01-02T00:00:00Z", "2222222bbbb")
+DIRECT = {
+    "metadata": {"name": "test"},
+    "spec": {"requestedFreight": [{"origin": {"name": "w"}, "sources": {"direct": True}}]},
+}
+UPSTREAM = {
+    "metadata": {"name": "uat"},
+    "spec": {"requestedFreight": [{"origin": {"name": "w"}, "sources": {"stages": ["test"]}}]},
+}
+
+
+@pytest.mark.parametrize(
+    ("ref", "stage", "expected"),
+    [
+        ("f2bbbbbb", None, "f2bbbbbb"),
+        ("old-one", None, "f1aaaaaa"),
+        ("2222222", None, "f2bbbbbb"),
+        ("latest", DIRECT, "f2bbbbbb"),
+        ("latest", UPSTREAM, "f1aaaaaa"),
+    ],
+)
+def test_freight_resolution(ref: str, stage: dict[str, Any] | None, expected: str) -> None:
+    assert resolve_freight(ref, [F1, F2], stage)["metadata"]["name"] == expected
+
+
+def test_unknown_freight_and_empty_latest_say_so() -> None:
+    with pytest.raises(
+        LookupError, match="no Freight named, aliased or with a commit starting 'nope'"
+    ):
+        resolve_freight("nope", [F1, F2])
+    with pytest.raises(LookupError, match="no Freight is available to Stage 'uat' yet"):
+        resolve_freight("latest", [F2], UPSTREAM)
+    assert available_to(UPSTREAM, F1) and not available_to(UPSTREAM, F2)
+
+
+def stage_with(annotation: str | None) -> dict[str, Any]:
+    annotations = {"longshoreman.dev/github-promoters": annotation} if annotation else {}
+    return {"metadata": {"name": "prod", "annotations": annotations}}
+
+
+@pytest.mark.parametrize(
+    ("annotation", "user", "permission", "teams", "allowed"),
+    [
+        (None, "alice", "write", (), True),
+        (None, "alice", "read", (), False),
+        ("bob, acme/release", "alice", "admin", (), False),
+        ("bob, acme/release", "alice", "maintain", ("acme/release",), True),
+        ("bob", "Bob", "write", (), True),
+    ],
+)
+def test_github_authorization(
+    annotation: str | None, user: str, permission: str, teams: tuple[str, ...], allowed: bool
+) -> None:
+    decision = github_may_act(stage_with(annotation), user, permission, teams)
+    assert decision.allowed is allowed
+    if not allowed:
+        assert user in decision.reason
+
+
+def test_slack_authorization_uses_stage_list_then_default() -> None:
+    stage = {
+        "metadata": {"name": "prod", "annotations": {"longshoreman.dev/slack-promoters": "U1 S9"}}
+    }
+    assert slack_may_act(stage, "U1").allowed
+    assert slack_may_act(stage, "U2", user_groups=["S9"]).allowed
+    assert not slack_may_act(stage, "U2").allowed
+    bare = {"metadata": {"name": "dev"}}
+    assert slack_may_act(bare, "U2").allowed
+    assert not slack_may_act(bare, "U2", default_promoters=["U1"]).allowed
+
+
+def test_status_rows_and_table() -> None:
+    stage = {
+        "metadata": {"name": "test", "namespace": "p"},
+        "status": {
+            "freightHistory": [{"items": {"Warehouse/w": {"name": "f1", "alias": "old-one"}}}],
+            "conditions": [{"type": "Healthy", "status": "True"}],
+        },
+    }
+    promos = [
+        {
+            "metadata": {"name": "a", "namespace": "p"},
+            "spec": {"stage": "test"},
+            "status": {"phase": "Running"},
+        },
+        {"metadata": {"name": "b", "namespace": "p"}, "spec": {"stage": "test"}},
+    ]
+    rows = stage_rows([stage], promos)
+    assert rows[0].freight == "old-one" and rows[0].running == "a" and rows[0].queued == 1
+    assert "| test | old-one | a | 1 | True | - |" in markdown_table(rows)
