@@ -83,3 +83,19 @@ class ClusterPromotions:
             )
         except k.NotFound:
             raise InvalidInput(f"Stage {stage!r} not found in namespace {namespace!r}") from None
+
+    async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
+        try:
+            await self.kube.patch(
+                k.PROMOTIONS, namespace, promotion, {"metadata": {"annotations": {key: value}}}
+            )
+        except k.NotFound:
+            raise InvalidInput(
+                f"Promotion {promotion!r} not found in namespace {namespace!r}"
+            ) from None
+
+    def is_leader(self) -> bool:
+        return self.controller.leading
+
+    def wake_pr(self, url: str) -> int:
+        return self.controller.wake_pr(url)

@@ -101,6 +101,19 @@ def waiting_apps(promotion: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def waiting_prs(promotion: Mapping[str, Any]) -> list[str]:
+    """URLs of the pull requests a Running Promotion's steps wait on (git-wait-for-pr et al.)."""
+    if phase_of(promotion) is not Phase.RUNNING:
+        return []
+    out: list[str] = []
+    for output in ((promotion.get("status") or {}).get("state") or {}).values():
+        if isinstance(output, Mapping):
+            pr = output.get("pr")
+            if isinstance(pr, Mapping) and pr.get("url"):
+                out.append(str(pr["url"]))
+    return out
+
+
 def health_apps(promotion: Mapping[str, Any]) -> list[str]:
     """``ns/name`` of the Applications a Promotion's health checks look at."""
     out: list[str] = []
@@ -205,6 +218,11 @@ class Controller:
         self.promotions.add_index("stage", self._stage_index)
         self.promotions.add_index("waiting-app", waiting_apps)
         self.promotions.add_index("health-app", health_apps)
+        self.promotions.add_index("waiting-pr", waiting_prs)
+        # Called with (promotion, previous copy) on every Promotion change, on every replica:
+        # front ends (check runs, Slack messages) follow Promotions through these. They must
+        # not block: enqueue work and return.
+        self.listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = []
         self.promotions.add_index("freight", self._freight_index)
         self.task_source: TaskSource = _InformerTasks(self.tasks, self.cluster_tasks)
         self._announced: set[str] = set()
@@ -243,7 +261,26 @@ class Controller:
         if self._leading:
             self.queue.add((namespace, stage), wake=wake, after=after)
 
+    @property
+    def leading(self) -> bool:
+        return self._leading
+
+    def wake_pr(self, url: str) -> int:
+        """Wake the Promotions waiting on a pull request (its merge or close webhook came)."""
+        woken = 0
+        for promotion in self.promotions.by_index("waiting-pr", url):
+            stage = (promotion.get("spec") or {}).get("stage")
+            if stage:
+                self._enqueue_stage(namespace_of(promotion) or "default", stage, wake=True)
+                woken += 1
+        return woken
+
     def _on_promotion(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        for listener in self.listeners:
+            try:
+                listener(obj, old)
+            except Exception:  # a front end's bug must not stop the reconciler
+                log.exception("promotion listener failed")
         stage = (obj.get("spec") or {}).get("stage")
         if not stage:
             return

@@ -355,3 +355,16 @@ class PromotionService(Protocol):
     async def abort(self, namespace: str, promotion: str, *, actor: str) -> PromotionRef: ...
 
     async def reverify(self, namespace: str, stage: str, *, actor: str) -> None: ...
+
+    async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
+        """Record front-end state on a Promotion (a check-run id, a Slack message's ts), so any
+        replica continues it after a restart."""
+        ...
+
+    def is_leader(self) -> bool:
+        """Only the leader posts and updates messages, so no replica posts a duplicate."""
+        ...
+
+    def wake_pr(self, url: str) -> int:
+        """Wake the Promotions waiting on this pull request; returns how many."""
+        ...
