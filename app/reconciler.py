@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from app import kube as k
 from app.informer import Informer
+from app.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_promote_enabled
 from app.workqueue import WorkQueue
 from promoter import engine
 from promoter.argocd import health_of
@@ -43,7 +44,7 @@ from promoter.model import (
     parse_stage,
     parse_task,
 )
-from promoter.stages import StageQueue, phase_of, stage_status, with_health
+from promoter.stages import StageQueue, available_at, phase_of, stage_status, with_health
 from promoter.steps.argocd import ApplicationConflict
 from promoter.steps.base import StepServices
 from promoter.steps.registry import StepRegistry
@@ -225,7 +226,15 @@ class Controller:
         self.listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = []
         self.promotions.add_index("freight", self._freight_index)
         self.task_source: TaskSource = _InformerTasks(self.tasks, self.cluster_tasks)
+        self.verifier = Verifier(
+            kube,
+            clock=clock,
+            enqueue=lambda ns, stage: self._enqueue_stage(ns, stage),
+            create_promotion=self._auto_promote,
+        )
         self._announced: set[str] = set()
+        self.argocd_missing = False
+        self._probed = asyncio.Event()
         self._leading = False
         self.reconciles = 0
 
@@ -237,11 +246,12 @@ class Controller:
             self.freight,
             self.tasks,
             self.cluster_tasks,
-            self.applications,
+            *(() if self.argocd_missing else (self.applications,)),
+            *self.verifier.informers,
         )
 
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers)
+        return self._probed.is_set() and all(i.synced.is_set() for i in self.informers)
 
     # ---- indexes and event routing ----------------------------------------------------------
 
@@ -303,10 +313,27 @@ class Controller:
         )
 
     def _on_freight(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        key = f"{namespace_of(obj) or 'default'}/{name_of(obj)}"
+        namespace = namespace_of(obj) or "default"
+        key = f"{namespace}/{name_of(obj)}"
         for promotion in self.promotions.by_index("freight", key):
             if not phase_of(promotion).terminal:
                 self._on_promotion("MODIFIED", promotion, promotion)
+        # New or newly verified Freight may be due for auto-promotion downstream.
+        for stage in self.stages.items(namespace):
+            if auto_promote_enabled(stage) and available_at(stage, obj) is not None:
+                self._enqueue_stage(namespace, name_of(stage))
+
+    async def _auto_promote(self, stage: Mapping[str, Any], freight: Mapping[str, Any]) -> None:
+        created = await create_promotion(
+            self.kube, stage, freight, self.task_source, actor=AUTO_PROMOTION_ACTOR
+        )
+        self.promotions.observe(created)
+        log.info(
+            "auto-promoting Freight %s to Stage %s as %s",
+            name_of(freight),
+            name_of(stage),
+            name_of(created),
+        )
 
     def _on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         key = f"{namespace_of(obj) or 'argocd'}/{name_of(obj)}"
@@ -322,11 +349,20 @@ class Controller:
     # ---- running ------------------------------------------------------------------------------
 
     async def run_informers(self) -> None:
+        await self.verifier.probe()
+        try:
+            await self.kube.list(k.APPLICATIONS)
+        except k.NotFound:
+            # Without Argo CD's CRD there is nothing to watch; argocd steps say so when used.
+            self.argocd_missing = True
+            log.warning("Argo CD's Application CRD is not installed: argocd steps will fail")
+        self._probed.set()
         async with asyncio.TaskGroup() as group:
             for informer in self.informers:
                 group.create_task(informer.run())
 
     async def wait_synced(self) -> None:
+        await self._probed.wait()
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
 
     async def lead(self) -> None:
@@ -387,14 +423,35 @@ class Controller:
             current = queue.next()
             if current is None:
                 break
+            latest_stage = self.stages.get(namespace, stage_name)
+            if (
+                phase_of(current) is Phase.PENDING
+                and latest_stage is not None
+                and self.verifier.in_progress(latest_stage)
+            ):
+                break  # the verification's end wakes the Stage again
             requeue, finished = await self._run(current, stage_obj, wake=wake)
             wake = False
             if finished is None:
                 break
             if phase_of(finished) is Phase.SUCCEEDED:
                 succeeded_freight = self._freight_for(finished)
+                # Verify this Freight before the next Promotion may start.
+                requeue = 0.0
+                break
         if stage_obj is not None:
             await self._write_stage_status(stage_obj, succeeded_freight)
+            latest_stage = self.stages.get(namespace, stage_name)
+            if latest_stage is not None:
+                later = await self.verifier.reconcile(
+                    latest_stage,
+                    self.promotions.by_index("stage", f"{namespace}/{stage_name}"),
+                    self._find_freight,
+                    lambda ns: self.freight.items(ns),
+                    lambda ns: self.stages.items(ns),
+                )
+                if later is not None:
+                    requeue = later if requeue is None else min(requeue, later)
         return requeue
 
     def _freight_for(self, promotion: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from promoter.model import GROUP, meta, name_of, namespace_of, parse_time
+from promoter.model import GROUP, meta, name_of, namespace_of
+from promoter.stages import available_to, freight_created
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
 
@@ -130,45 +132,18 @@ def help_text(prefix: str = "/") -> str:
 # ---- Freight ----------------------------------------------------------------------------------
 
 
-def freight_created(freight: Mapping[str, Any]) -> str:
-    created = parse_time(meta(freight).get("creationTimestamp"))
-    return created.isoformat() if created else ""
-
-
-def available_to(stage: Mapping[str, Any], freight: Mapping[str, Any]) -> bool:
-    """Is ``freight`` available to ``stage``: directly from a requested origin, or verified in
-    every listed upstream Stage (``availabilityStrategy: All``) / any of them (default)?"""
-    origin = freight.get("origin") or {}
-    for request in (stage.get("spec") or {}).get("requestedFreight") or ():
-        wanted = request.get("origin") or {}
-        if wanted.get("name") != origin.get("name") or wanted.get(
-            "kind", "Warehouse"
-        ) != origin.get("kind", "Warehouse"):
-            continue
-        sources = request.get("sources") or {}
-        if sources.get("direct"):
-            return True
-        upstream = sources.get("stages") or []
-        verified = ((freight.get("status") or {}).get("verifiedIn") or {}).keys()
-        if upstream:
-            hits = [s for s in upstream if s in verified]
-            if sources.get("availabilityStrategy") == "All":
-                if len(hits) == len(upstream):
-                    return True
-            elif hits:
-                return True
-    return False
-
-
 def resolve_freight(
-    ref: str, freights: Sequence[Mapping[str, Any]], stage: Mapping[str, Any] | None = None
+    ref: str,
+    freights: Sequence[Mapping[str, Any]],
+    stage: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
 ) -> Mapping[str, Any]:
     """A Freight by name, alias, commit SHA prefix (7+ hex) or ``latest`` (newest available to
     ``stage``). Raises LookupError with a message a user can act on."""
     if ref == "latest":
         if stage is None:
             raise LookupError("`latest` needs a Stage")
-        candidates = [f for f in freights if available_to(stage, f)]
+        candidates = [f for f in freights if available_to(stage, f, now)]
         if not candidates:
             raise LookupError(f"no Freight is available to Stage {name_of(stage)!r} yet")
         return max(candidates, key=lambda f: (freight_created(f), name_of(f)))

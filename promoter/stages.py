@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from promoter.model import Phase, format_time, freight_reference, meta, name_of, parse_time
@@ -269,3 +269,84 @@ def current_freight_name(stage: Mapping[str, Any]) -> str | None:
     items = history[0].get("items") or {}
     names = [v.get("name") for v in items.values() if isinstance(v, Mapping)]
     return names[0] if names else None
+
+
+# ---- Freight availability ---------------------------------------------------------------------
+
+
+def freight_created(freight: Mapping[str, Any]) -> str:
+    created = parse_time(meta(freight).get("creationTimestamp"))
+    return created.isoformat() if created else ""
+
+
+def soaked_since(freight: Mapping[str, Any], upstream: str) -> datetime | None:
+    """Since when the Freight has been (continuously) in ``upstream`` and verified there."""
+    status = freight.get("status") or {}
+    verified = (status.get("verifiedIn") or {}).get(upstream)
+    if verified is None:
+        return None
+    current = (status.get("currentlyIn") or {}).get(upstream) or {}
+    since = parse_time(current.get("since")) or parse_time((verified or {}).get("verifiedAt"))
+    if since is None:
+        # Verified, time unknown (hand-written status): available, but a soak cannot start.
+        from datetime import UTC
+
+        return datetime.min.replace(tzinfo=UTC)
+    return since
+
+
+def available_to(
+    stage: Mapping[str, Any], freight: Mapping[str, Any], now: datetime | None = None
+) -> bool:
+    """Is ``freight`` available to ``stage``?
+
+    Directly from a requested origin (``sources.direct``), or once verified in the listed
+    upstream Stages — any of them, or all with ``availabilityStrategy: All`` — and, with
+    ``requiredSoakTime``, after it has stayed that long in the upstream Stage.
+    """
+    return available_at(stage, freight) is not None and (
+        now is None or (available_at(stage, freight) or now) <= now
+    )
+
+
+def available_at(stage: Mapping[str, Any], freight: Mapping[str, Any]) -> datetime | None:
+    """When ``freight`` becomes (or became) available to ``stage``; None when it never will
+    with what is known now. ``datetime.min`` (UTC) means "always" (direct)."""
+    from datetime import UTC
+
+    from promoter.model import parse_duration
+
+    origin = freight.get("origin") or {}
+    best: datetime | None = None
+    for request in (stage.get("spec") or {}).get("requestedFreight") or ():
+        wanted = request.get("origin") or {}
+        if wanted.get("name") != origin.get("name") or wanted.get("kind", "Warehouse") != (
+            origin.get("kind", "Warehouse")
+        ):
+            continue
+        sources = request.get("sources") or {}
+        if sources.get("direct"):
+            return datetime.min.replace(tzinfo=UTC)
+        upstream = list(sources.get("stages") or [])
+        if not upstream:
+            continue
+        soak = sources.get("requiredSoakTime")
+        soak_seconds = parse_duration(soak, field_name="requiredSoakTime") if soak else 0.0
+        times = []
+        for name in upstream:
+            since = soaked_since(freight, name)
+            if since is None:
+                continue
+            if since.year == 1 and soak_seconds:
+                continue  # no known start, so no soak can have elapsed
+            times.append(since + timedelta(seconds=soak_seconds) if since.year > 1 else since)
+        if not times:
+            continue
+        if sources.get("availabilityStrategy") == "All":
+            if len(times) < len(upstream):
+                continue
+            when = max(times)
+        else:
+            when = min(times)
+        best = when if best is None else min(best, when)
+    return best

@@ -1,0 +1,472 @@
+"""Freight verification and Freight flow: AnalysisRuns after a Promotion, then auto-promotion.
+
+After a Promotion succeeds and the Stage is healthy, the Stage's ``spec.verification`` becomes an
+Argo Rollouts AnalysisRun (built as a plain dict by :mod:`promoter.verification`); an informer
+follows it to a terminal phase, which is recorded on the Stage (``freightHistory[0]
+.verificationHistory``, condition ``Verified``) and, on success, on the Freight
+(``status.verifiedIn[<stage>]``). Verified Freight becomes available to downstream Stages (after
+their ``requiredSoakTime``), and Stages that opt in with the ``longshoreman.dev/auto-promote``
+annotation promote the newest available Freight through the one builder.
+
+Runs inside the Controller's per-Stage reconcile, so it shares its one-at-a-time guarantee.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from app import kube as k
+from app.informer import Informer
+from promoter.model import GROUP, format_time, meta, name_of, namespace_of
+from promoter.stages import (
+    Condition,
+    available_at,
+    freight_created,
+    get_condition,
+    phase_of,
+    set_condition,
+)
+from promoter.verification import (
+    ANALYSIS_TERMINAL,
+    VerificationError,
+    build_analysis_run,
+    record_verification,
+    verification_entry,
+    verification_message,
+    verification_phase,
+)
+
+log = logging.getLogger(__name__)
+
+REVERIFY_ANNOTATIONS = (f"{GROUP}/reverify", "kargo.akuity.io/reverify")
+ABORT_VERIFICATION_ANNOTATIONS = (f"{GROUP}/abort-verification", "kargo.akuity.io/abort")
+AUTO_PROMOTE_ANNOTATION = f"{GROUP}/auto-promote"
+AUTO_PROMOTION_ACTOR = "longshoreman:auto-promotion"
+STAGE_LABEL = f"{GROUP}/stage"
+CRD_MISSING = (
+    "cannot verify: the AnalysisRun CRD (analysisruns.argoproj.io) is not installed in this "
+    "cluster; install Argo Rollouts' CRDs"
+)
+
+
+def _annotation(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    annotations = meta(obj).get("annotations") or {}
+    for key in keys:
+        if annotations.get(key):
+            return str(annotations[key])
+    return None
+
+
+def _actor_of(request: str) -> str:
+    try:
+        data = json.loads(request)
+    except ValueError:
+        return "unknown"
+    if isinstance(data, Mapping):
+        return str(data.get("actor") or "unknown")
+    return "unknown"
+
+
+def auto_promote_enabled(stage: Mapping[str, Any]) -> bool:
+    value = (meta(stage).get("annotations") or {}).get(AUTO_PROMOTE_ANNOTATION, "")
+    return str(value).lower() == "true"
+
+
+class Verifier:
+    """Verification and auto-promotion for the Controller's Stages."""
+
+    def __init__(
+        self,
+        kube: k.Kube,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        enqueue: Callable[[str, str], None],
+        create_promotion: Callable[[Mapping[str, Any], Mapping[str, Any]], Any],
+    ) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.enqueue = enqueue
+        self.create_promotion = create_promotion
+        self.runs = Informer(kube, k.ANALYSIS_RUNS, on_event=self._on_run)
+        self.templates = Informer(kube, k.ANALYSIS_TEMPLATES)
+        self.cluster_templates = Informer(kube, k.CLUSTER_ANALYSIS_TEMPLATES)
+        self.crds_missing = False
+
+    async def probe(self) -> None:
+        """Find out once whether Argo Rollouts' CRDs are installed (and say so in the log)."""
+        try:
+            await self.kube.list(k.ANALYSIS_RUNS)
+        except k.NotFound:
+            self.crds_missing = True
+            log.warning("%s; verifications will end in phase Error until then", CRD_MISSING)
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return () if self.crds_missing else (self.runs, self.templates, self.cluster_templates)
+
+    def _on_run(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        stage = (meta(obj).get("labels") or {}).get(STAGE_LABEL)
+        if stage:
+            self.enqueue(namespace_of(obj) or "default", stage)
+
+    # ---- queries ----------------------------------------------------------------------------
+
+    @staticmethod
+    def latest(stage: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        history = (stage.get("status") or {}).get("freightHistory") or []
+        if not history:
+            return None
+        entries = history[0].get("verificationHistory") or []
+        return entries[0] if entries else None
+
+    def in_progress(self, stage: Mapping[str, Any]) -> bool:
+        """Is a verification running that other Promotions must wait for?
+
+        They wait only while the Stage is healthy: an unhealthy Stage needs a fix more than it
+        needs its verification finished.
+        """
+        latest = self.latest(stage)
+        if latest is None or latest.get("phase") not in ("Pending", "Running"):
+            return False
+        healthy = get_condition(stage.get("status") or {}, "Healthy")
+        return healthy is None or healthy.get("status") == "True"
+
+    # ---- the reconcile ----------------------------------------------------------------------
+
+    async def reconcile(
+        self,
+        stage: Mapping[str, Any],
+        promotions: Sequence[Mapping[str, Any]],
+        freight: Callable[[str, str], Mapping[str, Any] | None],
+        all_freight: Callable[[str], Sequence[Mapping[str, Any]]],
+        stages: Callable[[str], Sequence[Mapping[str, Any]]],
+    ) -> float | None:
+        """Move the Stage's verification along and auto-promote; returns a requeue delay."""
+        namespace = namespace_of(stage) or "default"
+        status = dict(stage.get("status") or {})
+        history = [dict(h) for h in status.get("freightHistory") or []]
+        now = self.clock()
+        changed: dict[str, Any] = {}
+        if history:
+            current = history[0]
+            entries = list(current.get("verificationHistory") or [])
+            latest = dict(entries[0]) if entries else None
+            entries, latest, handled = await self._requests(stage, status, entries, latest, now)
+            changed.update(handled)
+            entries, latest = await self._start_if_due(
+                stage, status, promotions, entries, latest, freight, now
+            )
+            entries, latest = await self._follow(stage, entries, latest, freight, now)
+            if entries != list(current.get("verificationHistory") or []):
+                current = {**current, "verificationHistory": entries}
+                history[0] = current
+                changed["freightHistory"] = history
+            verified = self._verified_condition(latest, status)
+            conditions = set_condition(
+                status.get("conditions") or [], verified, now, meta(stage).get("generation")
+            )
+            if _strip(conditions) != _strip(status.get("conditions") or []):
+                changed["conditions"] = conditions
+        enabled = auto_promote_enabled(stage)
+        if status.get("autoPromotionEnabled") != enabled:
+            changed["autoPromotionEnabled"] = enabled
+        if changed:
+            await self._write(stage, changed)
+        return await self._auto_promote(stage, promotions, all_freight(namespace), stages, now)
+
+    async def _requests(
+        self,
+        stage: Mapping[str, Any],
+        status: Mapping[str, Any],
+        entries: list[Any],
+        latest: dict[str, Any] | None,
+        now: datetime,
+    ) -> tuple[list[Any], dict[str, Any] | None, dict[str, Any]]:
+        handled: dict[str, Any] = {}
+        abort = _annotation(stage, ABORT_VERIFICATION_ANNOTATIONS)
+        if abort and abort != status.get("lastHandledAbortVerification"):
+            handled["lastHandledAbortVerification"] = abort
+            if latest is not None and latest.get("phase") in ("Pending", "Running"):
+                actor = _actor_of(abort)
+                run = latest.get("analysisRun") or {}
+                if run.get("name"):
+                    try:
+                        await self.kube.patch(
+                            k.ANALYSIS_RUNS,
+                            run.get("namespace"),
+                            run["name"],
+                            {"spec": {"terminate": True}},
+                        )
+                    except k.KubeError as e:
+                        log.warning("terminating AnalysisRun %s: %s", run["name"], e)
+                latest = {
+                    **latest,
+                    "phase": "Failed",
+                    "message": f"aborted by {actor}",
+                    "finishTime": format_time(now),
+                }
+                entries = record_verification(entries, latest)
+        reverify = _annotation(stage, REVERIFY_ANNOTATIONS)
+        if reverify and reverify != status.get("lastHandledReverify"):
+            handled["lastHandledReverify"] = reverify
+            # Start a new verification on the next step, whatever the last one said.
+            latest = {"id": "", "phase": "Requested", "actor": _actor_of(reverify)}
+        return entries, latest, handled
+
+    async def _start_if_due(
+        self,
+        stage: Mapping[str, Any],
+        status: Mapping[str, Any],
+        promotions: Sequence[Mapping[str, Any]],
+        entries: list[Any],
+        latest: dict[str, Any] | None,
+        freight: Callable[[str, str], Mapping[str, Any] | None],
+        now: datetime,
+    ) -> tuple[list[Any], dict[str, Any] | None]:
+        last = status.get("lastPromotion") or {}
+        if (last.get("status") or {}).get("phase") != "Succeeded":
+            return entries, latest
+        requested = latest is not None and latest.get("phase") == "Requested"
+        # A (re-)promotion of the Freight is verified again: entries remember their Promotion.
+        new_promotion = latest is None or (
+            latest.get("promotion") != last.get("name") and not requested
+        )
+        if not (requested or new_promotion):
+            return entries, latest
+        healthy = get_condition(status, "Healthy")
+        if healthy is None or healthy.get("status") != "True":
+            return entries, latest  # waits for health; the health loop wakes the Stage
+        freight_name = (last.get("freight") or {}).get("name") or ""
+        freight_obj = freight(namespace_of(stage) or "default", freight_name) or {
+            "metadata": {"name": freight_name}
+        }
+        actor = (latest or {}).get("actor") if requested else None
+        entry = await self._start(stage, freight_obj, str(last.get("name")), actor, now)
+        return record_verification(entries, entry), entry
+
+    async def _start(
+        self,
+        stage: Mapping[str, Any],
+        freight: Mapping[str, Any],
+        promotion: str,
+        actor: str | None,
+        now: datetime,
+    ) -> dict[str, Any]:
+        namespace = namespace_of(stage) or "default"
+        spec = (stage.get("spec") or {}).get("verification") or {}
+        refs = spec.get("analysisTemplates") or []
+        entry_id = str(uuid.uuid4())
+
+        def entry(
+            phase: str, message: str = "", run: Mapping[str, Any] | None = None
+        ) -> dict[str, Any]:
+            finish = now if phase in ANALYSIS_TERMINAL else None
+            made = verification_entry(
+                id=entry_id, actor=actor, start=now, analysis_run=run, phase=phase,
+                message=message, finish=finish,
+            )  # fmt: skip
+            return {**made, "promotion": promotion}
+
+        if not refs:
+            await self._mark_verified(stage, freight, now)
+            return entry("Successful", "no verification configured: verified on promotion")
+        if self.crds_missing:
+            return entry("Error", CRD_MISSING)
+        templates = []
+        for ref in refs:
+            name = str((ref or {}).get("name"))
+            if (ref or {}).get("kind") == "ClusterAnalysisTemplate":
+                found = self.cluster_templates.get(None, name)
+            else:
+                found = self.templates.get(namespace, name)
+            if found is None:
+                kind = (ref or {}).get("kind") or "AnalysisTemplate"
+                return entry("Error", f"{kind} {name!r} not found in namespace {namespace!r}")
+            templates.append(found)
+        try:
+            run = build_analysis_run(
+                stage=stage,
+                freight=freight,
+                templates=templates,
+                promotion=promotion,
+                namespace=namespace,
+                actor=actor,
+                freights=[freight],
+            )
+        except VerificationError as e:
+            return entry("Error", str(e))
+        try:
+            created = await self.kube.create(k.ANALYSIS_RUNS, run)
+        except k.NotFound:
+            self.crds_missing = True
+            return entry("Error", CRD_MISSING)
+        except k.KubeError as e:
+            return entry("Error", f"creating the AnalysisRun failed: {e}")
+        self.runs.observe(created)
+        return entry("Pending", "", created)
+
+    async def _follow(
+        self,
+        stage: Mapping[str, Any],
+        entries: list[Any],
+        latest: dict[str, Any] | None,
+        freight: Callable[[str, str], Mapping[str, Any] | None],
+        now: datetime,
+    ) -> tuple[list[Any], dict[str, Any] | None]:
+        if latest is None or latest.get("phase") not in ("Pending", "Running"):
+            return entries, latest
+        ref = latest.get("analysisRun") or {}
+        run = self.runs.get(ref.get("namespace"), str(ref.get("name")))
+        if run is None:
+            return entries, latest
+        phase = verification_phase(run) or "Pending"
+        if phase == latest.get("phase") and phase not in ANALYSIS_TERMINAL:
+            return entries, latest
+        updated = {
+            **latest,
+            "phase": phase,
+            "analysisRun": {**ref, "phase": phase},
+        }
+        if phase in ANALYSIS_TERMINAL:
+            updated["finishTime"] = format_time(now)
+            updated["message"] = verification_message(run)
+            if phase == "Successful":
+                freight_name = str((meta(run).get("labels") or {}).get(f"{GROUP}/freight") or "")
+                freight_obj = freight(namespace_of(stage) or "default", freight_name)
+                if freight_obj is not None:
+                    await self._mark_verified(stage, freight_obj, now)
+        return record_verification(entries, updated), updated
+
+    @staticmethod
+    def _verified_condition(
+        latest: Mapping[str, Any] | None, status: Mapping[str, Any]
+    ) -> Condition:
+        if latest is None or latest.get("phase") == "Requested":
+            last = (status.get("lastPromotion") or {}).get("status") or {}
+            if last.get("phase") == "Succeeded":
+                healthy = get_condition(status, "Healthy")
+                if healthy is None or healthy.get("status") != "True":
+                    return Condition(
+                        "Verified",
+                        "Unknown",
+                        "WaitingForHealth",
+                        "verification starts once the Stage is healthy",
+                    )
+                return Condition("Verified", "Unknown", "Pending", "verification is about to start")
+            return Condition(
+                "Verified", "Unknown", "NoFreight", "no Freight has been promoted here yet"
+            )
+        phase = str(latest.get("phase"))
+        message = str(latest.get("message") or "")
+        if phase == "Successful":
+            return Condition("Verified", "True", "Verified", message)
+        if phase in ("Pending", "Running"):
+            return Condition(
+                "Verified",
+                "Unknown",
+                "Verifying",
+                f"AnalysisRun {(latest.get('analysisRun') or {}).get('name', '')} is {phase}",
+            )
+        return Condition(
+            "Verified",
+            "False",
+            "VerificationFailed" if phase != "Error" else "VerificationErrored",
+            f"{phase}: {message}".rstrip(": "),
+        )
+
+    async def _mark_verified(
+        self, stage: Mapping[str, Any], freight: Mapping[str, Any], now: datetime
+    ) -> None:
+        name = name_of(freight)
+        if not name or not meta(freight).get("uid"):
+            return
+        try:
+            await self.kube.patch_status(
+                k.FREIGHT,
+                namespace_of(freight),
+                name,
+                {"verifiedIn": {name_of(stage): {"verifiedAt": format_time(now)}}},
+                resource_version=None,
+            )
+        except k.KubeError as e:
+            log.warning("recording Freight %s verified in %s: %s", name, name_of(stage), e)
+        # Downstream Stages notice through the Freight's watch event (Controller._on_freight).
+
+    async def _write(self, stage: Mapping[str, Any], changed: Mapping[str, Any]) -> None:
+        try:
+            await self.kube.patch_status(
+                k.STAGES,
+                namespace_of(stage),
+                name_of(stage),
+                dict(changed),
+                resource_version=str(meta(stage).get("resourceVersion")),
+            )
+        except k.Conflict:
+            # The Stage changed under us (the Controller wrote it a moment ago): decide again.
+            self.enqueue(namespace_of(stage) or "default", name_of(stage))
+        except k.NotFound:
+            return
+
+    # ---- Freight flow -----------------------------------------------------------------------
+
+    async def _auto_promote(
+        self,
+        stage: Mapping[str, Any],
+        promotions: Sequence[Mapping[str, Any]],
+        freight: Sequence[Mapping[str, Any]],
+        stages: Callable[[str], Sequence[Mapping[str, Any]]],
+        now: datetime,
+    ) -> float | None:
+        if not auto_promote_enabled(stage):
+            return None
+        if any(not phase_of(p).terminal for p in promotions):
+            return None  # something is queued or running already
+        current = _current_freight(stage, freight)
+        current_created = freight_created(current) if current else ""
+        soonest: datetime | None = None
+        candidates = []
+        for f in freight:
+            when = available_at(stage, f)
+            if when is None:
+                continue
+            if when > now:
+                soonest = when if soonest is None else min(soonest, when)
+                continue
+            candidates.append(f)
+        candidates.sort(key=lambda f: (freight_created(f), name_of(f)), reverse=True)
+        for f in candidates[:1]:
+            # Never promote older Freight over newer, nor the same Freight twice.
+            if current is not None and (
+                name_of(f) == name_of(current) or freight_created(f) <= current_created
+            ):
+                break
+            if any((p.get("spec") or {}).get("freight") == name_of(f) for p in promotions):
+                break
+            await self.create_promotion(stage, f)
+            return None
+        if soonest is not None:
+            return max(0.0, (soonest - now).total_seconds())
+        return None
+
+
+def _current_freight(
+    stage: Mapping[str, Any], freight: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The Stage's current Freight object (the head of its freightHistory)."""
+    history = (stage.get("status") or {}).get("freightHistory") or []
+    if not history:
+        return None
+    names = {str(v.get("name")) for v in (history[0].get("items") or {}).values()}
+    for f in freight:
+        if name_of(f) in names:
+            return f
+    return None
+
+
+def _strip(conditions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conditions]
