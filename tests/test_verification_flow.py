@@ -244,3 +244,65 @@ async def test_missing_analysisrun_crd_records_an_error(tmp_path: Path) -> None:
     entry = dev["status"]["freightHistory"][0]["verificationHistory"][0]
     assert entry["phase"] == "Error"
     assert "AnalysisRun CRD (analysisruns.argoproj.io) is not installed" in entry["message"]
+
+
+async def test_verification_survives_a_controller_restart_and_repromotion_reverifies(
+    env: Env,
+) -> None:
+    env.rollouts.script_stage("dev", Outcome(HANG))
+    await env.kube.create(k.STAGES, stage("dev", {"direct": True}, auto=False))
+    name = "f6" + "0" * 38
+    await env.kube.create(k.FREIGHT, freight(name))
+    promotion = {
+        "metadata": {"name": "p1", "namespace": NS},
+        "spec": {"stage": "dev", "freight": name},
+    }
+    async with running_controller(env.server, env.work), env.rollouts.running():
+        await env.kube.create(k.PROMOTIONS, promotion)
+        first = await wait_for_object(
+            env.kube,
+            k.STAGES,
+            NS,
+            "dev",
+            lambda s: (
+                (
+                    ((s.get("status") or {}).get("freightHistory") or [{}])[0].get(
+                        "verificationHistory"
+                    )
+                    or [{}]
+                )[0].get("phase")
+                == "Running"
+            ),
+        )
+    run_name = first["status"]["freightHistory"][0]["verificationHistory"][0]["analysisRun"]["name"]
+    # While no controller runs, Argo Rollouts (a fresh instance) finishes the analysis.
+    rollouts = FakeRolloutsController(KubernetesAnalysisRuns(env.server.api_client()))
+    async with rollouts.running():
+        await wait_for_object(
+            env.kube,
+            k.ANALYSIS_RUNS,
+            NS,
+            run_name,
+            lambda r: (r.get("status") or {}).get("phase") == "Successful",
+        )
+    env.rollouts = rollouts
+    async with running_controller(env.server, env.work), env.rollouts.running():
+        await env.verified_in(name, "dev")
+        env.rollouts.script_stage("dev", Outcome("Successful"))
+        await env.kube.create(
+            k.PROMOTIONS, {**promotion, "metadata": {"name": "p2", "namespace": NS}}
+        )
+        await wait_terminal(env.kube, NS, "p2")
+        again = await wait_for_object(
+            env.kube,
+            k.STAGES,
+            NS,
+            "dev",
+            lambda s: (
+                len(s["status"]["freightHistory"][0].get("verificationHistory") or []) == 2
+                and s["status"]["freightHistory"][0]["verificationHistory"][0]["phase"]
+                == "Successful"
+            ),
+        )
+    entries = again["status"]["freightHistory"][0]["verificationHistory"]
+    assert [e["promotion"] for e in entries] == ["p2", "p1"]
