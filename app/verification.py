@@ -35,6 +35,7 @@ from promoter.verification import (
     ANALYSIS_TERMINAL,
     VerificationError,
     build_analysis_run,
+    label_value,
     record_verification,
     verification_entry,
     verification_message,
@@ -48,6 +49,8 @@ ABORT_VERIFICATION_ANNOTATIONS = (f"{GROUP}/abort-verification", "kargo.akuity.i
 AUTO_PROMOTE_ANNOTATION = f"{GROUP}/auto-promote"
 AUTO_PROMOTION_ACTOR = "longshoreman:auto-promotion"
 STAGE_LABEL = f"{GROUP}/stage"
+# On AnalysisRuns started by a re-verify request: which request, so a retry adopts the run.
+REQUEST_ANNOTATION = f"{GROUP}/verification-request"
 CRD_MISSING = (
     "cannot verify: the AnalysisRun CRD (analysisruns.argoproj.io) is not installed in this "
     "cluster; install Argo Rollouts' CRDs"
@@ -215,7 +218,12 @@ class Verifier:
         if reverify and reverify != status.get("lastHandledReverify"):
             handled["lastHandledReverify"] = reverify
             # Start a new verification on the next step, whatever the last one said.
-            latest = {"id": "", "phase": "Requested", "actor": _actor_of(reverify)}
+            latest = {
+                "id": "",
+                "phase": "Requested",
+                "actor": _actor_of(reverify),
+                "request": reverify,
+            }
         return entries, latest, handled
 
     async def _start_if_due(
@@ -246,7 +254,8 @@ class Verifier:
             "metadata": {"name": freight_name}
         }
         actor = (latest or {}).get("actor") if requested else None
-        entry = await self._start(stage, freight_obj, str(last.get("name")), actor, now)
+        request = str((latest or {}).get("request") or "") if requested else ""
+        entry = await self._start(stage, freight_obj, str(last.get("name")), actor, request, now)
         return record_verification(entries, entry), entry
 
     async def _start(
@@ -255,6 +264,7 @@ class Verifier:
         freight: Mapping[str, Any],
         promotion: str,
         actor: str | None,
+        request: str,
         now: datetime,
     ) -> dict[str, Any]:
         namespace = namespace_of(stage) or "default"
@@ -288,6 +298,10 @@ class Verifier:
                 kind = (ref or {}).get("kind") or "AnalysisTemplate"
                 return entry("Error", f"{kind} {name!r} not found in namespace {namespace!r}")
             templates.append(found)
+        earlier = self._earlier_run(namespace, name_of(stage), promotion, request)
+        if earlier is not None:
+            # Started before a crash or a lost status write: adopt it rather than start twice.
+            return entry(verification_phase(earlier) or "Pending", "", earlier)
         try:
             run = build_analysis_run(
                 stage=stage,
@@ -300,6 +314,8 @@ class Verifier:
             )
         except VerificationError as e:
             return entry("Error", str(e))
+        if request:
+            run["metadata"].setdefault("annotations", {})[REQUEST_ANNOTATION] = request
         try:
             created = await self.kube.create(k.ANALYSIS_RUNS, run)
         except k.NotFound:
@@ -309,6 +325,24 @@ class Verifier:
             return entry("Error", f"creating the AnalysisRun failed: {e}")
         self.runs.observe(created)
         return entry("Pending", "", created)
+
+    def _earlier_run(
+        self, namespace: str, stage: str, promotion: str, request: str
+    ) -> Mapping[str, Any] | None:
+        """The AnalysisRun this verification already created, if any (newest first)."""
+        found = []
+        for run in self.runs.items(namespace):
+            labels = meta(run).get("labels") or {}
+            annotations = meta(run).get("annotations") or {}
+            if (
+                labels.get(STAGE_LABEL) == label_value(stage)
+                and labels.get(f"{GROUP}/promotion") == label_value(promotion)
+                and str(annotations.get(REQUEST_ANNOTATION) or "") == request
+            ):
+                found.append(run)
+        if not found:
+            return None
+        return max(found, key=lambda r: (str(meta(r).get("creationTimestamp")), name_of(r)))
 
     async def _follow(
         self,
@@ -442,7 +476,8 @@ class Verifier:
         for f in candidates[:1]:
             # Never promote older Freight over newer, nor the same Freight twice.
             if current is not None and (
-                name_of(f) == name_of(current) or freight_created(f) <= current_created
+                # (Timestamps have second precision: equal means "not older".)
+                name_of(f) == name_of(current) or freight_created(f) < current_created
             ):
                 break
             if any((p.get("spec") or {}).get("freight") == name_of(f) for p in promotions):
