@@ -99,3 +99,42 @@ class ClusterPromotions:
 
     def wake_pr(self, url: str) -> int:
         return self.controller.wake_pr(url)
+
+
+class DeferredPromotions:
+    """A PromotionService whose cluster side is attached once the controller has started.
+
+    Webhook routes are mounted when the app is built, before the cluster connection exists; a
+    request that arrives in between gets a clear "starting" error rather than a crash.
+    """
+
+    def __init__(self) -> None:
+        self.target: ClusterPromotions | None = None
+
+    def _get(self) -> ClusterPromotions:
+        if self.target is None:
+            raise InvalidInput("Longshoreman is still starting; try again in a moment")
+        return self.target
+
+    async def snapshot(self, namespace: str) -> Snapshot:
+        return await self._get().snapshot(namespace)
+
+    async def promote(
+        self, namespace: str, stage: str, freight: str, *, actor: str
+    ) -> PromotionRef:
+        return await self._get().promote(namespace, stage, freight, actor=actor)
+
+    async def abort(self, namespace: str, promotion: str, *, actor: str) -> PromotionRef:
+        return await self._get().abort(namespace, promotion, actor=actor)
+
+    async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
+        await self._get().reverify(namespace, stage, actor=actor)
+
+    async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
+        await self._get().annotate(namespace, promotion, key, value)
+
+    def is_leader(self) -> bool:
+        return self.target is not None and self.target.is_leader()
+
+    def wake_pr(self, url: str) -> int:
+        return self.target.wake_pr(url) if self.target is not None else 0

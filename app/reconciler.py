@@ -315,9 +315,13 @@ class Controller:
     def _on_freight(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         namespace = namespace_of(obj) or "default"
         key = f"{namespace}/{name_of(obj)}"
-        for promotion in self.promotions.by_index("freight", key):
-            if not phase_of(promotion).terminal:
-                self._on_promotion("MODIFIED", promotion, promotion)
+        # Promotions depend on what the Freight is, not on its status, which every finished
+        # Promotion's verification writes: re-checking every queued Promotion of a popular
+        # Freight on each of those writes made draining the queues quadratic (bench_scale).
+        if kind != "MODIFIED" or old is None or _freight_content(obj) != _freight_content(old):
+            for promotion in self.promotions.by_index("freight", key):
+                if not phase_of(promotion).terminal:
+                    self._on_promotion("MODIFIED", promotion, promotion)
         # New or newly verified Freight may be due for auto-promotion downstream.
         for stage in self.stages.items(namespace):
             if auto_promote_enabled(stage) and available_at(stage, obj) is not None:
@@ -374,6 +378,13 @@ class Controller:
                 self._enqueue_stage(namespace_of(stage) or "default", name_of(stage))
             for promotion in self.promotions.items():
                 self._on_promotion("ADDED", promotion, None)
+                # Application changes seen while this replica did not lead were not acted on
+                # (nobody led, or another replica did): re-enter the steps waiting on one now,
+                # not at their nextAttemptAt.
+                waiting_stage = (promotion.get("spec") or {}).get("stage")
+                if waiting_stage and waiting_apps(promotion):
+                    namespace = namespace_of(promotion) or "default"
+                    self._enqueue_stage(namespace, waiting_stage, wake=True)
             async with asyncio.TaskGroup() as group:
                 group.create_task(
                     self.queue.run(self._reconcile_key, concurrency=self.max_concurrent)
@@ -746,6 +757,11 @@ class Controller:
                     else ("Unknown" if worst == "True" else worst)
                 )
         return worst, "; ".join(messages) or "all Applications healthy and synced"
+
+
+def _freight_content(freight: Mapping[str, Any]) -> dict[str, Any]:
+    """A Freight without its status and metadata: the artifacts it stands for."""
+    return {key: value for key, value in freight.items() if key not in ("status", "metadata")}
 
 
 def _without_times(status: Mapping[str, Any]) -> Any:

@@ -10,22 +10,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from app import kube as k
+from app.chatops import ClusterPromotions, DeferredPromotions
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.leader import LeaderElector
 from app.metrics import Metrics
 from app.reconciler import Controller
 from app.settings import Settings
+from handlers.webhook import setup_github
 from promoter.model import namespace_of
 from promoter.stages import phase_of
 from promoter.steps.base import GitSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
+from slack.app import setup_slack
 
 log = logging.getLogger("longshoreman")
 
@@ -43,6 +46,11 @@ class ServerState:
     cluster: EmbeddedCluster | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
     failure: BaseException | None = None
+    # The chat front ends' port to the cluster, attached once the controller runs.
+    service: DeferredPromotions = field(default_factory=DeferredPromotions)
+    listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
+        default_factory=list
+    )
 
     def ready(self) -> tuple[bool, str]:
         if self.failure is not None:
@@ -84,19 +92,30 @@ def create_app(
     extra_services: Mapping[str, Any] | None = None,
 ) -> web.Application:
     """The aiohttp application: endpoints plus the reconciler's lifecycle."""
-    app = web.Application()
+    # GitHub's payloads can be large (a push with many commits); its handler reads the body
+    # itself with GitHub's own cap.
+    app = web.Application(client_max_size=30 * 1024 * 1024)
     state = ServerState(settings=settings, registry=registry)
     app[SERVER] = state
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    extra = dict(extra_services or {})
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            await _start(state, stack, extra_services or {})
+            await _start(state, stack, extra)
             yield
 
     app.cleanup_ctx.append(lifecycle)
+    # Chat front ends mount their routes now; their cluster side attaches in _start.
+    if settings.github is not None:
+        github = setup_github(app, settings.github, state.service)
+        extra.setdefault("github", github.pull_requests)
+        state.listeners.append(github.on_promotion)
+    if settings.slack is not None:
+        slack_app = setup_slack(app, settings.slack, state.service)
+        state.listeners.append(slack_app.on_promotion)
     return app
 
 
@@ -151,6 +170,8 @@ async def _start(
         on_promotion_finished=lambda obj: _count_finished(state.metrics, obj),
     )
     state.controller = controller
+    controller.listeners.extend(state.listeners)
+    state.service.target = ClusterPromotions(kube, controller)
     tasks: list[asyncio.Task[None]] = []
 
     async def stop_tasks() -> None:

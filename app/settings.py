@@ -13,6 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from handlers.settings import GitHubSettings, GitHubSettingsError
+from slack.settings import SlackSettings, SlackSettingsError
+
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the message names the variable."""
@@ -100,6 +103,9 @@ class Settings:
     git_author_email: str = "longshoreman@localhost"
     log_level: str = "INFO"
     log_format: str = "text"
+    # The chat front ends: each on when its credentials are set.
+    github: GitHubSettings | None = None
+    slack: SlackSettings | None = None
 
     @property
     def embedded(self) -> bool:
@@ -131,7 +137,14 @@ class Settings:
                 f"(got {retry_period:g} < {renew_deadline:g} < {lease_duration:g})"
             )
         seed = env.get("EMBEDDED_SEED")
+        try:
+            github = GitHubSettings.from_env(env)
+            slack = SlackSettings.optional_from_env(env)
+        except (GitHubSettingsError, SlackSettingsError) as e:
+            raise SettingsError(str(e)) from None
         return cls(
+            github=github if github.enabled else None,
+            slack=slack,
             host=env.get("HOST", defaults.host),
             port=_int(env, "PORT", defaults.port, minimum=0),
             kubeconfig=kubeconfig,

@@ -18,6 +18,8 @@ _MODULES = (
     # Needs the Argo CD port (StepServices.extra["argocd"]), which the server provides; in the
     # local runner it errors with a message saying so.
     "promoter.steps.argocd",
+    # Need the GitHub port (StepServices.extra["github"]), set when the GitHub App is configured.
+    "promoter.steps.github",
 )
 
 

@@ -1,0 +1,244 @@
+"""Scale: many Stages, each with a queue of Promotions, drained by one controller.
+
+500 Stages x 4 queued Promotions x 3 ``compose-output`` steps (2000 Promotions) are created
+first; then the controller starts (in this process) and the clock runs until every Promotion is
+terminal. Reported: wall time, Promotions per second, Kubernetes API requests per Promotion split
+into reads and writes (counted with ``Kube(on_request=...)``, informer lists and watches
+included), and this process's peak RSS. The API server emulator runs in a child process
+(``bench_scale.py --serve-apiserver``) so neither its CPU nor its memory counts as ours.
+
+Targets: >= 200 Promotions/s; at most 3 writes per Promotion plus one per step; RSS < 250 MB.
+
+Run: .venv/bin/python bench/bench_scale.py [--stages 500] [--per-stage 4] [--steps 3]
+     [--profile out.prof]   (cProfile of the controller run; view with `python -m pstats`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kubernetes.aio import client as aio_client
+
+from app import kube as k
+from app.apiserver import create_apiserver_app, serve_apiserver
+from app.reconciler import Controller
+from promoter.steps.base import StepServices
+from promoter.steps.registry import builtin_registry
+
+ROOT = Path(__file__).resolve().parent.parent
+NS = "scale"
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+CRD_DIRS = [ROOT / "deploy" / "crds", ROOT / "deploy" / "third-party-crds"]
+
+
+# ---- the API server, in its own process ---------------------------------------------------------
+
+
+async def serve_apiserver_forever() -> None:
+    app = create_apiserver_app(crd_dirs=CRD_DIRS, namespaces=("default", NS))
+    async with serve_apiserver(app) as url:
+        print(url, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+
+
+@contextlib.contextmanager
+def apiserver_process() -> Any:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve-apiserver"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http://"):
+            raise RuntimeError(f"the API server did not start (said {url!r})")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# ---- the benchmark -------------------------------------------------------------------------------
+
+
+def stage(name: str, steps: int) -> dict[str, Any]:
+    chain: list[dict[str, Any]] = [{"uses": "compose-output", "as": "s0", "config": {"n": 0}}]
+    for i in range(1, steps):
+        chain.append(
+            {
+                "uses": "compose-output",
+                "as": f"s{i}",
+                "config": {"n": f"${{{{ outputs.s{i - 1}.n + 1 }}}}", "stage": "${{ ctx.stage }}"},
+            }
+        )
+    return {
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"}, "sources": {}}],
+            "promotionTemplate": {"spec": {"steps": chain}},
+        },
+    }
+
+
+async def in_batches(calls: list[Any], size: int = 50) -> None:
+    for start in range(0, len(calls), size):
+        await asyncio.gather(*(call() for call in calls[start : start + size]))
+
+
+async def populate(kube: k.Kube, stages: int, per_stage: int, steps: int) -> list[str]:
+    await kube.create(
+        k.FREIGHT,
+        {
+            "metadata": {"name": "f0", "namespace": NS},
+            "alias": "f0",
+            "origin": {"kind": "Warehouse", "name": "app"},
+        },
+    )
+    names = [f"stage-{i:04d}" for i in range(stages)]
+    await in_batches([lambda n=n: kube.create(k.STAGES, stage(n, steps)) for n in names])
+    promotions = [f"{n}-p{j}" for j in range(per_stage) for n in names]
+    await in_batches(
+        [
+            lambda p=p: kube.create(
+                k.PROMOTIONS,
+                {
+                    "metadata": {"name": p, "namespace": NS},
+                    "spec": {"stage": p.rsplit("-", 1)[0], "freight": "f0"},
+                },
+            )
+            for p in promotions
+        ]
+    )
+    return promotions
+
+
+async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    setup = k.Kube(aio_client.ApiClient(aio_client.Configuration(host=url)))
+    names = await populate(setup, args.stages, args.per_stage, args.steps)
+    await setup.close()
+
+    requests: Counter[tuple[str, str]] = Counter()
+
+    def count(method: str, plural: str, status: int | None) -> None:
+        requests[(method, plural)] += 1
+
+    finished: Counter[str] = Counter()
+    done = asyncio.Event()
+
+    def on_finished(obj: Mapping[str, Any]) -> None:
+        finished[str((obj.get("status") or {}).get("phase"))] += 1
+        if sum(finished.values()) >= len(names):
+            done.set()
+
+    kube = k.Kube(aio_client.ApiClient(aio_client.Configuration(host=url)), on_request=count)
+    with tempfile.TemporaryDirectory() as work:
+        controller = Controller(
+            kube,
+            registry=builtin_registry(),
+            services=StepServices(),
+            work_dir=Path(work),
+            max_concurrent=args.concurrency,
+            min_requeue=0.0,
+            health_interval=3600.0,
+            on_promotion_finished=on_finished,
+        )
+        profiler = cProfile.Profile() if args.profile else None
+        started = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        tasks = [
+            asyncio.create_task(controller.run_informers()),
+            asyncio.create_task(controller.lead()),
+        ]
+        try:
+            await asyncio.wait_for(done.wait(), args.limit)
+            wall = time.perf_counter() - started
+        finally:
+            if profiler:
+                profiler.disable()
+                profiler.dump_stats(args.profile)
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await kube.close()
+    return {
+        "promotions": len(names),
+        "wall": wall,
+        "finished": dict(finished),
+        "requests": requests,
+        "reconciles": controller.reconciles,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def report(result: dict[str, Any], args: argparse.Namespace) -> None:
+    n = result["promotions"]
+    requests: Counter[tuple[str, str]] = result["requests"]
+    reads = sum(c for (m, _), c in requests.items() if m not in WRITES)
+    writes = sum(c for (m, _), c in requests.items() if m in WRITES)
+    budget = 3 + args.steps
+    rate = n / result["wall"]
+    print(
+        f"{args.stages} Stages x {args.per_stage} Promotions x {args.steps} compose-output steps "
+        f"(concurrency {args.concurrency})"
+    )
+    print(f"{'Promotions':<28}{n:>10}   {result['finished']}")
+    print(f"{'wall time (s)':<28}{result['wall']:>10.2f}")
+    print(
+        f"{'Promotions/s':<28}{rate:>10.1f}   target >= 200: {'met' if rate >= 200 else 'MISSED'}"
+    )
+    print(f"{'reconciles':<28}{result['reconciles']:>10}")
+    print(f"{'API reads per Promotion':<28}{reads / n:>10.2f}")
+    print(
+        f"{'API writes per Promotion':<28}{writes / n:>10.2f}   target <= {budget}: "
+        f"{'met' if writes / n <= budget else 'MISSED'}"
+    )
+    rss = result["rss_mb"]
+    print(f"{'peak RSS (MB)':<28}{rss:>10.1f}   target < 250: {'met' if rss < 250 else 'MISSED'}")
+    print("requests by kind:")
+    for (method, plural), c in sorted(requests.items(), key=lambda item: -item[1]):
+        print(f"  {method:<7}{plural:<22}{c:>8}{c / n:>8.2f}/Promotion")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stages", type=int, default=500)
+    parser.add_argument("--per-stage", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=16, help="max concurrent reconciles")
+    parser.add_argument("--limit", type=float, default=300.0, help="give up after this long (s)")
+    parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run")
+    parser.add_argument("--serve-apiserver", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_apiserver:
+        asyncio.run(serve_apiserver_forever())
+        return
+    with apiserver_process() as url:
+        result = asyncio.run(run(url, args))
+    report(result, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""``check_run`` events on our own ``promote: STAGE`` runs: buttons and re-runs.
+
+``requested_action`` is a button press (Abort, Re-verify, Promote to NEXT; see
+:func:`handlers.checks.actions`); ``rerequested`` on a failed or cancelled run ("Re-run" in the
+Checks tab) starts a new Promotion of the same Freight to the same Stage. Each runs the same
+authorization as a comment command: the presser's repository permission and the Stage's
+promoters. A refusal is told on the pull request the check belongs to (a check run has no thread
+of its own) and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from gidgethub import routing, sansio
+
+from handlers import checks
+from handlers.client import GitHubAPI
+from handlers.context import Deps, event_repo
+from promoter.model import name_of
+from promoter.stages import available_to
+
+log = logging.getLogger(__name__)
+
+router = routing.Router()
+
+
+def ours(run: Mapping[str, Any], app_id: str | None) -> bool:
+    app = run.get("app") or {}
+    return (
+        app_id is not None
+        and str(app.get("id")) == app_id
+        and str(run.get("name", "")).startswith(checks.CHECK_PREFIX)
+    )
+
+
+async def _tell(gh: GitHubAPI, repo: str, run: Mapping[str, Any], body: str) -> None:
+    pulls = run.get("pull_requests") or []
+    if not pulls:
+        log.info("check run %s: %s", run.get("id"), body)
+        return
+    await gh.post(f"/repos/{repo}/issues/{int(pulls[0]['number'])}/comments", data={"body": body})
+
+
+@router.register("check_run", action="requested_action")
+async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
+    data = event.data
+    run = data.get("check_run") or {}
+    target = checks.parse_external_id(str(run.get("external_id") or ""))
+    if not ours(run, deps.settings.app_id) or target is None:
+        return
+    namespace, name = target
+    identifier = str((data.get("requested_action") or {}).get("identifier") or "")
+    user = str((data.get("sender") or {}).get("login") or "")
+    repo = event_repo(data)
+    gh = await deps.gh(data)
+    snapshot = await deps.service.snapshot(namespace)
+    promotion = next((p for p in snapshot.promotions if name_of(p) == name), None)
+    if promotion is None:
+        await _tell(gh, repo, run, f"@{user}: Promotion `{name}` no longer exists")
+        return
+    stage_name = checks.stage_of(promotion)
+    actor = deps.actor(user)
+    if identifier.startswith(checks.NEXT_PREFIX):
+        downstream = checks.downstream_stages(stage_name, snapshot.stages)
+        chosen = next((s for s in downstream if checks.next_identifier(s) == identifier), None)
+        if chosen is None:
+            await _tell(gh, repo, run, f"@{user}: that Stage no longer follows `{stage_name}`")
+            return
+        next_stage = snapshot.stage(chosen)
+        decision = await deps.permissions.decide(gh, repo, user, next_stage)
+        if not decision.allowed:
+            await _tell(gh, repo, run, f"@{user}: refused: {decision.reason}. Nothing was changed.")
+            return
+        freight = next(
+            (f for f in snapshot.freight if name_of(f) == checks.freight_of(promotion)), None
+        )
+        if (
+            next_stage is None
+            or freight is None
+            or not available_to(next_stage, freight, datetime.now(UTC))
+        ):
+            await _tell(
+                gh,
+                repo,
+                run,
+                f"@{user}: refused: this Freight is not available to Stage `{chosen}` yet "
+                "(not verified here, or still soaking). Nothing was changed.",
+            )
+            return
+        ref = await deps.service.promote(
+            namespace, chosen, checks.freight_of(promotion), actor=actor
+        )
+        log.info("%s promoted %s to %s from a check run", user, ref.freight, chosen)
+        return
+    decision = await deps.permissions.decide(gh, repo, user, snapshot.stage(stage_name))
+    if not decision.allowed:
+        await _tell(gh, repo, run, f"@{user}: refused: {decision.reason}. Nothing was changed.")
+        return
+    if identifier == checks.ABORT:
+        await deps.service.abort(namespace, name, actor=actor)
+    elif identifier == checks.REVERIFY:
+        await deps.service.reverify(namespace, stage_name, actor=actor)
+    else:
+        log.info("unknown check run action %r", identifier)
+
+
+@router.register("check_run", action="rerequested")
+async def on_rerequested(event: sansio.Event, deps: Deps) -> None:
+    data = event.data
+    run = data.get("check_run") or {}
+    target = checks.parse_external_id(str(run.get("external_id") or ""))
+    if not ours(run, deps.settings.app_id) or target is None:
+        return
+    if run.get("conclusion") not in ("failure", "cancelled", "timed_out"):
+        return  # only a failed promotion is worth repeating
+    namespace, name = target
+    user = str((data.get("sender") or {}).get("login") or "")
+    repo = event_repo(data)
+    gh = await deps.gh(data)
+    snapshot = await deps.service.snapshot(namespace)
+    promotion = next((p for p in snapshot.promotions if name_of(p) == name), None)
+    if promotion is None:
+        await _tell(gh, repo, run, f"@{user}: Promotion `{name}` no longer exists")
+        return
+    stage_name = checks.stage_of(promotion)
+    decision = await deps.permissions.decide(gh, repo, user, snapshot.stage(stage_name))
+    if not decision.allowed:
+        await _tell(gh, repo, run, f"@{user}: refused: {decision.reason}. Nothing was changed.")
+        return
+    await deps.service.promote(
+        namespace, stage_name, checks.freight_of(promotion), actor=deps.actor(user)
+    )

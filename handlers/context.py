@@ -1,0 +1,137 @@
+"""What every webhook handler receives besides the event (bedevere's ``gh`` parameter, widened).
+
+Handlers take ``(event, deps)``: the GitHub client for the event's installation is one call
+away (:meth:`Deps.gh`), and everything that changes the cluster goes through the
+:class:`promoter.chatops.PromotionService` port. Nothing here knows about the app layer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gidgethub
+from cachetools import TTLCache
+
+from handlers.client import GitHubAPI, GitHubClient
+from handlers.settings import GitHubSettings
+from promoter.chatops import GITHUB_PROMOTERS, Decision, PromotionService, github_may_act, listed
+from promoter.model import GROUP, meta
+
+log = logging.getLogger(__name__)
+
+# Annotations the GitHub front end keeps on a Promotion, so any replica continues after a restart.
+REPLY_ANNOTATION = f"{GROUP}/github-reply"
+CHECKS_ANNOTATION = f"{GROUP}/github-checks"
+# Repository permissions change rarely; a minute of caching spares a request per command.
+PERMISSION_TTL = 60.0
+
+
+def event_repo(data: Mapping[str, Any]) -> str:
+    return str((data.get("repository") or {}).get("full_name") or "")
+
+
+def read_json_annotation(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
+    raw = (meta(obj).get("annotations") or {}).get(key)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class Permissions:
+    """Who may act: repository permission and team membership, cached briefly."""
+
+    def __init__(self, ttl: float = PERMISSION_TTL) -> None:
+        self._permissions: TTLCache[tuple[str, str], str] = TTLCache(maxsize=4096, ttl=ttl)
+        self._teams: TTLCache[tuple[str, str], bool] = TTLCache(maxsize=4096, ttl=ttl)
+
+    async def permission(self, gh: GitHubAPI, repo: str, user: str) -> str:
+        key = (repo.lower(), user.lower())
+        cached = self._permissions.get(key)
+        if cached is not None:
+            return cached
+        owner, name = repo.split("/", 1)
+        try:
+            data = await gh.getitem(
+                "/repos/{owner}/{repo}/collaborators/{user}/permission",
+                {"owner": owner, "repo": name, "user": user},
+            )
+            permission = str(data.get("permission") or "none")
+            if data.get("role_name") == "maintain":
+                permission = "maintain"
+        except gidgethub.BadRequest as e:
+            if int(e.status_code) != 404:
+                raise
+            permission = "none"
+        self._permissions[key] = permission
+        return permission
+
+    async def teams(self, gh: GitHubAPI, user: str, wanted: list[str]) -> list[str]:
+        """Those of the ``org/team`` slugs in ``wanted`` that ``user`` is an active member of."""
+        out = []
+        for slug in wanted:
+            org, sep, team = slug.partition("/")
+            if not sep or not org or not team:
+                continue
+            key = (slug.lower(), user.lower())
+            member = self._teams.get(key)
+            if member is None:
+                try:
+                    data = await gh.getitem(
+                        "/orgs/{org}/teams/{team}/memberships/{user}",
+                        {"org": org, "team": team, "user": user},
+                    )
+                    member = data.get("state") == "active"
+                except gidgethub.BadRequest as e:
+                    # 404: not a member; 403: the App may not read this org's teams.
+                    if int(e.status_code) not in (403, 404):
+                        raise
+                    member = False
+                self._teams[key] = member
+            if member:
+                out.append(slug)
+        return out
+
+    async def decide(
+        self, gh: GitHubAPI, repo: str, user: str, stage: Mapping[str, Any] | None
+    ) -> Decision:
+        """github_may_act with the lookups it needs; with no Stage, repository writers may act."""
+        permission = await self.permission(gh, repo, user)
+        if stage is None:
+            return github_may_act({}, user, permission)
+        entries = listed((meta(stage).get("annotations") or {}).get(GITHUB_PROMOTERS))
+        teams = await self.teams(gh, user, [e for e in entries if "/" in e])
+        return github_may_act(stage, user, permission, teams)
+
+
+@dataclass
+class Deps:
+    """The handlers' collaborators."""
+
+    settings: GitHubSettings
+    client: GitHubClient
+    service: PromotionService
+    permissions: Permissions
+
+    async def gh(self, data: Mapping[str, Any]) -> GitHubAPI:
+        """A client for the installation the event came from (looked up when not named)."""
+        repo = event_repo(data)
+        installation = (data.get("installation") or {}).get("id")
+        if installation:
+            if repo:
+                self.client.remember_installation(repo, int(installation))
+            return await self.client.installation_api(int(installation))
+        return await self.client.repo_api(repo)
+
+    def namespace_for(self, data: Mapping[str, Any]) -> str:
+        return self.settings.project_for(event_repo(data))
+
+    def actor(self, login: str) -> str:
+        return f"github:{login}"

@@ -1,0 +1,197 @@
+"""GitHub App settings: read from the environment once, validated, failing fast.
+
+``GitHubSettings.from_env(env)`` is the only place the GitHub side reads configuration; the app
+layer composes it with :class:`app.settings.Settings`. Every problem names the variable. Secrets
+(the private key, the webhook secret) never appear in ``repr`` or in error messages.
+
+Variables:
+
+``GITHUB_APP_ID``
+    The App's numeric ID. Setting it enables the GitHub integration.
+``GITHUB_PRIVATE_KEY`` / ``GITHUB_PRIVATE_KEY_FILE``
+    The App's PEM private key, inline (``\\n`` escapes allowed) or as a file; exactly one.
+``GITHUB_WEBHOOK_SECRET``
+    Required when the App is enabled: unsigned webhooks are never accepted.
+``GITHUB_API_URL``
+    REST API root; ``https://api.github.com`` by default, ``https://HOST/api/v3`` for Enterprise.
+``GITHUB_PROJECT``
+    The Kargo project (namespace) that chat commands in any repository act on (``default``).
+``GITHUB_REPO_PROJECTS``
+    Per-repository overrides: ``owner/repo=namespace,owner/other=namespace2``.
+``GITHUB_WEBHOOK_WORKERS``
+    How many webhook deliveries are processed at once (8).
+``GITHUB_PROMOTION_URL``
+    Optional link template for replies and check runs, with ``{namespace}`` and ``{promotion}``
+    (a Kargo UI, a dashboard). Without it, replies link to the Promotion's check run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+DEFAULT_API_URL = "https://api.github.com"
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class GitHubSettingsError(ValueError):
+    """A GitHub setting is missing or malformed; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class GitHubSettings:
+    """Everything the GitHub integration is configured with."""
+
+    app_id: str | None = None
+    private_key: str | None = field(default=None, repr=False)
+    webhook_secret: str | None = field(default=None, repr=False)
+    api_url: str = DEFAULT_API_URL
+    project: str = "default"
+    repo_projects: Mapping[str, str] = field(default_factory=dict)
+    webhook_workers: int = 8
+    promotion_url: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.app_id is not None
+
+    def project_for(self, repo_full_name: str) -> str:
+        """The namespace (Kargo project) commands in ``owner/repo`` act on."""
+        return self.repo_projects.get(repo_full_name.lower(), self.project)
+
+    def link_for(self, namespace: str, promotion: str) -> str | None:
+        if not self.promotion_url:
+            return None
+        return self.promotion_url.format(namespace=namespace, promotion=promotion)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> GitHubSettings:
+        env = os.environ if env is None else env
+        app_id = (env.get("GITHUB_APP_ID") or "").strip() or None
+        secret = env.get("GITHUB_WEBHOOK_SECRET") or None
+        inline_key = env.get("GITHUB_PRIVATE_KEY") or None
+        key_file = env.get("GITHUB_PRIVATE_KEY_FILE") or None
+        if app_id is None:
+            stray = [
+                name
+                for name, value in (
+                    ("GITHUB_WEBHOOK_SECRET", secret),
+                    ("GITHUB_PRIVATE_KEY", inline_key),
+                    ("GITHUB_PRIVATE_KEY_FILE", key_file),
+                )
+                if value
+            ]
+            if stray:
+                raise GitHubSettingsError(
+                    f"{', '.join(stray)} set but GITHUB_APP_ID is not: set GITHUB_APP_ID to enable "
+                    "the GitHub App, or unset the others"
+                )
+            return _common(env)
+        if not app_id.isdigit():
+            raise GitHubSettingsError(f"GITHUB_APP_ID={app_id!r} is not a numeric App ID")
+        if not secret:
+            raise GitHubSettingsError(
+                "GITHUB_WEBHOOK_SECRET is required when GITHUB_APP_ID is set: the server refuses "
+                "to accept unsigned webhooks"
+            )
+        private_key = _private_key(inline_key, key_file)
+        return replace(_common(env), app_id=app_id, private_key=private_key, webhook_secret=secret)
+
+
+def _private_key(inline: str | None, path: str | None) -> str:
+    if inline and path:
+        raise GitHubSettingsError(
+            "GITHUB_PRIVATE_KEY and GITHUB_PRIVATE_KEY_FILE are both set: choose one"
+        )
+    if not inline and not path:
+        raise GitHubSettingsError(
+            "GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_FILE is required when GITHUB_APP_ID is set"
+        )
+    name = "GITHUB_PRIVATE_KEY" if inline else "GITHUB_PRIVATE_KEY_FILE"
+    if inline:
+        # Deployment tools often flatten a PEM into one line with literal \n.
+        key = inline.replace("\\n", "\n").strip() + "\n"
+    else:
+        assert path is not None
+        try:
+            key = Path(path).expanduser().read_text(encoding="utf-8")
+        except OSError as e:
+            raise GitHubSettingsError(
+                f"GITHUB_PRIVATE_KEY_FILE={path!r}: cannot read: {e.strerror}"
+            ) from None
+    _check_pem(name, key)
+    return key
+
+
+def _check_pem(name: str, key: str) -> None:
+    # Load it now so a truncated or wrong key fails at start, not at the first webhook. The key's
+    # text never goes into the message.
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        loaded = load_pem_private_key(key.encode(), password=None)
+    except (ValueError, TypeError):
+        raise GitHubSettingsError(
+            f"{name} is not an unencrypted PEM private key (download it from the App's settings)"
+        ) from None
+    if not isinstance(loaded, rsa.RSAPrivateKey):
+        raise GitHubSettingsError(f"{name} must be an RSA key (GitHub Apps sign JWTs with RS256)")
+
+
+def _common(env: Mapping[str, str]) -> GitHubSettings:
+    """The settings that do not depend on the App being enabled."""
+    api_url = (env.get("GITHUB_API_URL") or DEFAULT_API_URL).strip().rstrip("/")
+    parts = urlsplit(api_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise GitHubSettingsError(
+            f"GITHUB_API_URL={api_url!r} must be an http(s) URL such as {DEFAULT_API_URL} or "
+            "https://github.example.com/api/v3"
+        )
+    if parts.username or parts.password:
+        raise GitHubSettingsError("GITHUB_API_URL must not contain credentials")
+    project = (env.get("GITHUB_PROJECT") or "default").strip()
+    if not _NAMESPACE.match(project):
+        raise GitHubSettingsError(f"GITHUB_PROJECT={project!r} is not a namespace name")
+    repo_projects: dict[str, str] = {}
+    for entry in (env.get("GITHUB_REPO_PROJECTS") or "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        repo, sep, namespace = entry.partition("=")
+        repo, namespace = repo.strip(), namespace.strip()
+        if not sep or not _REPO.match(repo) or not _NAMESPACE.match(namespace):
+            raise GitHubSettingsError(
+                f"GITHUB_REPO_PROJECTS entry {entry!r} must look like owner/repo=namespace"
+            )
+        repo_projects[repo.lower()] = namespace
+    raw_workers = env.get("GITHUB_WEBHOOK_WORKERS") or "8"
+    try:
+        workers = int(raw_workers)
+    except ValueError:
+        raise GitHubSettingsError(
+            f"GITHUB_WEBHOOK_WORKERS={raw_workers!r} is not a whole number"
+        ) from None
+    if workers < 1:
+        raise GitHubSettingsError(f"GITHUB_WEBHOOK_WORKERS={raw_workers!r} must be at least 1")
+    promotion_url = env.get("GITHUB_PROMOTION_URL") or None
+    if promotion_url is not None:
+        try:
+            promotion_url.format(namespace="ns", promotion="p")
+        except (KeyError, IndexError, ValueError):
+            raise GitHubSettingsError(
+                f"GITHUB_PROMOTION_URL={promotion_url!r} may only use {{namespace}} and "
+                "{promotion}"
+            ) from None
+    return GitHubSettings(
+        api_url=api_url,
+        project=project,
+        repo_projects=repo_projects,
+        webhook_workers=workers,
+        promotion_url=promotion_url,
+    )

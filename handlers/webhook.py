@@ -1,0 +1,180 @@
+"""``POST /github/webhook`` and the GitHub integration's lifecycle.
+
+The request path only verifies, deduplicates and queues; it answers in milliseconds:
+
+1. ``X-Hub-Signature-256`` is checked by gidgethub's ``Event.from_http`` with the webhook secret:
+   missing or wrong -> 401 and nothing else happens; a body that is not JSON -> 400/415.
+2. ``ping`` -> 200.
+3. A ``X-GitHub-Delivery`` seen in the last hour -> 200 "duplicate", not processed again (GitHub
+   retries and manual redeliveries reuse the id).
+4. Otherwise the event is queued on a :class:`~handlers.queue.KeyedQueue` under its ordering key
+   (:func:`handlers.routing.ordering_key`) and answered 202; a full backlog answers 503.
+
+Workers then dispatch to every matching handler (:func:`handlers.routing.dispatch`).
+:func:`setup_github` wires the route, the workers and the client session into an aiohttp
+application, and subscribes :class:`~handlers.progress.Progress` to the controller's Promotion
+changes when given the controller's ``listeners`` list.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import gidgethub
+from aiohttp import web
+from cachetools import TTLCache
+from gidgethub import sansio
+
+from handlers import routing
+from handlers.client import GitHubClient, RetryPolicy
+from handlers.context import Deps, Permissions
+from handlers.progress import Progress
+from handlers.pull_requests import GitHubPullRequests
+from handlers.queue import KeyedQueue
+from handlers.settings import GitHubSettings
+from promoter.chatops import PromotionService
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_PATH = "/github/webhook"
+DELIVERY_TTL = 3600.0
+DELIVERY_MEMORY = 100_000
+# GitHub caps webhook payloads at 25 MB; aiohttp's default request limit (1 MiB) would refuse
+# big push events, so the body is read here with GitHub's own cap.
+MAX_BODY = 25 * 1024 * 1024
+
+Listener = Callable[[dict[str, Any], dict[str, Any] | None], None]
+
+
+class GitHubIntegration:
+    """Everything the GitHub side runs: client, queue, handlers' deps, progress reporting."""
+
+    def __init__(
+        self,
+        settings: GitHubSettings,
+        service: PromotionService,
+        *,
+        client: GitHubClient | None = None,
+        policy: RetryPolicy | None = None,
+        max_pending: int = 10_000,
+    ) -> None:
+        if not settings.enabled or not settings.webhook_secret:
+            raise ValueError("GitHub is not configured: GITHUB_APP_ID and GITHUB_WEBHOOK_SECRET")
+        self.settings = settings
+        self.client = client or GitHubClient(settings, policy=policy)
+        self.queue = KeyedQueue(workers=settings.webhook_workers, max_pending=max_pending)
+        self.deps = Deps(settings, self.client, service, Permissions())
+        self.progress = Progress(self.deps, self.queue)
+        # The step port: put it at StepServices.extra["github"] when building the controller.
+        self.pull_requests = GitHubPullRequests(self.client)
+        self._seen: TTLCache[str, bool] = TTLCache(maxsize=DELIVERY_MEMORY, ttl=DELIVERY_TTL)
+        # Recent deliveries handled, for tests and the benchmark ("none lost or twice").
+        self.handled: deque[str] = deque(maxlen=DELIVERY_MEMORY)
+        self.failed_handlers = 0
+
+    @property
+    def service(self) -> PromotionService:
+        return self.deps.service
+
+    def on_promotion(self, promotion: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """The controller listener (see ``Controller.listeners``)."""
+        self.progress.on_promotion(promotion, old)
+
+    async def lifecycle(self, app: web.Application) -> AsyncIterator[None]:
+        """For ``app.cleanup_ctx``: one client session for the app's life; drain on the way out."""
+        await self.client.start()
+        try:
+            yield
+        finally:
+            await self.queue.close()
+            await self.client.close()
+
+    # ---- the request path ---------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        if (request.content_length or 0) > MAX_BODY:
+            return _answer(413, "payload larger than GitHub sends")
+        body = await request.content.read(MAX_BODY + 1)
+        if len(body) > MAX_BODY:
+            return _answer(413, "payload larger than GitHub sends")
+        try:
+            event = sansio.Event.from_http(
+                request.headers, body, secret=self.settings.webhook_secret
+            )
+        except gidgethub.ValidationFailure as e:
+            log.warning(
+                "webhook refused: %s",
+                e,
+                extra={"delivery_id": request.headers.get("X-GitHub-Delivery")},
+            )
+            return _answer(401, "signature missing or invalid")
+        except gidgethub.BadRequest as e:
+            # gidgethub raises 415 for a content type it cannot decode, and for a body that is
+            # not JSON at all.
+            return _answer(int(e.status_code), "expected a JSON body (application/json)")
+        except KeyError as e:
+            return _answer(400, f"missing header {e.args[0]}")
+        if not isinstance(event.data, dict):
+            return _answer(400, "expected a JSON object")
+        extra = {"delivery_id": event.delivery_id, "github_event": event.event}
+        if event.event == "ping":
+            log.info("ping from GitHub: %s", event.data.get("zen"), extra=extra)
+            return _answer(200, "pong")
+        if not event.delivery_id:
+            return _answer(400, "missing X-GitHub-Delivery")
+        if event.delivery_id in self._seen:
+            log.info("duplicate delivery ignored", extra=extra)
+            return _answer(200, "duplicate delivery; already accepted")
+        key = routing.ordering_key(event)
+        if not self.queue.submit(key, lambda: self._process(event)):
+            log.warning("webhook backlog full; refusing delivery", extra=extra)
+            return _answer(503, "busy; redeliver later")
+        self._seen[event.delivery_id] = True
+        log.debug(
+            "accepted %s in %.1f ms",
+            event.event,
+            (time.perf_counter() - started) * 1e3,
+            extra=extra,
+        )
+        return _answer(202, "accepted")
+
+    async def _process(self, event: sansio.Event) -> None:
+        self.failed_handlers += await routing.dispatch(event, self.deps)
+        self.handled.append(event.delivery_id)
+
+
+def _answer(status: int, message: str) -> web.Response:
+    return web.Response(
+        status=status,
+        body=json.dumps({"message": message}).encode(),
+        content_type="application/json",
+    )
+
+
+def setup_github(
+    app: web.Application,
+    settings: GitHubSettings,
+    service: PromotionService,
+    *,
+    listeners: list[Listener] | None = None,
+    client: GitHubClient | None = None,
+    policy: RetryPolicy | None = None,
+) -> GitHubIntegration:
+    """Add ``POST /github/webhook`` and the background workers to ``app``.
+
+    ``listeners`` is the controller's ``listeners`` list: check runs and command replies follow
+    Promotions through it (on the leader only). Put ``integration.pull_requests`` at
+    ``StepServices.extra["github"]`` for the pull-request steps.
+    """
+    integration = GitHubIntegration(settings, service, client=client, policy=policy)
+    app.router.add_post(WEBHOOK_PATH, integration.handle)
+    app.cleanup_ctx.append(integration.lifecycle)
+    if listeners is not None:
+        listeners.append(integration.on_promotion)
+    return integration

@@ -1,0 +1,152 @@
+"""The one module that talks to Slack's Web API (and to ``response_url``s).
+
+Library exceptions become three kinds the rest of slack/ decides on: :class:`RateLimited`
+(wait ``retry_after`` seconds), :class:`SlackUnavailable` (5xx, timeouts, connection errors:
+try again later) and :class:`SlackRefused` (``ok: false``: retrying the same call will not help).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from slack.blocks import Message
+
+
+class SlackError(Exception):
+    """A Slack call did not do what we asked."""
+
+
+class RateLimited(SlackError):
+    def __init__(self, method: str, retry_after: float) -> None:
+        super().__init__(f"{method}: rate limited, retry after {retry_after:g}s")
+        self.retry_after = retry_after
+
+
+class SlackUnavailable(SlackError):
+    """Slack answered 5xx or not at all; the same call may work later."""
+
+
+class SlackRefused(SlackError):
+    def __init__(self, method: str, error: str) -> None:
+        super().__init__(f"{method}: {error}")
+        self.error = error
+
+
+@dataclass(frozen=True)
+class Posted:
+    channel: str
+    ts: str
+
+
+def retry_after_of(headers: Mapping[str, str] | None, default: float = 1.0) -> float:
+    """Slack's ``Retry-After`` is whole seconds; tolerate fractions and junk."""
+    raw = (headers or {}).get("Retry-After") or (headers or {}).get("retry-after")
+    try:
+        return max(0.0, float(raw)) if raw is not None else default
+    except ValueError:
+        return default
+
+
+class SlackApi:
+    """Thin, typed calls over one :class:`AsyncWebClient` with a shared HTTP session."""
+
+    def __init__(self, client: AsyncWebClient, session: aiohttp.ClientSession) -> None:
+        self.client = client
+        self.session = session
+
+    @classmethod
+    def create(cls, token: str, api_url: str, *, timeout: int = 10) -> SlackApi:
+        # One session for every call: without it slack_sdk opens a new connection per request.
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+        client = AsyncWebClient(token=token, base_url=api_url, timeout=timeout, session=session)
+        # Retries are ours (RateLimited / SlackUnavailable): the default handler would retry a
+        # connection error inside a call we are timing and coalescing.
+        client.retry_handlers = []
+        return cls(client, session)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def _call(self, method: str, **kwargs: Any) -> Mapping[str, Any]:
+        # The client's own method per call: it knows which Web API methods take GET + query
+        # arguments (usergroups.users.list) and which take a JSON body (chat.*).
+        call = getattr(self.client, method.replace(".", "_"))
+        try:
+            response = await call(**kwargs)
+        except SlackApiError as e:
+            status = getattr(e.response, "status_code", 0)
+            headers = getattr(e.response, "headers", None)
+            if status == 429:
+                raise RateLimited(method, retry_after_of(headers)) from None
+            if status >= 500 or status == 0:
+                raise SlackUnavailable(f"{method}: HTTP {status}") from None
+            data = getattr(e.response, "data", None)
+            error = data.get("error") if isinstance(data, Mapping) else None
+            raise SlackRefused(method, str(error or f"HTTP {status}")) from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            raise SlackUnavailable(f"{method}: {type(e).__name__}: {e}") from None
+        data = response.data
+        return data if isinstance(data, Mapping) else {}
+
+    async def auth_test(self) -> Mapping[str, Any]:
+        return await self._call("auth.test")
+
+    async def post(self, channel: str, message: Message, *, thread_ts: str | None = None) -> Posted:
+        args: dict[str, Any] = {"channel": channel, "text": message.text}
+        if message.blocks:
+            args["blocks"] = list(message.blocks)
+        if thread_ts:
+            args["thread_ts"] = thread_ts
+        data = await self._call("chat.postMessage", **args)
+        return Posted(str(data.get("channel") or channel), str(data.get("ts") or ""))
+
+    async def update(self, channel: str, ts: str, message: Message) -> None:
+        await self._call(
+            "chat.update", channel=channel, ts=ts, text=message.text, blocks=list(message.blocks)
+        )
+
+    async def post_ephemeral(self, channel: str, user: str, message: Message) -> None:
+        args: dict[str, Any] = {"channel": channel, "user": user, "text": message.text}
+        if message.blocks:
+            args["blocks"] = list(message.blocks)
+        await self._call("chat.postEphemeral", **args)
+
+    async def usergroup_members(self, group: str) -> Sequence[str]:
+        data = await self._call("usergroups.users.list", usergroup=group)
+        return [str(u) for u in data.get("users") or ()]
+
+    async def respond(
+        self, response_url: str, message: Message, *, replace_original: bool = False
+    ) -> None:
+        """Answer through a command's or a click's ``response_url`` (ephemeral by default)."""
+        body: dict[str, Any] = {
+            "text": message.text,
+            "response_type": "ephemeral",
+            "replace_original": replace_original,
+        }
+        if message.blocks:
+            body["blocks"] = list(message.blocks)
+        try:
+            async with self.session.post(response_url, json=body) as response:
+                if response.status == 429:
+                    raise RateLimited("response_url", retry_after_of(response.headers))
+                if response.status >= 500:
+                    raise SlackUnavailable(f"response_url: HTTP {response.status}")
+                if response.status >= 400:
+                    raise SlackRefused("response_url", f"HTTP {response.status}")
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            raise SlackUnavailable(f"response_url: {type(e).__name__}: {e}") from None
+
+
+def backoff(error: Exception, attempt: int, base: float = 1.0, cap: float = 30.0) -> float:
+    """Seconds to wait before trying again after ``error`` (the ``attempt``-th failure in a row):
+    what a 429 asks for, else exponential from ``base``."""
+    if isinstance(error, RateLimited):
+        return error.retry_after
+    return float(min(cap, base * 2 ** min(max(attempt - 1, 0), 10)))

@@ -1,0 +1,479 @@
+"""The Slack app: ``/promote``, its buttons and live Promotion messages, mounted on aiohttp.
+
+``setup_slack(app, settings, service)`` mounts a slack-bolt :class:`AsyncApp` at
+``POST /slack/events`` (slash commands and interactivity share it). Bolt verifies every request
+(``v0`` HMAC signature, timestamp within 5 minutes; 401 otherwise, before any listener runs).
+Every listener acks at once and hands the work to a tracked background task; what it decides
+comes from :mod:`slack.commands` and what it says from :mod:`slack.messages`. Anything that goes
+wrong after the ack is told to the user as an ephemeral message.
+
+The app layer appends :meth:`SlackIntegration.on_promotion` to the controller's listeners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_sdk.web.async_client import AsyncWebClient
+
+from promoter.chatops import Command, CommandError, PromotionService
+from promoter.errors import InvalidInput
+from promoter.model import name_of
+from slack import messages as m
+from slack.api import SlackApi, SlackError
+from slack.blocks import Message
+from slack.commands import (
+    SLASH,
+    AskConfirm,
+    DoAbort,
+    DoPromote,
+    DoReverify,
+    PendingPromotion,
+    Plan,
+    Refuse,
+    ShowHelp,
+    ShowStatus,
+    authorize,
+    groups_to_resolve,
+    parse_slash,
+    plan,
+    reason_of,
+    stage_of_target,
+)
+from slack.groups import UserGroups
+from slack.live import LiveMessages
+from slack.settings import SlackSettings
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Who asked, and where to answer them."""
+
+    team: str
+    user: str
+    channel: str | None
+    response_url: str | None
+
+    @property
+    def actor(self) -> str:
+        return f"slack:{self.team}/{self.user}"
+
+    @classmethod
+    def of_command(cls, body: Mapping[str, Any]) -> Requester:
+        return cls(
+            team=str(body.get("team_id") or ""),
+            user=str(body.get("user_id") or ""),
+            channel=body.get("channel_id") or None,
+            response_url=body.get("response_url") or None,
+        )
+
+    @classmethod
+    def of_action(cls, body: Mapping[str, Any]) -> Requester:
+        user = body.get("user") or {}
+        team = body.get("team") or {}
+        return cls(
+            team=str(team.get("id") or user.get("team_id") or ""),
+            user=str(user.get("id") or ""),
+            channel=(body.get("channel") or {}).get("id") or None,
+            response_url=body.get("response_url") or None,
+        )
+
+
+def _action_value(body: Mapping[str, Any]) -> str:
+    acts = body.get("actions") or [{}]
+    return str((acts[0] or {}).get("value") or "")
+
+
+class SlackIntegration:
+    """Everything Slack: the bolt app, the Web API client and the live messages."""
+
+    def __init__(
+        self,
+        settings: SlackSettings,
+        service: PromotionService,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.service = service
+        self.clock = clock
+        self.api: SlackApi | None = None
+        self.groups: UserGroups | None = None
+        self.live = LiveMessages(
+            service,
+            update_interval=settings.update_interval,
+            verify_poll=settings.verify_poll,
+            verify_window=settings.verify_window,
+            retry_delay=settings.retry_delay,
+        )
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._confirmed: dict[str, float] = {}  # nonce -> expiry: one Promotion per Confirm
+        token = settings.bot_token
+
+        async def authorize(
+            enterprise_id: str | None, team_id: str | None, user_id: str | None
+        ) -> AuthorizeResult:
+            return AuthorizeResult(
+                enterprise_id=enterprise_id, team_id=team_id, user_id=user_id, bot_token=token
+            )
+
+        self.bolt = AsyncApp(
+            signing_secret=settings.signing_secret,
+            # No token here: authorize() hands bolt the token, so no request waits on (or fails
+            # with) an auth.test round trip to Slack; start() checks the token once.
+            client=AsyncWebClient(base_url=settings.api_url),
+            authorize=authorize,
+            # Our listeners only ack and hand off, so running them before answering costs
+            # nothing and spares bolt's 10 ms ack polling and its untracked tasks.
+            process_before_response=True,
+            request_verification_enabled=True,
+            logger=log,
+        )
+        self._listen()
+
+    def _listen(self) -> None:
+        Handler = Callable[[AsyncAck, dict[str, Any]], Coroutine[Any, Any, None]]
+
+        def plain(handler: Handler) -> Handler:
+            # Bolt passes listener arguments by parameter name and counts a bound method's
+            # `self` among them, so it gets a plain function.
+            async def listener(ack: AsyncAck, body: dict[str, Any]) -> None:
+                await handler(ack, body)
+
+            return listener
+
+        self.bolt.command(SLASH)(plain(self._on_command))
+        self.bolt.action(m.ABORT)(plain(self._on_abort))
+        self.bolt.action(m.REVERIFY)(plain(self._on_reverify))
+        next_stage = re.compile(re.escape(m.PROMOTE_NEXT) + r"\.\d+$")
+        self.bolt.action(next_stage)(plain(self._on_promote_next))
+        self.bolt.action(m.CONFIRM)(plain(self._on_confirm))
+        self.bolt.action(m.CANCEL)(plain(self._on_cancel))
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.api = SlackApi.create(self.settings.bot_token, self.settings.api_url)
+        self.groups = UserGroups(self.api, ttl=self.settings.usergroup_ttl)
+        self.live.start(self.api)
+        self._spawn(self._check_token())
+
+    async def close(self) -> None:
+        await self.live.close()
+        jobs = list(self._jobs)
+        for job in jobs:
+            job.cancel()
+        for job in jobs:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await job
+        if self.api is not None:
+            await self.api.close()
+
+    async def lifecycle(self, app: web.Application) -> AsyncIterator[None]:
+        await self.start()
+        yield
+        await self.close()
+
+    async def idle(self) -> None:
+        """Wait until background work (commands, clicks, live messages) is done."""
+        while self._jobs or self.live.busy:
+            await asyncio.gather(*self._jobs, return_exceptions=True)
+            await self.live.idle()
+
+    def use_service(self, service: PromotionService) -> None:
+        """Act through ``service`` from now on (the cluster port exists only once the server has
+        started its controller, after the routes were mounted)."""
+        self.service = service
+        self.live.service = service
+
+    def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """For ``controller.listeners``: a Promotion changed."""
+        self.live.on_promotion(obj, old)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """``POST /slack/events``."""
+        response = await self.bolt.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(response)
+
+    async def _check_token(self) -> None:
+        assert self.api is not None
+        try:
+            who = await self.api.auth_test()
+        except SlackError as e:
+            log.error("Slack: auth.test failed; is SLACK_BOT_TOKEN right? (%s)", e)
+            return
+        log.info(
+            "Slack: connected as %s in %s", who.get("user"), who.get("team"), extra={"slack": who}
+        )
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._jobs.add(task)
+        task.add_done_callback(self._jobs.discard)
+
+    # ---- listeners: ack, then hand off --------------------------------------------------------
+
+    async def _on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        try:
+            command = parse_slash(str(body.get("text") or ""))
+        except CommandError as e:
+            await self._ack_with(ack, m.usage(reason_of(e)))
+            return
+        if command.name == "help":
+            await self._ack_with(ack, m.usage())
+            return
+        await ack()
+        self._spawn(self._run(command, Requester.of_command(body)))
+
+    async def _on_abort(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        value = self._value(body)
+        if value is not None:
+            command = Command("abort", target=str(value.get("promotion") or ""))
+            self._spawn(self._run(command, Requester.of_action(body)))
+
+    async def _on_reverify(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        value = self._value(body)
+        if value is not None:
+            command = Command("verify", stage=str(value.get("stage") or ""))
+            promotion = str(value.get("promotion") or "")
+            self._spawn(self._run(command, Requester.of_action(body), follow=promotion))
+
+    async def _on_promote_next(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        value = self._value(body)
+        if value is not None:
+            command = Command(
+                "promote", freight=str(value.get("freight") or ""), stage=str(value.get("stage"))
+            )
+            self._spawn(self._run(command, Requester.of_action(body)))
+
+    async def _on_confirm(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        self._spawn(self._confirm(_action_value(body), Requester.of_action(body)))
+
+    async def _on_cancel(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        who = Requester.of_action(body)
+        self._spawn(self._tell(who, m.say("Cancelled. Nothing was changed."), replace=True))
+
+    @staticmethod
+    async def _ack_with(ack: AsyncAck, message: Message) -> None:
+        await ack(text=message.text, blocks=list(message.blocks), response_type="ephemeral")
+
+    def _value(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """A button's value (JSON we wrote), only for our project."""
+        try:
+            value = json.loads(_action_value(body))
+        except ValueError:
+            return None
+        if not isinstance(value, Mapping) or value.get("ns") != self.settings.namespace:
+            return None
+        return value
+
+    # ---- the work -----------------------------------------------------------------------------
+
+    async def _run(self, command: Command, who: Requester, *, follow: str | None = None) -> None:
+        """Decide and carry out one command; every outcome is told to ``who``."""
+        ns = self.settings.namespace
+        try:
+            snapshot = await self.service.snapshot(ns)
+            stage_name = stage_of_target(command, snapshot)
+            groups: list[str] = []
+            if stage_name is not None:
+                wanted = groups_to_resolve(
+                    snapshot.stage(stage_name), self.settings.default_promoters
+                )
+                if wanted:
+                    assert self.groups is not None
+                    groups = await self.groups.of(who.user, wanted)
+            now = datetime.fromtimestamp(self.clock(), UTC)
+            decision = plan(
+                command, snapshot, who.user, groups, self.settings.default_promoters, now
+            )
+            await self._carry_out(decision, who)
+            if follow and isinstance(decision, DoReverify):
+                watched = next((p for p in snapshot.promotions if name_of(p) == follow), None)
+                if watched is not None:
+                    self.live.watch_again(dict(watched))
+        except SlackError as e:
+            await self._tell(
+                who,
+                m.say(
+                    f":warning: Could not check your user groups with Slack ({e}). "
+                    "Nothing was changed; try again in a moment."
+                ),
+            )
+        except InvalidInput as e:
+            await self._tell(who, m.refused(str(e)))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("slack command failed", extra={"command": command.raw, "user": who.user})
+            await self._tell(
+                who, m.say(f":warning: That failed ({type(e).__name__}); see the server log.")
+            )
+
+    async def _carry_out(self, decision: Plan, who: Requester) -> None:
+        ns = self.settings.namespace
+        if isinstance(decision, Refuse):
+            await self._tell(who, m.refused(decision.reason))
+        elif isinstance(decision, ShowHelp):
+            await self._tell(who, m.usage())
+        elif isinstance(decision, ShowStatus):
+            await self._tell(who, m.status_table(decision.rows, ns))
+        elif isinstance(decision, AskConfirm):
+            pending = PendingPromotion.new(
+                ns,
+                decision.stage,
+                decision.freight,
+                who.user,
+                self.clock(),
+                self.settings.confirm_ttl,
+            )
+            prompt = m.confirm_prompt(pending, decision.freight_label, self.settings.confirm_ttl)
+            await self._tell(who, prompt)
+        elif isinstance(decision, DoPromote):
+            ref = await self.service.promote(ns, decision.stage, decision.freight, actor=who.actor)
+            log.info(
+                "promotion created from Slack",
+                extra={"promotion": ref.name, "stage": ref.stage, "actor": who.actor},
+            )
+            await self._tell(
+                who,
+                m.say(
+                    f":rocket: Promotion `{ref.name}` of *{decision.freight_label}* to "
+                    f"*{decision.stage}* created."
+                ),
+            )
+        elif isinstance(decision, DoAbort):
+            await self.service.abort(ns, decision.promotion, actor=who.actor)
+            await self._tell(
+                who, m.say(f":octagonal_sign: Abort of `{decision.promotion}` requested.")
+            )
+        elif isinstance(decision, DoReverify):
+            await self.service.reverify(ns, decision.stage, actor=who.actor)
+            await self._tell(who, m.say(f":mag: Re-verification of *{decision.stage}* requested."))
+
+    async def _confirm(self, raw: str, who: Requester) -> None:
+        try:
+            pending = PendingPromotion.from_value(raw)
+        except ValueError:
+            await self._tell(who, m.refused("that button is not one of mine"))
+            return
+        now = self.clock()
+        if pending.namespace != self.settings.namespace:
+            await self._tell(who, m.refused("that confirmation is for another project"))
+            return
+        if pending.user != who.user:
+            await self._tell(who, m.refused(f"only <@{pending.user}> can confirm this"))
+            return
+        if pending.expired(now):
+            await self._tell(
+                who,
+                m.say(
+                    ":hourglass: This confirmation expired. Nothing was changed; run "
+                    f"`/promote {pending.freight[:12]} to {pending.stage}` again."
+                ),
+                replace=True,
+            )
+            return
+        self._confirmed = {n: t for n, t in self._confirmed.items() if t > now}
+        if pending.nonce in self._confirmed:
+            await self._tell(who, m.say("Already confirmed."), replace=True)
+            return
+        self._confirmed[pending.nonce] = pending.expires_at
+        try:
+            snapshot = await self.service.snapshot(pending.namespace)
+            stage = snapshot.stage(pending.stage)
+            groups: list[str] = []
+            wanted = groups_to_resolve(stage, self.settings.default_promoters)
+            if wanted:
+                assert self.groups is not None
+                groups = await self.groups.of(who.user, wanted)
+            # Decide again: the promoters may have changed since the prompt.
+            refused = authorize(
+                stage, pending.stage, who.user, groups, self.settings.default_promoters
+            )
+            if stage is None:
+                refused = Refuse(f"no Stage named `{pending.stage}` any more")
+            if refused is not None:
+                self._confirmed.pop(pending.nonce, None)
+                await self._tell(who, m.refused(refused.reason), replace=True)
+                return
+            ref = await self.service.promote(
+                pending.namespace, pending.stage, pending.freight, actor=who.actor
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self._confirmed.pop(pending.nonce, None)
+            log.exception("confirmed promotion failed", extra={"user": who.user})
+            reason = str(e) if isinstance(e, InvalidInput | SlackError) else type(e).__name__
+            await self._tell(who, m.say(f":warning: Promotion failed: {reason}"), replace=True)
+            return
+        log.info(
+            "promotion confirmed in Slack",
+            extra={"promotion": ref.name, "stage": ref.stage, "actor": who.actor},
+        )
+        await self._tell(
+            who,
+            m.say(f":rocket: Confirmed: Promotion `{ref.name}` to *{pending.stage}* created."),
+            replace=True,
+        )
+
+    async def _tell(self, who: Requester, message: Message, *, replace: bool = False) -> None:
+        """An ephemeral answer: through response_url, else chat.postEphemeral."""
+        assert self.api is not None
+        if who.response_url:
+            try:
+                await self.api.respond(who.response_url, message, replace_original=replace)
+                return
+            except SlackError as e:
+                log.warning("response_url failed (%s); trying chat.postEphemeral", e)
+        if who.channel and who.user:
+            try:
+                await self.api.post_ephemeral(who.channel, who.user, message)
+                return
+            except SlackError as e:
+                log.warning("chat.postEphemeral failed: %s", e, extra={"user": who.user})
+        log.warning("could not tell a Slack user: %s", message.text, extra={"user": who.user})
+
+
+def setup_slack(
+    app: web.Application,
+    settings: SlackSettings,
+    service: PromotionService,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> SlackIntegration:
+    """Mount Slack on ``app`` (``POST /slack/events``); start and stop it with the app.
+
+    The caller appends ``integration.on_promotion`` to the controller's listeners.
+    """
+    integration = SlackIntegration(settings, service, clock=clock)
+    app.router.add_post(EVENTS_PATH, integration.handle)
+    app.cleanup_ctx.append(integration.lifecycle)
+    return integration
+
+
+__all__ = ["EVENTS_PATH", "SlackIntegration", "SlackSettings", "setup_slack"]

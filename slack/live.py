@@ -1,0 +1,351 @@
+"""Live Promotion messages: one channel message per Promotion, updated in place.
+
+The controller calls :meth:`LiveMessages.on_promotion` on every Promotion change (on every
+replica; it must not block), which only records the newest object and wakes that Promotion's
+follower task: one task per Promotion, sequential per Promotion, parallel across them (kopf's
+shape). A follower renders the message purely (:mod:`slack.messages`) and sends only what
+changed, at most once per ``update_interval`` per message, so rapid status writes coalesce.
+
+Only the leader posts: where the message is (channel, ts) and which thread replies were posted
+is written to the Promotion (``longshoreman.dev/slack-message``), so a restarted or newly elected
+replica continues the same message and repeats no reply. Slack being slow, rate limiting (429
+``Retry-After`` is honoured for every message) or down never touches the Promotion: the follower
+keeps the newest state and catches up when Slack answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import replace
+from enum import Enum
+from typing import Any
+
+from promoter.chatops import PromotionService
+from promoter.errors import InvalidInput
+from promoter.model import meta, name_of, namespace_of
+from promoter.stages import phase_of
+from slack.api import RateLimited, SlackApi, SlackError, SlackRefused, backoff
+from slack.blocks import Message
+from slack.messages import (
+    MESSAGE_ANNOTATION,
+    MessageRecord,
+    Verification,
+    channel_of,
+    message_final,
+    notable_events,
+    render_promotion,
+    verification_of,
+)
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, promotion)
+
+# Followers that keep failing for reasons other than Slack (the cluster port) give up after this
+# many attempts in a row; the next change of the Promotion starts a new follower.
+MAX_ATTEMPTS = 8
+# Finished messages remembered, so late events for them cost nothing.
+FINISHED_MEMORY = 10_000
+
+
+class Outcome(Enum):
+    IGNORED = "ignored"  # the Stage subscribes no channel
+    FOLLOWING = "following"  # not finished: wait for the next change
+    WATCHING = "watching"  # finished, verification still to come: look again periodically
+    FINAL = "final"  # nothing more will change
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    return (namespace_of(obj) or "default", name_of(obj))
+
+
+class LiveMessages:
+    def __init__(
+        self,
+        service: PromotionService,
+        *,
+        update_interval: float = 1.0,
+        verify_poll: float = 10.0,
+        verify_window: float = 1800.0,
+        retry_delay: float = 1.0,
+    ) -> None:
+        self.service = service
+        self.update_interval = update_interval
+        self.verify_poll = verify_poll
+        self.verify_window = verify_window
+        self.retry_delay = retry_delay
+        self.api: SlackApi | None = None
+        self._pending: dict[Key, dict[str, Any]] = {}
+        self._wake: dict[Key, asyncio.Event] = {}
+        self._tasks: dict[Key, asyncio.Task[None]] = {}
+        self._records: dict[Key, MessageRecord] = {}
+        self._shown: dict[Key, Message] = {}
+        self._annotated: dict[Key, str] = {}
+        self._next_send: dict[Key, float] = {}
+        self._finished: OrderedDict[Key, None] = OrderedDict()
+        # Re-verifications being followed: the verification result they started from (None
+        # until first seen); the message is not final until the result is a new one.
+        self._rewatch: dict[Key, str | None] = {}
+        self._blocked_until = 0.0
+        self._closed = False
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def start(self, api: SlackApi) -> None:
+        self.api = api
+        for key in list(self._pending):  # changes seen before the HTTP session existed
+            self._ensure_follower(key)
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._tasks)
+
+    async def idle(self) -> None:
+        """Wait until no follower is running (tests and benchmarks)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    # ---- the listener -------------------------------------------------------------------------
+
+    def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """A Promotion changed. Never blocks, never raises into the controller."""
+        if self._closed or not self.service.is_leader():
+            return
+        key = key_of(obj)
+        if key in self._tasks:
+            self._pending[key] = obj
+            self._wake[key].set()
+            return
+        if key in self._finished:
+            return
+        record = MessageRecord.of(obj)
+        if record is not None and record.final:
+            return
+        if record is None and key not in self._records and phase_of(obj).terminal:
+            # Finished before we ever saw it running (history replayed at start): announcing it
+            # now would flood the channel with old news.
+            if old is None or phase_of(old).terminal:
+                return
+        self._pending[key] = obj
+        self._ensure_follower(key)
+
+    def watch_again(self, obj: dict[str, Any]) -> None:
+        """Follow a finished message again (its Stage is being re-verified)."""
+        if self._closed:
+            return
+        key = key_of(obj)
+        self._finished.pop(key, None)
+        self._rewatch[key] = None
+        record = MessageRecord.of(obj) or self._records.get(key)
+        if record is not None:
+            self._records[key] = replace(record, final=False)
+        self._pending[key] = obj
+        if key in self._wake:
+            self._wake[key].set()
+        self._ensure_follower(key)
+
+    def _ensure_follower(self, key: Key) -> None:
+        if self.api is None or key in self._tasks:
+            return
+        self._wake[key] = asyncio.Event()
+        self._tasks[key] = asyncio.create_task(self._follow(key), name=f"slack-live-{key[1]}")
+
+    # ---- the follower -------------------------------------------------------------------------
+
+    async def _follow(self, key: Key) -> None:
+        loop = asyncio.get_running_loop()
+        last: dict[str, Any] | None = None
+        watch_until: float | None = None
+        failures = 0
+        try:
+            while True:
+                obj = self._pending.pop(key, None)
+                stale = False
+                if obj is None:
+                    if last is None or watch_until is None:
+                        return  # up to date; the next change starts a new follower
+                    if loop.time() >= watch_until:
+                        log.info(
+                            "gave up waiting for a verification result", extra={"promotion": key[1]}
+                        )
+                        self._forget(key)
+                        return
+                    wake = self._wake[key]
+                    wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), self.verify_poll)
+                    obj = self._pending.pop(key, None)
+                    if obj is None:
+                        obj, stale = last, True
+                delay = max(self._next_send.get(key, 0.0), self._blocked_until) - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                    newer = self._pending.pop(key, None)  # the newest, coalesced
+                    if newer is not None:
+                        obj, stale = newer, False
+                if not self.service.is_leader():
+                    return  # the new leader replays every Promotion and takes over
+                try:
+                    outcome = await self._sync(key, obj, stale=stale)
+                except SlackRefused as e:
+                    # channel_not_found, not_in_channel, invalid_blocks...: the same call will
+                    # fail again. Say so once; a later change of the Promotion tries again.
+                    log.warning(
+                        "Slack refused a Promotion message: %s",
+                        e,
+                        extra={"promotion": key[1], "namespace": key[0]},
+                    )
+                    return
+                except SlackError as e:
+                    failures += 1
+                    wait = backoff(e, failures, self.retry_delay)
+                    if isinstance(e, RateLimited):
+                        # Rate limits are per workspace and method: every follower waits.
+                        self._blocked_until = max(self._blocked_until, loop.time() + wait)
+                    else:
+                        self._next_send[key] = loop.time() + wait
+                    log.info(
+                        "Slack unavailable for a Promotion message, retrying in %.1fs: %s",
+                        wait,
+                        e,
+                        extra={"promotion": key[1], "namespace": key[0]},
+                    )
+                    self._pending.setdefault(key, obj)
+                    continue
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    failures += 1
+                    log.exception(
+                        "following a Promotion in Slack failed",
+                        extra={"promotion": key[1], "namespace": key[0]},
+                    )
+                    if failures >= MAX_ATTEMPTS:
+                        return
+                    self._next_send[key] = loop.time() + backoff(e, failures, self.retry_delay)
+                    self._pending.setdefault(key, obj)
+                    continue
+                failures = 0
+                last = obj
+                if key in self._pending:
+                    continue
+                if outcome is Outcome.FINAL:
+                    self._remember_finished(key)
+                    return
+                if outcome is Outcome.IGNORED:
+                    return
+                if outcome is Outcome.WATCHING and watch_until is None:
+                    watch_until = loop.time() + self.verify_window
+        finally:
+            self._tasks.pop(key, None)
+            self._wake.pop(key, None)
+            self._rewatch.pop(key, None)
+            # Left only when giving up (leadership lost, Slack refused): the next change of
+            # the Promotion brings a fresh copy.
+            self._pending.pop(key, None)
+
+    def _remember_finished(self, key: Key) -> None:
+        self._finished[key] = None
+        while len(self._finished) > FINISHED_MEMORY:
+            self._finished.popitem(last=False)
+        self._forget(key)
+
+    def _forget(self, key: Key) -> None:
+        """Drop what is kept per message (the annotation has what a later change needs)."""
+        self._records.pop(key, None)
+        self._shown.pop(key, None)
+        self._annotated.pop(key, None)
+        self._next_send.pop(key, None)
+
+    def _awaiting_reverify(self, key: Key, verification: Verification | None) -> bool:
+        if key not in self._rewatch:
+            return False
+        current = verification.since if verification is not None else ""
+        baseline = self._rewatch[key]
+        if baseline is None:
+            self._rewatch[key] = current
+            return True
+        if current == baseline:
+            return True
+        del self._rewatch[key]
+        return False
+
+    async def _sync(self, key: Key, obj: dict[str, Any], *, stale: bool = False) -> Outcome:
+        """Bring the Promotion's message up to date with ``obj``: post, update, reply, record.
+
+        ``stale``: ``obj`` is the last one seen (a verification watch looking again); the
+        cache's copy, if any, is newer.
+        """
+        assert self.api is not None
+        loop = asyncio.get_running_loop()
+        namespace, name = key
+        snapshot = await self.service.snapshot(namespace)
+        if stale:
+            cached = next((p for p in snapshot.promotions if name_of(p) == name), None)
+            if cached is not None:
+                obj = dict(cached)
+        spec = obj.get("spec") or {}
+        stage = snapshot.stage(str(spec.get("stage") or ""))
+        freight_ref = str(spec.get("freight") or "")
+        freight = next(
+            (f for f in snapshot.freight if name_of(f) == freight_ref),
+            next((f for f in snapshot.freight if f.get("alias") == freight_ref), None),
+        )
+        verification = verification_of(obj, stage)
+        message = render_promotion(obj, stage=stage, stages=snapshot.stages, freight=freight)
+
+        record = self._records.get(key) or MessageRecord.of(obj)
+        if record is None:
+            channel = channel_of(stage)
+            if channel is None:
+                return Outcome.IGNORED
+            posted = await self.api.post(channel, message)
+            record = MessageRecord(posted.channel, posted.ts)
+            self._records[key] = record
+            self._shown[key] = message
+            self._next_send[key] = loop.time() + self.update_interval
+            log.info(
+                "posted a Promotion message",
+                extra={"promotion": name, "channel": record.channel, "ts": record.ts},
+            )
+        else:
+            self._records[key] = record
+            if self._shown.get(key) != message:
+                await self.api.update(record.channel, record.ts, message)
+                self._shown[key] = message
+                self._next_send[key] = loop.time() + self.update_interval
+
+        for event, reply in notable_events(obj, verification):
+            if event in record.events:
+                continue
+            await self.api.post(record.channel, reply, thread_ts=record.ts)
+            record = replace(record, events=(*record.events, event))
+            self._records[key] = record
+
+        final = message_final(obj, verification) and not self._awaiting_reverify(key, verification)
+        record = replace(record, final=final)
+        self._records[key] = record
+        value = record.to_annotation()
+        current = (meta(obj).get("annotations") or {}).get(MESSAGE_ANNOTATION)
+        if value != current and value != self._annotated.get(key):
+            try:
+                await self.service.annotate(namespace, name, MESSAGE_ANNOTATION, value)
+            except InvalidInput:
+                return Outcome.FINAL  # the Promotion is gone
+            self._annotated[key] = value
+        if final:
+            return Outcome.FINAL
+        return Outcome.WATCHING if phase_of(obj).terminal else Outcome.FOLLOWING

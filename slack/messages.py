@@ -1,0 +1,489 @@
+"""What Slack shows, decided purely: the live Promotion message, its thread replies, command
+replies and the confirmation prompt. Each function takes plain objects and returns a
+:class:`slack.blocks.Message`; nothing here sends anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from promoter.chatops import SLACK_CHANNEL, StageRow
+from promoter.model import GROUP, describe_freight, meta, name_of, parse_time
+from promoter.stages import phase_of
+from slack import blocks as b
+from slack.blocks import Message
+from slack.commands import USAGE, PendingPromotion
+
+MESSAGE_ANNOTATION = f"{GROUP}/slack-message"
+
+ABORT = "longshoreman.abort"
+REVERIFY = "longshoreman.reverify"
+PROMOTE_NEXT = "longshoreman.promote_next"  # + ".<n>": action_ids are unique per block
+CONFIRM = "longshoreman.confirm"
+CANCEL = "longshoreman.cancel"
+
+PHASE_ICON = {
+    "Pending": ":hourglass_flowing_sand:",
+    "Running": ":arrows_counterclockwise:",
+    "Succeeded": ":white_check_mark:",
+    "Failed": ":x:",
+    "Errored": ":warning:",
+    "Aborted": ":no_entry_sign:",
+}
+STEP_ICON = {
+    "Succeeded": ":white_check_mark:",
+    "Skipped": ":heavy_minus_sign:",
+    "Running": ":arrows_counterclockwise:",
+    "Failed": ":x:",
+    "Errored": ":warning:",
+    "Aborted": ":no_entry_sign:",
+}
+PENDING_STEP_ICON = ":white_circle:"
+ARGOCD_STEPS = ("argocd-update",)
+
+
+def channel_of(stage: Mapping[str, Any] | None) -> str | None:
+    """The channel a Stage's Promotions are announced in (its slack-channel annotation)."""
+    value = str((meta(stage or {}).get("annotations") or {}).get(SLACK_CHANNEL) or "").strip()
+    return value or None
+
+
+def actor_label(actor: str) -> str:
+    """``slack:T1/U1`` as a Slack mention; anyone else as text."""
+    if actor.startswith("slack:") and "/" in actor:
+        return f"<@{actor.rsplit('/', 1)[1]}>"
+    return b.escape(actor) if actor else "someone"
+
+
+# ---- the record kept on the Promotion ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    """Where a Promotion's message is and what has been said in its thread.
+
+    Stored as JSON in the ``longshoreman.dev/slack-message`` annotation, so after a restart (or
+    on a new leader) updates continue in the same message and no reply is posted twice.
+    """
+
+    channel: str
+    ts: str
+    events: tuple[str, ...] = ()
+    final: bool = False
+
+    def to_annotation(self) -> str:
+        return json.dumps(
+            {
+                "channel": self.channel,
+                "ts": self.ts,
+                "events": list(self.events),
+                "final": self.final,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def of(cls, promotion: Mapping[str, Any]) -> MessageRecord | None:
+        raw = (meta(promotion).get("annotations") or {}).get(MESSAGE_ANNOTATION)
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+            if not isinstance(data, Mapping) or not data.get("channel") or not data.get("ts"):
+                return None
+            return cls(
+                str(data["channel"]),
+                str(data["ts"]),
+                tuple(str(e) for e in data.get("events") or ()),
+                bool(data.get("final")),
+            )
+        except (ValueError, TypeError):
+            return None
+
+
+# ---- verification -----------------------------------------------------------------------------
+
+VerificationState = Literal["none", "superseded", "pending", "running", "passed", "failed"]
+
+
+@dataclass(frozen=True)
+class Verification:
+    state: VerificationState
+    message: str = ""
+    since: str = ""
+
+    @property
+    def final(self) -> bool:
+        return self.state in ("none", "superseded", "passed", "failed")
+
+
+def _condition(stage: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for c in (stage.get("status") or {}).get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == kind:
+            return c
+    return None
+
+
+_ENTRY_STATE: dict[str, VerificationState] = {
+    "Successful": "passed",
+    "Failed": "failed",
+    "Error": "failed",
+    "Inconclusive": "failed",
+    "Aborted": "failed",
+    "Running": "running",
+    "Pending": "pending",
+    "Requested": "pending",
+}
+
+
+def verification_of(
+    promotion: Mapping[str, Any], stage: Mapping[str, Any] | None
+) -> Verification | None:
+    """The verification that follows a succeeded Promotion; None before it succeeds.
+
+    Read from the Stage: the newest ``freightHistory[0].verificationHistory`` entry naming this
+    Promotion, else (a Stage written by something else) its ``Verified`` condition.
+    """
+    if phase_of(promotion).value != "Succeeded":
+        return None
+    if stage is None:
+        return Verification("none")
+    name = name_of(promotion)
+    stage_status = stage.get("status") or {}
+    history = stage_status.get("freightHistory") or [{}]
+    entries = (history[0] if isinstance(history[0], Mapping) else {}).get("verificationHistory")
+    for entry in entries or ():
+        if not isinstance(entry, Mapping) or entry.get("promotion") != name:
+            continue
+        phase = str(entry.get("phase") or "")
+        state = _ENTRY_STATE.get(phase, "running")
+        if state == "passed" and not entry.get("analysisRun"):
+            # Verified on promotion because the Stage configures no verification.
+            return Verification("none", str(entry.get("message") or ""))
+        message = str(entry.get("message") or "")
+        if state == "failed" and phase != "Failed":
+            message = f"{phase}: {message}".rstrip(": ")
+        return Verification(state, message, f"{entry.get('id', '')}/{phase}")
+
+    status = promotion.get("status") or {}
+    last = stage_status.get("lastPromotion") or {}
+    if last.get("name") != name:
+        theirs = parse_time(last.get("finishedAt"))
+        ours = parse_time(status.get("finishedAt"))
+        if theirs and ours and theirs > ours:
+            return Verification("superseded")
+        # The Stage's status has not caught up with this Promotion yet.
+        return Verification("pending", "waiting for the Stage to record this Promotion")
+    condition = _condition(stage, "Verified")
+    if condition is None:
+        return Verification("none")
+    since = str(condition.get("lastTransitionTime") or "")
+    message = str(condition.get("message") or "")
+    started = parse_time(status.get("startedAt"))
+    moved = parse_time(since)
+    if started and moved and moved < started:
+        # Still the previous Freight's result: verification of this one has not begun.
+        return Verification("pending", "verification has not started yet", since)
+    value = condition.get("status")
+    if value == "True":
+        return Verification("passed", message, since)
+    if value == "False":
+        return Verification("failed", message or str(condition.get("reason") or ""), since)
+    reason = str(condition.get("reason") or "")
+    return Verification("running" if reason == "Verifying" else "pending", message, since)
+
+
+def message_final(promotion: Mapping[str, Any], verification: Verification | None) -> bool:
+    """Nothing more will change in this message."""
+    phase = phase_of(promotion)
+    if not phase.terminal:
+        return False
+    return verification is None or verification.final
+
+
+def downstream_of(
+    stage_name: str, freight: Mapping[str, Any] | None, stages: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Stages that request Freight from ``stage_name`` (for this Freight's origin)."""
+    origin = (freight or {}).get("origin") or {}
+    out = []
+    for stage in stages:
+        for request in (stage.get("spec") or {}).get("requestedFreight") or ():
+            wanted = request.get("origin") or {}
+            if origin and (
+                wanted.get("name") != origin.get("name")
+                or wanted.get("kind", "Warehouse") != origin.get("kind", "Warehouse")
+            ):
+                continue
+            if stage_name in ((request.get("sources") or {}).get("stages") or ()):
+                out.append(name_of(stage))
+                break
+    return sorted(set(out))
+
+
+def verified_in(
+    stage_name: str, freight: Mapping[str, Any] | None, verification: Verification | None
+) -> bool:
+    if verification is None or verification.state in ("superseded", "failed"):
+        return False
+    if verification.state in ("passed", "none"):
+        return True
+    return stage_name in (((freight or {}).get("status") or {}).get("verifiedIn") or {})
+
+
+# ---- the live message -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepLine:
+    alias: str
+    uses: str
+    status: str  # "" while not started
+    message: str
+
+
+def step_lines(promotion: Mapping[str, Any]) -> list[StepLine]:
+    spec_steps = (promotion.get("spec") or {}).get("steps") or []
+    executions = (promotion.get("status") or {}).get("stepExecutionMetadata") or []
+    out = []
+    for i, step in enumerate(spec_steps):
+        step = step if isinstance(step, Mapping) else {}
+        task = step.get("task") or {}
+        uses = str(step.get("uses") or (task.get("name") if isinstance(task, Mapping) else ""))
+        alias = str(step.get("as") or f"{'task' if task else 'step'}-{i}")
+        execution = (
+            executions[i] if i < len(executions) and isinstance(executions[i], Mapping) else {}
+        )
+        out.append(
+            StepLine(
+                alias,
+                uses,
+                str(execution.get("status") or ""),
+                str(execution.get("message") or ""),
+            )
+        )
+    return out
+
+
+def _progress(lines: Sequence[StepLine]) -> tuple[int, int]:
+    done = sum(1 for s in lines if s.status in ("Succeeded", "Skipped"))
+    return done, len(lines)
+
+
+def _step_text(step: StepLine) -> str:
+    icon = STEP_ICON.get(step.status, PENDING_STEP_ICON)
+    text = f"{icon} `{b.escape(step.alias)}`"
+    if step.uses and step.uses != step.alias:
+        text += f" {b.escape(step.uses)}"
+    if step.message and step.status in ("Running", "Failed", "Errored"):
+        text += f" — {b.escape(b.clip(step.message, 300))}"
+    return text
+
+
+def _value(**data: str) -> str:
+    return json.dumps(data, separators=(",", ":"))
+
+
+def _duration(status: Mapping[str, Any]) -> str:
+    started = parse_time(status.get("startedAt"))
+    finished = parse_time(status.get("finishedAt"))
+    if not started or not finished:
+        return ""
+    seconds = int((finished - started).total_seconds())
+    return f"took {seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"took {seconds}s"
+
+
+def render_promotion(
+    promotion: Mapping[str, Any],
+    *,
+    stage: Mapping[str, Any] | None = None,
+    stages: Sequence[Mapping[str, Any]] = (),
+    freight: Mapping[str, Any] | None = None,
+) -> Message:
+    """The one message that follows a Promotion from creation to verification."""
+    name = name_of(promotion)
+    namespace = str(meta(promotion).get("namespace") or "default")
+    spec = promotion.get("spec") or {}
+    status = promotion.get("status") or {}
+    stage_name = str(spec.get("stage") or "")
+    phase = phase_of(promotion).value
+    label = describe_freight(freight) if freight else str(spec.get("freight") or "")
+    label = b.clip(label, 120)
+    lines = step_lines(promotion)
+    done, total = _progress(lines)
+    actor = str((meta(promotion).get("annotations") or {}).get(f"{GROUP}/create-actor") or "")
+    verification = verification_of(promotion, stage)
+
+    head = f"{PHASE_ICON.get(phase, '')} *{b.escape(label)}* to *{b.escape(stage_name)}*: *{phase}*"
+    if phase == "Running" and total:
+        current = next((s for s in lines if s.status == "Running"), None)
+        head += f" — step {min(done + 1, total)} of {total}"
+        if current:
+            head += f" (`{b.escape(current.alias)}`)"
+    blocks: list[b.Block] = [b.section(head)]
+    facts = [f"Promotion `{b.escape(name)}`", f"by {actor_label(actor)}"]
+    if _duration(status):
+        facts.append(_duration(status))
+    blocks.append(b.context(" · ".join(facts)))
+    if lines:
+        blocks.extend(b.chunked_sections(_step_text(s) for s in lines))
+    if status.get("message") and phase in ("Failed", "Errored", "Aborted"):
+        blocks.append(b.section(f"> {b.escape(b.clip(str(status['message']), 2500))}"))
+    if verification is not None and verification.state in ("pending", "running"):
+        blocks.append(
+            b.context(
+                f":mag: Verification {verification.state}"
+                + (f": {b.escape(verification.message)}" if verification.message else "")
+            )
+        )
+    elif verification is not None and verification.state in ("passed", "failed"):
+        icon = ":white_check_mark:" if verification.state == "passed" else ":x:"
+        text = f"{icon} Verification {verification.state}"
+        if verification.message:
+            text += f": {b.escape(verification.message)}"
+        blocks.append(b.section(text))
+
+    buttons: list[b.Block] = []
+    if not phase_of(promotion).terminal:
+        buttons.append(
+            b.button(
+                "Abort",
+                ABORT,
+                _value(ns=namespace, promotion=name),
+                style="danger",
+                confirm=b.confirm_dialog(
+                    "Abort this Promotion?",
+                    f"Abort `{b.escape(name)}` of *{b.escape(label)}* to *{b.escape(stage_name)}*?",
+                    "Abort",
+                ),
+            )
+        )
+    if verification is not None and verification.state in ("passed", "failed"):
+        buttons.append(
+            b.button("Re-verify", REVERIFY, _value(ns=namespace, stage=stage_name, promotion=name))
+        )
+    if verified_in(stage_name, freight, verification):
+        freight_name = str(spec.get("freight") or "")
+        for i, nxt in enumerate(downstream_of(stage_name, freight, stages)[:5]):
+            buttons.append(
+                b.button(
+                    f"Promote to {nxt}",
+                    f"{PROMOTE_NEXT}.{i}",
+                    _value(ns=namespace, stage=nxt, freight=freight_name, promotion=name),
+                    style="primary",
+                )
+            )
+    reserve = 1 if buttons else 0
+    blocks = b.fit(blocks, reserve, overflow="… more steps than fit in one message")
+    if buttons:
+        blocks.append(b.actions(buttons, block_id=f"promotion/{name}"[:255]))
+
+    text = (
+        f"{PHASE_ICON.get(phase, '')} Promotion {b.escape(name)}: {b.escape(label)} to "
+        f"{b.escape(stage_name)} — {phase}"
+    )
+    if total:
+        text += f" ({done}/{total} steps)"
+    if verification is not None and verification.state not in ("none", "superseded"):
+        text += f"; verification {verification.state}"
+    return b.message(text, blocks)
+
+
+def notable_events(
+    promotion: Mapping[str, Any], verification: Verification | None
+) -> list[tuple[str, Message]]:
+    """Thread replies this Promotion has earned so far, each under a stable key (the record
+    lists the keys already posted, so a restart posts none twice)."""
+    out: list[tuple[str, Message]] = []
+    for step in step_lines(promotion):
+        if step.uses in ARGOCD_STEPS and step.status in ("Succeeded", "Failed", "Errored"):
+            ok = step.status == "Succeeded"
+            icon = ":white_check_mark:" if ok else ":x:"
+            text = f"{icon} Argo CD sync {'done' if ok else step.status.lower()}"
+            text += f" (`{b.escape(step.alias)}`)"
+            if step.message:
+                text += f": {b.escape(step.message)}"
+            out.append((f"argocd/{step.alias}/{step.status}", b.message(text, [b.section(text)])))
+        elif step.status in ("Failed", "Errored"):
+            text = (
+                f":x: Step `{b.escape(step.alias)}` ({b.escape(step.uses)}) {step.status.lower()}"
+            )
+            if step.message:
+                text += f": {b.escape(step.message)}"
+            out.append((f"step/{step.alias}/{step.status}", b.message(text, [b.section(text)])))
+    if verification is not None and verification.state in ("passed", "failed"):
+        passed = verification.state == "passed"
+        text = f"{':white_check_mark:' if passed else ':x:'} Verification {verification.state}"
+        if verification.message:
+            text += f": {b.escape(verification.message)}"
+        key = f"verify/{verification.state}/{verification.since}"
+        out.append((key, b.message(text, [b.section(text)])))
+    return out
+
+
+# ---- command replies --------------------------------------------------------------------------
+
+
+def usage(reason: str | None = None) -> Message:
+    lines = [f"• {u}" for u in USAGE]
+    intro = f":warning: {b.escape(reason)}\n" if reason else ""
+    text = intro + "Usage:\n" + "\n".join(lines)
+    return b.message(text, [b.section(text)])
+
+
+def say(text: str) -> Message:
+    return b.message(text, [b.section(text)])
+
+
+def refused(reason: str) -> Message:
+    return say(f":no_entry: {reason}. Nothing was changed.")
+
+
+def status_table(rows: Sequence[StageRow], namespace: str) -> Message:
+    if not rows:
+        return say(f"No Stages in project `{b.escape(namespace)}`.")
+    header = f"*Stages in `{b.escape(namespace)}`*"
+    lines = [
+        f"*{b.escape(r.stage)}* · Freight `{b.escape(r.freight)}` · running `{b.escape(r.running)}`"
+        f" · {r.queued} queued · healthy {b.escape(r.health)} · verification "
+        f"{b.escape(r.verification)}"
+        for r in rows
+    ]
+    text = header + "\n" + "\n".join(lines)
+    return b.message(text, [b.section(header), *b.chunked_sections(lines)])
+
+
+def confirm_prompt(pending: PendingPromotion, freight_label: str, ttl: float) -> Message:
+    minutes = max(1, round(ttl / 60))
+    text = (
+        f"Promote *{b.escape(freight_label)}* to *{b.escape(pending.stage)}*? Stage "
+        f"`{b.escape(pending.stage)}` asks for confirmation. This prompt expires in "
+        f"{minutes} minute{'s' if minutes != 1 else ''}."
+    )
+    value = pending.to_value()
+    return b.message(
+        text,
+        [
+            b.section(text),
+            b.actions(
+                [
+                    b.button(
+                        "Confirm",
+                        CONFIRM,
+                        value,
+                        style="primary",
+                        confirm=b.confirm_dialog(
+                            f"Promote to {pending.stage}?",
+                            f"*{b.escape(freight_label)}* will be promoted to "
+                            f"*{b.escape(pending.stage)}*.",
+                            "Promote",
+                        ),
+                    ),
+                    b.button("Cancel", CANCEL, value),
+                ]
+            ),
+        ],
+    )

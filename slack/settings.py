@@ -1,0 +1,110 @@
+"""The Slack integration's settings: read from the environment once, validated, failing fast.
+
+Every problem names the variable. The bot token and signing secret never appear in ``repr`` (so
+not in logs or tracebacks either).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+# Slack IDs: users U…/W… (Enterprise Grid), user groups S….
+_SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class SlackSettingsError(ValueError):
+    """A Slack setting is missing or malformed; the message names the variable."""
+
+
+def _float(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SlackSettingsError(f"{name}={raw!r} is not a number of seconds") from None
+    if not value >= minimum:  # also refuses NaN
+        raise SlackSettingsError(f"{name}={raw!r} must be at least {minimum:g}")
+    return value
+
+
+@dataclass(frozen=True)
+class SlackSettings:
+    """Everything the Slack integration is configured with."""
+
+    bot_token: str = field(repr=False)
+    signing_secret: str = field(repr=False)
+    api_url: str = "https://slack.com/api/"
+    # Who may act when a Stage lists nobody in longshoreman.dev/slack-promoters (user and
+    # user-group IDs); empty allows every member of the workspace.
+    default_promoters: tuple[str, ...] = ()
+    # The Kargo project (namespace) slash commands act on.
+    namespace: str = "default"
+    # How long a Confirm button stays valid.
+    confirm_ttl: float = 300.0
+    # At most one chat.update per message per this many seconds (Slack's chat.update is rate
+    # limited per workspace; rapid status writes are coalesced into one update).
+    update_interval: float = 1.0
+    # After a Promotion succeeds, how often and how long to look for its verification result.
+    verify_poll: float = 10.0
+    verify_window: float = 1800.0
+    # How long a user group's member list is trusted.
+    usergroup_ttl: float = 60.0
+    # First wait after Slack (or the cluster) failed a live-message update; doubles to 30 s.
+    retry_delay: float = 1.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SlackSettings:
+        env = os.environ if env is None else env
+        token = env.get("SLACK_BOT_TOKEN", "").strip()
+        if not token:
+            raise SlackSettingsError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-...)")
+        if not token.startswith("xoxb-"):
+            # Do not echo the value: it is a secret even when it is the wrong kind.
+            raise SlackSettingsError("SLACK_BOT_TOKEN must be a bot token (starting xoxb-)")
+        secret = env.get("SLACK_SIGNING_SECRET", "").strip()
+        if not secret:
+            raise SlackSettingsError(
+                "SLACK_SIGNING_SECRET is not set (Basic Information > App Credentials)"
+            )
+        api_url = env.get("SLACK_API_URL", "").strip() or cls.api_url
+        parts = urlsplit(api_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise SlackSettingsError(f"SLACK_API_URL={api_url!r} is not an http(s) URL")
+        if not api_url.endswith("/"):
+            api_url += "/"  # slack_sdk joins method names onto it
+        promoters = tuple(
+            p.strip() for p in env.get("SLACK_DEFAULT_PROMOTERS", "").split(",") if p.strip()
+        )
+        for p in promoters:
+            if not _SLACK_ID.match(p):
+                raise SlackSettingsError(
+                    f"SLACK_DEFAULT_PROMOTERS: {p!r} is not a Slack user (U…/W…) or "
+                    "user-group (S…) ID"
+                )
+        namespace = env.get("SLACK_PROJECT", "").strip() or cls.namespace
+        if not _NAMESPACE.match(namespace):
+            raise SlackSettingsError(f"SLACK_PROJECT={namespace!r} is not a valid namespace name")
+        return cls(
+            bot_token=token,
+            signing_secret=secret,
+            api_url=api_url,
+            default_promoters=promoters,
+            namespace=namespace,
+            confirm_ttl=_float(env, "SLACK_CONFIRM_TTL", cls.confirm_ttl, 1.0),
+            update_interval=_float(env, "SLACK_UPDATE_INTERVAL", cls.update_interval, 0.0),
+        )
+
+    @classmethod
+    def optional_from_env(cls, env: Mapping[str, str] | None = None) -> SlackSettings | None:
+        """None when Slack is not configured at all (neither token nor secret is set)."""
+        env = os.environ if env is None else env
+        if not env.get("SLACK_BOT_TOKEN") and not env.get("SLACK_SIGNING_SECRET"):
+            return None
+        return cls.from_env(env)

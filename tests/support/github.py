@@ -1,0 +1,1203 @@
+"""A fake GitHub: the REST API subset Longshoreman uses, over HTTP on 127.0.0.1, with real git.
+
+The real gidgethub client talks to it exactly as it talks to api.github.com. Repositories are
+local bare repositories (:mod:`tests.support.gitrepo`): a pull request is a pair of branches in
+one, and merging it is a real ``git merge-tree`` + ``commit-tree`` onto the base branch, so the
+merge commit is a real commit the git steps can fetch. Where the REST API has rules a client can
+trip over, the fake keeps them: App JWTs are verified (RS256, ``iat``/``exp``), installation
+tokens expire and are scoped to their installation's repositories, ``GET`` responses carry ETags
+and answer ``If-None-Match`` with ``304`` (not billed), every response carries
+``x-ratelimit-*`` headers, check runs are validated against GitHub's documented limits, and
+creating a pull request with no commits, or a second open one for the same head and base, is a
+``422``.
+
+Test controls:
+
+- ``fake.faults.add(status=503, path="/pulls/", times=2)``: the next matching requests fail;
+  ``fake.exhaust_rate_limit(reset_in=1.0)``: the primary limit is spent until the reset;
+  ``fake.faults.add(status=403, secondary=True, retry_after=0)``: a secondary limit.
+- User actions: ``open_pull``, ``merge``, ``close``, ``add_comment``, ``set_permission``,
+  ``add_team_member``. With ``deliver_to(url, secret)`` the fake sends the signed
+  ``pull_request``/``check_run`` webhooks a user's action causes, as GitHub does.
+- Payloads built from the real fixtures in ``../shared/fixtures/github/payloads`` with the
+  fake's own objects swapped in (:meth:`FakeGitHub.comment_payload`, :meth:`pr_payload`), and
+  :func:`webhook_request` to sign any body.
+
+    async with running_fake_github() as gh:
+        repo = gh.add_repo("example/gitops", make_remote(tmp_path, {"a.txt": "1"}))
+        settings = gh.settings(webhook_secret="s3cret")   # a GitHubSettings for this fake
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import hashlib
+import hmac
+import itertools
+import json
+import re
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import jwt
+from aiohttp import web
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from handlers.settings import GitHubSettings
+from tests.support.gitrepo import RemoteRepo
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "github" / "payloads"
+WEB_URL = "https://github.com"
+APP_ID = 4242
+APP_SLUG = "longshoreman"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+RATE_LIMIT = 5000
+
+
+@functools.lru_cache(maxsize=1)
+def app_private_key() -> str:
+    """One RSA key per test process (generating one takes a moment)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def fixture(name: str) -> dict[str, Any]:
+    """A real webhook payload from the shared fixtures, e.g. ``issue_comment.created``."""
+    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.payload.json").read_text())
+    return data
+
+
+def sign(body: bytes, secret: str) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def webhook_request(
+    event: str,
+    payload: Mapping[str, Any] | bytes,
+    secret: str | None,
+    *,
+    delivery: str | None = None,
+    signature: str | None = None,
+) -> tuple[dict[str, str], bytes]:
+    """Headers and body of a delivery as GitHub sends it (``secret=None``: unsigned)."""
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    headers = {
+        "content-type": "application/json",
+        "x-github-event": event,
+        "x-github-delivery": delivery or str(uuid.uuid4()),
+        "user-agent": "GitHub-Hookshot/fake",
+    }
+    if signature is not None:
+        headers["x-hub-signature-256"] = signature
+    elif secret is not None:
+        headers["x-hub-signature-256"] = sign(body, secret)
+    return headers, body
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---- state -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    status: int
+    method: str | None = None
+    path: str | None = None  # substring of the request path
+    times: int = 1
+    retry_after: float | None = None
+    secondary: bool = False
+    message: str | None = None
+
+
+class Faults:
+    def __init__(self) -> None:
+        self.pending: list[Fault] = []
+
+    def add(
+        self,
+        status: int = 503,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        times: int = 1,
+        retry_after: float | None = None,
+        secondary: bool = False,
+        message: str | None = None,
+    ) -> None:
+        self.pending.append(Fault(status, method, path, times, retry_after, secondary, message))
+
+    def take(self, method: str, path: str) -> Fault | None:
+        for fault in self.pending:
+            if fault.method and fault.method != method:
+                continue
+            if fault.path and fault.path not in path:
+                continue
+            fault.times -= 1
+            if fault.times <= 0:
+                self.pending.remove(fault)
+            return fault
+        return None
+
+
+@dataclass
+class Logged:
+    method: str
+    path: str
+    status: int
+    installation: int | None
+
+
+@dataclass
+class Pull:
+    number: int
+    title: str
+    body: str
+    head: str
+    base: str
+    user: str
+    head_sha: str
+    base_sha: str
+    state: str = "open"
+    merged: bool = False
+    merge_commit_sha: str | None = None
+    merged_by: str | None = None
+    labels: list[str] = field(default_factory=list)
+    created_at: str = field(default_factory=_now)
+    updated_at: str = field(default_factory=_now)
+    closed_at: str | None = None
+    merged_at: str | None = None
+
+
+@dataclass
+class Repo:
+    owner: str
+    name: str
+    git: RemoteRepo
+    installation: int
+    id: int
+    permissions: dict[str, str] = field(default_factory=dict)
+    pulls: dict[int, Pull] = field(default_factory=dict)
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    next_number: int = 1
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    @property
+    def html_url(self) -> str:
+        return f"{WEB_URL}/{self.full_name}"
+
+    def take_number(self) -> int:
+        number = self.next_number
+        self.next_number += 1
+        return number
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, message: str, *, headers: Mapping[str, str] | None = None, **extra: Any
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = dict(headers or {})
+        self.body = {"message": message, **extra}
+
+
+def _validation(message: str, errors: list[Any] | None = None) -> ApiError:
+    return ApiError(422, "Validation Failed", errors=errors or [{"message": message}])
+
+
+_LIMITS = {"label": 20, "identifier": 20, "description": 40}
+
+
+def _check_run_problems(data: Mapping[str, Any], *, creating: bool) -> None:
+    """GitHub's documented limits for check runs (REST "Create a check run")."""
+    if creating and not data.get("name"):
+        raise _validation("name is missing", [{"field": "name", "code": "missing_field"}])
+    if creating and not data.get("head_sha"):
+        raise _validation("head_sha is missing", [{"field": "head_sha", "code": "missing_field"}])
+    status = data.get("status")
+    if status is not None and status not in ("queued", "in_progress", "completed"):
+        raise _validation(f"status {status!r} is invalid")
+    if status == "completed" and not data.get("conclusion"):
+        raise _validation("conclusion is required when status is completed")
+    conclusion = data.get("conclusion")
+    if conclusion is not None and conclusion not in (
+        "action_required",
+        "cancelled",
+        "failure",
+        "neutral",
+        "success",
+        "skipped",
+        "stale",
+        "timed_out",
+    ):
+        raise _validation(f"conclusion {conclusion!r} is invalid")
+    output = data.get("output")
+    if output is not None:
+        if not output.get("title") or not output.get("summary"):
+            raise _validation("output needs a title and a summary")
+        for key in ("summary", "text"):
+            if len(output.get(key) or "") > 65535:
+                raise _validation(f"output.{key} is longer than 65535 characters")
+    actions = data.get("actions")
+    if actions is not None:
+        if len(actions) > 3:
+            raise _validation("at most 3 actions are allowed")
+        for action in actions:
+            for key, limit in _LIMITS.items():
+                value = action.get(key)
+                if not value:
+                    raise _validation(f"actions[].{key} is required")
+                if len(value) > limit:
+                    raise _validation(f"actions[].{key} is longer than {limit} characters")
+
+
+# ---- the server --------------------------------------------------------------------------------
+
+
+class FakeGitHub:
+    """State and handlers of the fake; :func:`running_fake_github` serves it."""
+
+    def __init__(self, *, token_ttl: float = 3600.0) -> None:
+        self.url = ""  # set once served
+        self.app_id = APP_ID
+        self.private_key = app_private_key()
+        self._public_key = serialization.load_pem_private_key(
+            self.private_key.encode(), password=None
+        ).public_key()
+        self.token_ttl = token_ttl
+        self.repos: dict[str, Repo] = {}
+        self.tokens: dict[str, tuple[int, float]] = {}
+        self.teams: dict[tuple[str, str], set[str]] = {}
+        self.faults = Faults()
+        self.log: list[Logged] = []
+        self.tokens_issued = 0
+        self.jwt_iat: list[int] = []
+        self.rate_remaining: dict[int, int] = {}
+        self.rate_reset: dict[int, float] = {}
+        self._ids = itertools.count(1000)
+        self._delivery: tuple[str, str] | None = None
+        self.deliveries: list[tuple[str, int]] = []
+        self._session: aiohttp.ClientSession | None = None
+        self.app = web.Application(middlewares=[self._middleware])
+        self._routes()
+
+    # ---- configuration --------------------------------------------------------------------------
+
+    def settings(self, webhook_secret: str = "webhook-secret", **env: str) -> GitHubSettings:
+        return GitHubSettings.from_env(
+            {
+                "GITHUB_APP_ID": str(self.app_id),
+                "GITHUB_PRIVATE_KEY": self.private_key,
+                "GITHUB_WEBHOOK_SECRET": webhook_secret,
+                "GITHUB_API_URL": self.url,
+                **env,
+            }
+        )
+
+    def add_repo(self, full_name: str, git: RemoteRepo, *, installation: int = 1) -> Repo:
+        owner, name = full_name.split("/")
+        repo = Repo(owner, name, git, installation, next(self._ids))
+        self.repos[full_name.lower()] = repo
+        return repo
+
+    def repo(self, full_name: str) -> Repo:
+        return self.repos[full_name.lower()]
+
+    def set_permission(self, full_name: str, user: str, permission: str) -> None:
+        self.repo(full_name).permissions[user.lower()] = permission
+
+    def add_team_member(self, org: str, team: str, user: str) -> None:
+        self.teams.setdefault((org.lower(), team.lower()), set()).add(user.lower())
+
+    def exhaust_rate_limit(self, installation: int = 1, reset_in: float = 1.0) -> None:
+        self.rate_remaining[installation] = 0
+        self.rate_reset[installation] = time.time() + reset_in
+
+    def deliver_to(self, url: str, secret: str) -> None:
+        """Send the webhooks users' actions cause (merge, close) to ``url``, signed."""
+        self._delivery = (url, secret)
+
+    def requests(self, method: str | None = None, path: str = "") -> list[Logged]:
+        return [r for r in self.log if (method is None or r.method == method) and path in r.path]
+
+    # ---- user actions (what people do in the web UI) --------------------------------------------
+
+    async def open_pull(
+        self, full_name: str, head: str, base: str, *, title: str = "change", user: str = "alice"
+    ) -> dict[str, Any]:
+        repo = self.repo(full_name)
+        pull = await asyncio.to_thread(self._create_pull, repo, head, base, title, "", user)
+        return self._pull_json(repo, pull)
+
+    async def merge(
+        self, full_name: str, number: int, *, by: str = "alice", method: str = "merge"
+    ) -> dict[str, Any]:
+        repo = self.repo(full_name)
+        pull = repo.pulls[number]
+        await asyncio.to_thread(self._merge, repo, pull, method, by, None)
+        data = self._pull_json(repo, pull)
+        await self._deliver("pull_request", self.pr_payload(full_name, number, "closed"))
+        return data
+
+    async def close(self, full_name: str, number: int) -> dict[str, Any]:
+        repo = self.repo(full_name)
+        pull = repo.pulls[number]
+        pull.state, pull.closed_at, pull.updated_at = "closed", _now(), _now()
+        await self._deliver("pull_request", self.pr_payload(full_name, number, "closed"))
+        return self._pull_json(repo, pull)
+
+    def add_issue(self, full_name: str, title: str = "an issue", user: str = "alice") -> int:
+        repo = self.repo(full_name)
+        number = repo.take_number()
+        repo.issues[number] = {"number": number, "title": title, "user": user}
+        return number
+
+    def add_comment(
+        self, full_name: str, number: int, body: str, *, user: str = "alice", bot: bool = False
+    ) -> dict[str, Any]:
+        repo = self.repo(full_name)
+        comment = self._new_comment(repo, number, body, user, bot=bot)
+        return comment
+
+    def comments(self, full_name: str, number: int) -> list[dict[str, Any]]:
+        repo = self.repo(full_name)
+        return [c for c in repo.comments.values() if c["_issue"] == number]
+
+    def check_runs(self, full_name: str, sha: str | None = None) -> list[dict[str, Any]]:
+        repo = self.repo(full_name)
+        return [c for c in repo.check_runs.values() if sha is None or c["head_sha"] == sha]
+
+    # ---- payloads from the real fixtures --------------------------------------------------------
+
+    def _repository_json(self, repo: Repo) -> dict[str, Any]:
+        template = fixture("pull_request.closed.with-organization")["repository"]
+        data: dict[str, Any] = copy.deepcopy(template)
+        data.update(
+            {
+                "id": repo.id,
+                "name": repo.name,
+                "full_name": repo.full_name,
+                "html_url": repo.html_url,
+                "url": f"{self.url}/repos/{repo.full_name}",
+                "clone_url": f"{repo.html_url}.git",
+            }
+        )
+        data["owner"] = {**data["owner"], "login": repo.owner}
+        return data
+
+    def pr_payload(self, full_name: str, number: int, action: str) -> dict[str, Any]:
+        repo = self.repo(full_name)
+        payload = fixture("pull_request.closed.with-organization")
+        payload["action"] = action
+        payload["number"] = number
+        payload["pull_request"] = {
+            **payload["pull_request"],
+            **self._pull_json(repo, repo.pulls[number]),
+        }
+        payload["repository"] = self._repository_json(repo)
+        payload["installation"] = {"id": repo.installation}
+        return payload
+
+    def comment_payload(
+        self,
+        full_name: str,
+        comment: Mapping[str, Any],
+        *,
+        action: str = "created",
+        installation: bool = True,
+    ) -> dict[str, Any]:
+        """``issue_comment`` from the fixture, on a pull request when the number is one."""
+        repo = self.repo(full_name)
+        payload = fixture("issue_comment.created.with-installation")
+        payload["action"] = action
+        number = int(comment["_issue"])
+        issue = payload["issue"]
+        issue.update(
+            {
+                "number": number,
+                "html_url": f"{repo.html_url}/issues/{number}",
+                "url": f"{self.url}/repos/{repo.full_name}/issues/{number}",
+            }
+        )
+        if number in repo.pulls:
+            issue["html_url"] = f"{repo.html_url}/pull/{number}"
+            issue["pull_request"] = {
+                "url": f"{self.url}/repos/{repo.full_name}/pulls/{number}",
+                "html_url": f"{repo.html_url}/pull/{number}",
+            }
+        payload["comment"] = {
+            **payload["comment"],
+            **{k: v for k, v in comment.items() if not k.startswith("_")},
+        }
+        payload["sender"] = {**payload["sender"], "login": comment["user"]["login"]}
+        payload["repository"] = self._repository_json(repo)
+        if installation:
+            payload["installation"] = {"id": repo.installation}
+        else:
+            payload.pop("installation", None)
+        return payload
+
+    def check_run_payload(
+        self,
+        full_name: str,
+        run_id: int,
+        action: str,
+        *,
+        sender: str = "alice",
+        identifier: str | None = None,
+        pull_number: int | None = None,
+    ) -> dict[str, Any]:
+        """``check_run`` (``requested_action`` / ``rerequested``) about one of the fake's runs."""
+        repo = self.repo(full_name)
+        payload = fixture("check_run.requested_action")
+        payload["action"] = action
+        payload["check_run"] = {**payload["check_run"], **self._public(repo.check_runs[run_id])}
+        payload["check_run"]["pull_requests"] = (
+            [{"number": pull_number, "url": f"{self.url}/repos/{full_name}/pulls/{pull_number}"}]
+            if pull_number is not None
+            else []
+        )
+        if identifier is not None:
+            payload["requested_action"] = {"identifier": identifier}
+        else:
+            payload.pop("requested_action", None)
+        payload["sender"] = {**payload["sender"], "login": sender}
+        payload["repository"] = self._repository_json(repo)
+        payload["installation"] = {"id": repo.installation}
+        return payload
+
+    async def _deliver(self, event: str, payload: Mapping[str, Any]) -> None:
+        if self._delivery is None:
+            return
+        url, secret = self._delivery
+        headers, body = webhook_request(event, payload, secret)
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        async with self._session.post(url, data=body, headers=headers) as response:
+            self.deliveries.append((event, response.status))
+
+    # ---- HTTP plumbing --------------------------------------------------------------------------
+
+    def _routes(self) -> None:
+        r = self.app.router
+        repo = "/repos/{owner}/{name}"
+        r.add_post("/app/installations/{id}/access_tokens", self.h_access_token)
+        r.add_get(repo + "/installation", self.h_repo_installation)
+        r.add_get(repo + "/collaborators/{user}/permission", self.h_permission)
+        r.add_get("/orgs/{org}/teams/{team}/memberships/{user}", self.h_team_membership)
+        r.add_get(repo + "/pulls", self.h_list_pulls)
+        r.add_post(repo + "/pulls", self.h_create_pull)
+        r.add_get(repo + "/pulls/{number:\\d+}", self.h_get_pull)
+        r.add_put(repo + "/pulls/{number:\\d+}/merge", self.h_merge_pull)
+        r.add_post(repo + "/issues/{number:\\d+}/labels", self.h_add_labels)
+        r.add_post(repo + "/issues/{number:\\d+}/comments", self.h_create_comment)
+        r.add_get(repo + "/issues/{number:\\d+}/comments", self.h_list_comments)
+        r.add_patch(repo + "/issues/comments/{id:\\d+}", self.h_edit_comment)
+        r.add_post(repo + "/issues/comments/{id:\\d+}/reactions", self.h_reaction)
+        r.add_get(repo + "/compare/{basehead:.+}", self.h_compare)
+        r.add_get(repo + "/commits/{ref:[^/]+}/check-runs", self.h_list_check_runs)
+        r.add_get(repo + "/commits/{ref:.+}", self.h_commit)
+        r.add_get(repo + "/branches/{branch:.+}", self.h_branch)
+        r.add_post(repo + "/git/commits", self.h_git_commit)
+        r.add_post(repo + "/git/refs", self.h_git_ref)
+        r.add_post(repo + "/check-runs", self.h_create_check_run)
+        r.add_patch(repo + "/check-runs/{id:\\d+}", self.h_update_check_run)
+        r.add_get(repo + "/check-runs/{id:\\d+}", self.h_get_check_run)
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        installation: int | None = None
+        try:
+            installation = self._authenticate(request)
+            fault = self.faults.take(request.method, request.path)
+            if fault is not None:
+                raise self._fault_error(fault, installation)
+            if installation is not None and self.rate_remaining.get(installation, 1) <= 0:
+                if time.time() < self.rate_reset.get(installation, 0):
+                    raise ApiError(403, "API rate limit exceeded for installation ID")
+                self.rate_remaining[installation] = RATE_LIMIT
+            response = await handler(request)
+        except ApiError as e:
+            response = web.json_response(e.body, status=e.status, headers=e.headers)
+        except web.HTTPException as e:
+            response = web.json_response({"message": e.reason}, status=e.status)
+        if (
+            isinstance(response, web.Response)
+            and request.method == "GET"
+            and response.status == 200
+        ):
+            assert response.body is not None and isinstance(response.body, bytes)
+            etag = '"' + hashlib.sha1(response.body).hexdigest() + '"'
+            response.headers["ETag"] = etag
+            if request.headers.get("If-None-Match") == etag:
+                response = web.Response(status=304, headers={"ETag": etag})
+        self._rate_headers(response, installation)
+        self.log.append(Logged(request.method, request.path, response.status, installation))
+        return response
+
+    def _fault_error(self, fault: Fault, installation: int | None) -> ApiError:
+        headers: dict[str, str] = {}
+        if fault.retry_after is not None:
+            headers["Retry-After"] = f"{fault.retry_after:g}"
+        default = (
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you try "
+            "again."
+            if fault.secondary
+            else f"fake fault {fault.status}"
+        )
+        return ApiError(fault.status, fault.message or default, headers=headers)
+
+    def _rate_headers(self, response: web.StreamResponse, installation: int | None) -> None:
+        if installation is None:
+            return
+        remaining = self.rate_remaining.get(installation, RATE_LIMIT)
+        if response.status != 304 and remaining > 0:
+            remaining -= 1
+            self.rate_remaining[installation] = remaining
+        reset = self.rate_reset.get(installation) or time.time() + 3600
+        response.headers["x-ratelimit-limit"] = str(RATE_LIMIT)
+        response.headers["x-ratelimit-remaining"] = str(remaining)
+        response.headers["x-ratelimit-reset"] = str(int(reset + 0.999))
+
+    def _authenticate(self, request: web.Request) -> int | None:
+        auth = request.headers.get("Authorization", "")
+        scheme, _, credential = auth.partition(" ")
+        needs_jwt = request.path.startswith("/app/") or request.path.endswith("/installation")
+        if needs_jwt:
+            if scheme.lower() != "bearer":
+                raise ApiError(401, "A JSON web token could not be decoded")
+            try:
+                claims = jwt.decode(credential, self._public_key, algorithms=["RS256"])  # type: ignore[arg-type]
+            except jwt.PyJWTError as e:
+                raise ApiError(401, f"A JSON web token could not be decoded: {e}") from None
+            if str(claims.get("iss")) != str(self.app_id):
+                raise ApiError(401, "'Issuer' claim ('iss') is invalid")
+            if int(claims["exp"]) - int(claims["iat"]) > 600 + 60:
+                raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future")
+            self.jwt_iat.append(int(claims["iat"]))
+            return None
+        if scheme.lower() != "token" or credential not in self.tokens:
+            raise ApiError(401, "Bad credentials")
+        installation, expires = self.tokens[credential]
+        if time.time() >= expires:
+            raise ApiError(401, "Bad credentials")
+        owner, name = request.match_info.get("owner"), request.match_info.get("name")
+        if owner and name:
+            repo = self.repos.get(f"{owner}/{name}".lower())
+            if repo is None or repo.installation != installation:
+                raise ApiError(404, "Not Found")
+        return installation
+
+    def _repo_of(self, request: web.Request) -> Repo:
+        repo = self.repos.get(f"{request.match_info['owner']}/{request.match_info['name']}".lower())
+        if repo is None:
+            raise ApiError(404, "Not Found")
+        return repo
+
+    @staticmethod
+    async def _json(request: web.Request) -> dict[str, Any]:
+        try:
+            data = await request.json()
+        except ValueError:
+            raise ApiError(400, "Problems parsing JSON") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "Problems parsing JSON")
+        return data
+
+    # ---- apps -----------------------------------------------------------------------------------
+
+    async def h_access_token(self, request: web.Request) -> web.Response:
+        installation = int(request.match_info["id"])
+        if not any(r.installation == installation for r in self.repos.values()):
+            raise ApiError(404, "Not Found")
+        token = "ghs_" + secrets.token_hex(16)
+        expires = time.time() + self.token_ttl
+        self.tokens[token] = (installation, expires)
+        self.tokens_issued += 1
+        expires_at = datetime.fromtimestamp(expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return web.json_response({"token": token, "expires_at": expires_at}, status=201)
+
+    async def h_repo_installation(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        return web.json_response({"id": repo.installation, "app_id": self.app_id})
+
+    async def h_permission(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        user = request.match_info["user"]
+        permission = repo.permissions.get(user.lower(), "read")
+        role = {"write": "write", "admin": "admin", "read": "read"}.get(permission, permission)
+        shown = "write" if permission == "maintain" else permission
+        return web.json_response({"permission": shown, "role_name": role, "user": {"login": user}})
+
+    async def h_team_membership(self, request: web.Request) -> web.Response:
+        key = (request.match_info["org"].lower(), request.match_info["team"].lower())
+        if request.match_info["user"].lower() not in self.teams.get(key, set()):
+            raise ApiError(404, "Not Found")
+        return web.json_response({"state": "active", "role": "member"})
+
+    # ---- git helpers (run in threads: RemoteRepo uses subprocess) -------------------------------
+
+    @staticmethod
+    def _head(repo: Repo, branch: str) -> str | None:
+        return repo.git.head(branch)
+
+    def _create_pull(
+        self, repo: Repo, head: str, base: str, title: str, body: str, user: str
+    ) -> Pull:
+        head_branch = head.split(":", 1)[-1]
+        head_sha, base_sha = self._head(repo, head_branch), self._head(repo, base)
+        if head_sha is None:
+            raise _validation("head invalid", [{"field": "head", "code": "invalid"}])
+        if base_sha is None:
+            raise _validation("base invalid", [{"field": "base", "code": "invalid"}])
+        for pull in repo.pulls.values():
+            if pull.state == "open" and pull.head == head_branch and pull.base == base:
+                raise _validation(
+                    "exists",
+                    [{"code": "custom", "message": f"A pull request already exists for "
+                      f"{repo.owner}:{head_branch}."}],
+                )  # fmt: skip
+        ahead = repo.git.git("rev-list", "--count", f"{base_sha}..{head_sha}")
+        if int(ahead) == 0:
+            raise _validation(
+                "no commits",
+                [{"code": "custom", "message": f"No commits between {base} and {head_branch}"}],
+            )
+        pull = Pull(repo.take_number(), title, body, head_branch, base, user, head_sha, base_sha)
+        repo.pulls[pull.number] = pull
+        return pull
+
+    def _refresh(self, repo: Repo, pull: Pull) -> None:
+        if pull.state == "open":
+            sha = self._head(repo, pull.head)
+            if sha is not None:
+                pull.head_sha = sha
+
+    def _merge(self, repo: Repo, pull: Pull, method: str, by: str, title: str | None) -> None:
+        self._refresh(repo, pull)
+        if pull.state != "open":
+            raise ApiError(405, "Pull Request is not mergeable")
+        base_sha = self._head(repo, pull.base)
+        assert base_sha is not None
+        try:
+            tree = repo.git.git("merge-tree", "--write-tree", base_sha, pull.head_sha)
+        except RuntimeError:
+            raise ApiError(405, "Pull Request is not mergeable") from None
+        tree = tree.splitlines()[0]
+        if method == "merge":
+            message = title or f"Merge pull request #{pull.number} from {repo.owner}/{pull.head}"
+            parents = ["-p", base_sha, "-p", pull.head_sha]
+        else:
+            # squash and rebase both leave one new commit on the base here (a simplification of
+            # rebase, which replays each commit; no caller depends on the difference).
+            message = title or f"{pull.title} (#{pull.number})"
+            parents = ["-p", base_sha]
+        sha = repo.git.git("commit-tree", tree, *parents, stdin=message + "\n")
+        repo.git.git("update-ref", f"refs/heads/{pull.base}", sha, base_sha)
+        pull.state, pull.merged, pull.merge_commit_sha = "closed", True, sha
+        pull.merged_by, pull.merged_at = by, _now()
+        pull.closed_at = pull.updated_at = pull.merged_at
+
+    def _pull_json(self, repo: Repo, pull: Pull) -> dict[str, Any]:
+        self._refresh(repo, pull)
+        api = f"{self.url}/repos/{repo.full_name}"
+        return {
+            "url": f"{api}/pulls/{pull.number}",
+            "id": 500000 + pull.number,
+            "html_url": f"{repo.html_url}/pull/{pull.number}",
+            "issue_url": f"{api}/issues/{pull.number}",
+            "number": pull.number,
+            "state": pull.state,
+            "title": pull.title,
+            "body": pull.body,
+            "user": {"login": pull.user, "type": "User"},
+            "labels": [{"name": label} for label in pull.labels],
+            "created_at": pull.created_at,
+            "updated_at": pull.updated_at,
+            "closed_at": pull.closed_at,
+            "merged_at": pull.merged_at,
+            "merged": pull.merged,
+            "merge_commit_sha": pull.merge_commit_sha,
+            "merged_by": {"login": pull.merged_by} if pull.merged_by else None,
+            "mergeable": pull.state == "open" or None,
+            "head": {
+                "ref": pull.head,
+                "sha": pull.head_sha,
+                "label": f"{repo.owner}:{pull.head}",
+                "repo": {"full_name": repo.full_name},
+            },
+            "base": {
+                "ref": pull.base,
+                "sha": pull.base_sha,
+                "label": f"{repo.owner}:{pull.base}",
+                "repo": {"full_name": repo.full_name},
+            },
+        }
+
+    # ---- pulls ----------------------------------------------------------------------------------
+
+    async def h_list_pulls(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        state = request.query.get("state", "open")
+        head = request.query.get("head")
+        base = request.query.get("base")
+        out = []
+        for pull in sorted(repo.pulls.values(), key=lambda p: -p.number):
+            if state != "all" and pull.state != state:
+                continue
+            if head is not None:
+                owner, _, branch = head.partition(":")
+                if owner.lower() != repo.owner.lower() or branch != pull.head:
+                    continue
+            if base is not None and pull.base != base:
+                continue
+            out.append(await asyncio.to_thread(self._pull_json, repo, pull))
+        return web.json_response(out)
+
+    async def h_create_pull(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        data = await self._json(request)
+        for key in ("head", "base", "title"):
+            if not data.get(key):
+                raise _validation(f"{key} missing", [{"field": key, "code": "missing_field"}])
+        pull = await asyncio.to_thread(
+            self._create_pull,
+            repo,
+            str(data["head"]),
+            str(data["base"]),
+            str(data["title"]),
+            str(data.get("body") or ""),
+            f"{APP_SLUG}[bot]",
+        )
+        return web.json_response(self._pull_json(repo, pull), status=201)
+
+    async def h_get_pull(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        pull = repo.pulls.get(int(request.match_info["number"]))
+        if pull is None:
+            raise ApiError(404, "Not Found")
+        return web.json_response(await asyncio.to_thread(self._pull_json, repo, pull))
+
+    async def h_merge_pull(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        pull = repo.pulls.get(int(request.match_info["number"]))
+        if pull is None:
+            raise ApiError(404, "Not Found")
+        data = await self._json(request) if request.can_read_body else {}
+        method = str(data.get("merge_method") or "merge")
+        if method not in ("merge", "squash", "rebase"):
+            raise _validation(f"merge_method {method!r} is invalid")
+        if data.get("sha") and data["sha"] != pull.head_sha:
+            raise ApiError(409, "Head branch was modified. Review and try the merge again.")
+        await asyncio.to_thread(
+            self._merge, repo, pull, method, f"{APP_SLUG}[bot]", data.get("commit_title")
+        )
+        await self._deliver("pull_request", self.pr_payload(repo.full_name, pull.number, "closed"))
+        return web.json_response(
+            {
+                "sha": pull.merge_commit_sha,
+                "merged": True,
+                "message": "Pull Request successfully merged",
+            }
+        )
+
+    async def h_add_labels(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        number = int(request.match_info["number"])
+        pull = repo.pulls.get(number)
+        if pull is None:
+            raise ApiError(404, "Not Found")
+        data = await self._json(request)
+        for label in data.get("labels") or []:
+            if label not in pull.labels:
+                pull.labels.append(str(label))
+        return web.json_response([{"name": label} for label in pull.labels])
+
+    # ---- issues and comments --------------------------------------------------------------------
+
+    def _new_comment(
+        self, repo: Repo, number: int, body: str, user: str, *, bot: bool
+    ) -> dict[str, Any]:
+        if number not in repo.pulls and number not in repo.issues:
+            raise ApiError(404, "Not Found")
+        comment_id = next(self._ids)
+        kind = "pull" if number in repo.pulls else "issues"
+        comment = {
+            "id": comment_id,
+            "url": f"{self.url}/repos/{repo.full_name}/issues/comments/{comment_id}",
+            "html_url": f"{repo.html_url}/{kind}/{number}#issuecomment-{comment_id}",
+            "body": body,
+            "user": {"login": user, "type": "Bot" if bot else "User"},
+            "performed_via_github_app": {"id": self.app_id, "slug": APP_SLUG} if bot else None,
+            "created_at": _now(),
+            "updated_at": _now(),
+            "author_association": "MEMBER",
+            "_issue": number,
+            "_reactions": [],
+            "_edits": 0,
+        }
+        repo.comments[comment_id] = comment
+        return comment
+
+    @staticmethod
+    def _public(comment: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in comment.items() if not k.startswith("_")}
+
+    async def h_create_comment(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        data = await self._json(request)
+        if not isinstance(data.get("body"), str) or not data["body"]:
+            raise _validation("body missing", [{"field": "body", "code": "missing_field"}])
+        if len(data["body"]) > 65536:
+            raise _validation("body is too long (maximum is 65536 characters)")
+        comment = self._new_comment(
+            repo, int(request.match_info["number"]), data["body"], f"{APP_SLUG}[bot]", bot=True
+        )
+        return web.json_response(self._public(comment), status=201)
+
+    async def h_list_comments(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        number = int(request.match_info["number"])
+        return web.json_response(
+            [self._public(c) for c in repo.comments.values() if c["_issue"] == number]
+        )
+
+    async def h_edit_comment(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        comment = repo.comments.get(int(request.match_info["id"]))
+        if comment is None:
+            raise ApiError(404, "Not Found")
+        data = await self._json(request)
+        if len(str(data.get("body") or "")) > 65536:
+            raise _validation("body is too long (maximum is 65536 characters)")
+        comment["body"] = str(data.get("body") or "")
+        comment["updated_at"] = _now()
+        comment["_edits"] += 1
+        return web.json_response(self._public(comment))
+
+    async def h_reaction(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        comment = repo.comments.get(int(request.match_info["id"]))
+        if comment is None:
+            raise ApiError(404, "Not Found")
+        data = await self._json(request)
+        content = data.get("content")
+        if content not in ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"):
+            raise _validation(f"content {content!r} is invalid")
+        comment["_reactions"].append(content)
+        return web.json_response({"id": next(self._ids), "content": content}, status=201)
+
+    # ---- commits, branches, comparisons ---------------------------------------------------------
+
+    def _resolve(self, repo: Repo, ref: str) -> str | None:
+        if re.fullmatch(r"[0-9a-f]{40}", ref):
+            try:
+                repo.git.git("cat-file", "-e", f"{ref}^{{commit}}")
+            except RuntimeError:
+                return None
+            return ref
+        return self._head(repo, ref)
+
+    async def h_commit(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        sha = await asyncio.to_thread(self._resolve, repo, request.match_info["ref"])
+        if sha is None:
+            raise ApiError(422, f"No commit found for SHA: {request.match_info['ref']}")
+        message = await asyncio.to_thread(repo.git.git, "log", "-1", "--format=%B", sha)
+        return web.json_response(
+            {
+                "sha": sha,
+                "commit": {"message": message.strip()},
+                "html_url": f"{repo.html_url}/commit/{sha}",
+            }
+        )
+
+    async def h_branch(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        branch = request.match_info["branch"]
+        sha = await asyncio.to_thread(self._head, repo, branch)
+        if sha is None:
+            raise ApiError(404, "Branch not found")
+        return web.json_response({"name": branch, "commit": {"sha": sha}})
+
+    def _compare(self, repo: Repo, base: str, head: str) -> dict[str, Any]:
+        base_sha, head_sha = self._resolve(repo, base), self._resolve(repo, head)
+        if base_sha is None or head_sha is None:
+            raise ApiError(404, "Not Found")
+        ahead = int(repo.git.git("rev-list", "--count", f"{base_sha}..{head_sha}"))
+        behind = int(repo.git.git("rev-list", "--count", f"{head_sha}..{base_sha}"))
+        try:
+            merge_base = repo.git.git("merge-base", base_sha, head_sha)
+            names = repo.git.git("diff", "--name-status", merge_base, head_sha)
+        except RuntimeError:
+            merge_base, names = "", repo.git.git("diff", "--name-status", base_sha, head_sha)
+        files = []
+        for line in names.splitlines():
+            status, _, path = line.partition("\t")
+            files.append(
+                {"filename": path, "status": {"A": "added", "D": "removed"}.get(status, "modified")}
+            )
+        status = (
+            "identical"
+            if ahead == behind == 0
+            else "ahead"
+            if behind == 0
+            else "behind"
+            if ahead == 0
+            else "diverged"
+        )
+        return {
+            "status": status,
+            "ahead_by": ahead,
+            "behind_by": behind,
+            "total_commits": ahead,
+            "merge_base_commit": {"sha": merge_base},
+            "files": files,
+        }
+
+    async def h_compare(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        base, sep, head = request.match_info["basehead"].partition("...")
+        if not sep:
+            raise ApiError(404, "Not Found")
+        return web.json_response(await asyncio.to_thread(self._compare, repo, base, head))
+
+    async def h_git_commit(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        data = await self._json(request)
+        tree = str(data.get("tree") or "")
+        if tree != EMPTY_TREE:
+            raise _validation("only the empty tree is supported by the fake")
+        parents: list[str] = []
+        for parent in data.get("parents") or []:
+            parents += ["-p", str(parent)]
+        if tree == EMPTY_TREE:
+            await asyncio.to_thread(repo.git.git, "hash-object", "-t", "tree", "-w", "/dev/null")
+        sha = await asyncio.to_thread(
+            repo.git.git, "commit-tree", tree, *parents, stdin=str(data.get("message") or "") + "\n"
+        )
+        return web.json_response({"sha": sha}, status=201)
+
+    async def h_git_ref(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        data = await self._json(request)
+        ref, sha = str(data.get("ref") or ""), str(data.get("sha") or "")
+        if not ref.startswith("refs/") or ref.count("/") < 2:
+            raise _validation("ref invalid")
+        try:
+            await asyncio.to_thread(repo.git.git, "update-ref", ref, sha, "")
+        except RuntimeError:
+            raise _validation("Reference already exists") from None
+        return web.json_response({"ref": ref, "object": {"sha": sha}}, status=201)
+
+    # ---- check runs -----------------------------------------------------------------------------
+
+    async def h_create_check_run(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        data = await self._json(request)
+        _check_run_problems(data, creating=True)
+        sha = await asyncio.to_thread(self._resolve, repo, str(data["head_sha"]))
+        if sha is None:
+            raise _validation("No commit found for SHA", [{"field": "head_sha", "code": "invalid"}])
+        run_id = next(self._ids)
+        run = {
+            "id": run_id,
+            "name": data["name"],
+            "head_sha": sha,
+            "external_id": data.get("external_id") or "",
+            "status": data.get("status") or "queued",
+            "conclusion": data.get("conclusion"),
+            "details_url": data.get("details_url"),
+            "output": data.get("output") or {"title": None, "summary": None, "text": None},
+            "actions": data.get("actions") or [],
+            "html_url": f"{repo.html_url}/runs/{run_id}",
+            "url": f"{self.url}/repos/{repo.full_name}/check-runs/{run_id}",
+            "app": {"id": self.app_id, "slug": APP_SLUG},
+            "_history": [(data.get("status") or "queued", data.get("conclusion"))],
+        }
+        repo.check_runs[run_id] = run
+        return web.json_response(self._public(run), status=201)
+
+    async def h_update_check_run(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        run = repo.check_runs.get(int(request.match_info["id"]))
+        if run is None:
+            raise ApiError(404, "Not Found")
+        data = await self._json(request)
+        _check_run_problems(data, creating=False)
+        for key in (
+            "name",
+            "status",
+            "conclusion",
+            "details_url",
+            "output",
+            "actions",
+            "external_id",
+        ):
+            if key in data:
+                run[key] = data[key]
+        if data.get("conclusion") and "status" not in data:
+            run["status"] = "completed"
+        run["_history"].append((run["status"], run.get("conclusion")))
+        return web.json_response(self._public(run))
+
+    async def h_get_check_run(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        run = repo.check_runs.get(int(request.match_info["id"]))
+        if run is None:
+            raise ApiError(404, "Not Found")
+        return web.json_response(self._public(run))
+
+    async def h_list_check_runs(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        sha = await asyncio.to_thread(self._resolve, repo, request.match_info["ref"])
+        runs = [self._public(r) for r in repo.check_runs.values() if r["head_sha"] == sha]
+        return web.json_response({"total_count": len(runs), "check_runs": runs})
+
+    async def close_session(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+@asynccontextmanager
+async def running_fake_github(**options: Any) -> AsyncIterator[FakeGitHub]:
+    """Serve a :class:`FakeGitHub` on 127.0.0.1:<ephemeral> until the block ends."""
+    fake = FakeGitHub(**options)
+    runner = web.AppRunner(fake.app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    fake.url = f"http://127.0.0.1:{port}"
+    try:
+        yield fake
+    finally:
+        await fake.close_session()
+        await runner.cleanup()
+
+
+# ---- an in-memory PromotionService, for handler tests that need no cluster ----------------------
+
+
+class FakePromotions:
+    """:class:`promoter.chatops.PromotionService` over plain lists, recording what was asked.
+
+    End-to-end tests use ``app.chatops.ClusterPromotions`` with the real controller instead; this
+    one lets handler tests check "what would have changed" in milliseconds.
+    """
+
+    def __init__(
+        self,
+        namespace: str = "default",
+        *,
+        stages: list[dict[str, Any]] | None = None,
+        freight: list[dict[str, Any]] | None = None,
+        promotions: list[dict[str, Any]] | None = None,
+        leader: bool = True,
+    ) -> None:
+        self.namespace = namespace
+        self.stages = stages or []
+        self.freight = freight or []
+        self.promotions = promotions or []
+        self.leader = leader
+        self.promoted: list[tuple[str, str, str, str]] = []
+        self.aborted: list[tuple[str, str, str]] = []
+        self.reverified: list[tuple[str, str, str]] = []
+        self.annotations: dict[tuple[str, str], dict[str, str]] = {}
+        self.woken: list[str] = []
+        self.waiting: dict[str, int] = {}
+        self.warehouse_list: list[dict[str, Any]] = []
+        self.created_freight: list[dict[str, Any]] = []
+
+    async def snapshot(self, namespace: str) -> Any:
+        from promoter.chatops import Snapshot
+
+        def mine(items: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
+            return [i for i in items if (i.get("metadata") or {}).get("namespace") == namespace]
+
+        return Snapshot(namespace, mine(self.stages), mine(self.freight), mine(self.promotions))
+
+    async def promote(self, namespace: str, stage: str, freight: str, *, actor: str) -> Any:
+        from promoter.chatops import PromotionRef
+
+        name = f"{stage}.{len(self.promoted) + 1:04d}"
+        self.promoted.append((namespace, stage, freight, actor))
+        self.promotions.append(
+            {
+                "metadata": {"name": name, "namespace": namespace, "annotations": {}},
+                "spec": {"stage": stage, "freight": freight, "steps": []},
+                "status": {"phase": "Pending"},
+            }
+        )
+        return PromotionRef(namespace, name, stage, freight)
+
+    async def abort(self, namespace: str, promotion: str, *, actor: str) -> Any:
+        from promoter.chatops import PromotionRef
+        from promoter.errors import InvalidInput
+
+        for p in self.promotions:
+            if p["metadata"]["name"] == promotion and p["metadata"]["namespace"] == namespace:
+                self.aborted.append((namespace, promotion, actor))
+                return PromotionRef(
+                    namespace, promotion, p["spec"]["stage"], p["spec"]["freight"], "Running"
+                )
+        raise InvalidInput(f"Promotion {promotion!r} not found in namespace {namespace!r}")
+
+    async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
+        self.reverified.append((namespace, stage, actor))
+
+    async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
+        self.annotations.setdefault((namespace, promotion), {})[key] = value
+        for p in self.promotions:
+            if p["metadata"]["name"] == promotion and p["metadata"]["namespace"] == namespace:
+                p["metadata"].setdefault("annotations", {})[key] = value
+
+    def is_leader(self) -> bool:
+        return self.leader
+
+    def wake_pr(self, url: str) -> int:
+        self.woken.append(url)
+        return self.waiting.get(url, 0)
+
+    # handlers.push.FreightSink
+    async def warehouses(self, namespace: str) -> list[Mapping[str, Any]]:
+        return [
+            w
+            for w in self.warehouse_list
+            if (w.get("metadata") or {}).get("namespace") == namespace
+        ]
+
+    async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
+        name = freight["metadata"]["name"]
+        if any(f["metadata"]["name"] == name for f in self.freight):
+            return False
+        created = {**freight, "metadata": {**freight["metadata"], "namespace": namespace}}
+        self.freight.append(created)
+        self.created_freight.append(created)
+        return True

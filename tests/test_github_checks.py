@@ -1,0 +1,293 @@
+"""Check runs and command replies following a Promotion, and the check run's buttons.
+
+The Promotion's changes come in as the controller's listener calls would; GitHub is the fake
+server, which validates check runs against GitHub's documented limits."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from handlers import checks
+from handlers.client import RetryPolicy
+from handlers.context import CHECKS_ANNOTATION, REPLY_ANNOTATION
+from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
+from tests.support.gitrepo import make_remote
+
+SECRET = "webhook-secret"
+NS = "kargo-demo"
+REPO = "example/app"
+
+
+def promotion(phase: str = "Pending", step: int = 0, message: str = "") -> dict[str, Any]:
+    steps = [
+        {"uses": "git-clone", "as": "clone"},
+        {"uses": "git-open-pr", "as": "open-pr"},
+        {"uses": "git-wait-for-pr", "as": "wait-for-pr"},
+    ]
+    executions = []
+    for i, spec in enumerate(steps):
+        if i < step or phase == "Succeeded":
+            executions.append({"alias": spec["as"], "status": "Succeeded"})
+        elif i == step and phase in ("Running", "Failed", "Aborted"):
+            status = {"Running": "Running", "Failed": "Failed", "Aborted": "Aborted"}[phase]
+            executions.append({"alias": spec["as"], "status": status, "message": message})
+    return {
+        "metadata": {"name": "staging.0001", "namespace": NS, "annotations": {}},
+        "spec": {"stage": "staging", "freight": "f" * 40, "steps": steps},
+        "status": {
+            "phase": phase,
+            "currentStep": step,
+            "message": message,
+            "stepExecutionMetadata": executions,
+        },
+    }
+
+
+@dataclass
+class Env:
+    fake: FakeGitHub
+    service: FakePromotions
+    integration: GitHubIntegration
+    http: TestClient[Any, Any]
+    sha: str
+    pr: int
+
+    async def change(self, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+        self.service.promotions[:] = [new]
+        self.integration.on_promotion(new, old)
+        await asyncio.wait_for(self.integration.queue.join(), 10)
+
+    async def deliver(self, event: str, payload: dict[str, Any]) -> None:
+        headers, data = webhook_request(event, payload, SECRET)
+        assert (await self.http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
+        await asyncio.wait_for(self.integration.queue.join(), 10)
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    async with running_fake_github() as fake:
+        git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
+        fake.add_repo(REPO, git)
+        fake.set_permission(REPO, "alice", "write")
+        sha = git.head("main")
+        assert sha is not None
+        git.git("update-ref", "refs/heads/feature", sha)
+        git.commit_files("feature", {"x": "1"}, "x")
+        pr = await fake.open_pull(REPO, "feature", "main")
+        service = FakePromotions(
+            NS,
+            stages=[
+                {"metadata": {"name": "staging", "namespace": NS}, "spec": {}},
+                {
+                    "metadata": {"name": "production-eu-west-1-primary", "namespace": NS},
+                    "spec": {
+                        "requestedFreight": [
+                            {
+                                "origin": {"kind": "Warehouse", "name": "app"},
+                                "sources": {"stages": ["staging"]},
+                            }
+                        ]
+                    },
+                },
+            ],
+            freight=[
+                {
+                    "metadata": {"name": "f" * 40, "namespace": NS},
+                    "alias": "frozen-tauntaun",
+                    "origin": {"kind": "Warehouse", "name": "app"},
+                    "commits": [
+                        {"repoURL": "https://github.com/example/app.git", "id": sha},
+                        {"repoURL": "https://github.com/elsewhere/not-installed.git", "id": sha},
+                    ],
+                }
+            ],
+        )
+        app = web.Application()
+        integration = setup_github(
+            app,
+            fake.settings(SECRET, GITHUB_PROJECT=NS),
+            service,
+            policy=RetryPolicy(backoff=0.01, max_wait=0.5),
+        )
+        async with TestClient(TestServer(app)) as http:
+            yield Env(fake, service, integration, http, sha, pr["number"])
+
+
+async def test_a_check_run_follows_the_promotion_from_queued_to_success(env: Env) -> None:
+    states = [
+        promotion(),
+        promotion("Running", 0),
+        promotion("Running", 1),
+        promotion("Running", 2, "waiting for pull request #1 to be merged"),
+        promotion("Succeeded"),
+    ]
+    old = None
+    for state in states:
+        await env.change(copy.deepcopy(state), old)
+        old = state
+    runs = env.fake.check_runs(REPO, env.sha)
+    assert len(runs) == 1
+    run = runs[0]
+    assert run["name"] == "promote: staging" and run["external_id"] == f"{NS}/staging.0001"
+    assert [h[0] for h in run["_history"]] == [
+        "queued",
+        "in_progress",
+        "in_progress",
+        "in_progress",
+        "completed",
+    ]
+    assert run["conclusion"] == "success"
+    assert "| 3 | `wait-for-pr` | git-wait-for-pr | Succeeded |" in run["output"]["summary"]
+    assert [a["identifier"] for a in run["actions"]] == [
+        "reverify",
+        checks.next_identifier("production-eu-west-1-primary"),
+    ]
+    # The id is kept on the Promotion, so a new leader updates this run instead of adding one.
+    ids = json.loads(env.service.annotations[(NS, "staging.0001")][CHECKS_ANNOTATION])
+    assert ids == {f"{REPO}@{env.sha}": run["id"]}
+
+
+async def test_a_restarted_leader_updates_the_same_run(env: Env) -> None:
+    await env.change(promotion(), None)
+    run_id = env.fake.check_runs(REPO)[0]["id"]
+    stored = dict(env.service.promotions[0]["metadata"]["annotations"])
+    restarted = GitHubIntegration(
+        env.integration.settings, env.service, policy=RetryPolicy(backoff=0.01)
+    )
+    await restarted.client.start()
+    try:
+        running = promotion("Running", 1)
+        running["metadata"]["annotations"] = stored
+        restarted.on_promotion(running, None)
+        await asyncio.wait_for(restarted.queue.join(), 10)
+    finally:
+        await restarted.client.close()
+    runs = env.fake.check_runs(REPO)
+    assert [r["id"] for r in runs] == [run_id] and runs[0]["status"] == "in_progress"
+
+
+async def test_failure_and_abort_conclusions_and_the_abort_button(env: Env) -> None:
+    await env.change(promotion("Running", 1), None)
+    run = env.fake.check_runs(REPO)[0]
+    assert [a["identifier"] for a in run["actions"]] == ["abort"]
+    await env.change(promotion("Failed", 1, "boom"), promotion("Running", 1))
+    assert run["conclusion"] == "failure" and run["actions"] == []
+    assert "boom" in run["output"]["text"]
+
+
+async def test_standbys_post_nothing_and_unchanged_progress_is_not_resent(env: Env) -> None:
+    env.service.leader = False
+    await env.change(promotion(), None)
+    assert env.fake.check_runs(REPO) == []
+    env.service.leader = True
+    await env.change(promotion("Running", 1), None)
+    before = len(env.fake.log)
+    same = promotion("Running", 1)
+    same["status"]["stepExecutionMetadata"][0]["nextAttemptAt"] = "2030-01-01T00:00:00Z"
+    await env.change(same, promotion("Running", 1))
+    assert len(env.fake.log) == before
+
+
+async def test_the_command_reply_is_edited_in_place(env: Env) -> None:
+    reply = env.fake.add_comment(REPO, env.pr, "@alice: ...", user="longshoreman[bot]", bot=True)
+    annotated = promotion("Running", 1)
+    annotated["metadata"]["annotations"][REPLY_ANNOTATION] = json.dumps(
+        {"repo": REPO, "comment": reply["id"], "user": "alice", "command": "/promote to staging"}
+    )
+    await env.change(annotated, None)
+    assert "**Running**: step 2 of 3, `open-pr`" in reply["body"]
+    done = copy.deepcopy(annotated)
+    done["status"] = promotion("Succeeded")["status"]
+    await env.change(done, annotated)
+    assert "**Succeeded**" in reply["body"] and reply["_edits"] == 2
+    assert "[Details](https://github.com/example/app/runs/" in reply["body"]
+
+
+async def test_buttons_run_the_same_authorization(env: Env) -> None:
+    await env.change(promotion("Running", 1), None)
+    run = env.fake.check_runs(REPO)[0]
+    await env.deliver(
+        "check_run",
+        env.fake.check_run_payload(
+            REPO,
+            run["id"],
+            "requested_action",
+            sender="mallory",
+            identifier="abort",
+            pull_number=env.pr,
+        ),
+    )
+    assert env.service.aborted == []
+    refusal = env.fake.comments(REPO, env.pr)[-1]["body"]
+    assert refusal.startswith("@mallory: refused") and "write access" in refusal
+    await env.deliver(
+        "check_run",
+        env.fake.check_run_payload(REPO, run["id"], "requested_action", identifier="abort"),
+    )
+    assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
+
+
+async def test_promote_to_next_and_reverify_buttons(env: Env) -> None:
+    await env.change(promotion("Succeeded"), None)
+    run = env.fake.check_runs(REPO)[0]
+    identifiers = [a["identifier"] for a in run["actions"]]
+
+    async def press(identifier: str) -> None:
+        await env.deliver(
+            "check_run",
+            env.fake.check_run_payload(
+                REPO, run["id"], "requested_action", identifier=identifier, pull_number=env.pr
+            ),
+        )
+
+    # Not verified in staging yet: the next Stage may not take it.
+    await press(identifiers[1])
+    assert env.service.promoted == []
+    assert "not available" in env.fake.comments(REPO, env.pr)[-1]["body"]
+    env.service.freight[0]["status"] = {"verifiedIn": {"staging": {}}}
+    for identifier in identifiers:
+        await press(identifier)
+    assert env.service.reverified == [(NS, "staging", "github:alice")]
+    assert env.service.promoted == [(NS, "production-eu-west-1-primary", "f" * 40, "github:alice")]
+
+
+async def test_rerequesting_a_failed_run_starts_a_new_promotion(env: Env) -> None:
+    await env.change(promotion("Succeeded"), None)
+    run = env.fake.check_runs(REPO)[0]
+    await env.deliver("check_run", env.fake.check_run_payload(REPO, run["id"], "rerequested"))
+    assert env.service.promoted == []  # a successful run is not repeated
+    await env.change(promotion("Failed", 1, "boom"), promotion("Succeeded"))
+    await env.deliver("check_run", env.fake.check_run_payload(REPO, run["id"], "rerequested"))
+    assert env.service.promoted == [(NS, "staging", "f" * 40, "github:alice")]
+
+
+def test_check_run_fields_stay_within_githubs_limits() -> None:
+    long = promotion("Running", 1, "x" * 200_000)
+    long["spec"]["stage"] = "s" * 253
+    long["status"]["stepExecutionMetadata"][1]["message"] = "y" * 100_000
+    fields = checks.check_run_fields(
+        long, freight_label="frozen-tauntaun", link=None, downstream=["n" * 253] * 5
+    )
+    assert len(fields["output"]["summary"]) <= 65535
+    assert len(fields["output"]["text"]) <= 65535
+    done = copy.deepcopy(long)
+    done["status"]["phase"] = "Succeeded"
+    for f in (
+        fields,
+        checks.check_run_fields(done, freight_label="x", link=None, downstream=["n" * 253] * 5),
+    ):
+        assert len(f["actions"]) <= 3
+        for a in f["actions"]:
+            assert len(a["label"]) <= 20 and len(a["identifier"]) <= 20
+            assert len(a["description"]) <= 40

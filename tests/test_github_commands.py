@@ -1,0 +1,325 @@
+"""Comment commands end to end over HTTP: signed ``issue_comment`` deliveries in, replies,
+reactions and service calls out. The service is the in-memory fake; GitHub is the fake server
+with a real merged pull request behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from handlers.client import RetryPolicy
+from handlers.context import REPLY_ANNOTATION
+from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from tests.support.github import (
+    FakeGitHub,
+    FakePromotions,
+    running_fake_github,
+    webhook_request,
+)
+from tests.support.gitrepo import RemoteRepo, make_remote
+
+SECRET = "webhook-secret"
+NS = "kargo-demo"
+REPO = "example/app"
+APP_URL = "https://github.com/example/app.git"
+
+
+def stage(
+    name: str, *, upstream: str | None = None, promoters: str | None = None
+) -> dict[str, Any]:
+    sources: dict[str, Any] = {"stages": [upstream]} if upstream else {"direct": True}
+    meta: dict[str, Any] = {"name": name, "namespace": NS}
+    if promoters is not None:
+        meta["annotations"] = {"longshoreman.dev/github-promoters": promoters}
+    return {
+        "metadata": meta,
+        "spec": {
+            "requestedFreight": [
+                {"origin": {"kind": "Warehouse", "name": "app"}, "sources": sources}
+            ]
+        },
+    }
+
+
+@dataclass
+class Env:
+    fake: FakeGitHub
+    service: FakePromotions
+    integration: GitHubIntegration
+    http: TestClient[Any, Any]
+    merged_pr: int
+    open_pr: int
+    merge_commit: str
+
+    async def comment(
+        self, body: str, *, user: str = "alice", on: int | None = None, action: str = "created"
+    ) -> list[dict[str, Any]]:
+        """Post a comment as ``user``, deliver its webhook, return the bot's replies."""
+        number = self.merged_pr if on is None else on
+        before = {c["id"] for c in self.fake.comments(REPO, number)}
+        comment = self.fake.add_comment(REPO, number, body, user=user)
+        payload = self.fake.comment_payload(REPO, comment, action=action)
+        headers, data = webhook_request("issue_comment", payload, SECRET)
+        response = await self.http.post(WEBHOOK_PATH, data=data, headers=headers)
+        assert response.status == 202
+        await asyncio.wait_for(self.integration.queue.join(), 10)
+        self.last = comment
+        return [
+            c
+            for c in self.fake.comments(REPO, number)
+            if c["id"] not in before and c["id"] != comment["id"]
+        ]
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    async with running_fake_github() as fake:
+        git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
+        fake.add_repo(REPO, git)
+        for user, permission in [("alice", "write"), ("bob", "read"), ("carol", "admin")]:
+            fake.set_permission(REPO, user, permission)
+        fake.add_team_member("example", "release-team", "dave")
+        fake.set_permission(REPO, "dave", "maintain")
+        main = git.head("main")
+        assert main is not None
+        git.git("update-ref", "refs/heads/feature", main)
+        git.commit_files("feature", {"main.go": "package main // v2\n"}, "Feature")
+        pr = await fake.open_pull(REPO, "feature", "main", title="Feature")
+        merged = await fake.merge(REPO, pr["number"])
+        git.git("update-ref", "refs/heads/wip", merged["merge_commit_sha"])
+        git.commit_files("wip", {"wip.txt": "x"}, "WIP")
+        open_pr = await fake.open_pull(REPO, "wip", "main")
+        freight = {
+            "metadata": {"name": "f" * 40, "namespace": NS},
+            "alias": "frozen-tauntaun",
+            "origin": {"kind": "Warehouse", "name": "app"},
+            "commits": [{"repoURL": APP_URL, "id": merged["merge_commit_sha"]}],
+        }
+        service = FakePromotions(
+            NS,
+            stages=[
+                stage("staging"),
+                stage("prod", upstream="staging", promoters="carol, example/release-team"),
+            ],
+            freight=[freight],
+        )
+        app = web.Application()
+        integration = setup_github(
+            app,
+            fake.settings(SECRET, GITHUB_PROJECT=NS),
+            service,
+            policy=RetryPolicy(backoff=0.01, max_wait=0.5),
+        )
+        async with TestClient(TestServer(app)) as http:
+            yield Env(
+                fake,
+                service,
+                integration,
+                http,
+                pr["number"],
+                open_pr["number"],
+                merged["merge_commit_sha"],
+            )
+
+
+async def test_promote_on_a_merged_pr_promotes_the_freight_of_its_merge_commit(env: Env) -> None:
+    replies = await env.comment("Looks good.\n/promote to staging")
+    assert env.service.promoted == [(NS, "staging", "f" * 40, "github:alice")]
+    assert env.last["_reactions"] == ["eyes"]
+    assert len(replies) == 1
+    body = replies[0]["body"]
+    assert body.startswith("@alice: `/promote to staging`")
+    assert "staging.0001" in body and "frozen-tauntaun" in body
+    reply = json.loads(env.service.annotations[(NS, "staging.0001")][REPLY_ANNOTATION])
+    assert reply == {
+        "repo": REPO,
+        "comment": replies[0]["id"],
+        "user": "alice",
+        "command": "/promote to staging",
+    }
+
+
+async def test_several_commands_run_in_order_with_one_reply_each(env: Env) -> None:
+    replies = await env.comment("/promote frozen-tauntaun to staging\n/verify staging\n/status")
+    assert [r["body"].split(":")[0] for r in replies] == ["@alice"] * 3
+    assert "Promotion `staging.0001`" in replies[0]["body"]
+    assert "verification" in replies[1]["body"]
+    assert "| Stage | Freight |" in replies[2]["body"] and "| prod |" in replies[2]["body"]
+    assert env.service.reverified == [(NS, "staging", "github:alice")]
+
+
+async def test_unauthorized_commenters_are_refused_and_nothing_changes(env: Env) -> None:
+    replies = await env.comment("/promote to staging", user="bob")
+    assert "refused" in replies[0]["body"] and "write access" in replies[0]["body"]
+    replies = await env.comment("/promote frozen-tauntaun to prod", user="alice")
+    assert "refused" in replies[0]["body"] and "github-promoters" in replies[0]["body"]
+    replies = await env.comment("/abort staging", user="bob")
+    assert "refused" in replies[0]["body"] or "nothing" in replies[0]["body"]
+    replies = await env.comment("/verify staging", user="bob")
+    assert "refused" in replies[0]["body"]
+    assert env.service.promoted == [] and env.service.reverified == []
+
+
+async def test_stage_promoters_may_name_users_and_teams(env: Env) -> None:
+    # prod needs the Freight verified in staging first.
+    env.service.freight[0]["status"] = {"verifiedIn": {"staging": {}}}
+    await env.comment("/promote frozen-tauntaun to prod", user="carol")
+    await env.comment("/promote frozen-tauntaun to prod", user="dave")  # via example/release-team
+    assert [p[3] for p in env.service.promoted] == ["github:carol", "github:dave"]
+
+
+async def test_freight_not_available_to_the_stage_is_refused(env: Env) -> None:
+    replies = await env.comment("/promote frozen-tauntaun to prod", user="carol")
+    assert "not available" in replies[0]["body"]
+    assert env.service.promoted == []
+
+
+async def test_promote_without_freight_needs_a_merged_pr(env: Env) -> None:
+    replies = await env.comment("/promote to staging", on=env.open_pr)
+    assert "not merged yet" in replies[0]["body"]
+    issue = env.fake.add_issue(REPO)
+    replies = await env.comment("/promote to staging", on=issue)
+    assert "not a pull request" in replies[0]["body"]
+    assert env.service.promoted == []
+
+
+async def test_abort_on_a_pr_aborts_the_running_promotion_of_its_freight(env: Env) -> None:
+    await env.comment("/promote to staging")
+    env.service.promotions[0]["status"]["phase"] = "Running"
+    replies = await env.comment("/abort")
+    assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
+    assert "abort requested for `staging.0001`" in replies[0]["body"]
+    replies = await env.comment("/abort staging.0001", user="bob")
+    assert "refused" in replies[0]["body"]
+    assert len(env.service.aborted) == 1
+
+
+async def test_help_lists_usage_and_the_callers_permissions(env: Env) -> None:
+    replies = await env.comment("/help", user="alice")
+    body = replies[0]["body"]
+    assert "/promote [FREIGHT] to STAGE" in body and "**write**" in body
+    assert "You may promote to: `staging`" in body and "`prod`" in body
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("/promote ${{ vars.x }} to staging", "arguments are names, not expressions"),
+        ("/promote to ${% raw %}", "arguments are names, not expressions"),
+        ("/promote staging", "Usage: /promote"),
+        ("/verify", "Usage: /verify"),
+        ("/promote nope to staging", "no Freight named"),
+        ("/promote to nowhere", "no Stage `nowhere`"),
+    ],
+)
+async def test_bad_arguments_get_a_reply_and_change_nothing(
+    env: Env, body: str, expected: str
+) -> None:
+    replies = await env.comment(body)
+    assert len(replies) == 1 and expected in replies[0]["body"], replies[0]["body"]
+    assert env.service.promoted == [] and env.service.annotations == {}
+
+
+@pytest.mark.parametrize(
+    ("body", "kwargs"),
+    [
+        ("/promote to staging", {"action": "edited"}),  # edits never run commands
+        ("```\n/promote to staging\n```", {}),  # fenced code
+        ("> /promote to staging", {}),  # a quote
+        ("/cc @someone /lgtm", {}),  # not ours
+        ("thanks!", {}),
+    ],
+)
+async def test_ignored_comments_get_no_reaction_and_no_reply(
+    env: Env, body: str, kwargs: dict[str, Any]
+) -> None:
+    replies = await env.comment(body, **kwargs)
+    assert replies == [] and env.last["_reactions"] == []
+    assert env.service.promoted == []
+
+
+async def test_the_bots_own_comments_are_ignored(env: Env) -> None:
+    comment = env.fake.add_comment(REPO, env.merged_pr, "/promote to staging", user="x", bot=True)
+    payload = env.fake.comment_payload(REPO, comment)
+    headers, data = webhook_request("issue_comment", payload, SECRET)
+    assert (await env.http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
+    await asyncio.wait_for(env.integration.queue.join(), 10)
+    assert comment["_reactions"] == [] and env.service.promoted == []
+
+
+async def test_a_comment_without_installation_finds_it_by_repository(env: Env) -> None:
+    comment = env.fake.add_comment(REPO, env.merged_pr, "/promote to staging")
+    payload = env.fake.comment_payload(REPO, comment, installation=False)
+    headers, data = webhook_request("issue_comment", payload, SECRET)
+    assert (await env.http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
+    await asyncio.wait_for(env.integration.queue.join(), 10)
+    assert env.service.promoted and env.fake.requests("GET", "/installation")
+
+
+# ---- property: the command handler never raises on arbitrary comment text ---------------------
+
+_COMMANDISH = st.builds(
+    lambda prefix, rest: f"{prefix}{rest}",
+    st.sampled_from(["/promote ", "/abort ", "/status ", "/verify ", "/help", "/", "> /", "```\n"]),
+    st.text(max_size=60),
+)
+
+
+_REPOS: dict[str, RemoteRepo] = {}
+
+
+def _property_repo(factory: pytest.TempPathFactory) -> RemoteRepo:
+    # One repository for every example: only comments change, and git init is the slow part.
+    if "repo" not in _REPOS:
+        _REPOS["repo"] = make_remote(factory.mktemp("prop"), {"a": "1"}, name="app")
+    return _REPOS["repo"]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(bodies=st.lists(st.one_of(st.text(max_size=200), _COMMANDISH), min_size=1, max_size=4))
+def test_the_command_handler_never_fails_on_arbitrary_text(
+    tmp_path_factory: pytest.TempPathFactory, bodies: list[str]
+) -> None:
+    git = _property_repo(tmp_path_factory)
+
+    async def run() -> None:
+        async with running_fake_github() as fake:
+            fake.add_repo(REPO, git)
+            fake.set_permission(REPO, "alice", "admin")
+            number = fake.add_issue(REPO)
+            service = FakePromotions(NS, stages=[stage("staging")])
+            app = web.Application()
+            integration = setup_github(app, fake.settings(SECRET, GITHUB_PROJECT=NS), service)
+            async with TestClient(TestServer(app)) as http:
+                for body in ["\n".join(bodies)]:
+                    comment = fake.add_comment(REPO, number, body)
+                    headers, data = webhook_request(
+                        "issue_comment", fake.comment_payload(REPO, comment), SECRET
+                    )
+                    assert (await http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
+                await asyncio.wait_for(integration.queue.join(), 10)
+            assert integration.failed_handlers == 0
+            # Every reply is addressed to the commenter and within GitHub's size limit.
+            for reply in fake.comments(REPO, number)[1:]:
+                assert reply["body"].startswith("@alice") and len(reply["body"]) <= 65536
+
+    asyncio.run(run())
+
+
+async def test_echoed_arguments_never_mention_anyone(env: Env) -> None:
+    replies = await env.comment("/promote @octocat to staging")
+    assert len(replies) == 1
+    assert "@octocat" not in replies[0]["body"] and "@\u200boctocat" in replies[0]["body"]
+    assert env.service.promoted == []

@@ -1,0 +1,101 @@
+"""Push webhooks make Freight for Warehouses subscribed to the branch: once per commit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from handlers.push import freight_for_push, freight_name
+from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from tests.support.github import FakePromotions, fixture, running_fake_github, webhook_request
+from tests.support.gitrepo import make_remote
+
+NS = "default"
+
+
+def warehouse(
+    name: str = "hello", branch: str = "master", url: str | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "kargo.akuity.io/v1alpha1",
+        "kind": "Warehouse",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "subscriptions": [
+                {"image": {"repoURL": "nginx"}},
+                {
+                    "git": {
+                        "repoURL": url or "https://github.com/codertocat/hello-world",
+                        "branch": branch,
+                    }
+                },
+            ]
+        },
+    }
+
+
+def test_a_branch_push_makes_one_deterministically_named_freight() -> None:
+    push = fixture("push.with-new-branch")
+    freight = freight_for_push(warehouse(), push)
+    assert freight is not None
+    assert freight["origin"] == {"kind": "Warehouse", "name": "hello"}
+    assert freight["commits"] == [
+        {
+            "repoURL": "https://github.com/codertocat/hello-world",
+            "id": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+            "branch": "master",
+            "message": "Initial commit",
+            "author": "Codertocat",
+        }
+    ]
+    again = freight_for_push(warehouse(url="https://github.com/Codertocat/Hello-World.git"), push)
+    assert again is not None and again["metadata"]["name"] == freight["metadata"]["name"]
+    other = freight_for_push(warehouse(name="other"), push)
+    assert other is not None and other["metadata"]["name"] != freight["metadata"]["name"]
+    assert freight["metadata"]["name"] == freight_name(freight["origin"], freight["commits"])
+
+
+@pytest.mark.parametrize(
+    ("payload", "subscription"),
+    [
+        (fixture("push.with-installation"), warehouse()),  # a tag deletion
+        (fixture("push.with-new-branch"), warehouse(branch="main")),  # another branch
+        (fixture("push.with-new-branch"), warehouse(url="https://github.com/x/y")),  # another repo
+    ],
+)
+def test_pushes_a_warehouse_does_not_subscribe_to_make_nothing(
+    payload: dict[str, Any], subscription: dict[str, Any]
+) -> None:
+    assert freight_for_push(subscription, payload) is None
+
+
+@pytest.fixture
+async def bot(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any]]]:
+    async with running_fake_github() as fake:
+        fake.add_repo("Codertocat/Hello-World", make_remote(tmp_path, {"README.md": "hi\n"}))
+        service = FakePromotions(NS)
+        service.warehouse_list.append(warehouse())
+        app = web.Application()
+        integration = setup_github(app, fake.settings(), service)
+        async with TestClient(TestServer(app)) as http:
+            yield service, integration, http
+
+
+async def test_the_same_commit_delivered_twice_makes_one_freight(
+    bot: tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any]],
+) -> None:
+    service, integration, http = bot
+    for _ in range(2):  # two deliveries (different ids) of the same push
+        headers, body = webhook_request("push", fixture("push.with-new-branch"), "webhook-secret")
+        assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
+    await asyncio.wait_for(integration.queue.join(), 10)
+    assert len(service.created_freight) == 1
+    assert service.created_freight[0]["commits"][0]["id"].startswith("6113728f")

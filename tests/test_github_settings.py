@@ -1,0 +1,86 @@
+"""GitHub App settings: validated from the environment, naming the variable, hiding secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from handlers.settings import DEFAULT_API_URL, GitHubSettings, GitHubSettingsError
+from tests.support.github import app_private_key
+
+
+def env(**extra: str) -> dict[str, str]:
+    base = {
+        "GITHUB_APP_ID": "4242",
+        "GITHUB_PRIVATE_KEY": app_private_key(),
+        "GITHUB_WEBHOOK_SECRET": "hunter2-secret",
+    }
+    base.update(extra)
+    return {k: v for k, v in base.items() if v != ""}
+
+
+def test_disabled_without_any_github_variable() -> None:
+    settings = GitHubSettings.from_env({})
+    assert not settings.enabled
+    assert settings.api_url == DEFAULT_API_URL
+    assert settings.project == "default"
+
+
+def test_enabled_with_inline_key_and_secret_kept_out_of_repr() -> None:
+    settings = GitHubSettings.from_env(env())
+    assert settings.enabled and settings.app_id == "4242"
+    assert "hunter2" not in repr(settings)
+    assert "PRIVATE KEY" not in repr(settings)
+
+
+def test_key_with_escaped_newlines_and_key_file(tmp_path: Path) -> None:
+    flattened = app_private_key().replace("\n", "\\n")
+    assert GitHubSettings.from_env(env(GITHUB_PRIVATE_KEY=flattened)).private_key
+    key_file = tmp_path / "app.pem"
+    key_file.write_text(app_private_key())
+    settings = GitHubSettings.from_env(
+        env(GITHUB_PRIVATE_KEY="", GITHUB_PRIVATE_KEY_FILE=str(key_file))
+    )
+    assert settings.private_key == app_private_key()
+
+
+def test_enterprise_api_url_and_project_mapping() -> None:
+    settings = GitHubSettings.from_env(
+        env(
+            GITHUB_API_URL="https://ghe.example.com/api/v3/",
+            GITHUB_PROJECT="kargo-demo",
+            GITHUB_REPO_PROJECTS="Example/App=team-a, example/other=team-b",
+        )
+    )
+    assert settings.api_url == "https://ghe.example.com/api/v3"
+    assert settings.project_for("example/app") == "team-a"
+    assert settings.project_for("EXAMPLE/OTHER") == "team-b"
+    assert settings.project_for("example/unlisted") == "kargo-demo"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "variable"),
+    [
+        ({"GITHUB_WEBHOOK_SECRET": ""}, "GITHUB_WEBHOOK_SECRET"),
+        ({"GITHUB_APP_ID": "abc"}, "GITHUB_APP_ID"),
+        ({"GITHUB_APP_ID": ""}, "GITHUB_APP_ID"),
+        ({"GITHUB_PRIVATE_KEY": ""}, "GITHUB_PRIVATE_KEY"),
+        ({"GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\nnope"}, "GITHUB_PRIVATE_KEY"),
+        ({"GITHUB_PRIVATE_KEY_FILE": "/nonexistent/app.pem"}, "GITHUB_PRIVATE_KEY"),
+        ({"GITHUB_API_URL": "ftp://example.com"}, "GITHUB_API_URL"),
+        ({"GITHUB_API_URL": "https://user:pw@example.com"}, "GITHUB_API_URL"),
+        ({"GITHUB_REPO_PROJECTS": "just-a-name"}, "GITHUB_REPO_PROJECTS"),
+        ({"GITHUB_PROJECT": "Not_A_Namespace"}, "GITHUB_PROJECT"),
+        ({"GITHUB_WEBHOOK_WORKERS": "0"}, "GITHUB_WEBHOOK_WORKERS"),
+        ({"GITHUB_PROMOTION_URL": "https://x/{stage}"}, "GITHUB_PROMOTION_URL"),
+    ],
+)
+def test_problems_name_the_variable_and_hide_secrets(
+    overrides: dict[str, str], variable: str
+) -> None:
+    with pytest.raises(GitHubSettingsError) as err:
+        GitHubSettings.from_env(env(**overrides))
+    assert variable in str(err.value)
+    assert "hunter2" not in str(err.value)
+    assert "PRIVATE KEY-----" not in str(err.value)

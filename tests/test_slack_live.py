@@ -1,0 +1,317 @@
+"""Live Promotion messages against the fake Slack: one message per Promotion, updated in place,
+coalesced, thread replies, rate limits and outages, restarts and leadership."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from promoter.chatops import SLACK_CHANNEL
+from slack.app import SlackIntegration
+from slack.messages import ABORT, MESSAGE_ANNOTATION, PROMOTE_NEXT, REVERIFY
+from slack.settings import SlackSettings
+from tests.support.slack import (
+    SIGNING_SECRET,
+    TOKEN,
+    FakeSlack,
+    MemoryPromotions,
+    SlackMessage,
+    running_fake_slack,
+)
+
+CHANNEL = "C0PROD"
+
+
+@dataclass
+class Live:
+    slack: FakeSlack
+    service: MemoryPromotions
+    settings: SlackSettings
+    integration: SlackIntegration
+
+    @asynccontextmanager
+    async def replica(self) -> AsyncIterator[SlackIntegration]:
+        """Another (or a restarted) replica listening to the same Promotions."""
+        other = SlackIntegration(self.settings, self.service)
+        await other.start()
+        self.service.listeners.append(other.on_promotion)
+        try:
+            yield other
+        finally:
+            self.service.listeners.remove(other.on_promotion)
+            await other.close()
+
+    async def stop(self) -> None:
+        self.service.listeners.remove(self.integration.on_promotion)
+        await self.integration.close()
+
+    def messages(self) -> list[SlackMessage]:
+        return self.slack.channel(CHANNEL)
+
+    async def message_where(self, predicate: Callable[[SlackMessage], bool]) -> SlackMessage:
+        def found() -> SlackMessage | None:
+            msgs = self.messages()
+            return msgs[0] if len(msgs) == 1 and predicate(msgs[0]) else None
+
+        result: SlackMessage = await self.slack.wait_for(found, what="the message")
+        return result
+
+    async def settle(self) -> None:
+        await self.integration.idle()
+
+
+def settings_for(slack: FakeSlack, **overrides: Any) -> SlackSettings:
+    base = SlackSettings(
+        bot_token=TOKEN,
+        signing_secret=SIGNING_SECRET,
+        api_url=slack.url,
+        namespace="kargo-demo",
+        update_interval=0.02,
+        verify_poll=0.05,
+        verify_window=5,
+        retry_delay=0.02,
+    )
+    return replace(base, **overrides)
+
+
+@pytest.fixture
+async def live(request: pytest.FixtureRequest) -> AsyncIterator[Live]:
+    overrides = getattr(request, "param", {})
+    async with running_fake_slack() as slack:
+        service = MemoryPromotions("kargo-demo")
+        service.add_stage("test")
+        service.add_stage("prod", {SLACK_CHANNEL: CHANNEL})
+        service.add_stage(
+            "final",
+            requested=[
+                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"stages": ["prod"]}}
+            ],
+        )
+        service.add_freight("7c9e6b1f3a4d", "frozen-tauntaun")
+        settings = settings_for(slack, **overrides)
+        integration = SlackIntegration(settings, service)
+        await integration.start()
+        service.listeners.append(integration.on_promotion)
+        yield Live(slack, service, settings, integration)
+        await integration.close()
+
+
+def step(status: str, message: str = "") -> dict[str, Any]:
+    return {"alias": "x", "status": status, **({"message": message} if message else {})}
+
+
+async def run_to_success(live: Live, name: str) -> None:
+    live.service.set_status(name, phase="Running", stepExecutionMetadata=[step("Running")])
+    live.service.set_status(
+        name, stepExecutionMetadata=[step("Succeeded"), step("Running", "syncing argocd/app")]
+    )
+    live.service.set_status(
+        name,
+        phase="Succeeded",
+        startedAt="2024-01-01T00:00:00Z",
+        finishedAt="2024-01-01T00:01:05Z",
+        stepExecutionMetadata=[step("Succeeded"), step("Succeeded", "synced argocd/app")],
+    )
+
+
+async def test_one_message_follows_a_promotion_to_success(live: Live) -> None:
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="slack:T/U1")
+    first = await live.message_where(lambda m: True)
+    assert "Pending" in first.text and ABORT in first.buttons
+    assert "<@U1>" in json.dumps(first.blocks)
+    await run_to_success(live, ref.name)
+    done = await live.message_where(lambda m: "Succeeded" in m.text)
+    await live.settle()
+    assert "(2/2 steps)" in done.text and "took 1m05s" in json.dumps(done.blocks)
+    assert ABORT not in done.buttons
+    assert len(live.slack.calls_to("chat.postMessage")) == 2  # the message + the Argo CD reply
+    [reply] = live.slack.replies(done.ts)
+    assert "Argo CD sync done" in reply.text and "synced argocd/app" in reply.text
+    record = json.loads(live.service.annotation(ref.name, MESSAGE_ANNOTATION) or "{}")
+    assert record == {
+        "channel": CHANNEL,
+        "ts": done.ts,
+        "events": ["argocd/sync/Succeeded"],
+        "final": True,
+    }
+    # Later events for a finished message cost nothing.
+    calls = len(live.slack.calls)
+    live.service.set_status(ref.name, message="late")
+    await live.settle()
+    assert len(live.slack.calls) == calls
+
+
+@pytest.mark.parametrize("live", [{"update_interval": 0.3}], indirect=True)
+async def test_rapid_changes_are_coalesced(live: Live) -> None:
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    await live.message_where(lambda m: True)
+    for i in range(30):
+        live.service.set_status(
+            ref.name,
+            phase="Running",
+            message=f"tick {i}",
+            stepExecutionMetadata=[step("Running", f"tick {i}")],
+        )
+    await live.message_where(lambda m: "tick 29" in json.dumps(m.blocks))
+    await live.settle()
+    updates = live.slack.calls_to("chat.update")
+    assert 1 <= len(updates) <= 2, [u.args["text"] for u in updates]
+    gaps = [
+        b.at - a.at
+        for a, b in zip(live.slack.calls_to("chat.postMessage") + updates, updates, strict=False)
+    ]
+    assert all(g >= 0.25 for g in gaps), gaps
+
+
+async def test_history_and_unsubscribed_stages_are_not_announced(live: Live) -> None:
+    ref = await live.service.promote("kargo-demo", "test", "7c9e6b1f3a4d", actor="a")
+    await run_to_success(live, ref.name)
+    old = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    live.service.listeners.remove(live.integration.on_promotion)
+    live.service.set_status(old.name, phase="Succeeded")
+    live.service.listeners.append(live.integration.on_promotion)
+    # A replay of a Promotion that finished before we saw it (old is None): not news.
+    live.integration.on_promotion(live.service.promotions[old.name], None)
+    await live.settle()
+    # (The Pending one was announced when created; nothing else was.)
+    assert len(live.messages()) == 1 and live.slack.calls_to("chat.update") == []
+
+
+async def test_only_the_leader_posts(live: Live) -> None:
+    live.service.leader = False
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    live.service.set_status(ref.name, phase="Running")
+    await live.settle()
+    assert live.slack.calls_to("chat.postMessage") == []
+    # Became the leader: the controller replays every Promotion through the listeners.
+    live.service.leader = True
+    live.integration.on_promotion(live.service.promotions[ref.name], None)
+    await live.message_where(lambda m: "Running" in m.text)
+
+
+async def test_rate_limits_honour_retry_after_and_the_message_catches_up(live: Live) -> None:
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    await live.message_where(lambda m: True)
+    await live.settle()
+    live.slack.fail("chat.update", 429, retry_after=0.4)
+    live.service.set_status(ref.name, phase="Running")  # never blocks, never raises
+    await run_to_success(live, ref.name)
+    assert live.service.promotions[ref.name]["status"]["phase"] == "Succeeded"
+    await live.message_where(lambda m: "Succeeded" in m.text)
+    limited, retried = live.slack.calls_to("chat.update")[:2]
+    assert limited.status == 429 and retried.at - limited.at >= 0.4
+
+
+async def test_slack_down_during_a_promotion_then_back(live: Live) -> None:
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    await live.message_where(lambda m: True)
+    await live.settle()
+    live.slack.fail("*", 503, times=3)
+    await run_to_success(live, ref.name)
+    done = await live.message_where(lambda m: "Succeeded" in m.text)
+    await live.settle()
+    assert [c.status for c in live.slack.calls_to("chat.update")][:3] == [503, 503, 503]
+    assert len(live.slack.channel(CHANNEL)) == 1 and len(live.slack.replies(done.ts)) == 1
+
+
+async def test_slack_down_when_first_posting_still_posts_once(live: Live) -> None:
+    live.slack.fail("chat.postMessage", 500, times=2)
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    live.service.set_status(ref.name, phase="Running")
+    await live.message_where(lambda m: "Running" in m.text)
+    await live.settle()
+    assert [c.status for c in live.slack.calls_to("chat.postMessage")] == [500, 500, 200]
+
+
+async def test_the_record_survives_an_api_server_blip(live: Live) -> None:
+    live.service.annotate_failures = 1
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    live.service.set_status(ref.name, phase="Running")
+    await live.message_where(lambda m: "Running" in m.text)
+    await live.settle()
+    assert len(live.slack.calls_to("chat.postMessage")) == 1
+    assert live.service.annotation(ref.name, MESSAGE_ANNOTATION)
+
+
+async def test_a_restart_mid_promotion_keeps_updating_the_same_message(live: Live) -> None:
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    live.service.set_status(
+        ref.name,
+        phase="Running",
+        stepExecutionMetadata=[step("Succeeded"), step("Failed", "Application degraded")],
+    )
+    first = await live.message_where(lambda m: "Running" in m.text)
+    await live.slack.wait_for(lambda: live.slack.replies(first.ts), what="the failure reply")
+    await live.settle()
+    await live.stop()
+    async with live.replica() as restarted:
+        await run_to_success(live, ref.name)
+        done = await live.message_where(lambda m: "Succeeded" in m.text)
+        await restarted.idle()
+    assert done.ts == first.ts
+    assert len(live.slack.calls_to("chat.postMessage")) == 3  # message, failure, Argo CD result
+    assert [r.text.split(" ")[0] for r in live.slack.replies(done.ts)] == [
+        ":x:",
+        ":white_check_mark:",
+    ]
+
+
+def verified(status: str, reason: str, message: str, at: str) -> dict[str, Any]:
+    return {
+        "type": "Verified",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": at,
+    }
+
+
+async def test_verification_result_buttons_and_promote_next(live: Live) -> None:
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    prod = live.service.stage("prod")
+    prod["status"] = {
+        "lastPromotion": {"name": ref.name, "finishedAt": "2024-01-01T00:01:05Z"},
+        "conditions": [
+            verified("Unknown", "Verifying", "AnalysisRun r1 is Running", "2024-01-01T00:01:06Z")
+        ],
+    }
+    await run_to_success(live, ref.name)
+    await live.message_where(lambda m: "verification running" in m.text)
+    assert REVERIFY not in live.messages()[0].buttons
+    prod["status"]["conditions"] = [
+        verified("True", "Verified", "3/3 passed", "2024-01-01T00:02:00Z")
+    ]
+    done = await live.message_where(lambda m: "verification passed" in m.text)
+    await live.settle()
+    assert REVERIFY in done.buttons and f"{PROMOTE_NEXT}.0" in done.buttons
+    assert done.buttons[f"{PROMOTE_NEXT}.0"]["text"]["text"] == "Promote to final"
+    replies = [r.text for r in live.slack.replies(done.ts)]
+    assert any("Verification passed: 3/3 passed" in r for r in replies)
+    record = json.loads(live.service.annotation(ref.name, MESSAGE_ANNOTATION) or "{}")
+    assert record["final"] is True
+
+
+async def test_huge_promotions_stay_within_block_kit_limits(live: Live) -> None:
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+
+    def huge(obj: dict[str, Any]) -> None:
+        obj["spec"]["steps"] = [
+            {"uses": "x" * 200, "as": f"step-{i}-" + "y" * 60} for i in range(400)
+        ]
+        obj["status"] = {
+            "phase": "Errored",
+            "message": "<boom> " * 2000,
+            "stepExecutionMetadata": [step("Errored", "z" * 5000)] * 400,
+        }
+
+    live.service.update(ref.name, huge)
+    done = await live.message_where(lambda m: "Errored" in m.text)
+    await live.settle()
+    assert len(done.blocks) <= 50
+    assert all(c.args.get("ok", True) for c in live.slack.calls)
+    assert not [c for c in live.slack.calls if c.method.startswith("chat.") and c.status != 200]

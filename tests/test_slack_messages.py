@@ -1,0 +1,259 @@
+"""What Slack shows, decided purely: Block Kit limits hold for any Promotion, verification is
+read from the Stage, thread replies have stable keys, the record round-trips."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promoter.chatops import SLACK_CHANNEL
+from slack.messages import (
+    ABORT,
+    PROMOTE_NEXT,
+    REVERIFY,
+    MessageRecord,
+    Verification,
+    channel_of,
+    downstream_of,
+    message_final,
+    notable_events,
+    render_promotion,
+    verification_of,
+)
+from tests.support.slack import block_kit_errors
+
+STATUSES = st.sampled_from(["", "Running", "Succeeded", "Skipped", "Failed", "Errored", "Aborted"])
+PHASES = st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Errored", "Aborted"])
+
+
+@st.composite
+def promotions(draw: st.DrawFn) -> dict[str, Any]:
+    n = draw(st.integers(0, 300))
+    text = st.text(max_size=400)
+    steps = [{"uses": draw(text), "as": draw(st.text(min_size=1, max_size=100))} for _ in range(n)]
+    executions = [{"status": draw(STATUSES), "message": draw(text)} for _ in range(n)]
+    return {
+        "metadata": {"name": draw(st.text(min_size=1, max_size=253)), "namespace": "p"},
+        "spec": {
+            "stage": draw(st.text(max_size=253)),
+            "freight": draw(st.text(max_size=300)),
+            "steps": steps,
+        },
+        "status": {
+            "phase": draw(PHASES),
+            "message": draw(st.text(max_size=5000)),
+            "stepExecutionMetadata": executions,
+        },
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(promotions())
+def test_any_promotion_renders_within_block_kit_limits(promotion: dict[str, Any]) -> None:
+    message = render_promotion(promotion)
+    assert block_kit_errors(list(message.blocks)) == []
+    assert 0 < len(message.text) <= 4000
+    for _key, reply in notable_events(promotion, None):
+        assert block_kit_errors(list(reply.blocks)) == []
+
+
+def promotion(phase: str, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "prod.01", "namespace": "p"},
+        "spec": {
+            "stage": "prod",
+            "freight": "f1",
+            "steps": [{"uses": "argocd-update", "as": "sync"}, {"uses": "http"}],
+        },
+        "status": {
+            "phase": phase,
+            "startedAt": "2024-01-01T00:00:00Z",
+            "finishedAt": "2024-01-01T00:01:00Z",
+            **status,
+        },
+    }
+
+
+def stage(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "prod", "annotations": {SLACK_CHANNEL: " C1 "}}, "status": status}
+
+
+LAST = {"lastPromotion": {"name": "prod.01", "finishedAt": "2024-01-01T00:01:00Z"}}
+
+
+def history(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"freightHistory": [{"verificationHistory": list(entries)}], **LAST}
+
+
+@pytest.mark.parametrize(
+    ("obj", "stage_obj", "expected"),
+    [
+        (promotion("Running"), stage(), None),
+        (promotion("Succeeded"), None, Verification("none")),
+        (promotion("Succeeded"), stage(**LAST), Verification("none")),
+        (
+            promotion("Succeeded"),
+            stage(lastPromotion={"name": "prod.00", "finishedAt": "2023-01-01T00:00:00Z"}),
+            Verification("pending", "waiting for the Stage to record this Promotion"),
+        ),
+        (
+            promotion("Succeeded"),
+            stage(lastPromotion={"name": "prod.02", "finishedAt": "2024-02-01T00:00:00Z"}),
+            Verification("superseded"),
+        ),
+        (
+            promotion("Succeeded"),
+            stage(
+                **history(
+                    {
+                        "id": "e1",
+                        "promotion": "prod.01",
+                        "phase": "Successful",
+                        "message": "no verification configured",
+                    }
+                )
+            ),
+            Verification("none", "no verification configured"),
+        ),
+        (
+            promotion("Succeeded"),
+            stage(
+                **history(
+                    {
+                        "id": "e2",
+                        "promotion": "prod.01",
+                        "phase": "Running",
+                        "analysisRun": {"name": "r"},
+                    }
+                )
+            ),
+            Verification("running", "", "e2/Running"),
+        ),
+        (
+            promotion("Succeeded"),
+            stage(
+                **history(
+                    {
+                        "id": "e3",
+                        "promotion": "prod.01",
+                        "phase": "Error",
+                        "message": "boom",
+                        "analysisRun": {"name": "r"},
+                    }
+                )
+            ),
+            Verification("failed", "Error: boom", "e3/Error"),
+        ),
+        (
+            promotion("Succeeded"),
+            stage(
+                **LAST,
+                conditions=[
+                    {
+                        "type": "Verified",
+                        "status": "True",
+                        "message": "ok",
+                        "lastTransitionTime": "2024-01-01T00:02:00Z",
+                    }
+                ],
+            ),
+            Verification("passed", "ok", "2024-01-01T00:02:00Z"),
+        ),
+        # A Verified condition older than this Promotion is the previous Freight's.
+        (
+            promotion("Succeeded"),
+            stage(
+                **LAST,
+                conditions=[
+                    {
+                        "type": "Verified",
+                        "status": "True",
+                        "lastTransitionTime": "2023-01-01T00:00:00Z",
+                    }
+                ],
+            ),
+            Verification("pending", "verification has not started yet", "2023-01-01T00:00:00Z"),
+        ),
+    ],
+)
+def test_verification_of(
+    obj: dict[str, Any], stage_obj: dict[str, Any] | None, expected: Verification | None
+) -> None:
+    assert verification_of(obj, stage_obj) == expected
+
+
+def test_buttons_follow_the_lifecycle() -> None:
+    downstream = {
+        "metadata": {"name": "final"},
+        "spec": {"requestedFreight": [{"origin": {"name": "w"}, "sources": {"stages": ["prod"]}}]},
+    }
+    freight = {
+        "metadata": {"name": "f1"},
+        "alias": "a",
+        "origin": {"kind": "Warehouse", "name": "w"},
+    }
+
+    def buttons(obj: dict[str, Any], stage_obj: dict[str, Any]) -> set[str]:
+        msg = render_promotion(obj, stage=stage_obj, stages=[downstream], freight=freight)
+        return {
+            e["action_id"]
+            for b in msg.blocks
+            for e in b.get("elements") or ()
+            if e.get("type") == "button"
+        }
+
+    assert buttons(promotion("Running"), stage()) == {ABORT}
+    running = history(
+        {"id": "e", "promotion": "prod.01", "phase": "Running", "analysisRun": {"name": "r"}}
+    )
+    assert buttons(promotion("Succeeded"), stage(**running)) == set()
+    passed = history(
+        {"id": "e", "promotion": "prod.01", "phase": "Successful", "analysisRun": {"name": "r"}}
+    )
+    assert buttons(promotion("Succeeded"), stage(**passed)) == {REVERIFY, f"{PROMOTE_NEXT}.0"}
+    failed = history(
+        {"id": "e", "promotion": "prod.01", "phase": "Failed", "analysisRun": {"name": "r"}}
+    )
+    assert buttons(promotion("Succeeded"), stage(**failed)) == {REVERIFY}
+    assert buttons(promotion("Failed"), stage(**LAST)) == set()
+    assert (
+        downstream_of("prod", {"origin": {"kind": "Warehouse", "name": "other"}}, [downstream])
+        == []
+    )
+
+
+def test_thread_replies_have_stable_keys() -> None:
+    obj = promotion(
+        "Errored",
+        stepExecutionMetadata=[
+            {"status": "Succeeded", "message": "synced argocd/app"},
+            {"status": "Errored", "message": "HTTP 500"},
+        ],
+    )
+    events = notable_events(obj, Verification("passed", "3/3", "e1/Successful"))
+    assert [k for k, _ in events] == [
+        "argocd/sync/Succeeded",
+        "step/step-1/Errored",
+        "verify/passed/e1/Successful",
+    ]
+    assert "HTTP 500" in events[1][1].text
+    assert message_final(obj, None) and not message_final(
+        promotion("Succeeded"), Verification("running")
+    )
+
+
+def test_record_round_trip_and_junk() -> None:
+    record = MessageRecord("C1", "1.2", ("a",), True)
+    obj = {"metadata": {"annotations": {"longshoreman.dev/slack-message": record.to_annotation()}}}
+    assert MessageRecord.of(obj) == record
+    for junk in ("", "nope", "[]", '{"channel": "C1"}'):
+        assert (
+            MessageRecord.of(
+                {"metadata": {"annotations": {"longshoreman.dev/slack-message": junk}}}
+            )
+            is None
+        )
+    assert channel_of(stage()) == "C1" and channel_of(None) is None
