@@ -133,3 +133,39 @@ async def test_demo_creates_a_promotion_and_shows_it_complete(tmp_path: Path) ->
     assert re.search(r"Promotion test\.\S+: Succeeded", text)
     assert "deploy::push: Succeeded" in text
     assert "Stage test now holds Freight 7c9e6b1f3a4d" in text
+
+
+async def test_github_and_slack_are_mounted_when_configured_and_refuse_unsigned_requests(
+    tmp_path: Path,
+) -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from app.server import create_app, wait_started
+    from tests.support.github import app_private_key
+
+    settings = Settings.from_env(
+        {
+            "WORK_DIR": str(tmp_path / "work"),
+            "GITHUB_APP_ID": "4242",
+            "GITHUB_WEBHOOK_SECRET": "s3cret",
+            "GITHUB_PRIVATE_KEY": app_private_key(),
+            "GITHUB_API_URL": "http://127.0.0.1:9/",
+            "SLACK_BOT_TOKEN": "xoxb-test",
+            "SLACK_SIGNING_SECRET": "signing",
+            "SLACK_API_URL": "http://127.0.0.1:9/api/",
+        }
+    )
+    assert settings.github is not None and settings.slack is not None
+    assert "s3cret" not in repr(settings) and "xoxb-test" not in repr(settings)
+    async with TestClient(TestServer(create_app(settings), host="127.0.0.1")) as client:
+        await wait_started(client.app)
+        response = await client.post(
+            "/github/webhook", data=b"{}", headers={"X-GitHub-Event": "ping"}
+        )
+        assert response.status == 401
+        response = await client.post(
+            "/slack/events",
+            data=b"command=%2Fpromote&text=help",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert response.status == 401
