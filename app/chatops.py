@@ -15,6 +15,7 @@ from app.reconciler import Controller, create_promotion
 from promoter.chatops import PromotionRef, Snapshot
 from promoter.errors import InvalidInput
 from promoter.model import GROUP, name_of
+from promoter.stages import available_to
 
 REVERIFY_ANNOTATION = f"{GROUP}/reverify"
 
@@ -42,6 +43,12 @@ class ClusterPromotions:
         freight_obj = self.controller.freight.get(namespace, freight)
         if freight_obj is None:
             raise InvalidInput(f"Freight {freight!r} not found in namespace {namespace!r}")
+        if not available_to(stage_obj, freight_obj, datetime.now(UTC)):
+            raise InvalidInput(
+                f"Freight {freight_obj.get('alias') or freight!r} is not available to Stage "
+                f"{stage!r}: it must come from a Warehouse the Stage requests directly, or be "
+                "verified in its upstream Stages (and soaked there, if required)"
+            )
         created = await create_promotion(
             self.kube, stage_obj, freight_obj, self.controller.task_source, actor=actor
         )

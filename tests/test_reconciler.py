@@ -291,3 +291,18 @@ async def test_dropped_watches_lose_no_event(env: Env) -> None:
         for i in range(5):
             done = await wait_terminal(env.kube, NS, f"p{i}")
             assert done["status"]["phase"] == "Succeeded"
+
+
+async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: Env) -> None:
+    from app.chatops import ClusterPromotions
+    from promoter.errors import InvalidInput
+
+    async with running_controller(env.server, env.work, services=env.services) as controller:
+        service = ClusterPromotions(env.kube, controller)
+        freight = (await env.freight())["metadata"]["name"]
+        with pytest.raises(InvalidInput, match="is not available to Stage 'uat'"):
+            await service.promote(NS, "uat", freight, actor="slack:T/U")
+        ref = await service.promote(NS, "test", freight, actor="slack:T/U")
+        done = await wait_terminal(env.kube, NS, ref.name)
+        assert done["status"]["phase"] == "Succeeded"
+        assert done["metadata"]["annotations"]["longshoreman.dev/create-actor"] == "slack:T/U"
