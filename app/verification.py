@@ -180,6 +180,8 @@ class Verifier:
             changed["autoPromotionEnabled"] = enabled
         if changed:
             await self._write(stage, changed)
+        if not auto_promote_enabled(stage):
+            return None  # (before listing Freight: most Stages do not auto-promote)
         return await self._auto_promote(stage, promotions, all_freight(namespace), stages, now)
 
     async def _requests(

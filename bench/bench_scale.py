@@ -1,16 +1,21 @@
 """Scale: many Stages, each with a queue of Promotions, drained by one controller.
 
 500 Stages x 4 queued Promotions x 3 ``compose-output`` steps (2000 Promotions) are created
-first; then the controller starts (in this process) and the clock runs until every Promotion is
-terminal. Reported: wall time, Promotions per second, Kubernetes API requests per Promotion split
-into reads and writes (counted with ``Kube(on_request=...)``, informer lists and watches
-included), and this process's peak RSS. The API server emulator runs in a child process
+first (through the builder, as the CLI, chat commands and auto-promotion create them; each with
+its own Freight); then the controller starts (in this process) and the clock runs until every
+Promotion is terminal. Reported: wall time, Promotions per second, CPU seconds of the controller
+and of the API server, Kubernetes API requests per Promotion split into reads and writes
+(counted with ``Kube(on_request=...)``, informer lists and watches included), and this
+process's peak RSS. The API server emulator runs in a child process
 (``bench_scale.py --serve-apiserver``) so neither its CPU nor its memory counts as ours.
 
 Targets: >= 200 Promotions/s; at most 3 writes per Promotion plus one per step; RSS < 250 MB.
 
 Run: .venv/bin/python bench/bench_scale.py [--stages 500] [--per-stage 4] [--steps 3]
-     [--profile out.prof]   (cProfile of the controller run; view with `python -m pstats`)
+     [--shared-freight]  one Freight promoted everywhere (its status grows with every Stage)
+     [--bare]            Promotions with only stage + freight, as kubectl creates them
+     [--no-trust-env]    experiment: the controller's HTTP session skips proxy/netrc lookups
+     [--profile FILE]    cProfile of the controller run (view with `python -m pstats FILE`)
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import os
 import resource
 import signal
 import subprocess
@@ -37,6 +43,8 @@ from kubernetes.aio import client as aio_client
 from app import kube as k
 from app.apiserver import create_apiserver_app, serve_apiserver
 from app.reconciler import Controller
+from promoter.builder import build_promotion
+from promoter.model import TaskRef, TaskSpec, parse_stage
 from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry
 
@@ -62,17 +70,24 @@ async def serve_apiserver_forever() -> None:
 
 @contextlib.contextmanager
 def apiserver_process() -> Any:
+    """The emulator in a child process; yields (its URL, a function giving its CPU seconds)."""
     proc = subprocess.Popen(
         [sys.executable, __file__, "--serve-apiserver"],
         stdout=subprocess.PIPE,
         text=True,
     )
+
+    def cpu_seconds() -> float:
+        # utime and stime, fields 14 and 15 of /proc/<pid>/stat (Linux), in clock ticks.
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         if not url.startswith("http://"):
             raise RuntimeError(f"the API server did not start (said {url!r})")
-        yield url
+        yield url, cpu_seconds
     finally:
         proc.terminate()
         proc.wait(10)
@@ -105,36 +120,54 @@ async def in_batches(calls: list[Any], size: int = 50) -> None:
         await asyncio.gather(*(call() for call in calls[start : start + size]))
 
 
-async def populate(kube: k.Kube, stages: int, per_stage: int, steps: int) -> list[str]:
-    await kube.create(
-        k.FREIGHT,
-        {
-            "metadata": {"name": "f0", "namespace": NS},
-            "alias": "f0",
-            "origin": {"kind": "Warehouse", "name": "app"},
-        },
-    )
+def freight(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": NS},
+        "alias": name,
+        "origin": {"kind": "Warehouse", "name": "app"},
+    }
+
+
+async def populate(
+    kube: k.Kube, stages: int, per_stage: int, steps: int, shared_freight: bool, bare: bool
+) -> list[str]:
     names = [f"stage-{i:04d}" for i in range(stages)]
     await in_batches([lambda n=n: kube.create(k.STAGES, stage(n, steps)) for n in names])
     promotions = [f"{n}-p{j}" for j in range(per_stage) for n in names]
-    await in_batches(
-        [
-            lambda p=p: kube.create(
-                k.PROMOTIONS,
-                {
-                    "metadata": {"name": p, "namespace": NS},
-                    "spec": {"stage": p.rsplit("-", 1)[0], "freight": "f0"},
-                },
-            )
-            for p in promotions
-        ]
-    )
+    # Each Promotion brings its own Freight (a new build), unless --shared-freight: then one
+    # Freight goes everywhere, and its status.verifiedIn grows by one entry per Stage.
+    freights = ["f0"] if shared_freight else [f"f-{p}" for p in promotions]
+    await in_batches([lambda f=f: kube.create(k.FREIGHT, freight(f)) for f in freights])
+    specs = {n: parse_stage(stage(n, steps)) for n in names}
+
+    def promotion(name: str) -> dict[str, Any]:
+        stage_name = name.rsplit("-", 1)[0]
+        freight_name = "f0" if shared_freight else f"f-{name}"
+        if bare:
+            # As kubectl would: the controller inflates the steps and records them (one write).
+            spec = {"stage": stage_name, "freight": freight_name}
+            return {"metadata": {"name": name, "namespace": NS}, "spec": spec}
+        # As the CLI, chat commands and auto-promotion do: through the one builder.
+        built = build_promotion(
+            specs[stage_name], freight(freight_name), NoTasks(), actor="bench", name=name
+        ).to_object()
+        built.pop("status", None)
+        return built
+
+    await in_batches([lambda p=p: kube.create(k.PROMOTIONS, promotion(p)) for p in promotions])
     return promotions
 
 
-async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
+class NoTasks:
+    def get_task(self, ref: TaskRef, namespace: str) -> TaskSpec | None:
+        return None
+
+
+async def run(url: str, apiserver_cpu: Any, args: argparse.Namespace) -> dict[str, Any]:
     setup = k.Kube(aio_client.ApiClient(aio_client.Configuration(host=url)))
-    names = await populate(setup, args.stages, args.per_stage, args.steps)
+    names = await populate(
+        setup, args.stages, args.per_stage, args.steps, args.shared_freight, args.bare
+    )
     await setup.close()
 
     requests: Counter[tuple[str, str]] = Counter()
@@ -150,7 +183,10 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         if sum(finished.values()) >= len(names):
             done.set()
 
-    kube = k.Kube(aio_client.ApiClient(aio_client.Configuration(host=url)), on_request=count)
+    configuration = aio_client.Configuration(host=url)
+    if args.no_trust_env:
+        configuration.client_session_kwargs = {"trust_env": False}
+    kube = k.Kube(aio_client.ApiClient(configuration), on_request=count)
     with tempfile.TemporaryDirectory() as work:
         controller = Controller(
             kube,
@@ -164,6 +200,8 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         )
         profiler = cProfile.Profile() if args.profile else None
         started = time.perf_counter()
+        cpu_started = time.process_time()
+        apiserver_cpu_started = apiserver_cpu()
         if profiler:
             profiler.enable()
         tasks = [
@@ -173,6 +211,8 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         try:
             await asyncio.wait_for(done.wait(), args.limit)
             wall = time.perf_counter() - started
+            cpu = time.process_time() - cpu_started
+            server_cpu = apiserver_cpu() - apiserver_cpu_started
         finally:
             if profiler:
                 profiler.disable()
@@ -189,6 +229,8 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         "finished": dict(finished),
         "requests": requests,
         "reconciles": controller.reconciles,
+        "cpu": cpu,
+        "apiserver_cpu": server_cpu,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
@@ -202,7 +244,10 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
     rate = n / result["wall"]
     print(
         f"{args.stages} Stages x {args.per_stage} Promotions x {args.steps} compose-output steps "
-        f"(concurrency {args.concurrency})"
+        f"(concurrency {args.concurrency}, "
+        f"{'one shared Freight' if args.shared_freight else 'one Freight per Promotion'}, "
+        f"{'bare' if args.bare else 'built'} Promotions"
+        f"{', trust_env off' if args.no_trust_env else ''})"
     )
     print(f"{'Promotions':<28}{n:>10}   {result['finished']}")
     print(f"{'wall time (s)':<28}{result['wall']:>10.2f}")
@@ -210,6 +255,11 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> None:
         f"{'Promotions/s':<28}{rate:>10.1f}   target >= 200: {'met' if rate >= 200 else 'MISSED'}"
     )
     print(f"{'reconciles':<28}{result['reconciles']:>10}")
+    wall = result["wall"]
+    for label, key in (("controller CPU (s)", "cpu"), ("API server CPU (s)", "apiserver_cpu")):
+        used = result[key]
+        share = f"{used / wall:.0%} of a core, {used / n * 1000:.1f} ms/Promotion"
+        print(f"{label:<28}{used:>10.2f}   {share}")
     print(f"{'API reads per Promotion':<28}{reads / n:>10.2f}")
     print(
         f"{'API writes per Promotion':<28}{writes / n:>10.2f}   target <= {budget}: "
@@ -229,14 +279,26 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=16, help="max concurrent reconciles")
     parser.add_argument("--limit", type=float, default=300.0, help="give up after this long (s)")
+    parser.add_argument(
+        "--shared-freight", action="store_true", help="one Freight for every Promotion"
+    )
+    parser.add_argument(
+        "--bare", action="store_true", help="create Promotions kubectl-style (stage + freight)"
+    )
+    parser.add_argument(
+        "--no-trust-env",
+        action="store_true",
+        help="experiment: the controller's HTTP session ignores proxy/netrc settings "
+        "(aiohttp then skips two thread hops per request)",
+    )
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run")
     parser.add_argument("--serve-apiserver", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_apiserver:
         asyncio.run(serve_apiserver_forever())
         return
-    with apiserver_process() as url:
-        result = asyncio.run(run(url, args))
+    with apiserver_process() as (url, apiserver_cpu):
+        result = asyncio.run(run(url, apiserver_cpu, args))
     report(result, args)
 
 

@@ -115,14 +115,13 @@ async def test_one_leader_reconciles_and_the_standby_finishes_its_promotion_afte
                 ("replica-a", "replica-b"),
                 await asyncio.gather(
                     *(
-                        ServerProcess.start(env(n), tmp_path / f"{n}.log", ready=False)
+                        ServerProcess.start(env(n), tmp_path / f"{n}.log", servers, ready=False)
                         for n in ("replica-a", "replica-b")
                     )
                 ),
                 strict=True,
             )
         )
-        servers.extend(replicas.values())
 
         # Caches synced but no leader known: not ready (a Service would send no traffic).
         for replica in replicas.values():
@@ -199,7 +198,6 @@ async def test_one_leader_reconciles_and_the_standby_finishes_its_promotion_afte
             async def standby_leads() -> bool:
                 return await lease_holder(kube) == standby_name
 
-            print("DEBUGBEFORE", (await kube.get(k.PROMOTIONS, NS, "p1"))["status"]["stepExecutionMetadata"], time.time())
             took_over_at = await wait_until(standby_leads, 10, "takeover")
             done = await wait_terminal(kube, NS, "p1", within=5)
             finished_at = time.monotonic()
@@ -220,7 +218,6 @@ async def test_one_leader_reconciles_and_the_standby_finishes_its_promotion_afte
             f"\ntakeover {takeover:.2f}s after SIGKILL; Promotion Succeeded "
             f"{finished_at - took_over_at:.2f}s after takeover"
         )
-        print("DEBUGLOG", standby.log, done["status"])
         await standby.stop()
         # A clean shutdown hands the lease back at once.
         assert await lease_holder(kube) == ""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import random
 import re
@@ -51,6 +52,8 @@ from promoter.steps.base import (
     failed,
     succeeded,
 )
+
+log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------------------
 # Constants
@@ -306,6 +309,7 @@ class _Git:
         self.ctx = ctx
         self.kind = kind
         self.env = _git_env(ctx)
+        _clear_stale_locks(ctx)
 
     def clean(self, text: str) -> str:
         """Text safe for messages: secrets redacted, URL userinfo removed, trimmed."""
@@ -389,6 +393,28 @@ def _git_env(ctx: StepContext) -> dict[str, str]:
 
 def _cache_root(ctx: StepContext) -> Path:
     return (ctx.work_dir / CACHE_DIR).resolve()
+
+
+def _clear_stale_locks(ctx: StepContext) -> None:
+    """Remove what a git killed mid-command (a SIGKILLed pod) left in this Promotion's clones.
+
+    Such a git leaves ``*.lock`` files that make every later command fail, and a half-made
+    ``git worktree add`` leaves its worktree locked ("initializing"), which ``worktree prune``
+    then skips and whose half-written HEAD breaks ``git fetch``. Only this Promotion's steps
+    run git here, one at a time, so any lock found when a step starts is stale.
+    """
+    for repo in _cache_root(ctx).glob("*.git"):
+        stale = [*repo.glob("*.lock"), *repo.glob("worktrees/*/*.lock")]
+        for sub in ("refs", "logs"):
+            stale += (repo / sub).rglob("*.lock")
+        for path in stale:
+            path.unlink(missing_ok=True)
+        for marker in repo.glob("worktrees/*/locked"):
+            with contextlib.suppress(OSError):
+                if marker.read_text(errors="replace").strip() == "initializing":
+                    # Half made (even its HEAD may be empty, which breaks fetch): drop it; the
+                    # checkout path, if any, is then recognised as ours and reset.
+                    shutil.rmtree(marker.parent)
 
 
 def _repo_dir(ctx: StepContext, repo_url: str) -> Path:
@@ -654,12 +680,24 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
             await git.run("config", "http.sslVerify", "false", cwd=repo)
         # Tags come along by git's auto-following; an explicit tag refspec would make --prune
         # delete tags a git-tag step created but has not pushed yet.
-        await git.run(
-            "fetch", "-q", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*",
-            cwd=repo, what=f"could not fetch {strip_userinfo(plan.repo_url)}",
-        )  # fmt: skip
-        await git.run("worktree", "prune", cwd=repo)
-        return repo, False
+        fetch = ("fetch", "-q", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*")
+        await git.try_run("worktree", "prune", cwd=repo)
+        fetched = await git.try_run(*fetch, cwd=repo)
+        if not fetched.ok:
+            # A process killed mid-checkout can leave a worktree whose HEAD names an object
+            # that never arrived, and git then refuses to fetch ("bad object worktrees/..").
+            # This step re-creates its checkouts anyway: drop the worktree bookkeeping and
+            # try again; failing that, start over from a fresh clone below.
+            await asyncio.to_thread(shutil.rmtree, repo / "worktrees", True)
+            fetched = await git.try_run(*fetch, cwd=repo)
+        if fetched.ok:
+            return repo, False
+        log.warning(
+            "git-clone: the clone cache for %s is unusable (%s); cloning again",
+            strip_userinfo(plan.repo_url),
+            ctx.redact(fetched.stderr.strip())[:200],
+        )
+        await asyncio.to_thread(shutil.rmtree, repo, True)
     args = [
         "clone", "--bare", "-q",
         # Remote-tracking refs (not the mirror-like refs/heads/* a bare clone has) so that a
@@ -685,6 +723,22 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return repo, True
+
+
+def _forget_worktree(repo: Path, path: Path) -> None:
+    """Drop the cache's bookkeeping of any worktree registered at ``path``."""
+    admin = repo / "worktrees"
+    if not admin.is_dir():
+        return
+    target = (path / ".git").resolve()
+    for entry in admin.iterdir():
+        gitdir = entry / "gitdir"
+        try:
+            registered = Path(gitdir.read_text().strip()).resolve()
+        except OSError:
+            continue
+        if registered == target:
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 async def _remote_refs(git: _Git, repo: Path) -> dict[str, str]:
@@ -814,6 +868,11 @@ async def _checkout(
 
     await _clear_checkout_path(git, ck)
     ck.path.parent.mkdir(parents=True, exist_ok=True)
+    # A checkout registered by an attempt that was killed before it finished still "has" its
+    # branch checked out (and may be locked "initializing"); forget it so the branch can be
+    # checked out here again.
+    await asyncio.to_thread(_forget_worktree, repo, ck.path)
+    await git.try_run("worktree", "prune", cwd=repo)
     args = ["worktree", "add", "-q"]
     if ck.sparse:
         args.append("--no-checkout")
