@@ -192,18 +192,38 @@ async def abort_step(promotion: Promotion, runtime: Runtime) -> bool:
     if hook is None:
         return False
     alias = spec.alias or spec.alias_at(i)
-    functions: dict[str, Callable[..., Any]] = dict(
-        freight_functions(list(runtime.freights) or [runtime.freight])
-    )
-    functions.update(runtime.extra_functions)
+    functions = _functions(runtime)
     functions.update(status_functions(promotion.steps, status.steps, i))
     ctx = base_context(promotion, runtime.freight)
     promo_vars: dict[str, Any] = {}
     evaluate_vars(promotion.vars, {"ctx": ctx}, functions, promo_vars, "vars")
     state = dict(status.state)
     config = _render_config(spec, functions, ctx, promo_vars, state, alias)
-    now = runtime.clock()
-    step_ctx = StepContext(
+    step_ctx = _step_context(
+        promotion, runtime, alias, state, runtime.clock(), status.steps[i].started_at
+    )
+    await hook(step_ctx, config)
+    return True
+
+
+def _functions(runtime: Runtime) -> dict[str, Callable[..., Any]]:
+    """The Freight functions over the runtime's Freight, plus the caller's extra ones."""
+    functions: dict[str, Callable[..., Any]] = dict(
+        freight_functions(list(runtime.freights) or [runtime.freight])
+    )
+    functions.update(runtime.extra_functions)
+    return functions
+
+
+def _step_context(
+    promotion: Promotion,
+    runtime: Runtime,
+    alias: str,
+    state: Mapping[str, Any],
+    now: datetime,
+    started_at: datetime | None,
+) -> StepContext:
+    return StepContext(
         project=promotion.namespace,
         stage=promotion.stage,
         promotion=promotion.name,
@@ -215,10 +235,8 @@ async def abort_step(promotion: Promotion, runtime: Runtime) -> bool:
         previous_output=state.get(alias) or {},
         services=runtime.services,
         now=now,
-        started_at=status.steps[i].started_at,
+        started_at=started_at,
     )
-    await hook(step_ctx, config)
-    return True
 
 
 def error_backoff(error_count: int) -> float:
@@ -414,10 +432,7 @@ async def advance(
 
     steps = promotion.steps
     ctx = base_context(promotion, runtime.freight)
-    functions: dict[str, Callable[..., Any]] = dict(
-        freight_functions(list(runtime.freights) or [runtime.freight])
-    )
-    functions.update(runtime.extra_functions)
+    functions = _functions(runtime)
     promo_vars: dict[str, Any] | None = None
     ran = 0
 
@@ -499,19 +514,8 @@ async def advance(
             except ExpressionError as e:
                 result = StepError(str(e), terminal=True)
             else:
-                step_ctx = StepContext(
-                    project=promotion.namespace,
-                    stage=promotion.stage,
-                    promotion=promotion.name,
-                    alias=alias,
-                    actor=promotion.actor,
-                    work_dir=runtime.work_dir,
-                    freight=runtime.freight,
-                    state=work.state,
-                    previous_output=work.state.get(alias) or {},
-                    services=runtime.services,
-                    now=now,
-                    started_at=execution.started_at,
+                step_ctx = _step_context(
+                    promotion, runtime, alias, work.state, now, execution.started_at
                 )
                 result = await _run_step(step, step_ctx, config, spec)
         now = runtime.clock()
