@@ -8,7 +8,9 @@ Promotions are created through the one builder.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from app import kube as k
 from app.reconciler import Controller, create_promotion
@@ -104,6 +106,22 @@ class ClusterPromotions:
     def is_leader(self) -> bool:
         return self.controller.leading
 
+    async def warehouses(self, namespace: str) -> list[Mapping[str, Any]]:
+        items, _ = await self.kube.list(k.WAREHOUSES, namespace)
+        return list(items)
+
+    async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
+        """Create it unless a Freight of that name exists (its name derives from its
+        artifacts, so a redelivered push finds its own Freight)."""
+        obj = dict(freight)
+        obj["metadata"] = {**(freight.get("metadata") or {}), "namespace": namespace}
+        try:
+            created = await self.kube.create(k.FREIGHT, obj)
+        except k.Conflict:
+            return False
+        self.controller.freight.observe(created)
+        return True
+
     def wake_pr(self, url: str) -> int:
         return self.controller.wake_pr(url)
 
@@ -142,6 +160,12 @@ class DeferredPromotions:
 
     def is_leader(self) -> bool:
         return self.target is not None and self.target.is_leader()
+
+    async def warehouses(self, namespace: str) -> list[Mapping[str, Any]]:
+        return await self._get().warehouses(namespace)
+
+    async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
+        return await self._get().create_freight(namespace, freight)
 
     def wake_pr(self, url: str) -> int:
         return self.target.wake_pr(url) if self.target is not None else 0

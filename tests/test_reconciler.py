@@ -306,3 +306,46 @@ async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: En
         done = await wait_terminal(env.kube, NS, ref.name)
         assert done["status"]["phase"] == "Succeeded"
         assert done["metadata"]["annotations"]["longshoreman.dev/create-actor"] == "slack:T/U"
+
+
+async def test_push_webhooks_make_freight_in_the_cluster_once_per_commit(env: Env) -> None:
+    from app.chatops import ClusterPromotions
+    from handlers.push import FreightSink, freight_for_push
+
+    payload = json.loads(
+        (
+            ROOT.parent / "shared/fixtures/github/payloads/push.with-new-branch.payload.json"
+        ).read_text()
+    )
+    warehouse = await env.kube.create(
+        k.WAREHOUSES,
+        {
+            "metadata": {"name": "hello", "namespace": NS},
+            "spec": {
+                "subscriptions": [
+                    {
+                        "git": {
+                            "repoURL": "https://github.com/Codertocat/Hello-World.git",
+                            "branch": "master",
+                        }
+                    }
+                ]
+            },
+        },
+    )
+    async with running_controller(env.server, env.work) as controller:
+        service = ClusterPromotions(env.kube, controller)
+        assert isinstance(service, FreightSink)
+        assert sorted(w["metadata"]["name"] for w in await service.warehouses(NS)) == [
+            "hello",
+            "kargo-demo",
+        ]
+        freight = freight_for_push(warehouse, payload)
+        assert freight is not None
+        assert await service.create_freight(NS, freight) is True
+        assert await service.create_freight(NS, freight) is False, (
+            "a redelivered push makes no second Freight"
+        )
+        stored = await env.kube.get(k.FREIGHT, NS, freight["metadata"]["name"])
+        assert stored["commits"][0]["id"] == payload["after"]
+        assert stored["origin"] == {"kind": "Warehouse", "name": "hello"}
