@@ -12,7 +12,6 @@ retry-after. Only the leader runs the queue; standbys keep warm caches.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import shutil
@@ -38,13 +37,21 @@ from promoter.model import (
     TaskRef,
     TaskSpec,
     Var,
+    format_time,
     meta,
     name_of,
     namespace_of,
     parse_stage,
     parse_task,
 )
-from promoter.stages import StageQueue, available_at, phase_of, stage_status, with_health
+from promoter.stages import (
+    StageQueue,
+    available_at,
+    phase_of,
+    stage_freights,
+    stage_status,
+    with_health,
+)
 from promoter.steps.argocd import ApplicationConflict
 from promoter.steps.base import StepServices
 from promoter.steps.registry import StepRegistry
@@ -459,7 +466,6 @@ class Controller:
                     self.promotions.by_index("stage", f"{namespace}/{stage_name}"),
                     self._find_freight,
                     lambda ns: self.freight.items(ns),
-                    lambda ns: self.stages.items(ns),
                 )
                 if later is not None:
                     requeue = later if requeue is None else min(requeue, later)
@@ -515,7 +521,7 @@ class Controller:
             services=self.services,
             work_dir=self._work_dir(namespace, promotion.name),
             freight=freight,
-            freights=self._freights(stage_obj, freight),
+            freights=stage_freights(stage_obj, freight),
             clock=self.clock,
         )
         while True:
@@ -542,13 +548,6 @@ class Controller:
         path = self.work_dir / namespace / name
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-    def _freights(
-        self, stage_obj: Mapping[str, Any], target: Mapping[str, Any]
-    ) -> list[Mapping[str, Any]]:
-        from promoter.runner import stage_freights
-
-        return stage_freights(stage_obj, target)
 
     # ---- writes -------------------------------------------------------------------------------
 
@@ -611,8 +610,6 @@ class Controller:
     async def _fail(self, obj: Mapping[str, Any], message: str) -> dict[str, Any] | None:
         promotion_status = dict(obj.get("status") or {})
         now = self.clock()
-        from promoter.model import format_time
-
         status = {
             **promotion_status,
             "phase": Phase.ERRORED.value,
@@ -791,11 +788,3 @@ async def create_promotion(
     obj.pop("status", None)
     created = await kube.create(k.PROMOTIONS, obj)
     return created
-
-
-async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
-    if task is None:
-        return
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task

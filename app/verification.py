@@ -147,7 +147,6 @@ class Verifier:
         promotions: Sequence[Mapping[str, Any]],
         freight: Callable[[str, str], Mapping[str, Any] | None],
         all_freight: Callable[[str], Sequence[Mapping[str, Any]]],
-        stages: Callable[[str], Sequence[Mapping[str, Any]]],
     ) -> float | None:
         """Move the Stage's verification along and auto-promote; returns a requeue delay."""
         namespace = namespace_of(stage) or "default"
@@ -182,7 +181,7 @@ class Verifier:
             await self._write(stage, changed)
         if not auto_promote_enabled(stage):
             return None  # (before listing Freight: most Stages do not auto-promote)
-        return await self._auto_promote(stage, promotions, all_freight(namespace), stages, now)
+        return await self._auto_promote(stage, promotions, all_freight(namespace), now)
 
     async def _requests(
         self,
@@ -455,7 +454,6 @@ class Verifier:
         stage: Mapping[str, Any],
         promotions: Sequence[Mapping[str, Any]],
         freight: Sequence[Mapping[str, Any]],
-        stages: Callable[[str], Sequence[Mapping[str, Any]]],
         now: datetime,
     ) -> float | None:
         if not auto_promote_enabled(stage):

@@ -8,7 +8,7 @@ AnalysisTemplates, ConfigMaps, Secrets), which are carried along untouched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,7 +233,3 @@ def load(path: str | Path) -> ManifestSet:
             )
         seen[key] = o.source
     return manifests
-
-
-def freight_object(loaded: Loaded) -> Mapping[str, Any]:
-    return loaded.obj

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -548,10 +548,3 @@ def describe_freight(freight: Mapping[str, Any]) -> str:
     alias = freight.get("alias")
     name = name_of(freight)
     return f"{name} ({alias})" if alias else name
-
-
-def unique(items: Iterable[str]) -> Sequence[str]:
-    seen: dict[str, None] = {}
-    for item in items:
-        seen.setdefault(item, None)
-    return list(seen)

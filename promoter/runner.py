@@ -11,15 +11,15 @@ import asyncio
 import contextlib
 import getpass
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from promoter import engine
 from promoter.builder import build_promotion
 from promoter.manifests import ManifestSet
-from promoter.model import Phase, Promotion, Var, name_of
+from promoter.model import Promotion, Var
+from promoter.stages import stage_freights
 from promoter.steps.base import StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
 
@@ -42,25 +42,6 @@ class RunOptions:
     actor: str = field(default_factory=local_actor)
     # Longest single wait for a Running step before checking again (seconds).
     max_sleep: float = 30.0
-
-
-def stage_freights(
-    stage_obj: Mapping[str, Any], target: Mapping[str, Any]
-) -> list[Mapping[str, Any]]:
-    """Freight the expression functions may search: the target first, then what the Stage holds
-    now from other origins (Kargo's freight collection), taken from its status."""
-    out: list[Mapping[str, Any]] = [target]
-    history = (stage_obj.get("status") or {}).get("freightHistory") or []
-    if history and isinstance(history[0], Mapping):
-        items = history[0].get("items") or {}
-        target_origin = (target.get("origin") or {}).get("name")
-        for ref in items.values() if isinstance(items, Mapping) else ():
-            if not isinstance(ref, Mapping):
-                continue
-            if (ref.get("origin") or {}).get("name") == target_origin:
-                continue
-            out.append({"metadata": {"name": ref.get("name", "")}, **ref})
-    return out
 
 
 async def run_promotion(
@@ -113,11 +94,3 @@ async def run_promotion(
                 force = delay >= outcome.requeue_after
         except asyncio.CancelledError:
             return engine.abort(promotion, options.actor, runtime.clock())
-
-
-def freight_name(freight: Mapping[str, Any]) -> str:
-    return name_of(freight)
-
-
-def succeeded(promotion: Promotion) -> bool:
-    return promotion.status.phase is Phase.SUCCEEDED

@@ -262,15 +262,6 @@ def with_health(
     return status
 
 
-def current_freight_name(stage: Mapping[str, Any]) -> str | None:
-    history = (stage.get("status") or {}).get("freightHistory") or []
-    if not history:
-        return None
-    items = history[0].get("items") or {}
-    names = [v.get("name") for v in items.values() if isinstance(v, Mapping)]
-    return names[0] if names else None
-
-
 # ---- Freight availability ---------------------------------------------------------------------
 
 
@@ -304,9 +295,8 @@ def available_to(
     upstream Stages — any of them, or all with ``availabilityStrategy: All`` — and, with
     ``requiredSoakTime``, after it has stayed that long in the upstream Stage.
     """
-    return available_at(stage, freight) is not None and (
-        now is None or (available_at(stage, freight) or now) <= now
-    )
+    when = available_at(stage, freight)
+    return when is not None and (now is None or when <= now)
 
 
 def available_at(stage: Mapping[str, Any], freight: Mapping[str, Any]) -> datetime | None:
@@ -350,3 +340,22 @@ def available_at(stage: Mapping[str, Any], freight: Mapping[str, Any]) -> dateti
             when = min(times)
         best = when if best is None else min(best, when)
     return best
+
+
+def stage_freights(
+    stage_obj: Mapping[str, Any], target: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
+    """Freight the expression functions may search: the target first, then what the Stage holds
+    now from other origins (Kargo's freight collection), taken from its status."""
+    out: list[Mapping[str, Any]] = [target]
+    history = (stage_obj.get("status") or {}).get("freightHistory") or []
+    if history and isinstance(history[0], Mapping):
+        items = history[0].get("items") or {}
+        target_origin = (target.get("origin") or {}).get("name")
+        for ref in items.values() if isinstance(items, Mapping) else ():
+            if not isinstance(ref, Mapping):
+                continue
+            if (ref.get("origin") or {}).get("name") == target_origin:
+                continue
+            out.append({"metadata": {"name": ref.get("name", "")}, **ref})
+    return out
