@@ -29,9 +29,7 @@ end-to-end tests and stops it on exit.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -57,6 +55,7 @@ from promoter.argocd import (
 )
 from promoter.errors import StepError
 from promoter.steps.argocd import ApplicationConflict, ArgoCDApps
+from tests.support.polling import PollingController
 
 FAIL_MESSAGE = (
     'one or more objects failed to apply, reason: Deployment.apps "web" is invalid: '
@@ -274,8 +273,10 @@ class _Running:
 
 
 @dataclass
-class FakeArgoCDController:
+class FakeArgoCDController(PollingController):
     """Runs sync operations on Applications reached through any ArgoCDApps-shaped store."""
+
+    description = "the fake Argo CD controller"
 
     apps: ArgoCDApps
     namespaces: Sequence[str] = (DEFAULT_NAMESPACE,)
@@ -309,32 +310,6 @@ class FakeArgoCDController:
                     # Someone wrote in between; the next pass sees the new version.
                     continue
         return changed
-
-    tick = process
-
-    async def settle(self, max_passes: int = 50) -> None:
-        """Pass until nothing changes (a ``hang`` operation never finishes, but stops changing)."""
-        for _ in range(max_passes):
-            if not await self.process():
-                return
-        raise AssertionError(f"the fake Argo CD controller did not settle in {max_passes} passes")
-
-    @contextlib.asynccontextmanager
-    async def running(self, interval: float = 0.005) -> AsyncIterator[FakeArgoCDController]:
-        """Process in the background while the block runs; the task never outlives it."""
-
-        async def loop() -> None:
-            while True:
-                await self.process()
-                await asyncio.sleep(interval)
-
-        task = asyncio.create_task(loop())
-        try:
-            yield self
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def drift(self, namespace: str, name: str) -> None:
         """Someone changed live resources by hand: Argo CD reports OutOfSync."""

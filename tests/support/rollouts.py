@@ -46,10 +46,8 @@ end-to-end tests and stops it on exit.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -61,6 +59,7 @@ from kubernetes.aio.client.exceptions import ApiException
 from app.apiserver.patching import merge_patch
 from app.apiserver.selectors import labels_match, parse_label_selector
 from promoter.model import format_time, parse_time
+from tests.support.polling import PollingController
 
 ROLLOUTS_GROUP, ROLLOUTS_VERSION, ANALYSIS_RUNS = "argoproj.io", "v1alpha1", "analysisruns"
 INSTANCE_ID_LABEL = "argo-rollouts.argoproj.io/controller-instance-id"
@@ -286,8 +285,10 @@ def _dry_run_metrics(run: Mapping[str, Any]) -> set[str]:
 
 
 @dataclass
-class FakeRolloutsController:
+class FakeRolloutsController(PollingController):
     """Runs AnalysisRuns reached through any AnalysisRunStore to scripted outcomes."""
+
+    description = "the fake Rollouts controller"
 
     runs: AnalysisRunStore
     # Namespaces to watch; None watches all of them.
@@ -345,32 +346,6 @@ class FakeRolloutsController:
             except AnalysisRunGone:
                 self._state.pop(key_of(run), None)
         return changed
-
-    tick = process
-
-    async def settle(self, max_passes: int = 50) -> None:
-        """Pass until nothing changes (a ``hang`` run stays Running, but stops changing)."""
-        for _ in range(max_passes):
-            if not await self.process():
-                return
-        raise AssertionError(f"the fake Rollouts controller did not settle in {max_passes} passes")
-
-    @contextlib.asynccontextmanager
-    async def running(self, interval: float = 0.005) -> AsyncIterator[FakeRolloutsController]:
-        """Process in the background while the block runs; the task never outlives it."""
-
-        async def loop() -> None:
-            while True:
-                await self.process()
-                await asyncio.sleep(interval)
-
-        task = asyncio.create_task(loop())
-        try:
-            yield self
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     # ---- reconciliation -------------------------------------------------------------------------
 
