@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import signal
 import sys
@@ -23,42 +22,12 @@ from typing import Any, TextIO
 from aiohttp import web
 
 from app import kube as k
+from app.logs import configure_logging
 from app.reconciler import create_promotion
 from app.server import SERVER, create_app, wait_started
 from app.settings import Settings, SettingsError
 from promoter.model import Phase, name_of
 from promoter.stages import phase_of
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line, for log pipelines."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        for key in ("promotion", "stage", "delivery_id"):
-            if hasattr(record, key):
-                out[key] = getattr(record, key)
-        if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
-        return json.dumps(out)
-
-
-def configure_logging(settings: Settings) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if settings.log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(settings.log_level)
-    # aiohttp's access log would print a line per probe.
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    configure_logging(settings)
+    configure_logging(settings.log_format, settings.log_level, settings.secrets())
     try:
         return asyncio.run(
             serve(settings, demo=args.demo, keep_running=args.keep_running, out=sys.stdout)

@@ -125,6 +125,10 @@ class ClusterPromotions:
     def wake_pr(self, url: str) -> int:
         return self.controller.wake_pr(url)
 
+    async def analysis_run(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """An AnalysisRun from the verifier's cache (``handlers.progress.AnalysisRunSource``)."""
+        return self.controller.verifier.runs.get(namespace, name)
+
 
 class DeferredPromotions:
     """A PromotionService whose cluster side is attached once the controller has started.
@@ -169,3 +173,6 @@ class DeferredPromotions:
 
     def wake_pr(self, url: str) -> int:
         return self.target.wake_pr(url) if self.target is not None else 0
+
+    async def analysis_run(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return await self.target.analysis_run(namespace, name) if self.target else None

@@ -20,13 +20,13 @@ from app import kube as k
 from app.chatops import ClusterPromotions, DeferredPromotions
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.leader import LeaderElector
+from app.logs import REDACTOR
 from app.metrics import Metrics
 from app.reconciler import Controller
 from app.settings import Settings
+from app.ui.pages import setup_pages
 from handlers.webhook import setup_github
-from promoter.model import namespace_of
-from promoter.stages import phase_of
-from promoter.steps.base import GitSettings, StepServices
+from promoter.steps.base import GitCredentials, GitSettings, HttpSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
 from slack.app import setup_slack
 
@@ -49,6 +49,11 @@ class ServerState:
     # The chat front ends' port to the cluster, attached once the controller runs.
     service: DeferredPromotions = field(default_factory=DeferredPromotions)
     listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
+        default_factory=list
+    )
+    # Git over HTTPS to the GitHub App's repositories uses its installation tokens.
+    git_credentials: GitCredentials | None = None
+    stage_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
         default_factory=list
     )
 
@@ -97,9 +102,13 @@ def create_app(
     app = web.Application(client_max_size=30 * 1024 * 1024)
     state = ServerState(settings=settings, registry=registry)
     app[SERVER] = state
+    # Whatever logs this process writes, these values never appear in them (app.logs).
+    REDACTOR.add_static(settings.secrets())
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    pages = setup_pages(app, settings, lambda: state.controller)
+    state.listeners.append(pages.on_promotion)
     extra = dict(extra_services or {})
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -110,21 +119,39 @@ def create_app(
     app.cleanup_ctx.append(lifecycle)
     # Chat front ends mount their routes now; their cluster side attaches in _start.
     if settings.github is not None:
-        github = setup_github(app, settings.github, state.service)
+        github = setup_github(
+            app,
+            settings.github,
+            state.service,
+            telemetry=state.metrics,
+            # Installation tokens join the log redactor as GitHub issues them.
+            on_token=REDACTOR.add,
+        )
         extra.setdefault("github", github.pull_requests)
+        state.git_credentials = github.git_credentials
         state.listeners.append(github.on_promotion)
+        state.stage_listeners.append(github.on_stage)
     if settings.slack is not None:
-        slack_app = setup_slack(app, settings.slack, state.service)
+        slack_app = setup_slack(app, settings.slack, state.service, telemetry=state.metrics)
         state.listeners.append(slack_app.on_promotion)
     return app
 
 
-def _services(settings: Settings, kube: k.Kube, extra: Mapping[str, Any]) -> StepServices:
+def _services(
+    settings: Settings,
+    kube: k.Kube,
+    extra: Mapping[str, Any],
+    credentials: GitCredentials | None = None,
+) -> StepServices:
     env = {"GIT_CONFIG_GLOBAL": str(settings.git_config)} if settings.git_config else {}
     return StepServices(
         git=GitSettings(
-            author_name=settings.git_author_name, author_email=settings.git_author_email, env=env
+            author_name=settings.git_author_name,
+            author_email=settings.git_author_email,
+            env=env,
+            credentials=credentials,
         ),
+        http=HttpSettings(allow_hosts=settings.http_allow, deny_hosts=settings.http_deny),
         extra=dict(extra),
     )
 
@@ -161,16 +188,19 @@ async def _start(
     controller = Controller(
         kube,
         registry=state.registry or builtin_registry(),
-        services=_services(settings, kube, extra),
+        services=_services(settings, kube, extra, state.git_credentials),
         work_dir=settings.work_dir,
         namespace=settings.watch_namespace,
         max_concurrent=settings.max_concurrent_reconciles,
         min_requeue=settings.min_requeue,
         health_interval=settings.health_check_interval,
-        on_promotion_finished=lambda obj: _count_finished(state.metrics, obj),
+        on_promotion_finished=state.metrics.on_promotion_finished,
+        on_reconcile=state.metrics.on_reconcile,
     )
+    state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller
     controller.listeners.extend(state.listeners)
+    controller.stage_listeners.extend(state.stage_listeners)
     state.service.target = ClusterPromotions(kube, controller)
     tasks: list[asyncio.Task[None]] = []
 
@@ -222,13 +252,6 @@ def _supervised(state: ServerState, coro: Any, what: str) -> asyncio.Task[None]:
             state.failure = e
 
     return asyncio.create_task(run(), name=f"longshoreman-{what}")
-
-
-def _count_finished(metrics: Metrics, obj: Mapping[str, Any]) -> None:
-    stage = (obj.get("spec") or {}).get("stage") or ""
-    metrics.promotions_finished.labels(
-        phase_of(obj).value, namespace_of(obj) or "default", stage
-    ).inc()
 
 
 async def wait_started(app: web.Application, limit: float = 30.0) -> ServerState:

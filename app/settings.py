@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import GitHubSettings, GitHubSettingsError
+from promoter.steps.http import HostRules
 from slack.settings import SlackSettings, SlackSettingsError
 
 
@@ -69,6 +71,15 @@ def _path(env: Mapping[str, str], name: str, *, must_exist: bool = False) -> Pat
     return path
 
 
+def _hosts(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    entries = tuple(e.strip() for e in (env.get(name) or "").split(",") if e.strip())
+    try:
+        HostRules.parse(entries)
+    except ValueError as e:
+        raise SettingsError(f"{name}: {e}") from None
+    return entries
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the server process is configured with."""
@@ -103,13 +114,28 @@ class Settings:
     git_author_email: str = "longshoreman@localhost"
     log_level: str = "INFO"
     log_format: str = "text"
+    # Hosts the http step may / may not reach (see promoter.steps.http.HostPolicy); private,
+    # loopback and link-local addresses are refused unless allowed here.
+    http_allow: tuple[str, ...] = ()
+    http_deny: tuple[str, ...] = ()
     # The chat front ends: each on when its credentials are set.
     github: GitHubSettings | None = None
     slack: SlackSettings | None = None
+    # The status pages (app/ui): public URL, access control.
+    ui: UiSettings = field(default_factory=UiSettings)
 
     @property
     def embedded(self) -> bool:
         return self.kubeconfig is None and not self.in_cluster
+
+    def secrets(self) -> tuple[str, ...]:
+        """Configured values that must never appear in logs (see app.logs)."""
+        values: list[str | None] = []
+        if self.github is not None:
+            values += [self.github.webhook_secret, self.github.private_key]
+        if self.slack is not None:
+            values += [self.slack.bot_token, self.slack.signing_secret]
+        return tuple(v for v in values if v)
 
     def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -140,11 +166,19 @@ class Settings:
         try:
             github = GitHubSettings.from_env(env)
             slack = SlackSettings.optional_from_env(env)
-        except (GitHubSettingsError, SlackSettingsError) as e:
+            ui = UiSettings.from_env(env, github_api_url=github.api_url)
+        except (GitHubSettingsError, SlackSettingsError, UiSettingsError) as e:
             raise SettingsError(str(e)) from None
+        # With a public URL, check runs and Slack messages link to the Promotion's status page
+        # (an explicit GITHUB_PROMOTION_URL still wins).
+        if ui.promotion_url_template and github.promotion_url is None:
+            github = replace(github, promotion_url=ui.promotion_url_template)
+        if ui.promotion_url_template and slack is not None and slack.promotion_url is None:
+            slack = replace(slack, promotion_url=ui.promotion_url_template)
         return cls(
             github=github if github.enabled else None,
             slack=slack,
+            ui=ui,
             host=env.get("HOST", defaults.host),
             port=_int(env, "PORT", defaults.port, minimum=0),
             kubeconfig=kubeconfig,
@@ -176,4 +210,6 @@ class Settings:
             git_author_email=env.get("GIT_AUTHOR_EMAIL", defaults.git_author_email),
             log_level=log_level,
             log_format=log_format,
+            http_allow=_hosts(env, "LONGSHOREMAN_HTTP_ALLOW"),
+            http_deny=_hosts(env, "LONGSHOREMAN_HTTP_DENY"),
         )

@@ -146,10 +146,14 @@ class Verifier:
         stage: Mapping[str, Any],
         promotions: Sequence[Mapping[str, Any]],
         freight: Callable[[str, str], Mapping[str, Any] | None],
-        all_freight: Callable[[str], Sequence[Mapping[str, Any]]],
-    ) -> float | None:
-        """Move the Stage's verification along and auto-promote; returns a requeue delay."""
-        namespace = namespace_of(stage) or "default"
+    ) -> dict[str, Any]:
+        """Move the Stage's verification along; returns the status fields that change.
+
+        ``stage`` carries the status the Controller is about to write (its Promotions' outcome
+        and health), so a Promotion that has just succeeded starts its verification in the
+        same status write. Starting an AnalysisRun or recording a Freight as verified happens
+        here; the Stage's status is the caller's to write.
+        """
         status = dict(stage.get("status") or {})
         history = [dict(h) for h in status.get("freightHistory") or []]
         now = self.clock()
@@ -177,11 +181,7 @@ class Verifier:
         enabled = auto_promote_enabled(stage)
         if status.get("autoPromotionEnabled") != enabled:
             changed["autoPromotionEnabled"] = enabled
-        if changed:
-            await self._write(stage, changed)
-        if not auto_promote_enabled(stage):
-            return None  # (before listing Freight: most Stages do not auto-promote)
-        return await self._auto_promote(stage, promotions, all_freight(namespace), now)
+        return changed
 
     async def _requests(
         self,
@@ -432,32 +432,20 @@ class Verifier:
             log.warning("recording Freight %s verified in %s: %s", name, name_of(stage), e)
         # Downstream Stages notice through the Freight's watch event (Controller._on_freight).
 
-    async def _write(self, stage: Mapping[str, Any], changed: Mapping[str, Any]) -> None:
-        try:
-            await self.kube.patch_status(
-                k.STAGES,
-                namespace_of(stage),
-                name_of(stage),
-                dict(changed),
-                resource_version=str(meta(stage).get("resourceVersion")),
-            )
-        except k.Conflict:
-            # The Stage changed under us (the Controller wrote it a moment ago): decide again.
-            self.enqueue(namespace_of(stage) or "default", name_of(stage))
-        except k.NotFound:
-            return
-
     # ---- Freight flow -----------------------------------------------------------------------
 
-    async def _auto_promote(
+    async def auto_promote(
         self,
         stage: Mapping[str, Any],
         promotions: Sequence[Mapping[str, Any]],
         freight: Sequence[Mapping[str, Any]],
-        now: datetime,
     ) -> float | None:
+        """Promote the newest Freight available to an auto-promoting Stage; returns when to
+        look again (a soak ending), or None. ``freight`` is the namespace's Freight (callers
+        skip listing it for Stages that do not auto-promote)."""
         if not auto_promote_enabled(stage):
             return None
+        now = self.clock()
         if any(not phase_of(p).terminal for p in promotions):
             return None  # something is queued or running already
         current = _current_freight(stage, freight)

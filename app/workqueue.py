@@ -4,7 +4,9 @@ Keys are Stages (``(namespace, name)``): that is what makes "one Promotion per S
 different Stages run in parallel up to a limit. Adding a key that is already queued merges the
 request (the earliest due time and any wake-up flag win); adding a key that is being processed
 marks it dirty, so it runs once more afterwards and no event is lost. Delayed adds (a Running
-step's retry-after) keep only the earliest due time per key.
+step's retry-after) keep only the earliest due time per key. A key whose handler raises is
+retried after a per-key exponential backoff (as client-go's rate-limited queue does), so one
+broken Stage backs off while the others go on, and a transient failure is retried quickly.
 """
 
 from __future__ import annotations
@@ -17,9 +19,16 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
+from app.informer import Backoff
+
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Hashable, bool], Awaitable[float | None]]
+
+
+def default_backoff() -> Backoff:
+    """Retries of a failing key: 0.5 s, 1 s, 2 s, ... up to 5 minutes, with jitter."""
+    return Backoff(base=0.5, cap=300.0)
 
 
 @dataclass
@@ -31,8 +40,16 @@ class _Entry:
 class WorkQueue:
     """Deduplicating, delaying, per-key-serial queue with bounded concurrency."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        backoff: Callable[[], Backoff] = default_backoff,
+    ) -> None:
         self._clock = clock
+        self._new_backoff = backoff
+        # Keys whose last run failed, with their consecutive failures so far.
+        self._failing: dict[Hashable, Backoff] = {}
         self._pending: dict[Hashable, _Entry] = {}
         self._heap: list[tuple[float, int, Hashable]] = []
         self._counter = itertools.count()
@@ -122,13 +139,14 @@ class WorkQueue:
         requeue: float | None = None
         try:
             requeue = await handler(key, wake)
+            self._failing.pop(key, None)
         except asyncio.CancelledError:
             raise
         except Exception:
-            # A bug or an unexpected API failure: log it and try again later rather than
-            # dropping the Stage on the floor.
-            log.exception("reconcile of %s failed; retrying in 5s", key)
-            requeue = 5.0
+            # A bug or an unexpected API failure: try again later rather than drop the key,
+            # backing off while it keeps failing.
+            requeue = self._failing.setdefault(key, self._new_backoff()).next_delay()
+            log.exception("reconcile of %s failed; retrying in %.2fs", key, requeue)
         finally:
             self._active.discard(key)
             slots.release()

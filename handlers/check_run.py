@@ -1,8 +1,10 @@
-"""``check_run`` events on our own ``promote: STAGE`` runs: buttons and re-runs.
+"""``check_run`` events on our own ``promote: STAGE`` and ``verify: STAGE`` runs: buttons, re-runs.
 
 ``requested_action`` is a button press (Abort, Re-verify, Promote to NEXT; see
-:func:`handlers.checks.actions`); ``rerequested`` on a failed or cancelled run ("Re-run" in the
-Checks tab) starts a new Promotion of the same Freight to the same Stage. Each runs the same
+:func:`handlers.checks.actions` and :func:`handlers.checks.verification_actions`); both kinds of
+run name their Promotion in ``external_id``, which gives the Stage and the Freight.
+``rerequested`` on a failed or cancelled run ("Re-run" in the Checks tab) starts a new Promotion
+of the same Freight to the same Stage, or, on a ``verify:`` run, verifies again. Each runs the same
 authorization as a comment command: the presser's repository permission and the Stage's
 promoters. A refusal is told on the pull request the check belongs to (a check run has no thread
 of its own) and changes nothing.
@@ -33,7 +35,7 @@ def ours(run: Mapping[str, Any], app_id: str | None) -> bool:
     return (
         app_id is not None
         and str(app.get("id")) == app_id
-        and str(run.get("name", "")).startswith(checks.CHECK_PREFIX)
+        and str(run.get("name", "")).startswith((checks.CHECK_PREFIX, checks.VERIFY_PREFIX))
     )
 
 
@@ -115,8 +117,11 @@ async def on_rerequested(event: sansio.Event, deps: Deps) -> None:
     target = checks.parse_external_id(str(run.get("external_id") or ""))
     if not ours(run, deps.settings.app_id) or target is None:
         return
-    if run.get("conclusion") not in ("failure", "cancelled", "timed_out"):
-        return  # only a failed promotion is worth repeating
+    retry_on: tuple[str, ...] = ("failure", "cancelled", "timed_out")
+    if str(run.get("name", "")).startswith(checks.VERIFY_PREFIX):
+        retry_on += ("neutral",)  # an inconclusive analysis is worth running again too
+    if run.get("conclusion") not in retry_on:
+        return  # only a failed promotion (or verification) is worth repeating
     namespace, name = target
     user = str((data.get("sender") or {}).get("login") or "")
     repo = event_repo(data)
@@ -130,6 +135,9 @@ async def on_rerequested(event: sansio.Event, deps: Deps) -> None:
     decision = await deps.permissions.decide(gh, repo, user, snapshot.stage(stage_name))
     if not decision.allowed:
         await _tell(gh, repo, run, f"@{user}: refused: {decision.reason}. Nothing was changed.")
+        return
+    if str(run.get("name", "")).startswith(checks.VERIFY_PREFIX):
+        await deps.service.reverify(namespace, stage_name, actor=deps.actor(user))
         return
     await deps.service.promote(
         namespace, stage_name, checks.freight_of(promotion), actor=deps.actor(user)

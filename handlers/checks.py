@@ -1,7 +1,9 @@
-"""What the GitHub front end shows for a Promotion, decided purely.
+"""What the GitHub front end shows for a Promotion and a verification, decided purely.
 
 Check runs (``promote: STAGE`` on each of the Freight's commits) and the reply to a chat command
-are built here from the Promotion object alone, as plain dicts and strings, within GitHub's
+are built here from the Promotion object alone, and ``verify: STAGE`` check runs from a Stage's
+verification entry (``status.freightHistory[0].verificationHistory[0]``) and its Argo Rollouts
+AnalysisRun, as plain dicts and strings, within GitHub's
 limits for check runs (https://docs.github.com/en/rest/checks/runs): ``output.summary`` and
 ``output.text`` at most 65,535 characters, at most 3 ``actions``, each with a label and an
 identifier of at most 20 characters and a description of at most 40. ``handlers/progress.py``
@@ -23,6 +25,7 @@ from typing import Any
 from promoter.model import name_of, namespace_of
 
 CHECK_PREFIX = "promote: "
+VERIFY_PREFIX = "verify: "
 MAX_OUTPUT = 65_535
 MAX_ACTIONS = 3
 LABEL_LIMIT = 20
@@ -69,7 +72,9 @@ def external_id(promotion: Mapping[str, Any]) -> str:
 
 
 def parse_external_id(value: str) -> tuple[str, str] | None:
+    """``(namespace, promotion)`` of a ``promote:`` run's or a ``verify:`` run's external id."""
     namespace, sep, name = value.partition("/")
+    name = name.partition("#")[0]  # verify runs: "<namespace>/<promotion>#<verification id>"
     return (namespace, name) if sep and namespace and name and "/" not in name else None
 
 
@@ -281,3 +286,210 @@ def progress_key(promotion: Mapping[str, Any] | None) -> tuple[Any, ...]:
         if isinstance(s, Mapping)
     )
     return (status.get("phase"), status.get("currentStep"), status.get("message"), steps)
+
+
+# ---- verify: STAGE ------------------------------------------------------------------------------
+
+# Argo Rollouts' AnalysisRun phases -> (check run status, conclusion).
+_VERIFY_STATUS = {
+    "Pending": ("queued", None),
+    "Running": ("in_progress", None),
+    "Successful": ("completed", "success"),
+    "Failed": ("completed", "failure"),
+    "Error": ("completed", "failure"),
+    "Inconclusive": ("completed", "neutral"),
+}
+_MEASUREMENTS_SHOWN = 5
+
+
+def latest_verification(stage: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Stage's newest verification entry of its current Freight, if it has started one.
+
+    Entries without an id are requests the verifier has not acted on yet (``Requested``).
+    """
+    history = (stage.get("status") or {}).get("freightHistory") or []
+    first = history[0] if history and isinstance(history[0], Mapping) else {}
+    entries = first.get("verificationHistory") or []
+    entry = entries[0] if entries and isinstance(entries[0], Mapping) else None
+    return entry if entry is not None and entry.get("id") else None
+
+
+def verification_promotion(stage: Mapping[str, Any], entry: Mapping[str, Any]) -> str:
+    """The Promotion whose success the verification follows (the Stage's last, for old entries)."""
+    last = (stage.get("status") or {}).get("lastPromotion") or {}
+    return str(entry.get("promotion") or last.get("name") or "")
+
+
+def verification_external_id(namespace: str, promotion: str, entry: Mapping[str, Any]) -> str:
+    """One check run per verification: a re-verify gets a new run, the old one keeps its result.
+
+    The Promotion in front lets the buttons (:mod:`handlers.check_run`) find Stage and Freight
+    the same way as on ``promote:`` runs.
+    """
+    return f"{namespace}/{promotion}#{entry.get('id')}"
+
+
+def verification_aborted(entry: Mapping[str, Any], run: Mapping[str, Any] | None) -> bool:
+    # Kargo records an aborted verification as Failed ("aborted by ..."), because Argo Rollouts
+    # ends a terminated run Successful; the run's spec.terminate tells the two apart.
+    return bool(((run or {}).get("spec") or {}).get("terminate")) or str(
+        entry.get("message") or ""
+    ).startswith("aborted by")
+
+
+def verification_status(
+    entry: Mapping[str, Any], run: Mapping[str, Any] | None
+) -> tuple[str, str | None]:
+    phase_ = str(entry.get("phase") or "Pending")
+    status, conclusion = _VERIFY_STATUS.get(phase_, ("queued", None))
+    if status == "completed" and verification_aborted(entry, run):
+        return "completed", "cancelled"
+    return status, conclusion
+
+
+def _metric_results(run: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    status = (run or {}).get("status") or {}
+    results = status.get("metricResults") if isinstance(status, Mapping) else None
+    return [r for r in results or () if isinstance(r, Mapping)]
+
+
+def _last_measurement(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    measurements = result.get("measurements") or []
+    last = measurements[-1] if measurements else {}
+    return last if isinstance(last, Mapping) else {}
+
+
+def metrics_table(run: Mapping[str, Any] | None) -> str:
+    """The AnalysisRun's metrics as a Markdown table (empty when it has none yet)."""
+    results = _metric_results(run)
+    if not results:
+        return ""
+    rows = [
+        "| Metric | Phase | Measurements | Successful | Failed | Inconclusive | Error | Last |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for result in results:
+        last = _last_measurement(result)
+        shown = last.get("value") or result.get("message") or last.get("message") or ""
+        name = _cell(str(result.get("name") or "?")) + (
+            " (dry run)" if result.get("dryRun") else ""
+        )
+        counts = [
+            str(int(result.get(key) or 0))
+            for key in ("count", "successful", "failed", "inconclusive", "error")
+        ]
+        rows.append(
+            f"| `{name}` | {_cell(str(result.get('phase') or ''))} | {' | '.join(counts)} | "
+            f"{_cell(str(shown))} |"
+        )
+    return "\n".join(rows)
+
+
+def verification_summary(
+    stage: str,
+    entry: Mapping[str, Any],
+    run: Mapping[str, Any] | None,
+    *,
+    freight_label: str,
+    link: str | None,
+) -> str:
+    current = str(entry.get("phase") or "Pending")
+    shown = "Aborted" if verification_status(entry, run)[1] == "cancelled" else current
+    parts = [f"Verification of Freight `{freight_label}` in Stage `{stage}`: **{shown}**"]
+    ref = entry.get("analysisRun") or {}
+    if ref.get("name"):
+        parts.append(f"AnalysisRun `{_cell(str(ref['name']))}`")
+    if entry.get("actor"):
+        parts.append(f"Requested by {quiet(_cell(str(entry['actor'])))}")
+    if entry.get("message"):
+        parts.append("> " + _cell(str(entry["message"])))
+    table = metrics_table(run)
+    if table:
+        parts += ["", table]
+    if link:
+        parts += ["", f"[Details]({link})"]
+    return clip("\n".join(parts), MAX_OUTPUT)
+
+
+def verification_text(run: Mapping[str, Any] | None) -> str | None:
+    """Each metric's last few measurements, in full (the table shows only the last, cut short)."""
+    sections = []
+    for result in _metric_results(run):
+        measurements = [m for m in result.get("measurements") or () if isinstance(m, Mapping)]
+        if not measurements and not result.get("message"):
+            continue
+        lines = [f"**{result.get('name')}** ({result.get('phase') or ''})"]
+        if result.get("message"):
+            lines.append(f"```\n{_unfence(str(result['message']))}\n```")
+        for m in measurements[-_MEASUREMENTS_SHOWN:]:
+            detail = " ".join(
+                str(v) for v in (m.get("value"), m.get("message")) if v not in (None, "")
+            )
+            when = m.get("finishedAt") or m.get("startedAt") or ""
+            lines.append(f"- {m.get('phase') or '?'} {when} {_cell(detail)}".rstrip())
+        sections.append("\n".join(lines))
+    return clip("\n\n".join(sections), MAX_OUTPUT) if sections else None
+
+
+def verification_actions(
+    stage: str, entry: Mapping[str, Any], run: Mapping[str, Any] | None, downstream: Sequence[str]
+) -> list[dict[str, str]]:
+    """Re-verify once it ended; Promote to NEXT as well when the Freight was verified."""
+    status, conclusion = verification_status(entry, run)
+    if status != "completed":
+        return []
+    out = [action("Re-verify", f"Verify {stage} again", REVERIFY)]
+    if conclusion == "success":
+        for next_stage in downstream[: MAX_ACTIONS - 1]:
+            out.append(
+                action(
+                    f"Promote to {next_stage}",
+                    f"Promote this Freight to {next_stage}",
+                    next_identifier(next_stage),
+                )
+            )
+    return out
+
+
+def verification_check_fields(
+    stage: str,
+    entry: Mapping[str, Any],
+    run: Mapping[str, Any] | None,
+    *,
+    external: str,
+    freight_label: str,
+    link: str | None = None,
+    downstream: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The body of a create/update ``verify: STAGE`` check run request (without ``head_sha``)."""
+    status, conclusion = verification_status(entry, run)
+    shown = "Aborted" if conclusion == "cancelled" else str(entry.get("phase") or "Pending")
+    fields: dict[str, Any] = {
+        "name": VERIFY_PREFIX + stage,
+        "external_id": external,
+        "status": status,
+        "output": {
+            "title": clip_plain(f"{shown}: verification of {freight_label} in {stage}", 200),
+            "summary": verification_summary(
+                stage, entry, run, freight_label=freight_label, link=link
+            ),
+        },
+        "actions": verification_actions(stage, entry, run, downstream),
+    }
+    body = verification_text(run)
+    if body:
+        fields["output"]["text"] = body
+    if conclusion:
+        fields["conclusion"] = conclusion
+    if link:
+        fields["details_url"] = link
+    return fields
+
+
+def verification_key(stage: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a ``verify:`` run shows changes only when this does."""
+    entry = latest_verification(stage)
+    if entry is None:
+        return ()
+    ref = entry.get("analysisRun") or {}
+    return (entry.get("id"), entry.get("phase"), entry.get("message"), ref.get("phase"))

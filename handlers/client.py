@@ -36,6 +36,7 @@ from cachetools import LRUCache, TLRUCache, TTLCache
 
 from handlers.settings import GitHubSettings
 from promoter.errors import StepError
+from promoter.telemetry import NO_TELEMETRY, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +208,7 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         limit: _Limit,
         stats: RequestStats,
         clock: Callable[[], float],
+        telemetry: Telemetry = NO_TELEMETRY,
         **kwargs: Any,
     ) -> None:
         super().__init__(session, REQUESTER, **kwargs)
@@ -214,6 +216,7 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         self._limit = limit
         self._stats = stats
         self._clock = clock
+        self._telemetry = telemetry
 
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
@@ -224,12 +227,14 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
             try:
                 status, response_headers, data = await super()._request(method, url, headers, body)
             except (aiohttp.ClientError, TimeoutError) as e:
+                self._telemetry.api_call("github", method, "error")
                 delay = retry_delay(599, {}, "", attempt, self._policy, self._clock())
                 if delay is None:
                     raise GitHubUnreachable(f"{method} {_path(url)}: {type(e).__name__}") from None
                 await self.sleep(_jitter(delay))
                 continue
             self._stats.record(method, _path(url), status)
+            self._telemetry.api_call("github", method, str(status))
             remaining = _header(response_headers, "x-ratelimit-remaining")
             if remaining is not None:
                 with contextlib.suppress(ValueError):
@@ -245,6 +250,7 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
             if wait <= 0:
                 limit.remaining = None
                 return
+            self._telemetry.rate_limited("github", wait)
             if wait > self._policy.max_wait:
                 raise RateLimited(
                     wait, f"GitHub API rate limit exhausted until {_when(limit.reset)}"
@@ -261,6 +267,8 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         )
         if delay is None:
             return False
+        if status < 500:
+            self._telemetry.rate_limited("github", delay)
         if delay > self._policy.max_wait:
             if status >= 500:
                 return False
@@ -313,6 +321,9 @@ class GitHubClient:
         policy: RetryPolicy | None = None,
         etag_cache: bool = True,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry = NO_TELEMETRY,
+        on_token: Callable[[str], None] | None = None,
+        timeout: float = 30.0,
     ) -> None:
         if not settings.enabled or settings.private_key is None or settings.app_id is None:
             raise ValueError("the GitHub App is not configured (GITHUB_APP_ID)")
@@ -321,6 +332,11 @@ class GitHubClient:
         self.stats = RequestStats()
         self.etag_cache = etag_cache
         self._clock = clock
+        self.telemetry = telemetry
+        # Told every installation token as it is issued (the server's log redactor).
+        self.on_token = on_token
+        # Seconds one request (with its redirects and body) may take before it is given up.
+        self.timeout = timeout
         self._session = session
         self._own_session = session is None
         self._tokens: TLRUCache[int, _Token] = TLRUCache(
@@ -338,7 +354,7 @@ class GitHubClient:
 
     async def start(self) -> None:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
             self._own_session = True
 
     async def close(self) -> None:
@@ -361,6 +377,7 @@ class GitHubClient:
             limit=self._limits.setdefault(installation, _Limit()),
             stats=self.stats,
             clock=self._clock,
+            telemetry=self.telemetry,
             base_url=self.settings.api_url,
             **kwargs,
         )
@@ -424,5 +441,7 @@ class GitHubClient:
             now = self._clock()
             expires = _parse_expiry(str(response.get("expires_at", "")), now)
             entry = _Token(str(response["token"]), max(now + 1.0, expires - TOKEN_REFRESH_MARGIN))
+            if self.on_token is not None:
+                self.on_token(entry.token)
             self._tokens[installation_id] = entry
             return entry.token

@@ -11,6 +11,13 @@ becomes one request per check run. Check-run ids are kept on the Promotion
 (``longshoreman.dev/github-checks``) so a restarted or new leader updates the same runs instead
 of creating new ones; the reply to a command is found the same way
 (``longshoreman.dev/github-reply``).
+
+Verifications are followed the same way through the controller's Stage listener
+(:meth:`Progress.on_stage`): the Stage's newest verification entry gets a ``verify: STAGE`` check
+run on the same commits as its Promotion's ``promote: STAGE`` run, one run per verification, with
+the AnalysisRun's metrics when the service can read AnalysisRuns (:class:`AnalysisRunSource`).
+Their ids are found again after a restart by name and external id through GitHub's "list check
+runs for a Git reference", so nothing needs writing to the Stage.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gidgethub
 from cachetools import LRUCache, TTLCache
@@ -36,6 +43,13 @@ from promoter.model import name_of, namespace_of
 from promoter.steps.github import repo_full_name
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class AnalysisRunSource(Protocol):
+    """What a PromotionService may also offer: AnalysisRuns to read, for ``verify:`` runs."""
+
+    async def analysis_run(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
 
 def freight_label(freight: Mapping[str, Any] | None, name: str) -> str:
@@ -86,7 +100,10 @@ class Progress:
         self._check_urls: LRUCache[str, str] = LRUCache(maxsize=10_000)
         self._sent: LRUCache[tuple[str, str], str] = LRUCache(maxsize=50_000)
         self._not_installed: TTLCache[str, bool] = TTLCache(maxsize=4096, ttl=600)
+        self._latest_stages: dict[str, dict[str, Any]] = {}
+        self._verify_ids: LRUCache[tuple[str, str], int] = LRUCache(maxsize=50_000)
         self.synced = 0
+        self.verifications_synced = 0
 
     # ---- controller listener ----------------------------------------------------------------
 
@@ -115,6 +132,34 @@ class Progress:
         promotion = self._latest.pop(key, None)
         if promotion is not None:
             await self.sync(promotion)
+
+    def on_stage(self, stage: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """The controller's Stage listener; like :meth:`on_promotion`, it only queues."""
+        if not self.deps.service.is_leader():
+            return
+        view = checks.verification_key(stage)
+        if not view:
+            return
+        key = f"{namespace_of(stage) or 'default'}/{name_of(stage)}"
+        if self._views.get(f"stage:{key}") == view:
+            return
+        self._views[f"stage:{key}"] = view
+        first = key not in self._latest_stages
+        self._latest_stages[key] = copy.deepcopy(stage)
+        if first and not self.queue.submit(f"stage:{key}", lambda: self._sync_stage(key)):
+            self._latest_stages.pop(key, None)
+            self._views.pop(f"stage:{key}", None)
+
+    async def _sync_stage(self, key: str) -> None:
+        stage = self._latest_stages.pop(key, None)
+        if stage is None:
+            return
+        try:
+            await self.sync_verification(stage)
+        except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
+            log.warning("updating the verify check runs of Stage %s failed: %s", key, e)
+            # Forget what was shown, so the next change of the Stage tries again.
+            self._views.pop(f"stage:{key}", None)
 
     # ---- syncing ----------------------------------------------------------------------------
 
@@ -153,6 +198,21 @@ class Progress:
                 return None
             raise
 
+    async def _targets(
+        self, promotion: Mapping[str, Any] | None, freight: Mapping[str, Any] | None
+    ) -> list[tuple[str, str]]:
+        """The commits a Promotion's checks go on: the Freight's, and its pull requests' heads."""
+        targets = commit_targets(freight)
+        for repo, number in pull_targets(promotion or {}):
+            # The PR a step opened gets the check too, on its head commit (an ETag-cached read).
+            api = await self._api_for(repo)
+            if api is not None:
+                pull = await api.getitem(f"/repos/{repo}/pulls/{number}")
+                head = str((pull.get("head") or {}).get("sha") or "")
+                if head and (repo, head) not in targets:
+                    targets.append((repo, head))
+        return targets
+
     async def _sync_checks(
         self,
         promotion: Mapping[str, Any],
@@ -165,15 +225,7 @@ class Progress:
         ids.update(self._check_ids.get(key) or {})
         downstream = checks.downstream_stages(checks.stage_of(promotion), snapshot.stages)
         created = False
-        targets = commit_targets(freight)
-        for repo, number in pull_targets(promotion):
-            # The PR a step opened gets the check too, on its head commit (an ETag-cached read).
-            api = await self._api_for(repo)
-            if api is not None:
-                pull = await api.getitem(f"/repos/{repo}/pulls/{number}")
-                head = str((pull.get("head") or {}).get("sha") or "")
-                if head and (repo, head) not in targets:
-                    targets.append((repo, head))
+        targets = await self._targets(promotion, freight)
         for repo, sha in targets:
             api = await self._api_for(repo)
             if api is None:
@@ -226,3 +278,79 @@ class Progress:
             return
         await api.patch(f"/repos/{repo}/issues/comments/{int(comment)}", data={"body": body})
         self._sent[key] = digest
+
+    # ---- verify: STAGE ----------------------------------------------------------------------
+
+    async def sync_verification(self, stage: Mapping[str, Any]) -> None:
+        """Create or update the ``verify: STAGE`` check runs of the Stage's newest verification."""
+        entry = checks.latest_verification(stage)
+        if entry is None:
+            return
+        namespace = namespace_of(stage) or "default"
+        stage_name = name_of(stage)
+        snapshot = await self.deps.service.snapshot(namespace)
+        promotion_name = checks.verification_promotion(stage, entry)
+        promotion = next((p for p in snapshot.promotions if name_of(p) == promotion_name), None)
+        last = (stage.get("status") or {}).get("lastPromotion") or {}
+        freight_name = (
+            checks.freight_of(promotion)
+            if promotion is not None
+            else str((last.get("freight") or {}).get("name") or "")
+        )
+        freight = next((f for f in snapshot.freight if name_of(f) == freight_name), None)
+        run = await self._analysis_run(entry)
+        external = checks.verification_external_id(namespace, promotion_name, entry)
+        link = self.deps.settings.link_for(namespace, promotion_name) if promotion_name else None
+        fields = checks.verification_check_fields(
+            stage_name,
+            entry,
+            run,
+            external=external,
+            freight_label=freight_label(freight, freight_name),
+            link=link,
+            downstream=checks.downstream_stages(stage_name, snapshot.stages),
+        )
+        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+        for repo, sha in await self._targets(promotion, freight):
+            target = f"{repo}@{sha}"
+            if self._sent.get((external, target)) == digest:
+                continue
+            api = await self._api_for(repo)
+            if api is None:
+                continue
+            run_id = self._verify_ids.get((external, target))
+            if run_id is None:
+                run_id = await self._find_check_run(api, repo, sha, fields["name"], external)
+            if run_id is None:
+                data = await api.post(f"/repos/{repo}/check-runs", data={"head_sha": sha, **fields})
+                run_id = int(data["id"])
+            else:
+                await api.patch(f"/repos/{repo}/check-runs/{run_id}", data=fields)
+            self._verify_ids[(external, target)] = run_id
+            self._sent[(external, target)] = digest
+        self.verifications_synced += 1
+
+    async def _analysis_run(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        ref = entry.get("analysisRun") or {}
+        source = self.deps.service
+        if not ref.get("name") or not isinstance(source, AnalysisRunSource):
+            return None
+        return await source.analysis_run(str(ref.get("namespace") or ""), str(ref["name"]))
+
+    async def _find_check_run(
+        self, api: GitHubAPI, repo: str, sha: str, name: str, external: str
+    ) -> int | None:
+        """Our run with this name and external id on ``sha`` (one made before a restart)."""
+        app_id = self.deps.settings.app_id
+        async for run in api.getiter(
+            f"/repos/{repo}/commits/{sha}/check-runs{{?check_name,filter,per_page}}",
+            {"check_name": name, "filter": "all", "per_page": 100},
+            iterable_key="check_runs",
+        ):
+            if (
+                run.get("name") == name
+                and run.get("external_id") == external
+                and str((run.get("app") or {}).get("id")) == str(app_id)
+            ):
+                return int(run["id"])
+        return None

@@ -60,6 +60,21 @@ class GitHubSettings:
     def enabled(self) -> bool:
         return self.app_id is not None
 
+    @property
+    def git_base_url(self) -> str:
+        """Where this GitHub serves git over HTTPS (``scheme://host[:port]``), from the API URL.
+
+        ``https://api.github.com`` -> ``https://github.com``; ``https://api.HOST`` (GitHub
+        Enterprise Cloud with data residency) -> ``https://HOST``; otherwise (GitHub Enterprise
+        Server's ``https://HOST/api/v3``, a test server) the API URL's own scheme and host.
+        """
+        parts = urlsplit(self.api_url)
+        host = (parts.hostname or "").lower()
+        if host.startswith("api."):
+            host = host.removeprefix("api.")
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme.lower()}://{host}{port}"
+
     def project_for(self, repo_full_name: str) -> str:
         """The namespace (Kargo project) commands in ``owner/repo`` act on."""
         return self.repo_projects.get(repo_full_name.lower(), self.project)

@@ -33,11 +33,13 @@ from gidgethub import sansio
 from handlers import routing
 from handlers.client import GitHubClient, RetryPolicy
 from handlers.context import Deps, Permissions
+from handlers.git_credentials import GitHubGitCredentials
 from handlers.progress import Progress
 from handlers.pull_requests import GitHubPullRequests
 from handlers.queue import KeyedQueue
 from handlers.settings import GitHubSettings
 from promoter.chatops import PromotionService
+from promoter.telemetry import NO_TELEMETRY, Telemetry, log_context
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +64,23 @@ class GitHubIntegration:
         client: GitHubClient | None = None,
         policy: RetryPolicy | None = None,
         max_pending: int = 10_000,
+        telemetry: Telemetry = NO_TELEMETRY,
+        on_token: Callable[[str], None] | None = None,
     ) -> None:
         if not settings.enabled or not settings.webhook_secret:
             raise ValueError("GitHub is not configured: GITHUB_APP_ID and GITHUB_WEBHOOK_SECRET")
         self.settings = settings
-        self.client = client or GitHubClient(settings, policy=policy)
+        self.telemetry = telemetry
+        self.client = client or GitHubClient(
+            settings, policy=policy, telemetry=telemetry, on_token=on_token
+        )
         self.queue = KeyedQueue(workers=settings.webhook_workers, max_pending=max_pending)
         self.deps = Deps(settings, self.client, service, Permissions())
         self.progress = Progress(self.deps, self.queue)
         # The step port: put it at StepServices.extra["github"] when building the controller.
         self.pull_requests = GitHubPullRequests(self.client)
+        # The git steps' credentials: put it at GitSettings.credentials.
+        self.git_credentials = GitHubGitCredentials(self.client)
         self._seen: TTLCache[str, bool] = TTLCache(maxsize=DELIVERY_MEMORY, ttl=DELIVERY_TTL)
         # Recent deliveries handled, for tests and the benchmark ("none lost or twice").
         self.handled: deque[str] = deque(maxlen=DELIVERY_MEMORY)
@@ -84,6 +93,10 @@ class GitHubIntegration:
     def on_promotion(self, promotion: dict[str, Any], old: dict[str, Any] | None) -> None:
         """The controller listener (see ``Controller.listeners``)."""
         self.progress.on_promotion(promotion, old)
+
+    def on_stage(self, stage: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """The controller's Stage listener (``Controller.stage_listeners``): verify check runs."""
+        self.progress.on_stage(stage, old)
 
     async def lifecycle(self, app: web.Application) -> AsyncIterator[None]:
         """For ``app.cleanup_ctx``: one client session for the app's life; drain on the way out."""
@@ -98,10 +111,15 @@ class GitHubIntegration:
 
     async def handle(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
+        # Until the signature is verified, the event header is a stranger's text: it must not
+        # become a metric label (each distinct value would be a new series).
+        count = self.telemetry.webhook_delivery
         if (request.content_length or 0) > MAX_BODY:
+            count("github", "unverified", "too_large")
             return _answer(413, "payload larger than GitHub sends")
         body = await request.content.read(MAX_BODY + 1)
         if len(body) > MAX_BODY:
+            count("github", "unverified", "too_large")
             return _answer(413, "payload larger than GitHub sends")
         try:
             event = sansio.Event.from_http(
@@ -113,29 +131,38 @@ class GitHubIntegration:
                 e,
                 extra={"delivery_id": request.headers.get("X-GitHub-Delivery")},
             )
+            count("github", "unverified", "invalid_signature")
             return _answer(401, "signature missing or invalid")
         except gidgethub.BadRequest as e:
             # gidgethub raises 415 for a content type it cannot decode, and for a body that is
             # not JSON at all.
+            count("github", "unverified", "bad_request")
             return _answer(int(e.status_code), "expected a JSON body (application/json)")
         except KeyError as e:
+            count("github", "unverified", "bad_request")
             return _answer(400, f"missing header {e.args[0]}")
         if not isinstance(event.data, dict):
+            count("github", event.event, "bad_request")
             return _answer(400, "expected a JSON object")
         extra = {"delivery_id": event.delivery_id, "github_event": event.event}
         if event.event == "ping":
             log.info("ping from GitHub: %s", event.data.get("zen"), extra=extra)
+            count("github", event.event, "ping")
             return _answer(200, "pong")
         if not event.delivery_id:
+            count("github", event.event, "bad_request")
             return _answer(400, "missing X-GitHub-Delivery")
         if event.delivery_id in self._seen:
             log.info("duplicate delivery ignored", extra=extra)
+            count("github", event.event, "duplicate")
             return _answer(200, "duplicate delivery; already accepted")
         key = routing.ordering_key(event)
         if not self.queue.submit(key, lambda: self._process(event)):
             log.warning("webhook backlog full; refusing delivery", extra=extra)
+            count("github", event.event, "busy")
             return _answer(503, "busy; redeliver later")
         self._seen[event.delivery_id] = True
+        count("github", event.event, "accepted")
         log.debug(
             "accepted %s in %.1f ms",
             event.event,
@@ -145,8 +172,12 @@ class GitHubIntegration:
         return _answer(202, "accepted")
 
     async def _process(self, event: sansio.Event) -> None:
-        self.failed_handlers += await routing.dispatch(event, self.deps)
+        # Every line the handlers log for this delivery carries its id.
+        with log_context(delivery_id=event.delivery_id):
+            failed = await routing.dispatch(event, self.deps)
+        self.failed_handlers += failed
         self.handled.append(event.delivery_id)
+        self.telemetry.webhook_delivery("github", event.event, "failed" if failed else "handled")
 
 
 def _answer(status: int, message: str) -> web.Response:
@@ -163,18 +194,27 @@ def setup_github(
     service: PromotionService,
     *,
     listeners: list[Listener] | None = None,
+    stage_listeners: list[Listener] | None = None,
     client: GitHubClient | None = None,
     policy: RetryPolicy | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
+    on_token: Callable[[str], None] | None = None,
 ) -> GitHubIntegration:
     """Add ``POST /github/webhook`` and the background workers to ``app``.
 
     ``listeners`` is the controller's ``listeners`` list: check runs and command replies follow
-    Promotions through it (on the leader only). Put ``integration.pull_requests`` at
-    ``StepServices.extra["github"]`` for the pull-request steps.
+    Promotions through it (on the leader only); ``stage_listeners`` (the controller's
+    ``stage_listeners``) likewise carries verifications to ``verify:`` check runs. Put
+    ``integration.pull_requests`` at ``StepServices.extra["github"]`` for the pull-request steps
+    and ``integration.git_credentials`` at ``GitSettings.credentials`` for the git steps.
     """
-    integration = GitHubIntegration(settings, service, client=client, policy=policy)
+    integration = GitHubIntegration(
+        settings, service, client=client, policy=policy, telemetry=telemetry, on_token=on_token
+    )
     app.router.add_post(WEBHOOK_PATH, integration.handle)
     app.cleanup_ctx.append(integration.lifecycle)
     if listeners is not None:
         listeners.append(integration.on_promotion)
+    if stage_listeners is not None:
+        stage_listeners.append(integration.on_stage)
     return integration

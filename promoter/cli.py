@@ -20,7 +20,12 @@ from promoter.errors import InvalidInput
 from promoter.manifests import load
 from promoter.model import Promotion, Var
 from promoter.runner import RunOptions, run_promotion
-from promoter.steps.base import GitSettings, StepServices
+from promoter.steps.base import GitSettings, HttpSettings, StepServices
+from promoter.steps.http import HostRules
+
+# The local runner runs a developer's own manifests on their own machine, where the services a
+# promotion talks to (and the examples' fakes) are often on loopback; the server allows none.
+LOCAL_HTTP_ALLOW = ("127.0.0.0/8", "::1", "localhost")
 
 EXIT_OK = 0
 EXIT_PROMOTION_FAILED = 1
@@ -81,6 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a gitconfig for git steps (credential helpers, url.<base>.insteadOf "
         "rules); credentials never go in manifests",
     )
+    run.add_argument(
+        "--http-allow",
+        default=",".join(LOCAL_HTTP_ALLOW),
+        metavar="HOSTS",
+        help="hosts the http step may reach besides public ones: comma-separated names, "
+        "*.suffix, IPs or CIDRs (default: loopback, for services on this machine; the server "
+        "allows none unless LONGSHOREMAN_HTTP_ALLOW says so)",
+    )
     sub.add_parser(
         "demo",
         help="promote the example manifests into a throwaway local git remote",
@@ -116,13 +129,21 @@ class Progress:
         print(f"    waiting {seconds:.1f}s before checking again", file=self.stream, flush=True)
 
 
-def _services(git_config: Path | None) -> StepServices:
+def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
     env = {}
     if git_config is not None:
         if not git_config.is_file():
             raise InvalidInput("no such file", field="--git-config", source=str(git_config))
         env["GIT_CONFIG_GLOBAL"] = str(git_config.resolve())
-    return StepServices(git=GitSettings(env=env))
+    allow = tuple(h.strip() for h in http_allow.split(",") if h.strip())
+    try:
+        HostRules.parse(allow)
+    except ValueError as e:
+        raise InvalidInput(str(e), field="--http-allow") from None
+    # With an allow list, only what it lists is reachable; "*" keeps every public host open.
+    if allow:
+        allow = ("*", *allow)
+    return StepServices(git=GitSettings(env=env), http=HttpSettings(allow_hosts=allow))
 
 
 def cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -136,7 +157,7 @@ def cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             namespace=args.namespace,
             vars=[parse_var(v) for v in args.var],
             work_dir=args.work_dir,
-            services=_services(args.git_config),
+            services=_services(args.git_config, args.http_allow),
         )
         promotion = asyncio.run(
             run_promotion(manifests, options, observer=progress.step, on_wait=progress.wait)

@@ -167,17 +167,40 @@ def _stable_id(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+def _last_finished(
+    finished: Sequence[Mapping[str, Any]],
+    finished_last: str | None,
+    recorded: Mapping[str, Any],
+) -> Mapping[str, Any]:
+    """The Promotion that finished last, of ``finished`` (sorted by finishedAt).
+
+    Promotions finished within the same second tie on finishedAt, and their names need not sort
+    by time (``p10`` < ``p9``): the one the caller has just finished wins, then the one recorded
+    as last before (it was, when recorded), then queue order.
+    """
+    latest = (finished[-1].get("status") or {}).get("finishedAt") or ""
+    tied = [p for p in finished if ((p.get("status") or {}).get("finishedAt") or "") == latest]
+    for wanted in (finished_last, recorded.get("name")):
+        for promotion in tied:
+            if wanted and name_of(promotion) == wanted:
+                return promotion
+    return max(tied, key=queue_key)
+
+
 def stage_status(
     stage: Mapping[str, Any],
     promotions: Iterable[Mapping[str, Any]],
     now: datetime,
     *,
     succeeded_freight: Mapping[str, Any] | None = None,
+    finished_last: str | None = None,
 ) -> dict[str, Any]:
     """The Stage's status after looking at its Promotions.
 
     ``succeeded_freight`` is the Freight of a Promotion that has just succeeded: it becomes the
-    Stage's current Freight (the head of ``freightHistory``).
+    Stage's current Freight (the head of ``freightHistory``). ``finished_last`` names the
+    Promotion that has just finished, which ``finishedAt`` alone (second precision) cannot
+    always tell.
     """
     old = dict(stage.get("status") or {})
     queue = StageQueue(promotions)
@@ -198,7 +221,8 @@ def stage_status(
     else:
         status.pop("currentPromotion", None)
     if finished:
-        status["lastPromotion"] = promotion_summary(finished[-1])
+        last = _last_finished(finished, finished_last, old.get("lastPromotion") or {})
+        status["lastPromotion"] = promotion_summary(last)
     history = list(old.get("freightHistory") or [])
     if succeeded_freight is not None:
         head = freight_collection(succeeded_freight, history[0] if history else None)

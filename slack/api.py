@@ -15,6 +15,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from promoter.telemetry import NO_TELEMETRY, Telemetry
 from slack.blocks import Message
 
 
@@ -56,19 +57,47 @@ def retry_after_of(headers: Mapping[str, str] | None, default: float = 1.0) -> f
 class SlackApi:
     """Thin, typed calls over one :class:`AsyncWebClient` with a shared HTTP session."""
 
-    def __init__(self, client: AsyncWebClient, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        session: aiohttp.ClientSession,
+        telemetry: Telemetry = NO_TELEMETRY,
+    ) -> None:
         self.client = client
         self.session = session
+        self.telemetry = telemetry
 
     @classmethod
-    def create(cls, token: str, api_url: str, *, timeout: int = 10) -> SlackApi:
+    def create(
+        cls,
+        token: str,
+        api_url: str,
+        *,
+        timeout: float = 10,
+        telemetry: Telemetry = NO_TELEMETRY,
+    ) -> SlackApi:
         # One session for every call: without it slack_sdk opens a new connection per request.
+        # The timeout covers each whole call, so a stalled Slack cannot hold a worker.
         session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
-        client = AsyncWebClient(token=token, base_url=api_url, timeout=timeout, session=session)
+        client = AsyncWebClient(
+            token=token, base_url=api_url, timeout=int(max(1, timeout)), session=session
+        )
         # Retries are ours (RateLimited / SlackUnavailable): the default handler would retry a
         # connection error inside a call we are timing and coalescing.
         client.retry_handlers = []
-        return cls(client, session)
+        return cls(client, session, telemetry)
+
+    def _outcome(self, method: str, error: SlackError | None) -> None:
+        outcomes: dict[type[SlackError] | None, str] = {
+            None: "ok",
+            RateLimited: "rate_limited",
+            SlackUnavailable: "unavailable",
+            SlackRefused: "refused",
+        }
+        outcome = outcomes.get(type(error) if error is not None else None, "error")
+        self.telemetry.api_call("slack", method, outcome)
+        if isinstance(error, RateLimited):
+            self.telemetry.rate_limited("slack", error.retry_after)
 
     async def close(self) -> None:
         await self.session.close()
@@ -78,7 +107,7 @@ class SlackApi:
         # arguments (usergroups.users.list) and which take a JSON body (chat.*).
         call = getattr(self.client, method.replace(".", "_"))
         try:
-            response = await call(**kwargs)
+            response = await self._counted(method, call(**kwargs))
         except SlackApiError as e:
             status = getattr(e.response, "status_code", 0)
             headers = getattr(e.response, "headers", None)
@@ -93,6 +122,27 @@ class SlackApi:
             raise SlackUnavailable(f"{method}: {type(e).__name__}: {e}") from None
         data = response.data
         return data if isinstance(data, Mapping) else {}
+
+    async def _counted(self, method: str, call: Any) -> Any:
+        """Await one Web API call, reporting its outcome (errors as _call classifies them)."""
+        try:
+            response = await call
+        except SlackApiError as e:
+            status = getattr(e.response, "status_code", 0)
+            if status == 429:
+                headers = getattr(e.response, "headers", None)
+                error: SlackError = RateLimited(method, retry_after_of(headers))
+            elif status >= 500 or status == 0:
+                error = SlackUnavailable(method)
+            else:
+                error = SlackRefused(method, "")
+            self._outcome(method, error)
+            raise
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            self._outcome(method, SlackUnavailable(method))
+            raise
+        self._outcome(method, None)
+        return response
 
     async def auth_test(self) -> Mapping[str, Any]:
         return await self._call("auth.test")
@@ -140,8 +190,14 @@ class SlackApi:
                     raise SlackUnavailable(f"response_url: HTTP {response.status}")
                 if response.status >= 400:
                     raise SlackRefused("response_url", f"HTTP {response.status}")
+        except SlackError as e:
+            self._outcome("response_url", e)
+            raise
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            raise SlackUnavailable(f"response_url: {type(e).__name__}: {e}") from None
+            error = SlackUnavailable(f"response_url: {type(e).__name__}: {e}")
+            self._outcome("response_url", error)
+            raise error from None
+        self._outcome("response_url", None)
 
 
 def backoff(error: Exception, attempt: int, base: float = 1.0, cap: float = 30.0) -> float:

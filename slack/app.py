@@ -24,15 +24,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from promoter.chatops import Command, CommandError, PromotionService
 from promoter.errors import InvalidInput
 from promoter.model import name_of
+from promoter.telemetry import NO_TELEMETRY, Telemetry
 from slack import messages as m
 from slack.api import SlackApi, SlackError
 from slack.blocks import Message
@@ -61,6 +63,13 @@ from slack.settings import SlackSettings
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+# Slash commands and button clicks are a few kilobytes; refuse anything far bigger before
+# reading it (the app's own limit is sized for GitHub's 25 MB webhooks).
+MAX_BODY = 1024 * 1024
+# Metric labels for what a verified request was (Slack's payload types we may see).
+_KINDS = frozenset(
+    {"block_actions", "view_submission", "view_closed", "shortcut", "message_action"}
+)
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,14 @@ class Requester:
         )
 
 
+def _kind(body: Mapping[str, Any]) -> str:
+    """What a verified request was, as a metric label from a fixed set."""
+    if body.get("command"):
+        return "command"
+    kind = str(body.get("type") or "")
+    return kind if kind in _KINDS else "other"
+
+
 def _action_value(body: Mapping[str, Any]) -> str:
     acts = body.get("actions") or [{}]
     return str((acts[0] or {}).get("value") or "")
@@ -111,10 +128,12 @@ class SlackIntegration:
         service: PromotionService,
         *,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.settings = settings
         self.service = service
         self.clock = clock
+        self.telemetry = telemetry
         self.api: SlackApi | None = None
         self.groups: UserGroups | None = None
         self.live = LiveMessages(
@@ -123,6 +142,7 @@ class SlackIntegration:
             verify_poll=settings.verify_poll,
             verify_window=settings.verify_window,
             retry_delay=settings.retry_delay,
+            promotion_url=settings.promotion_url,
         )
         self._jobs: set[asyncio.Task[None]] = set()
         self._confirmed: dict[str, float] = {}  # nonce -> expiry: one Promotion per Confirm
@@ -171,7 +191,9 @@ class SlackIntegration:
     # ---- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.api = SlackApi.create(self.settings.bot_token, self.settings.api_url)
+        self.api = SlackApi.create(
+            self.settings.bot_token, self.settings.api_url, telemetry=self.telemetry
+        )
         self.groups = UserGroups(self.api, ttl=self.settings.usergroup_ttl)
         self.live.start(self.api)
         self._spawn(self._check_token())
@@ -210,7 +232,37 @@ class SlackIntegration:
 
     async def handle(self, request: web.Request) -> web.Response:
         """``POST /slack/events``."""
-        response = await self.bolt.async_dispatch(await to_bolt_request(request))
+        count = self.telemetry.webhook_delivery
+        if (request.content_length or 0) > MAX_BODY:
+            count("slack", "unverified", "too_large")
+            return web.Response(status=413, text="payload too large\n")
+        body = await request.content.read(MAX_BODY + 1)
+        if len(body) > MAX_BODY:
+            count("slack", "unverified", "too_large")
+            return web.Response(status=413, text="payload too large\n")
+        try:
+            bolt_request = AsyncBoltRequest(
+                body=body.decode("utf-8", errors="replace"),
+                query=request.query_string,
+                headers=dict(request.headers),
+            )
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+            # Bolt parses the body before verifying the signature, and trips on payloads that
+            # are not JSON objects (payload=null): that is a bad request, not our crash.
+            count("slack", "unverified", "bad_request")
+            return web.Response(status=400, text="malformed request\n")
+        response = await self.bolt.async_dispatch(bolt_request)
+        if response.status >= 500:
+            # Bolt answers 500 when its own matching trips on a payload of an unexpected shape
+            # (actions: null); our listeners only ack. Slack would retry a 5xx for nothing.
+            log.warning("Slack request of an unexpected shape refused (bolt failed on it)")
+            count("slack", _kind(bolt_request.body), "bad_request")
+            return web.Response(status=400, text="malformed request\n")
+        if response.status == 401:
+            count("slack", "unverified", "invalid_signature")
+        else:
+            outcome = {200: "accepted", 404: "unhandled"}.get(response.status, "error")
+            count("slack", _kind(bolt_request.body), outcome)
         return await to_aiohttp_response(response)
 
     async def _check_token(self) -> None:
@@ -465,12 +517,13 @@ def setup_slack(
     service: PromotionService,
     *,
     clock: Callable[[], float] = time.time,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> SlackIntegration:
     """Mount Slack on ``app`` (``POST /slack/events``); start and stop it with the app.
 
     The caller appends ``integration.on_promotion`` to the controller's listeners.
     """
-    integration = SlackIntegration(settings, service, clock=clock)
+    integration = SlackIntegration(settings, service, clock=clock, telemetry=telemetry)
     app.router.add_post(EVENTS_PATH, integration.handle)
     app.cleanup_ctx.append(integration.lifecycle)
     return integration

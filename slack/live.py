@@ -72,8 +72,11 @@ class LiveMessages:
         verify_poll: float = 10.0,
         verify_window: float = 1800.0,
         retry_delay: float = 1.0,
+        promotion_url: str | None = None,
     ) -> None:
         self.service = service
+        # {namespace}/{promotion} template of the Promotion's status page (None: no link).
+        self.promotion_url = promotion_url
         self.update_interval = update_interval
         self.verify_poll = verify_poll
         self.verify_window = verify_window
@@ -305,7 +308,12 @@ class LiveMessages:
             next((f for f in snapshot.freight if f.get("alias") == freight_ref), None),
         )
         verification = verification_of(obj, stage)
-        message = render_promotion(obj, stage=stage, stages=snapshot.stages, freight=freight)
+        link = None
+        if self.promotion_url:
+            link = self.promotion_url.format(namespace=namespace, promotion=name)
+        message = render_promotion(
+            obj, stage=stage, stages=snapshot.stages, freight=freight, link=link
+        )
 
         record = self._records.get(key) or MessageRecord.of(obj)
         if record is None:

@@ -302,8 +302,10 @@ def render_promotion(
     stage: Mapping[str, Any] | None = None,
     stages: Sequence[Mapping[str, Any]] = (),
     freight: Mapping[str, Any] | None = None,
+    link: str | None = None,
 ) -> Message:
-    """The one message that follows a Promotion from creation to verification."""
+    """The one message that follows a Promotion from creation to verification; ``link`` (the
+    Promotion's status page) goes in its facts line."""
     name = name_of(promotion)
     namespace = str(meta(promotion).get("namespace") or "default")
     spec = promotion.get("spec") or {}
@@ -327,6 +329,8 @@ def render_promotion(
     facts = [f"Promotion `{b.escape(name)}`", f"by {actor_label(actor)}"]
     if _duration(status):
         facts.append(_duration(status))
+    if link:
+        facts.append(f"<{b.escape(link)}|Details>")
     blocks.append(b.context(" · ".join(facts)))
     if lines:
         blocks.extend(b.chunked_sections(_step_text(s) for s in lines))

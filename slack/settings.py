@@ -58,6 +58,14 @@ class SlackSettings:
     usergroup_ttl: float = 60.0
     # First wait after Slack (or the cluster) failed a live-message update; doubles to 30 s.
     retry_delay: float = 1.0
+    # Link template for a Promotion's page ({namespace}, {promotion}); the app layer sets it
+    # from LONGSHOREMAN_PUBLIC_URL. None: messages carry no link.
+    promotion_url: str | None = None
+
+    def link_for(self, namespace: str, promotion: str) -> str | None:
+        if not self.promotion_url:
+            return None
+        return self.promotion_url.format(namespace=namespace, promotion=promotion)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SlackSettings:

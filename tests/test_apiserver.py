@@ -529,6 +529,91 @@ async def test_schema_pruning_defaults_and_validation(kube: RunningApiServer) ->
         assert {c["field"] for c in status["details"]["causes"]} == {"spec.color", "spec.size"}
 
 
+async def test_updates_ratchet_validation_of_unchanged_fields(kube: RunningApiServer) -> None:
+    """As kube-apiserver's CRD validation ratcheting: after the schema tightens, an object
+    whose old values no longer pass can still be updated elsewhere; changing the invalid
+    value itself must pass the new schema."""
+    api = kube.api_client()
+    ext = client.ApiextensionsV1Api(api)
+    crs = client.CustomObjectsApi(api)
+    await crs.create_namespaced_custom_object(
+        TEST_GROUP, "v1", NS, "widgets", widget("w", tags=["x" * 10])
+    )
+    crd = await ext.read_custom_resource_definition(f"widgets.{TEST_GROUP}")
+    stricter = api.sanitize_for_serialization(crd)
+    spec_schema = stricter["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    spec_schema["spec"]["properties"]["tags"]["maxItems"] = 0
+    await ext.replace_custom_resource_definition(f"widgets.{TEST_GROUP}", stricter)
+
+    patched = await crs.patch_namespaced_custom_object(
+        TEST_GROUP, "v1", NS, "widgets", "w", {"spec": {"size": 3}}
+    )
+    assert patched["spec"] == {"color": "red", "size": 3, "tags": ["x" * 10]}
+    with pytest.raises(ApiException) as invalid:
+        await crs.patch_namespaced_custom_object(
+            TEST_GROUP, "v1", NS, "widgets", "w", {"spec": {"tags": ["y"]}}
+        )
+    assert invalid.value.status == 422
+    assert status_of(invalid.value)["details"]["causes"][0]["field"] == "spec.tags"
+
+
+async def test_a_field_the_schema_no_longer_declares_is_pruned_on_the_next_write(
+    kube: RunningApiServer,
+) -> None:
+    api = kube.api_client()
+    ext = client.ApiextensionsV1Api(api)
+    crs = client.CustomObjectsApi(api)
+    await crs.create_namespaced_custom_object(
+        TEST_GROUP, "v1", NS, "widgets", widget("w", size=5, tags=["a"])
+    )
+    crd = api.sanitize_for_serialization(
+        await ext.read_custom_resource_definition(f"widgets.{TEST_GROUP}")
+    )
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    del spec["properties"]["tags"]
+    await ext.replace_custom_resource_definition(f"widgets.{TEST_GROUP}", crd)
+    patched = await crs.patch_namespaced_custom_object(
+        TEST_GROUP, "v1", NS, "widgets", "w", {"spec": {"size": 6}}
+    )
+    assert patched["spec"] == {"color": "red", "size": 6}
+
+
+async def test_each_watch_event_shows_its_own_version(
+    kube: RunningApiServer, crs: client.CustomObjectsApi
+) -> None:
+    """Writes never change an object already committed: events read from the watch log after
+    several later writes still show what each write made."""
+    created = await crs.create_namespaced_custom_object(
+        TEST_GROUP, "v1", NS, "widgets", widget("w", extra={"history": []})
+    )
+    start = created["metadata"]["resourceVersion"]
+    for n in range(1, 4):
+        await crs.patch_namespaced_custom_object(
+            TEST_GROUP, "v1", NS, "widgets", "w", {"spec": {"size": n, "extra": {"n": n}}}
+        )
+        await crs.patch_namespaced_custom_object_status(
+            TEST_GROUP, "v1", NS, "widgets", "w", {"status": {"seen": n}}
+        )
+    events = await watch_events(
+        crs.list_namespaced_custom_object,
+        TEST_GROUP,
+        "v1",
+        NS,
+        "widgets",
+        resource_version=start,
+        timeout_seconds=1,
+    )
+    shown = [(e["object"]["spec"], e["object"].get("status")) for e in events]
+    assert shown == [
+        ({"color": "red", "size": 1, "extra": {"history": [], "n": 1}}, None),
+        ({"color": "red", "size": 1, "extra": {"history": [], "n": 1}}, {"seen": 1}),
+        ({"color": "red", "size": 2, "extra": {"history": [], "n": 2}}, {"seen": 1}),
+        ({"color": "red", "size": 2, "extra": {"history": [], "n": 2}}, {"seen": 2}),
+        ({"color": "red", "size": 3, "extra": {"history": [], "n": 3}}, {"seen": 2}),
+        ({"color": "red", "size": 3, "extra": {"history": [], "n": 3}}, {"seen": 3}),
+    ]
+
+
 # ------------------------------------------------------------------------ selectors
 
 

@@ -8,14 +8,18 @@ kinds our callers see.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 from kubernetes.aio.client import Configuration
 
+from app.apiserver.patching import merge_patch
 from app.kube import (
     APPLICATIONS,
     CLUSTER_PROMOTION_TASKS,
@@ -32,6 +36,7 @@ from app.kube import (
     error_for,
     event_for,
     load_kube,
+    merge_patch_between,
     micro_time,
     parse_retry_after,
     resource_path,
@@ -410,3 +415,125 @@ async def test_emit_event_is_visible_and_best_effort(
     server.faults.add("error", methods="POST")
     await kube.emit_event(created, reason="X", message="lost")  # does not raise
     assert "could not record event X" in caplog.text
+
+
+@contextlib.asynccontextmanager
+async def recording_proxy(target: str) -> AsyncIterator[tuple[str, list[tuple[str, str]]]]:
+    """A plain HTTP proxy on 127.0.0.1 that forwards to ``target`` and records what it saw
+    (request target and Proxy-Authorization)."""
+    seen: list[tuple[str, str]] = []
+
+    async def forward(request: web.Request) -> web.Response:
+        seen.append((str(request.url), request.headers.get("Proxy-Authorization", "")))
+        async with aiohttp.ClientSession() as session:
+            async with session.request(
+                request.method,
+                target + request.path_qs,
+                data=await request.read(),
+                headers={k: v for k, v in request.headers.items() if k.startswith("Content")},
+            ) as answer:
+                return web.Response(
+                    status=answer.status, body=await answer.read(), content_type="application/json"
+                )
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", forward)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}", seen
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_proxy_from_the_environment_is_used_and_looked_up_once(
+    server: RunningApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with recording_proxy(server.url) as (proxy, seen):
+        user_proxy = proxy.replace("http://", "http://user:pa55@")
+        monkeypatch.setenv("HTTP_PROXY", user_proxy)
+        kube = Kube(server.api_client())
+        await kube.create(PROMOTIONS, promotion("p1"))
+        # Changing the environment afterwards changes nothing: it was read at start.
+        monkeypatch.delenv("HTTP_PROXY")
+        assert (await kube.get(PROMOTIONS, NS, "p1"))["metadata"]["name"] == "p1"
+        await kube.close()
+    assert [url.endswith("/promotions") for url, _ in seen] == [True, False]
+    assert (
+        seen[1][0] == f"{server.url}/apis/longshoreman.dev/v1alpha1/namespaces/{NS}/promotions/p1"
+    )
+    assert {auth for _, auth in seen} == {"Basic " + base64.b64encode(b"user:pa55").decode()}
+
+
+async def test_a_proxy_failure_never_shows_the_proxys_credentials(
+    server: RunningApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with recording_proxy(server.url) as (proxy, _):
+        pass  # closed: nothing listens there any more
+    monkeypatch.setenv("HTTP_PROXY", proxy.replace("http://", "http://user:s3cret@"))
+    kube = Kube(server.api_client(), request_timeout=5.0)
+    with pytest.raises(TemporaryError) as error:
+        await kube.get(PROMOTIONS, NS, "p1")
+    await kube.close()
+    assert "s3cret" not in str(error.value)
+
+
+async def test_no_proxy_bypasses_the_proxy(
+    server: RunningApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with recording_proxy(server.url) as (proxy, seen):
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        kube = Kube(server.api_client())
+        await kube.create(PROMOTIONS, promotion("p1"))
+        await kube.close()
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "patch"),
+    [
+        ({"a": 1}, {"a": 1}, {}),
+        ({"a": 1, "b": 2}, {"a": 1}, {"b": None}),
+        ({"a": 1}, {"a": 2, "c": [1]}, {"a": 2, "c": [1]}),
+        ({"s": {"x": 1, "y": 2}}, {"s": {"x": 1, "y": 3}}, {"s": {"y": 3}}),
+        ({"s": {"x": 1}}, {"s": {}}, {"s": {"x": None}}),
+        ({"s": "text"}, {"s": {"x": 1}}, {"s": {"x": 1}}),
+        ({"l": [1, 2]}, {"l": [1, 2, 3]}, {"l": [1, 2, 3]}),
+        (
+            {"s": {"deep": {"k": 1, "j": 2}}},
+            {"s": {"deep": {"k": 1}}},
+            {"s": {"deep": {"j": None}}},
+        ),
+    ],
+)
+def test_merge_patch_between(old: dict[str, Any], new: dict[str, Any], patch: Any) -> None:
+    assert merge_patch_between(old, new) == patch
+    assert merge_patch(old, patch) == new  # the emulator's RFC 7386 applies it back
+
+
+async def test_a_diff_patch_with_a_resource_version_writes_exactly_the_change(kube: Kube) -> None:
+    created = await kube.create(PROMOTIONS, promotion("p1"))
+    first = {"phase": "Running", "state": {"a": {"n": 1}, "b": {"n": 2}}}
+    written = await kube.patch_status(
+        PROMOTIONS, NS, "p1", first, resource_version=created["metadata"]["resourceVersion"]
+    )
+    second = {"phase": "Running", "state": {"a": {"n": 1}, "c": {"n": 3}}}
+    patch = merge_patch_between(first, second)
+    assert patch == {"state": {"b": None, "c": {"n": 3}}}
+    written = await kube.patch_status(
+        PROMOTIONS, NS, "p1", patch, resource_version=written["metadata"]["resourceVersion"]
+    )
+    assert written["status"] == second
+    with pytest.raises(Conflict):  # diffed against an older version: refused, never merged
+        await kube.patch_status(
+            PROMOTIONS, NS, "p1", patch, resource_version=created["metadata"]["resourceVersion"]
+        )

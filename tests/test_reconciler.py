@@ -146,6 +146,57 @@ async def test_a_kubectl_promotion_with_only_stage_and_freight_is_inflated_and_r
         aliases = [s["as"] for s in done["spec"]["steps"]]
         assert aliases[:2] == ["deploy::step-0", "deploy::step-1"] and aliases[-1] == "summary"
         assert {v["name"] for v in done["spec"]["vars"]} == {"gitopsRepo", "imageRepo"}
+        # Nobody announced it at creation, so the controller does (once), then the outcome.
+        assert await events_for(env.kube, "by-hand") == ["PromotionCreated", "PromotionSucceeded"]
+
+
+async def test_a_promotions_outcome_and_its_verification_reach_the_stage_in_one_write(
+    env: Env,
+) -> None:
+    """kubectl never sees a Stage whose last Promotion succeeded but whose Freight is not yet
+    verified (no verification configured): outcome, health, verification and Ready are one
+    status write, and the Freight's verifiedIn is written once."""
+    await env.add_stage("quick", [{"uses": "compose-output", "config": {"n": 1}}])
+    async with running_controller(env.server, env.work, services=env.services) as controller:
+        stage = await wait_for_object(
+            env.kube, k.STAGES, NS, "quick", lambda s: bool(s.get("status") or {})
+        )
+        stream = env.kube.watch(k.STAGES, NS, resource_version=stage["metadata"]["resourceVersion"])
+        before = len(env.server.server.requests)
+        created = await create_promotion(
+            env.kube, stage, await env.freight(), controller.task_source, actor="alice"
+        )
+        name = created["metadata"]["name"]
+        await wait_terminal(env.kube, NS, name)
+        async for _, obj in stream:
+            if obj["metadata"]["name"] != "quick":
+                continue
+            status = obj.get("status") or {}
+            if (status.get("lastPromotion") or {}).get("name") == name:
+                break
+        await stream.aclose()
+        freight = await env.freight()
+    writes = [
+        r.path.rsplit("/", 3)[-3:]
+        for r in list(env.server.server.requests)[before:]
+        if r.method == "PATCH" and r.path.endswith("/status")
+    ]
+    head = status["freightHistory"][0]
+    assert head["items"]["Warehouse/kargo-demo"]["name"] == freight["metadata"]["name"]
+    assert head["verificationHistory"][0]["phase"] == "Successful"
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions == {
+        "Promoting": "False",
+        "Healthy": "True",
+        "Verified": "True",
+        "Ready": "True",
+    }
+    assert "quick" in freight["status"]["verifiedIn"]
+    # One status write for the step, one for the Stage, one for the Freight's verifiedIn.
+    assert writes.count(["promotions", name, "status"]) == 1
+    assert writes.count(["stages", "quick", "status"]) == 1
+    assert writes.count(["freights", freight["metadata"]["name"], "status"]) == 1
+    assert await events_for(env.kube, name) == ["PromotionCreated", "PromotionSucceeded"]
 
 
 async def test_one_promotion_per_stage_oldest_first_and_stages_in_parallel(env: Env) -> None:

@@ -39,9 +39,24 @@ FAILURE_CRITERIA = "HTTP (404) response met failure criteria"
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
 
 
-def make_ctx(tmp_path: Path, *, max_response_bytes: int = 2 * 1024 * 1024) -> StepContext:
+# The fake servers listen on loopback, which the http step refuses unless the operator allows it.
+LOOPBACK = ("127.0.0.1",)
+
+
+def make_ctx(
+    tmp_path: Path,
+    *,
+    max_response_bytes: int = 2 * 1024 * 1024,
+    allow: tuple[str, ...] = LOOPBACK,
+    deny: tuple[str, ...] = (),
+) -> StepContext:
     ctx = make_context(tmp_path, secrets=[OPERATOR_SECRET])
-    http = HttpSettings(default_timeout_seconds=5.0, max_response_bytes=max_response_bytes)
+    http = HttpSettings(
+        default_timeout_seconds=5.0,
+        max_response_bytes=max_response_bytes,
+        allow_hosts=allow,
+        deny_hosts=deny,
+    )
     return replace(ctx, services=replace(ctx.services, http=http))
 
 
@@ -545,12 +560,132 @@ async def test_connection_refused_is_a_retryable_error(tmp_path: Path) -> None:
     assert "GET http://127.0.0.1:9/x failed" in caught.value.message
 
 
-async def test_metadata_addresses_are_refused(tmp_path: Path) -> None:
-    # Refused when the socket is opened, before any packet leaves.
+# --- the host policy (HttpSettings.allow_hosts / deny_hosts) ------------------------------------
+
+
+@pytest.mark.parametrize("allow", [(), ("*",), ("10.0.0.0/8",)])
+async def test_metadata_addresses_are_refused(tmp_path: Path, allow: tuple[str, ...]) -> None:
+    # Refused when the connection is made, before any packet leaves; a name or a wildcard in
+    # the allow list does not open it up, only an address rule would.
+    for url in ("http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/latest/"):
+        with pytest.raises(StepError) as caught:
+            await run(tmp_path, {"url": url, "timeout": "2s"}, allow=allow)
+        assert caught.value.terminal
+        assert "refused" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "127.5.6.7",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "100.64.0.1",
+        "0.0.0.0",
+        "[::1]",
+        "[fd12:3456::1]",
+        "[fe80::1]",
+        "[::ffff:127.0.0.1]",
+        "localhost",
+    ],
+)
+async def test_private_loopback_and_link_local_hosts_are_refused_by_default(
+    tmp_path: Path, host: str
+) -> None:
     with pytest.raises(StepError) as caught:
-        await run(tmp_path, {"url": "http://169.254.169.254/latest/meta-data/", "timeout": "2s"})
-    assert "link-local or cloud instance metadata" in caught.value.message
+        await run(tmp_path, {"url": f"http://{host}:9/x", "timeout": "2s"}, allow=())
+    assert caught.value.terminal, "a policy refusal is not retried"
+    assert "refused" in caught.value.message
+    assert "not permitted" in caught.value.message or "allowed hosts" in caught.value.message
+
+
+async def test_loopback_is_reachable_once_allowed(base_url: str, tmp_path: Path) -> None:
+    with pytest.raises(StepError) as caught:
+        await run(tmp_path, {"url": f"{base_url}/facts"}, allow=())
+    assert "private, loopback" in caught.value.message and caught.value.terminal
+    for allow in (("127.0.0.1",), ("127.0.0.0/8",), ("127.0.0.1", "example.com")):
+        result = await run(tmp_path, {"url": f"{base_url}/facts"}, allow=allow)
+        assert result.status is StepStatus.SUCCEEDED
+
+
+async def test_an_allowed_name_admits_the_addresses_it_resolves_to(
+    base_url: str, tmp_path: Path
+) -> None:
+    url = base_url.replace("127.0.0.1", "localhost") + "/facts"
+    with pytest.raises(StepError):
+        await run(tmp_path, {"url": url}, allow=())
+    # The wildcard admits public hosts only; naming the host trusts what it resolves to.
+    with pytest.raises(StepError) as caught:
+        await run(tmp_path, {"url": url}, allow=("*",))
     assert caught.value.terminal
+    result = await run(tmp_path, {"url": url}, allow=("localhost",))
+    assert result.status is StepStatus.SUCCEEDED
+
+
+async def test_a_non_empty_allow_list_admits_only_what_it_lists(
+    base_url: str, tmp_path: Path
+) -> None:
+    for allow in (("example.com",), ("*.example.com",), ("10.0.0.0/8",)):
+        with pytest.raises(StepError) as caught:
+            await run(tmp_path, {"url": f"{base_url}/facts"}, allow=allow)
+        assert caught.value.terminal
+        assert "allowed hosts" in caught.value.message
+
+
+@pytest.mark.parametrize("deny", [("127.0.0.1",), ("127.0.0.0/8",), ("localhost",), ("*",)])
+async def test_deny_wins_over_allow(base_url: str, tmp_path: Path, deny: tuple[str, ...]) -> None:
+    url = base_url.replace("127.0.0.1", "localhost") + "/facts"
+    with pytest.raises(StepError) as caught:
+        await run(tmp_path, {"url": url}, allow=("127.0.0.1", "localhost"), deny=deny)
+    assert caught.value.terminal
+    assert "denied" in caught.value.message
+
+
+async def test_redirects_to_refused_hosts_are_refused(
+    aiohttp_server: ServerFactory, tmp_path: Path
+) -> None:
+    async def to_metadata(request: web.Request) -> web.Response:
+        raise web.HTTPFound("http://169.254.169.254/latest/meta-data/iam")
+
+    async def to_other_loopback(request: web.Request) -> web.Response:
+        raise web.HTTPFound(f"http://127.0.0.2:{request.url.port}/facts")
+
+    app = make_app()
+    app.router.add_get("/to-metadata", to_metadata)
+    app.router.add_get("/to-other", to_other_loopback)
+    server = await aiohttp_server(app)
+    base = f"http://127.0.0.1:{server.port}"
+    for path in ("/to-metadata", "/to-other"):
+        with pytest.raises(StepError) as caught:
+            await run(tmp_path, {"url": f"{base}{path}", "timeout": "2s"}, allow=("127.0.0.1",))
+        assert caught.value.terminal
+        assert "refused" in caught.value.message
+
+
+async def test_a_proxy_does_not_bypass_the_policy(base_url: str, tmp_path: Path) -> None:
+    # Through a proxy we never connect to the target ourselves: its name or address is judged
+    # before sending, and the proxy's address when connecting to it.
+    config = {"url": "http://169.254.169.254/latest/", "proxy": base_url, "timeout": "2s"}
+    with pytest.raises(StepError) as caught:
+        await run(tmp_path, config)
+    assert caught.value.terminal and "refused" in caught.value.message
+    config = {"url": f"{base_url}/facts", "proxy": "http://10.9.9.9:3128", "timeout": "2s"}
+    with pytest.raises(StepError) as caught:
+        await run(tmp_path, config)
+    assert caught.value.terminal and "refused" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "entry", ["http://x", "a b", "10.0.0.0/33", "*.*", "ex*ample.com", "1.2.3"]
+)
+async def test_bad_host_rules_are_a_terminal_error(
+    base_url: str, tmp_path: Path, entry: str
+) -> None:
+    with pytest.raises(StepError) as caught:
+        await run(tmp_path, {"url": f"{base_url}/facts"}, allow=(entry,))
+    assert caught.value.terminal and "host policy" in caught.value.message
 
 
 async def test_secrets_never_appear_in_messages(base_url: str, tmp_path: Path) -> None:

@@ -28,6 +28,22 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+def merge_patch_shared(target: Any, patch: Any) -> Any:
+    """``merge_patch`` without copying: the result is new along the patch's paths and shares
+    everything else with ``target``, and the patch's values with ``patch``. For the store,
+    whose objects are never changed in place (copy-on-write) and which owns the patch (just
+    decoded from the request); nobody may change the result in place either."""
+    if not isinstance(patch, Mapping):
+        return patch
+    result: dict[str, Any] = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch_shared(result.get(key), value)
+    return result
+
+
 def _unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 

@@ -21,74 +21,145 @@ Schema = Mapping[str, Any]
 
 # Root fields every object keeps regardless of its schema.
 _ROOT_FIELDS = ("apiVersion", "kind", "metadata")
+# "No counterpart in the old object" (None is a value).
+_NOTHING: Any = object()
 
 
-def prune(obj: dict[str, Any], schema: Schema) -> tuple[dict[str, Any], list[str]]:
-    """Return ``obj`` without undeclared fields, plus the dotted paths that were dropped."""
+def prune(
+    obj: dict[str, Any], schema: Schema, *, old: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Return ``obj`` without undeclared fields, plus the dotted paths that were dropped.
+
+    The top level is a new dict; below it, whatever the schema keeps is shared with ``obj``
+    rather than copied (containers are new only where something was dropped): the store's
+    objects are copy-on-write, and unchanged parts stay recognisable to ``validate``.
+    ``old``: an object already pruned by this very schema; parts of ``obj`` that are the same
+    objects as in ``old`` at the same place are kept as they are without a walk.
+    """
     dropped: list[str] = []
-    kept = {k: copy.deepcopy(v) for k, v in obj.items() if k in _ROOT_FIELDS}
+    kept = {k: v for k, v in obj.items() if k in _ROOT_FIELDS}
     rest = {k: v for k, v in obj.items() if k not in _ROOT_FIELDS}
-    pruned = _prune_value(rest, schema, "", dropped)
+    pruned = _prune_value(rest, schema, "", dropped, old if old is not None else _NOTHING)
     if isinstance(pruned, dict):
         kept.update(pruned)
     return kept, dropped
 
 
-def _prune_value(value: Any, schema: Schema, path: str, dropped: list[str]) -> Any:
+def _prune_value(value: Any, schema: Schema, path: str, dropped: list[str], old: Any) -> Any:
+    if value is old:
+        return value  # (scalars are kept anyway; containers were pruned by this schema)
     if isinstance(value, dict):
-        return _prune_object(value, schema, path, dropped)
+        return _prune_object(value, schema, path, dropped, old)
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, Mapping):
-            return [_prune_value(v, items, f"{path}[{i}]", dropped) for i, v in enumerate(value)]
-        return copy.deepcopy(value)
+            olds = old if isinstance(old, list) else ()
+            pruned = [
+                _prune_value(
+                    v, items, f"{path}[{i}]", dropped, olds[i] if i < len(olds) else _NOTHING
+                )
+                for i, v in enumerate(value)
+            ]
+            return value if all(p is v for p, v in zip(pruned, value, strict=True)) else pruned
     return value
 
 
 def _prune_object(
-    value: dict[str, Any], schema: Schema, path: str, dropped: list[str]
+    value: dict[str, Any], schema: Schema, path: str, dropped: list[str], old: Any
 ) -> dict[str, Any]:
     properties = schema.get("properties")
     additional = schema.get("additionalProperties")
     preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
     embedded = bool(schema.get("x-kubernetes-embedded-resource"))
+    olds = old if isinstance(old, dict) else {}
     result: dict[str, Any] = {}
+    changed = False
     for key, child in value.items():
         child_path = f"{path}.{key}" if path else key
         if isinstance(properties, Mapping) and key in properties:
             child_schema = properties[key]
             if child is None and not child_schema.get("nullable", False):
                 # Nulls for non-nullable fields are pruned before defaulting.
+                changed = True
                 continue
-            result[key] = _prune_value(child, child_schema, child_path, dropped)
+            kept = _prune_value(child, child_schema, child_path, dropped, olds.get(key, _NOTHING))
         elif isinstance(additional, Mapping):
-            result[key] = _prune_value(child, additional, child_path, dropped)
+            kept = _prune_value(child, additional, child_path, dropped, olds.get(key, _NOTHING))
         elif preserve or additional is True or (embedded and key in _ROOT_FIELDS):
-            result[key] = copy.deepcopy(child)
+            kept = child
         else:
             dropped.append(child_path)
-    return result
+            changed = True
+            continue
+        result[key] = kept
+        changed = changed or kept is not child
+    return result if changed else value
+
+
+# id(schema node) -> (the node, whether a default is declared at or below it). The entry holds
+# the node, so its id cannot be reused while cached.
+_DEFAULTS_BELOW: dict[int, tuple[Schema, bool]] = {}
+
+
+def _declares_defaults(schema: Schema) -> bool:
+    cached = _DEFAULTS_BELOW.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    children: list[Any] = [schema.get("additionalProperties"), schema.get("items")]
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        children.extend(properties.values())
+    found = any(
+        isinstance(child, Mapping) and ("default" in child or _declares_defaults(child))
+        for child in children
+    )
+    _DEFAULTS_BELOW[id(schema)] = (schema, found)
+    return found
 
 
 def apply_defaults(obj: Any, schema: Schema) -> Any:
-    """Fill ``default`` values for missing properties of objects that exist."""
+    """``obj`` with ``default`` values filled in for missing properties of objects that exist.
+
+    Copy-on-write: ``obj`` is not changed; containers are new only along the paths where a
+    default was added, everything else is returned as it was. Parts of the schema that
+    declare no default are not walked at all.
+    """
+    if not _declares_defaults(schema):
+        return obj
     if isinstance(obj, dict):
+        result = obj
         properties = schema.get("properties")
+
+        def put(key: str, value: Any) -> None:
+            nonlocal result
+            if result is obj:
+                result = dict(obj)
+            result[key] = value
+
         if isinstance(properties, Mapping):
             for key, child_schema in properties.items():
-                if key not in obj and "default" in child_schema:
-                    obj[key] = copy.deepcopy(child_schema["default"])
-                if key in obj:
-                    obj[key] = apply_defaults(obj[key], child_schema)
+                if key not in result and "default" in child_schema:
+                    put(key, copy.deepcopy(child_schema["default"]))
+                if key in result:
+                    child = result[key]
+                    defaulted = apply_defaults(child, child_schema)
+                    if defaulted is not child:
+                        put(key, defaulted)
         additional = schema.get("additionalProperties")
         if isinstance(additional, Mapping):
-            for key in list(obj):
+            for key in list(result):
                 if not isinstance(properties, Mapping) or key not in properties:
-                    obj[key] = apply_defaults(obj[key], additional)
-    elif isinstance(obj, list):
+                    child = result[key]
+                    defaulted = apply_defaults(child, additional)
+                    if defaulted is not child:
+                        put(key, defaulted)
+        return result
+    if isinstance(obj, list):
         items = schema.get("items")
         if isinstance(items, Mapping):
-            return [apply_defaults(v, items) for v in obj]
+            defaulted_items = [apply_defaults(v, items) for v in obj]
+            if any(d is not v for d, v in zip(defaulted_items, obj, strict=True)):
+                return defaulted_items
     return obj
 
 
@@ -124,16 +195,30 @@ def _describe(value: Any) -> str:
     return "null"
 
 
-def validate(obj: Any, schema: Schema, path: str = "") -> list[FieldCause]:
-    """Type, required, enum, pattern and simple bounds, reported like kube-apiserver does."""
+def validate(obj: Any, schema: Schema, path: str = "", *, old: Any = _NOTHING) -> list[FieldCause]:
+    """Type, required, enum, pattern and simple bounds, reported like kube-apiserver does.
+
+    On an update, ``old`` is the stored object: parts of ``obj`` that are the very same
+    objects as in ``old`` at the same place (copy-on-write leaves unchanged parts shared) are
+    not checked again, as kube-apiserver's CRD validation ratcheting (on by default since
+    1.30) lets unchanged fields through. They were checked when they were written.
+    """
     causes: list[FieldCause] = []
-    _validate(obj, schema, path, causes, root=True)
+    _validate(obj, schema, path, causes, root=True, old=old)
     return causes
 
 
 def _validate(
-    value: Any, schema: Schema, path: str, causes: list[FieldCause], *, root: bool = False
+    value: Any,
+    schema: Schema,
+    path: str,
+    causes: list[FieldCause],
+    *,
+    root: bool = False,
+    old: Any = _NOTHING,
 ) -> None:
+    if value is old and isinstance(value, (dict, list)):
+        return
     where = path or "<root>"
     if value is None:
         if not schema.get("nullable", False) and schema.get("type"):
@@ -244,8 +329,10 @@ def _validate(
             )
         items = schema.get("items")
         if isinstance(items, Mapping):
+            old_items = old if isinstance(old, list) else ()
             for index, item in enumerate(value):
-                _validate(item, items, f"{path}[{index}]", causes)
+                old_item = old_items[index] if index < len(old_items) else _NOTHING
+                _validate(item, items, f"{path}[{index}]", causes, old=old_item)
     if isinstance(value, dict):
         for required in schema.get("required") or []:
             if required not in value:
@@ -257,7 +344,8 @@ def _validate(
             if root and key in _ROOT_FIELDS:
                 continue
             child_path = f"{path}.{key}" if path else key
+            old_child = old.get(key, _NOTHING) if isinstance(old, dict) else _NOTHING
             if isinstance(properties, Mapping) and key in properties:
-                _validate(child, properties[key], child_path, causes)
+                _validate(child, properties[key], child_path, causes, old=old_child)
             elif isinstance(additional, Mapping):
-                _validate(child, additional, child_path, causes)
+                _validate(child, additional, child_path, causes, old=old_child)

@@ -4,6 +4,11 @@ Everything here is synchronous and runs on the event loop thread, so each operat
 exactly like a single etcd transaction. The HTTP layer (``server.py``) only parses requests and
 renders results; all decisions about resourceVersion, generation, finalizers, status isolation,
 pruning and conflicts are made here.
+
+A committed object is never changed in place: every write builds a new one (copy-on-write), so
+what ``present`` and the write results hand out may share structure with stored objects instead
+of copying them (copies were most of the emulator's CPU). Callers serialize those, or copy them
+before changing anything.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from app.apiserver.errors import FieldCause, ResourceRef, StatusError
 from app.apiserver.patching import (
     PatchError,
     json_patch,
-    merge_patch,
+    merge_patch_shared,
     strategic_merge_patch,
 )
 from app.apiserver.resources import (
@@ -168,6 +173,9 @@ class Store:
         self._logs: dict[tuple[str, str], EventLog] = {}
         self._subscriptions: set[Subscription] = set()
         self._listeners: list[Callable[[], None]] = []
+        # Which schema pruned each stored custom object: while that schema is still the one
+        # in force, an update need not walk the parts it leaves unchanged.
+        self._pruned_with: dict[tuple[tuple[str, str], str, str], Any] = {}
         self._sweeping: set[str] = set()
         for resource in self.registry:
             self._register(resource)
@@ -220,15 +228,24 @@ class Store:
         return self.resource_version
 
     def _commit(
-        self, resource: ResourceType, kind: EventType, obj: JsonObject, old: JsonObject | None
+        self,
+        resource: ResourceType,
+        kind: EventType,
+        obj: JsonObject,
+        old: JsonObject | None,
+        *,
+        pruned_with: Any = None,
     ) -> None:
         meta = obj["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
         bucket = self._objects.setdefault(resource.key, {})
         if kind == "DELETED":
             bucket.pop(key, None)
+            self._pruned_with.pop((resource.key, *key), None)
         else:
             bucket[key] = obj
+            if pruned_with is not None:
+                self._pruned_with[(resource.key, *key)] = pruned_with
         rv = int(meta["resourceVersion"])
         log = self._logs.get(resource.key)
         if log is not None:
@@ -240,14 +257,13 @@ class Store:
 
     @staticmethod
     def present(resource: ResourceType, version: str, obj: Mapping[str, Any]) -> JsonObject:
-        """The object as served at ``version``: a copy with that apiVersion.
+        """The object as served at ``version``, with that apiVersion.
 
-        Conversion between versions is the CRD "None" strategy: only apiVersion changes.
+        Conversion between versions is the CRD "None" strategy: only apiVersion changes. Only
+        the top level is new: below it the result shares the stored object's structure, which
+        must not be changed (see the module docstring).
         """
-        shown = copy.deepcopy(dict(obj))
-        shown["apiVersion"] = resource.api_version(version)
-        shown["kind"] = resource.kind
-        return shown
+        return {**obj, "apiVersion": resource.api_version(version), "kind": resource.kind}
 
     def _find(self, target: Target) -> JsonObject | None:
         assert target.name is not None
@@ -366,11 +382,22 @@ class Store:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
         )
 
-    def _decode(self, target: Target, body: Any) -> JsonObject:
+    def _decode(self, target: Target, body: Any, *, ours: bool = False) -> JsonObject:
+        """A new object from a request body (copied: the caller keeps its own).
+
+        ``ours``: ``body`` was built by the store from a stored object (a patch applied to
+        it), so only the top level and metadata, whose own keys change from here on, are
+        copied; the rest stays shared with the stored object, copy-on-write.
+        """
         resource = target.resource
         if not isinstance(body, Mapping):
             raise errors.bad_request("the body of the request must be a JSON object")
-        obj = copy.deepcopy(dict(body))
+        if ours and resource.custom:
+            obj = dict(body)
+            if isinstance(obj.get("metadata"), Mapping):
+                obj["metadata"] = dict(obj["metadata"])
+        else:
+            obj = copy.deepcopy(dict(body))
         expected_api_version = resource.api_version(target.version)
         api_version = obj.get("apiVersion")
         kind = obj.get("kind")
@@ -449,18 +476,28 @@ class Store:
             )
 
     def _apply_schema(
-        self, target: Target, obj: JsonObject, validation: FieldValidation
+        self,
+        target: Target,
+        obj: JsonObject,
+        validation: FieldValidation,
+        current: JsonObject | None = None,
     ) -> tuple[JsonObject, list[str]]:
         resource = target.resource
         schema = resource.schemas.get(target.version)
         if resource.builtin or schema is None:
             return obj, []
-        pruned, dropped = prune(obj, schema)
+        same_schema = current is not None and schema is self._pruned_with.get(
+            (resource.key, current["metadata"].get("namespace", ""), current["metadata"]["name"])
+        )
+        pruned, dropped = prune(obj, schema, old=current if same_schema else None)
         warnings = [f'unknown field "{path}"' for path in dropped]
         if dropped and validation == "Strict":
             raise errors.bad_request("strict decoding error: " + ", ".join(warnings))
-        apply_defaults(pruned, schema)
-        causes = validate(pruned, schema)
+        pruned = apply_defaults(pruned, schema)
+        # On an update, what is still the stored object's own is not validated again.
+        causes = (
+            validate(pruned, schema) if current is None else validate(pruned, schema, old=current)
+        )
         if causes:
             raise errors.invalid(resource.ref, pruned["metadata"].get("name", ""), causes)
         return pruned, warnings if validation == "Warn" else []
@@ -572,7 +609,7 @@ class Store:
             return WriteResult(201, self.present(resource, target.version, obj), warnings)
         metadata = obj["metadata"]
         metadata["resourceVersion"] = str(self._next_rv())
-        self._commit(resource, "ADDED", obj, None)
+        self._commit(resource, "ADDED", obj, None, pruned_with=resource.schemas.get(target.version))
         if resource.key == (CRD_GROUP, CRD_PLURAL):
             self._register(resource_type_from_crd(obj))
         return WriteResult(201, self.present(resource, target.version, obj), warnings)
@@ -606,6 +643,8 @@ class Store:
         field_manager: str | None = None,
         field_validation: FieldValidation = "Warn",
     ) -> WriteResult:
+        """Apply a patch. The store takes ``patch`` over: parts of it may become part of the
+        stored object (it is normally what was just decoded from the request)."""
         resource = target.resource
         current = self._find(target)
         if patch_type == "apply" and not field_manager:
@@ -637,7 +676,7 @@ class Store:
             elif patch_type == "merge":
                 if not isinstance(patch, Mapping):
                     raise errors.bad_request("merge patch body must be a JSON object")
-                patched = merge_patch(shown, patch)
+                patched = merge_patch_shared(shown, patch)
             elif patch_type == "strategic":
                 if resource.custom and not self.strategic_merge_for_custom_resources:
                     raise errors.unsupported_media_type(
@@ -651,7 +690,7 @@ class Store:
                 if not isinstance(patch, Mapping):
                     raise errors.bad_request("strategic merge patch body must be a JSON object")
                 patched = (
-                    merge_patch(shown, patch)
+                    merge_patch_shared(shown, patch)
                     if resource.custom
                     else strategic_merge_patch(shown, patch)
                 )
@@ -660,12 +699,12 @@ class Store:
                     raise errors.bad_request("apply patch body must be an object")
                 # Simplified server-side apply: the applied configuration is merged in;
                 # field ownership and removal of fields dropped from it are not modelled.
-                patched = merge_patch(shown, patch)
+                patched = merge_patch_shared(shown, patch)
         except PatchError as exc:
             raise StatusError(422, "Invalid", str(exc)) from exc
         if not isinstance(patched, dict):
             raise errors.bad_request("patch produced something that is not an object")
-        obj = self._decode(target, patched)
+        obj = self._decode(target, patched, ours=True)
         return self._update(
             target,
             current,
@@ -730,14 +769,15 @@ class Store:
             "selfLink",
         ):
             if owned in current_meta:
-                metadata[owned] = copy.deepcopy(current_meta[owned])
+                metadata[owned] = current_meta[owned]  # (never changed in place: shared)
             else:
                 metadata.pop(owned, None)
         metadata["resourceVersion"] = current_meta["resourceVersion"]
 
         if target.subresource == "status":
-            # The status endpoint changes status and nothing else.
-            new = copy.deepcopy(current)
+            # The status endpoint changes status and nothing else. (Copy-on-write: metadata
+            # changes below, the rest is shared with the stored object and left alone.)
+            new = {**current, "metadata": dict(current["metadata"])}
             if "status" in obj:
                 new["status"] = obj["status"]
             else:
@@ -746,7 +786,9 @@ class Store:
         elif resource.has_status(target.version):
             # The main endpoint cannot change status when /status exists.
             if "status" in current:
-                obj["status"] = copy.deepcopy(current["status"])
+                # (Shared, not copied, for custom resources: nothing below changes it.)
+                status = current["status"]
+                obj["status"] = status if resource.custom else copy.deepcopy(status)
             else:
                 obj.pop("status", None)
 
@@ -772,7 +814,7 @@ class Store:
                 )
         if resource.builtin and target.subresource is None:
             self._prepare_builtin(resource, obj, current)
-        obj, warnings = self._apply_schema(target, obj, field_validation)
+        obj, warnings = self._apply_schema(target, obj, field_validation, current)
 
         if resource.has_generation and target.subresource is None:
 
@@ -797,7 +839,9 @@ class Store:
             self._commit(resource, "DELETED", obj, current)
             self._after_delete(resource, obj)
             return WriteResult(200, self.present(resource, target.version, obj), warnings)
-        self._commit(resource, "MODIFIED", obj, current)
+        self._commit(
+            resource, "MODIFIED", obj, current, pruned_with=resource.schemas.get(target.version)
+        )
         if resource.key == (CRD_GROUP, CRD_PLURAL):
             self._register(resource_type_from_crd(obj))
         return WriteResult(200, self.present(resource, target.version, obj), warnings)

@@ -29,11 +29,14 @@ from promoter.expressions.semver import SEMVER_FIELDS, SEMVER_METHODS, Semver
 from promoter.expressions.values import (
     INT64_MAX,
     INT64_MIN,
+    charge,
     check_list_length,
     check_string_length,
     equal,
     is_number,
+    size_of,
     type_name,
+    work_budget,
 )
 
 
@@ -195,7 +198,10 @@ def _compile_chain(node: syntax.OptionalChain) -> Fn:
 
 def _invoke(name: str, fn: Callable[..., Any], args: list[Any]) -> Any:
     try:
-        return fn(*args)
+        result = fn(*args)
+        # Functions work in proportion to what they read and build: count both.
+        charge(size_of(result) + sum(size_of(arg) for arg in args))
+        return result
     except (ExpressionError, LongshoremanError, _ShortCircuit):
         raise
     except RecursionError:
@@ -511,7 +517,12 @@ def _compile_identifier(node: syntax.Identifier) -> Fn:
 def _compile_list(node: syntax.ListLiteral) -> Fn:
     items = [_compile(item) for item in node.items]
     check_list_length(len(items))
-    return lambda scope: [item(scope) for item in items]
+
+    def list_literal(scope: Scope) -> Any:
+        charge(len(items))
+        return [item(scope) for item in items]
+
+    return list_literal
 
 
 def _compile_map(node: syntax.MapLiteral) -> Fn:
@@ -569,7 +580,8 @@ class Compiled:
         a caller-supplied function pass through unchanged, so "retry later" stays retryable.
         """
         try:
-            return self._fn(scope)
+            with work_budget():
+                return self._fn(scope)
         except ExpressionError as exc:
             raise exc.add_context(expression=self.source, where=where) from exc.__cause__
         except LongshoremanError:

@@ -8,9 +8,11 @@ spelling: templates JSON-encode non-string results with ``encoding/json`` (sorte
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -21,6 +23,12 @@ from promoter.expressions.semver import Semver
 # (a rendered manifest field, a list of images) and checked *before* the work is done.
 MAX_STRING_LENGTH = 1 << 20  # characters in any string an expression produces
 MAX_LIST_LENGTH = 100_000  # items in any list an expression produces
+# The total characters and items one evaluation may produce, all results together. The bounds
+# above limit each value; this limits how many of them one expression may build (a list literal
+# of a thousand toJSON(1..99999) calls would otherwise take minutes and gigabytes). Work grows
+# with what is produced, so this bounds both the time and the memory of an evaluation, and
+# unlike a clock it gives the same answer on every machine.
+MAX_WORK = 8 * MAX_STRING_LENGTH
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 
@@ -55,10 +63,47 @@ def is_number(value: Any) -> bool:
     return isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool)
 
 
+# What is left of the running evaluation's work budget (None outside an evaluation).
+_work_left: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "expression_work_left", default=None
+)
+
+
+@contextlib.contextmanager
+def work_budget(limit: int = MAX_WORK) -> Iterator[None]:
+    """Within the block, values produced count against ``limit`` (see :data:`MAX_WORK`)."""
+    token = _work_left.set([limit])
+    try:
+        yield
+    finally:
+        _work_left.reset(token)
+
+
+def charge(units: int) -> None:
+    """Count ``units`` characters or items produced against the evaluation's budget."""
+    left = _work_left.get()
+    if left is None:
+        return
+    left[0] -= units
+    if left[0] < 0:
+        raise ExpressionError(
+            reason=f"expression does too much work (its values add up to more than {MAX_WORK} "
+            "characters and items); simplify it"
+        )
+
+
+def size_of(value: Any) -> int:
+    """What producing ``value`` costs against the work budget."""
+    if isinstance(value, str | list | tuple | Mapping):
+        return 1 + len(value)
+    return 1
+
+
 def check_string(value: str) -> str:
     """``value``, or an error when it is longer than :data:`MAX_STRING_LENGTH`."""
     if len(value) > MAX_STRING_LENGTH:
         raise ExpressionError(reason=f"string result longer than {MAX_STRING_LENGTH} characters")
+    charge(len(value))
     return value
 
 
@@ -66,12 +111,14 @@ def check_string_length(length: int) -> None:
     """Refuse, before building it, a string that would be longer than the bound."""
     if length > MAX_STRING_LENGTH:
         raise ExpressionError(reason=f"string result longer than {MAX_STRING_LENGTH} characters")
+    charge(length)
 
 
 def check_list_length(length: int) -> None:
     """Refuse, before building it, a list that would be longer than the bound."""
     if length > MAX_LIST_LENGTH:
         raise ExpressionError(reason=f"list result longer than {MAX_LIST_LENGTH} items")
+    charge(length)
 
 
 def check_int(value: int) -> int:

@@ -72,11 +72,32 @@ class StepResult:
 
 
 @dataclass(frozen=True)
+class GitCredential:
+    """HTTP credentials for one remote: what a provider of :data:`GitCredentials` hands out.
+
+    The git steps pass them to git in an ``Authorization`` header scoped to the remote's
+    ``scheme://host/`` (``http.<url>.extraHeader``, through the environment), never in a URL or
+    a file, and redact the password from every message they build.
+    """
+
+    username: str
+    password: str = field(repr=False)
+
+
+# ``(repoURL) -> credential or None``: asked before each git step that reaches ``repoURL``
+# (clone, fetch, push, ls-remote). None means "nothing to add": git then uses whatever
+# ``GitSettings.env`` configures. Providers raise StepError (with ``retry_after`` for temporary
+# trouble, ``terminal=True`` for what retrying cannot fix).
+GitCredentials = Callable[[str], Awaitable[GitCredential | None]]
+
+
+@dataclass(frozen=True)
 class GitSettings:
     """How git steps reach remotes. Credentials come from here, never from manifest text.
 
     ``env`` is added to every git subprocess (e.g. ``GIT_CONFIG_GLOBAL`` pointing at a file with
-    ``url.<base>.insteadOf`` rules or a credential helper, or ``GIT_ASKPASS``).
+    ``url.<base>.insteadOf`` rules or a credential helper, or ``GIT_ASKPASS``). ``credentials``,
+    when set, is asked for each remote a step talks to (the GitHub App's installation tokens).
     """
 
     author_name: str = "Longshoreman"
@@ -84,14 +105,26 @@ class GitSettings:
     env: Mapping[str, str] = field(default_factory=dict)
     # Values that must never appear in messages (tokens); steps pass their text through redact().
     secrets: Sequence[str] = ()
+    credentials: GitCredentials | None = field(default=None, repr=False, compare=False)
+    # How long one git process may run before it is killed (a clone over a slow link can take
+    # a while; a stalled remote must not hold the step forever).
+    timeout_seconds: float = 600.0
 
 
 @dataclass(frozen=True)
 class HttpSettings:
-    """Limits for the ``http`` step."""
+    """Limits for the ``http`` step, and which hosts it may reach.
+
+    ``allow_hosts`` and ``deny_hosts`` are host rules (``example.com``, ``*.example.com``, ``*``,
+    ``10.1.2.3``, ``10.0.0.0/8``, ``fd00::/8``); see :class:`promoter.steps.http.HostPolicy`.
+    Deny wins; a non-empty allow list admits only what it matches; private, loopback,
+    link-local and unique-local addresses are refused unless an allow rule admits them.
+    """
 
     default_timeout_seconds: float = 10.0
     max_response_bytes: int = 2 * 1024 * 1024
+    allow_hosts: tuple[str, ...] = ()
+    deny_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,18 @@ current HEAD, and ``git-push`` of a commit the remote already has is a no-op.
 Credentials never come from manifests: a ``repoURL`` with userinfo is refused, and every message
 built from git's output passes through :meth:`StepContext.redact` and has URL userinfo stripped.
 Remotes are reached with whatever ``GitSettings.env`` configures (``url.<base>.insteadOf``, a
-credential helper, ``GIT_ASKPASS``).
+credential helper, ``GIT_ASKPASS``) and, for an http(s) remote, whatever the
+``GitSettings.credentials`` provider returns for it (the GitHub App's installation token): that
+goes to git as an ``Authorization: Basic`` header scoped to the remote's ``scheme://host/``
+(``http.<url>.extraHeader``, what actions/checkout does), set through ``GIT_CONFIG_COUNT`` /
+``GIT_CONFIG_KEY_n`` / ``GIT_CONFIG_VALUE_n`` in the git process's environment, so it is never
+in a remote URL, a config file, a command line or a message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import logging
@@ -33,6 +39,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -46,6 +53,7 @@ from promoter.steps.base import (
     PRIVATE_DIR,
     Config,
     FunctionStep,
+    GitCredential,
     Step,
     StepContext,
     StepResult,
@@ -68,9 +76,7 @@ INITIAL_COMMIT_MESSAGE = "Initial commit"
 # Kargo's documented default for git-push maxAttempts.
 DEFAULT_PUSH_ATTEMPTS = 50
 MAX_PUSH_BACKOFF_SECONDS = 2.0
-# A clone of a big repository over a slow link can take a while; a hung process must not hold
-# the step forever (the engine's retry.timeout is the outer bound).
-GIT_TIMEOUT_SECONDS = 600.0
+# How long one git process may run: GitSettings.timeout_seconds (600s by default).
 
 # Config forced on every git process. A work directory is written by other steps too, so we
 # refuse the ways a repository can make git run programs (hooks, fsmonitor, the ext:: transport)
@@ -279,6 +285,35 @@ def commit_url(repo_url: str, sha: str, provider: str | None = None) -> str | No
     return f"{base}{suffix}{sha}" if suffix else None
 
 
+def credential_env(
+    env: Mapping[str, str], repo_url: str, credential: GitCredential
+) -> tuple[dict[str, str], tuple[str, ...]] | None:
+    """Environment entries that make git send ``credential`` to ``repo_url``'s host, and the
+    values to redact from messages; None for a remote that is not http(s).
+
+    The header is scoped to ``scheme://host[:port]/`` (as actions/checkout scopes it): git sends
+    it only to that server, also after a redirect within it, and never to a URL an
+    ``insteadOf`` rule rewrote the remote to. ``GIT_CONFIG_COUNT`` entries already in ``env``
+    (an operator's) are kept; ours go after them.
+    """
+    parts = urlsplit(repo_url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = parts.hostname.lower() + (f":{parts.port}" if parts.port else "")
+    blob = base64.b64encode(f"{credential.username}:{credential.password}".encode()).decode()
+    try:
+        index = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
+    except ValueError:
+        index = 0
+    added = {
+        f"GIT_CONFIG_KEY_{index}": f"http.{scheme}://{host}/.extraHeader",
+        f"GIT_CONFIG_VALUE_{index}": f"Authorization: Basic {blob}",
+        "GIT_CONFIG_COUNT": str(index + 1),
+    }
+    return added, tuple(s for s in (credential.password, blob) if s)
+
+
 def _is_permanent(stderr: str) -> bool:
     lowered = stderr.lower()
     return any(marker in lowered for marker in _PERMANENT_ERRORS)
@@ -309,11 +344,46 @@ class _Git:
         self.ctx = ctx
         self.kind = kind
         self.env = _git_env(ctx)
+        # Credentials handed out for this step's remote: redacted like GitSettings.secrets.
+        self.secrets: list[str] = []
         _clear_stale_locks(ctx)
+
+    async def authenticate(self, repo_url: str) -> None:
+        """Ask ``GitSettings.credentials`` for ``repo_url`` and give git what it returns.
+
+        Called before the commands that reach the remote; the provider caches (and renews)
+        tokens itself, so asking on every step is cheap and never uses an expired one.
+        """
+        provider = self.ctx.services.git.credentials
+        if provider is None:
+            return
+        try:
+            credential = await provider(repo_url)
+        except StepError as e:
+            raise StepError(
+                f"{self.kind}: {self.redact(e.message)}",
+                terminal=e.terminal,
+                retry_after=e.retry_after,
+            ) from None
+        if credential is None:
+            return
+        found = credential_env(self.env, repo_url, credential)
+        if found is None:
+            return
+        added, secrets = found
+        self.secrets.extend(secrets)
+        self.env.update(added)
+
+    def redact(self, text: str) -> str:
+        """Remove configured secrets and this step's credentials from ``text``."""
+        text = self.ctx.redact(text)
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def clean(self, text: str) -> str:
         """Text safe for messages: secrets redacted, URL userinfo removed, trimmed."""
-        text = strip_userinfo(self.ctx.redact(text)).strip()
+        text = strip_userinfo(self.redact(text)).strip()
         lines = [
             line for line in text.splitlines() if line.strip() and not line.startswith("hint:")
         ]
@@ -341,6 +411,10 @@ class _Git:
                 stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                # Its own process group, so a timeout also kills the helpers git starts
+                # (git-remote-https waiting on a stalled server would otherwise keep the pipes
+                # open, and the wait below would never end).
+                start_new_session=True,
             )
         except OSError as exc:
             # No git binary on PATH, or the directory vanished under us.
@@ -348,15 +422,18 @@ class _Git:
         try:
             out, err = await asyncio.wait_for(
                 proc.communicate(stdin.encode() if stdin is not None else None),
-                GIT_TIMEOUT_SECONDS,
+                self.ctx.services.git.timeout_seconds,
             )
         except TimeoutError:
             raise StepError(
-                f"{self.kind}: git {args[0]} did not finish within {GIT_TIMEOUT_SECONDS:.0f}s"
+                f"{self.kind}: git {args[0]} did not finish within "
+                f"{self.ctx.services.git.timeout_seconds:g}s"
             ) from None
         finally:
             # Cancelled or timed out: never leave a git process behind holding repository locks.
             if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 with contextlib.suppress(Exception):
@@ -385,6 +462,8 @@ def _git_env(ctx: StepContext) -> dict[str, str]:
         if key not in _IDENTITY_VARS and key not in _REPOSITORY_VARS:
             env[key] = value
     env["GIT_TERMINAL_PROMPT"] = "0"
+    # Our http.<url>.extraHeader entries are added by _Git.authenticate; config entries from
+    # the process environment are never inherited (only PATH is).
     settings = ctx.services.git
     env["GIT_COMMITTER_NAME"] = settings.author_name
     env["GIT_COMMITTER_EMAIL"] = settings.author_email
@@ -695,7 +774,7 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
         log.warning(
             "git-clone: the clone cache for %s is unusable (%s); cloning again",
             strip_userinfo(plan.repo_url),
-            ctx.redact(fetched.stderr.strip())[:200],
+            git.clean(fetched.stderr)[:200],
         )
         await asyncio.to_thread(shutil.rmtree, repo, True)
     args = [
@@ -903,6 +982,7 @@ async def git_clone(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     """
     plan = plan_clone(ctx, config)
     git = _Git(ctx, "git-clone")
+    await git.authenticate(plan.repo_url)
     repo, fresh = await _ensure_clone(git, plan)
     if not fresh and (plan.author_name or plan.author_email):
         if plan.author_name:
@@ -1175,6 +1255,7 @@ async def git_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     ).splitlines()
     current_branch = symbolic.removeprefix("refs/heads/") if symbolic != "HEAD" else None
     repo_url = await _remote_url(git, path)
+    await git.authenticate(repo_url)
 
     if plan.tag is not None:
         return await _push_tag(git, path, plan, current_branch, repo_url)
@@ -1270,6 +1351,7 @@ __all__: Sequence[str] = [
     "GitCallStats",
     "PushPlan",
     "commit_url",
+    "credential_env",
     "generated_branch",
     "normalize_repo_url",
     "plan_clone",

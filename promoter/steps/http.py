@@ -18,13 +18,19 @@ parsed JSON or YAML, the text for ``text/plain``, and ``{}`` when empty or not u
 This module is an edge adapter: it is the only place in ``promoter/`` that imports aiohttp, and it
 turns every aiohttp exception into a :class:`StepError`. Deciding (config parsing, response
 parsing, the outcome) is done by pure functions; :func:`_send` is the one function doing I/O.
-Messages never contain request header or query values: they often carry tokens. Like Kargo's
-hardened transport, it refuses to connect to link-local and cloud metadata addresses.
+Messages never contain request header or query values: they often carry tokens.
+
+Which hosts may be reached is the operator's :class:`HostPolicy` (``HttpSettings.allow_hosts``
+and ``deny_hosts``): by default any public host, and no private, loopback, link-local (cloud
+metadata) or unique-local address. It is enforced where connections are made (a resolver that
+drops refused addresses and a socket factory), so names resolving to refused addresses, DNS
+rebinding and redirects are all covered.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import ipaddress
 import json
 import re
@@ -36,6 +42,8 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import aiohttp
 import yaml
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
 
 from promoter.errors import StepError
 from promoter.expressions import ExpressionError, evaluate_expression
@@ -43,6 +51,7 @@ from promoter.expressions.errors import ExpressionSyntaxError
 from promoter.steps.base import (
     Config,
     FunctionStep,
+    HttpSettings,
     Step,
     StepContext,
     StepResult,
@@ -472,38 +481,210 @@ def decide(spec: HttpRequestSpec, response: HttpResponse) -> StepResult:
     )
 
 
-def _is_blocked_address(host: str) -> bool:
-    """Link-local and cloud metadata addresses, as Kargo's hardened transport refuses them."""
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# AWS's IPv6 instance metadata endpoint; the IPv4 one (169.254.169.254) is link-local.
+_METADATA_ADDRESSES = frozenset({ipaddress.ip_address("fd00:ec2::254")})
+_LABEL = r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?"
+_HOST_NAME = re.compile(rf"^(\*|(\*\.)?{_LABEL}(\.{_LABEL})*)$")
+
+
+def _address(text: str) -> Address | None:
     try:
-        address = ipaddress.ip_address(host)
+        address = ipaddress.ip_address(text.split("%", 1)[0])
     except ValueError:
-        return False
+        return None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_link_local or address == ipaddress.ip_address("fd00:ec2::254")
+        return address.ipv4_mapped
+    return address
+
+
+def _is_metadata(address: Address) -> bool:
+    return address.is_link_local or address in _METADATA_ADDRESSES
+
+
+@dataclass(frozen=True)
+class HostRules:
+    """A list of host rules: names (``example.com``), suffixes (``*.example.com``), everything
+    (``*``), addresses and networks (``10.1.2.3``, ``10.0.0.0/8``, ``fd00::/8``)."""
+
+    names: tuple[str, ...] = ()
+    networks: tuple[Network, ...] = ()
+
+    @classmethod
+    def parse(cls, entries: Sequence[str]) -> HostRules:
+        """Parse rules; raises ValueError naming the first entry that is none of the forms."""
+        names: list[str] = []
+        networks: list[Network] = []
+        for raw in entries:
+            entry = raw.strip().lower().rstrip(".")
+            if not entry:
+                continue
+            if entry.startswith("[") and entry.endswith("]"):
+                entry = entry[1:-1]
+            try:
+                networks.append(ipaddress.ip_network(entry, strict=False))
+                continue
+            except ValueError:
+                pass
+            if not _HOST_NAME.match(entry) or entry.replace(".", "").isdigit():
+                raise ValueError(
+                    f"{raw!r} is not a host name, *.suffix, *, IP address or CIDR network"
+                )
+            names.append(entry)
+        return cls(tuple(names), tuple(networks))
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.networks)
+
+    def name_rule(self, host: str) -> str | None:
+        """The rule that matches host name ``host``, if any."""
+        host = host.lower().rstrip(".")
+        for rule in self.names:
+            if rule == "*" or rule == host:
+                return rule
+            if rule.startswith("*.") and host.endswith(rule[1:]):
+                return rule
+        return None
+
+    def has_address(self, address: Address) -> bool:
+        return any(address.version == n.version and address in n for n in self.networks)
+
+
+class HostRefused(OSError):
+    """The host policy refused a host or an address (a policy decision, never retried)."""
+
+    def __init__(self, reason: str) -> None:
+        # With an errno, so that aiohttp's connection error message shows our text.
+        super().__init__(errno.EACCES, reason)
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """Which hosts the ``http`` step may reach (``HttpSettings.allow_hosts``/``deny_hosts``).
+
+    - A deny rule that matches the host name or the address refuses, whatever else matches.
+    - A non-empty allow list admits only a host whose name or address it matches.
+    - Addresses that are not globally routable (private, loopback, link-local, unique-local,
+      unspecified, shared and reserved ranges) are refused unless an allow rule admits them:
+      an address or network rule covering them, or a rule naming the host (not ``*``).
+      Link-local addresses (cloud metadata, 169.254.169.254) are admitted only by an address
+      or network rule.
+
+    Addresses are judged as connections are made, on the address actually connected to, so a
+    name that resolves differently on a second lookup (DNS rebinding) and redirects are covered.
+    """
+
+    allow: HostRules = HostRules()
+    deny: HostRules = HostRules()
+
+    @classmethod
+    def of(cls, allow: Sequence[str], deny: Sequence[str]) -> HostPolicy:
+        return cls(HostRules.parse(allow), HostRules.parse(deny))
+
+    def check_name(self, host: str) -> None:
+        """Before connecting: refuse a host name (or literal address) the rules exclude."""
+        address = _address(host)
+        if address is not None:
+            self.check_address(None, address)
+            return
+        if self.deny.name_rule(host):
+            raise HostRefused(f"host {host} is denied by the http step's host policy")
+        if self.allow and not self.allow.name_rule(host) and not self.allow.networks:
+            raise HostRefused(f"host {host} is not in the http step's allowed hosts")
+
+    def check_address(self, host: str | None, address: Address) -> None:
+        """At connect time: refuse ``address`` (reached for ``host``) unless the rules admit it."""
+        if self.deny.has_address(address) or (host and self.deny.name_rule(host)):
+            raise HostRefused(f"address {address} is denied by the http step's host policy")
+        by_address = self.allow.has_address(address)
+        named = self.allow.name_rule(host) if host else None
+        if self.allow and not (by_address or named):
+            raise HostRefused(f"address {address} is not in the http step's allowed hosts")
+        if address.is_global or by_address:
+            return
+        if _is_metadata(address):
+            raise HostRefused(
+                f"connections to link-local or cloud instance metadata addresses are not "
+                f"permitted (address {address})"
+            )
+        if named is None or named == "*":
+            raise HostRefused(
+                f"connections to private, loopback or otherwise non-public addresses are not "
+                f"permitted (address {address}); the operator may allow them"
+            )
+
+
+DEFAULT_POLICY = HostPolicy()
+
+
+def policy_of(settings: HttpSettings) -> HostPolicy:
+    try:
+        return _policy_cached(settings.allow_hosts, settings.deny_hosts)
+    except ValueError as exc:
+        raise StepError(f"{KIND}: host policy: {exc}", terminal=True) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _policy_cached(allow: tuple[str, ...], deny: tuple[str, ...]) -> HostPolicy:
+    return HostPolicy.of(allow, deny)
 
 
 AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
 
 
-class _BlockedAddressError(OSError):
-    """A connection to a link-local or metadata address was refused (a policy, never retried)."""
+class _GuardedResolver(AbstractResolver):
+    """Resolves names and keeps only the addresses the policy admits for that name.
+
+    aiohttp connects to exactly the addresses returned here, so the address checked is the
+    address used. Addresses admitted because of their *name* are remembered for the socket
+    factory, which sees only addresses.
+    """
+
+    def __init__(self, policy: HostPolicy) -> None:
+        self.policy = policy
+        self.admitted: set[str] = set()
+        self._resolver = DefaultResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        self.policy.check_name(host)
+        results = await self._resolver.resolve(host, port, family)
+        refusal: HostRefused | None = None
+        kept = []
+        for result in results:
+            address = _address(result["host"])
+            if address is None:
+                continue
+            try:
+                self.policy.check_address(host, address)
+            except HostRefused as exc:
+                refusal = refusal or exc
+                continue
+            self.admitted.add(str(address))
+            kept.append(result)
+        if not kept:
+            raise refusal or HostRefused(f"host {host} has no address the http step may reach")
+        return kept
+
+    async def close(self) -> None:
+        await self._resolver.close()
 
 
-def _guarded_socket(addr_info: AddrInfo) -> socket.socket:
-    """Open a socket unless it would reach a metadata endpoint (SSRF guard).
+def _guarded_socket(resolver: _GuardedResolver, addr_info: AddrInfo) -> socket.socket:
+    """Open a socket unless the policy refuses its address (the SSRF guard's last line).
 
-    Checking here, at connect time, covers DNS names, literal IPs and redirects alike; a check
-    of the URL string alone would miss a name that resolves to 169.254.169.254.
+    Literal IP hosts never reach the resolver, so they are judged here; names were judged by
+    the resolver, whose admitted addresses pass.
     """
     family, sock_type, proto, _, sockaddr = addr_info
-    if _is_blocked_address(str(sockaddr[0])):
-        # With an errno, so that aiohttp's message shows our text (it prints strerror).
-        raise _BlockedAddressError(
-            errno.EACCES,
-            f"connections to link-local or cloud instance metadata addresses are not permitted "
-            f"(address {sockaddr[0]})",
-        )
+    address = _address(str(sockaddr[0]))
+    if address is None:
+        raise HostRefused(f"cannot judge address {sockaddr[0]!r}")
+    if str(address) not in resolver.admitted:
+        resolver.policy.check_address(None, address)
     return socket.socket(family=family, type=sock_type, proto=proto)
 
 
@@ -519,9 +700,21 @@ async def _read_limited(response: aiohttp.ClientResponse, limit: int) -> bytes:
     return bytes(body)
 
 
-async def _send(spec: HttpRequestSpec, max_response_bytes: int) -> HttpResponse:
-    """Send the request and read the response. Raises aiohttp's and asyncio's exceptions."""
-    connector = aiohttp.TCPConnector(socket_factory=_guarded_socket)
+async def _send(
+    spec: HttpRequestSpec, max_response_bytes: int, policy: HostPolicy = DEFAULT_POLICY
+) -> HttpResponse:
+    """Send the request and read the response. Raises aiohttp's and asyncio's exceptions, and
+    :class:`HostRefused` (possibly wrapped in a connection error) when the policy refuses."""
+    # Through a proxy we never connect to the target: judge its name (or literal address) now;
+    # the proxy itself is judged like any connection.
+    policy.check_name(urlsplit(spec.url).hostname or "")
+    resolver = _GuardedResolver(policy)
+    connector = aiohttp.TCPConnector(
+        resolver=resolver,
+        socket_factory=functools.partial(_guarded_socket, resolver),
+        # Each hop (redirects included) connects afresh and is judged again.
+        use_dns_cache=False,
+    )
     headers = list(spec.headers)
     if not any(name.lower() == "user-agent" for name, _ in headers):
         headers.append(("User-Agent", "Longshoreman"))
@@ -580,7 +773,9 @@ async def http_step(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     redact = _redactor(ctx, spec)
     where = f"{spec.method} {spec.safe_url()}"
     try:
-        response = await _send(spec, settings.max_response_bytes)
+        response = await _send(spec, settings.max_response_bytes, policy_of(settings))
+    except HostRefused as exc:
+        raise StepError(redact(f"{KIND}: {where} refused: {exc.strerror}"), terminal=True) from None
     except StepError as exc:
         raise StepError(redact(f"{exc.message} ({where})"), terminal=exc.terminal) from None
     except TimeoutError:
@@ -589,12 +784,11 @@ async def http_step(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
             redact(f"{KIND}: {where} timed out after {spec.timeout_seconds:g}s")
         ) from None
     except (aiohttp.ClientError, OSError, ValueError) as exc:
-        refused = isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
-            exc.os_error, _BlockedAddressError
-        )
-        raise StepError(
-            redact(f"{KIND}: {where} failed: {type(exc).__name__}: {exc}"), terminal=refused
-        ) from None
+        if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, HostRefused):
+            # A policy decision: retrying cannot change it.
+            reason = exc.os_error.strerror
+            raise StepError(redact(f"{KIND}: {where} refused: {reason}"), terminal=True) from None
+        raise StepError(redact(f"{KIND}: {where} failed: {type(exc).__name__}: {exc}")) from None
     try:
         result = decide(spec, response)
     except StepError as exc:
@@ -606,6 +800,9 @@ STEPS: dict[str, Step] = {KIND: FunctionStep(http_step)}
 
 __all__: Sequence[str] = (
     "STEPS",
+    "HostPolicy",
+    "HostRefused",
+    "HostRules",
     "HttpRequestSpec",
     "HttpResponse",
     "build_response_variables",

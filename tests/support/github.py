@@ -19,6 +19,21 @@ Test controls:
 - User actions: ``open_pull``, ``merge``, ``close``, ``add_comment``, ``set_permission``,
   ``add_team_member``. With ``deliver_to(url, secret)`` the fake sends the signed
   ``pull_request``/``check_run`` webhooks a user's action causes, as GitHub does.
+- Git over smart HTTP: the fake serves each repository's bare repo at
+  ``{fake.url}/{owner}/{name}.git`` through ``git http-backend`` (CGI), demanding what GitHub
+  demands of an App: ``Authorization: Basic`` with user ``x-access-token`` and a currently valid
+  installation token of the repository's installation (no credentials -> 401, another
+  installation's token -> 404). ``fake.git_url(full_name)`` is that URL; ``fake.git_requests``
+  records each request (path, query and whether it was let in; never the credentials);
+  ``fake.revoke_tokens()`` makes every token issued so far invalid. Because the git host is
+  the API's own host and port, ``GitHubSettings.git_base_url`` maps such URLs to the App.
+- OAuth web flow (the status pages' GitHub sign-in): ``add_oauth_app(client_id, secret)``,
+  ``sign_in_as(login)`` (who the browser is signed in to GitHub as; the authorize page then
+  approves at once and redirects back with a code), ``add_org_member(org, login,
+  state="active")``. Served: ``GET /login/oauth/authorize``, ``POST
+  /login/oauth/access_token`` (single-use codes; errors as GitHub's 200 + ``error``), ``GET
+  /user`` and ``GET /user/memberships/orgs/{org}`` (needs the ``read:org`` scope; 404 for
+  non-members) with the user's token.
 - Payloads built from the real fixtures in ``../shared/fixtures/github/payloads`` with the
   fake's own objects swapped in (:meth:`FakeGitHub.comment_payload`, :meth:`pr_payload`), and
   :func:`webhook_request` to sign any body.
@@ -31,12 +46,15 @@ Test controls:
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import copy
 import functools
 import hashlib
 import hmac
 import itertools
 import json
+import os
 import re
 import secrets
 import time
@@ -47,6 +65,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import jwt
@@ -63,6 +82,9 @@ APP_ID = 4242
 APP_SLUG = "longshoreman"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 RATE_LIMIT = 5000
+# GitHub's smart HTTP paths: /{owner}/{name}.git/info/refs, /git-upload-pack, /git-receive-pack.
+_OAUTH_PATH = re.compile(r"^/(login/oauth/.*|user|user/.*)$")
+_GIT_PATH = re.compile(r"^/(?P<owner>[^/]+)/(?P<name>[^/]+)\.git/(?P<rest>.*)$")
 
 
 @functools.lru_cache(maxsize=1)
@@ -163,6 +185,16 @@ class Logged:
     path: str
     status: int
     installation: int | None
+
+
+@dataclass
+class GitRequest:
+    """One request to the fake's git server (credentials are never kept)."""
+
+    method: str
+    path: str
+    query: str
+    allowed: bool
 
 
 @dataclass
@@ -300,6 +332,13 @@ class FakeGitHub:
         self._ids = itertools.count(1000)
         self._delivery: tuple[str, str] | None = None
         self.deliveries: list[tuple[str, int]] = []
+        self.git_requests: list[GitRequest] = []
+        # OAuth: client_id -> secret; code -> (client_id, login, scope); token -> (login, scope).
+        self.oauth_apps: dict[str, str] = {}
+        self.oauth_codes: dict[str, tuple[str, str, str]] = {}
+        self.user_tokens: dict[str, tuple[str, str]] = {}
+        self.oauth_login: str | None = None
+        self.org_members: dict[str, dict[str, str]] = {}
         self._session: aiohttp.ClientSession | None = None
         self.app = web.Application(middlewares=[self._middleware])
         self._routes()
@@ -339,6 +378,24 @@ class FakeGitHub:
     def deliver_to(self, url: str, secret: str) -> None:
         """Send the webhooks users' actions cause (merge, close) to ``url``, signed."""
         self._delivery = (url, secret)
+
+    def git_url(self, full_name: str) -> str:
+        """The smart-HTTP clone URL of a repository (``http://127.0.0.1:PORT/owner/name.git``)."""
+        return f"{self.url}/{self.repo(full_name).full_name}.git"
+
+    def add_oauth_app(self, client_id: str, client_secret: str) -> None:
+        self.oauth_apps[client_id] = client_secret
+
+    def sign_in_as(self, login: str | None) -> None:
+        """The browser is signed in to GitHub as ``login`` (None: signed out)."""
+        self.oauth_login = login
+
+    def add_org_member(self, org: str, login: str, state: str = "active") -> None:
+        self.org_members.setdefault(org.lower(), {})[login.lower()] = state
+
+    def revoke_tokens(self) -> None:
+        """Every installation token issued so far stops working (as after a key rotation)."""
+        self.tokens.clear()
 
     def requests(self, method: str | None = None, path: str = "") -> list[Logged]:
         return [r for r in self.log if (method is None or r.method == method) and path in r.path]
@@ -526,11 +583,28 @@ class FakeGitHub:
         r.add_post(repo + "/check-runs", self.h_create_check_run)
         r.add_patch(repo + "/check-runs/{id:\\d+}", self.h_update_check_run)
         r.add_get(repo + "/check-runs/{id:\\d+}", self.h_get_check_run)
+        # Last: git's paths have no /repos/ prefix.
+        r.add_route("*", "/{owner}/{name:[^/]+\\.git}/{rest:.*}", self.h_git)
+        r.add_get("/login/oauth/authorize", self.h_oauth_authorize)
+        r.add_post("/login/oauth/access_token", self.h_oauth_access_token)
+        r.add_get("/user", self.h_user)
+        r.add_get("/user/memberships/orgs/{org}", self.h_user_membership)
 
     @web.middleware
     async def _middleware(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        if _OAUTH_PATH.match(request.path):
+            # The OAuth flow and /user endpoints authenticate users, not the App (see h_user).
+            try:
+                response = await handler(request)
+            except ApiError as e:
+                response = web.json_response(e.body, status=e.status, headers=e.headers)
+            self.log.append(Logged(request.method, request.path, response.status, None))
+            return response
+        if _GIT_PATH.match(request.path):
+            # Git authenticates with Basic credentials of its own (see h_git), unmetered.
+            return await handler(request)
         installation: int | None = None
         try:
             installation = self._authenticate(request)
@@ -628,6 +702,135 @@ class FakeGitHub:
         if not isinstance(data, dict):
             raise ApiError(400, "Problems parsing JSON")
         return data
+
+    # ---- OAuth web flow and the signed-in user ------------------------------------------------
+
+    async def h_oauth_authorize(self, request: web.Request) -> web.Response:
+        query = request.query
+        client_id = query.get("client_id", "")
+        if client_id not in self.oauth_apps:
+            return web.Response(status=404, text="Unknown OAuth application\n")
+        if self.oauth_login is None:
+            return web.Response(status=401, text="Sign in to GitHub first\n")
+        code = secrets.token_hex(10)
+        self.oauth_codes[code] = (client_id, self.oauth_login, query.get("scope", ""))
+        separator = "&" if "?" in query.get("redirect_uri", "") else "?"
+        target = (
+            query.get("redirect_uri", "")
+            + separator
+            + urlencode({"code": code, "state": query.get("state", "")})
+        )
+        return web.Response(status=302, headers={"Location": target})
+
+    async def h_oauth_access_token(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        client_id, secret = str(form.get("client_id", "")), str(form.get("client_secret", ""))
+        if self.oauth_apps.get(client_id) != secret or not secret:
+            return web.json_response({"error": "incorrect_client_credentials"})
+        grant = self.oauth_codes.pop(str(form.get("code", "")), None)  # single use
+        if grant is None or grant[0] != client_id:
+            return web.json_response({"error": "bad_verification_code"})
+        token = "gho_" + secrets.token_hex(16)
+        self.user_tokens[token] = (grant[1], grant[2])
+        return web.json_response({"access_token": token, "token_type": "bearer", "scope": grant[2]})
+
+    def _user_of(self, request: web.Request) -> tuple[str, str]:
+        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() not in ("bearer", "token") or credential not in self.user_tokens:
+            raise ApiError(401, "Bad credentials")
+        return self.user_tokens[credential]
+
+    async def h_user(self, request: web.Request) -> web.Response:
+        login, _ = self._user_of(request)
+        return web.json_response({"login": login, "id": abs(hash(login)) % 10**8, "type": "User"})
+
+    async def h_user_membership(self, request: web.Request) -> web.Response:
+        login, scope = self._user_of(request)
+        if "read:org" not in scope.replace(",", " ").split():
+            raise ApiError(403, "You need the read:org scope to read organization memberships")
+        org = request.match_info["org"]
+        state = self.org_members.get(org.lower(), {}).get(login.lower())
+        if state is None:
+            raise ApiError(404, "Not Found")
+        return web.json_response(
+            {
+                "state": state,
+                "role": "member",
+                "organization": {"login": org},
+                "user": {"login": login},
+            }
+        )
+
+    # ---- git over smart HTTP --------------------------------------------------------------------
+
+    def _git_denial(self, request: web.Request, repo: Repo | None) -> web.Response | None:
+        """GitHub's answers to git without valid App credentials, or None to let it in."""
+        challenge = {"WWW-Authenticate": 'Basic realm="GitHub"'}
+        scheme, _, encoded = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "basic":
+            return web.Response(status=401, headers=challenge, text="Authentication required\n")
+        try:
+            user, _, token = base64.b64decode(encoded, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return web.Response(status=401, headers=challenge, text="Bad credentials\n")
+        issued = self.tokens.get(token)
+        if user != "x-access-token" or issued is None or time.time() >= issued[1]:
+            return web.Response(status=401, headers=challenge, text="Invalid username or token.\n")
+        if repo is None or repo.installation != issued[0]:
+            return web.Response(status=404, text="Repository not found.\n")
+        return None
+
+    async def h_git(self, request: web.Request) -> web.StreamResponse:
+        """``git http-backend`` as CGI for one repository, behind GitHub's authentication."""
+        match = _GIT_PATH.match(request.path)
+        assert match is not None
+        repo = self.repos.get(f"{match['owner']}/{match['name']}".lower())
+        denial = self._git_denial(request, repo)
+        self.git_requests.append(
+            GitRequest(request.method, request.path, request.query_string, denial is None)
+        )
+        if denial is not None:
+            return denial
+        assert repo is not None
+        # aiohttp has already undone any Content-Encoding: gzip, so the CGI gets plain bytes.
+        body = await request.read()
+        env = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": str(repo.git.home),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_PROJECT_ROOT": str(repo.git.path.parent),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": f"/{repo.git.path.name}/{match['rest']}",
+            "REQUEST_METHOD": request.method,
+            "QUERY_STRING": request.query_string,
+            "CONTENT_TYPE": request.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            # http-backend enables receive-pack (push) for an authenticated user.
+            "REMOTE_USER": "x-access-token",
+            "REMOTE_ADDR": "127.0.0.1",
+            "GIT_PROTOCOL": request.headers.get("Git-Protocol", ""),
+        }
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            "http-backend",
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, _ = await proc.communicate(body)
+        head, sep, payload = out.partition(b"\r\n\r\n")
+        if not sep:
+            head, _, payload = out.partition(b"\n\n")
+        status, headers = 200, {}
+        for line in head.decode("latin-1").splitlines():
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.strip().split(" ", 1)[0])
+            elif key:
+                headers[key.strip()] = value.strip()
+        return web.Response(status=status, headers=headers, body=payload)
 
     # ---- apps -----------------------------------------------------------------------------------
 
@@ -1134,6 +1337,8 @@ class FakePromotions:
         self.waiting: dict[str, int] = {}
         self.warehouse_list: list[dict[str, Any]] = []
         self.created_freight: list[dict[str, Any]] = []
+        # handlers.progress.AnalysisRunSource: (namespace, name) -> AnalysisRun
+        self.analysis_runs: dict[tuple[str, str], dict[str, Any]] = {}
 
     async def snapshot(self, namespace: str) -> Any:
         from promoter.chatops import Snapshot
@@ -1184,6 +1389,9 @@ class FakePromotions:
     def wake_pr(self, url: str) -> int:
         self.woken.append(url)
         return self.waiting.get(url, 0)
+
+    async def analysis_run(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.analysis_runs.get((namespace, name))
 
     # handlers.push.FreightSink
     async def warehouses(self, namespace: str) -> list[Mapping[str, Any]]:

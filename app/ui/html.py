@@ -1,0 +1,427 @@
+"""The status pages' HTML: view models (:mod:`app.ui.views`) in, strings out.
+
+Plain Python string building with one rule: every value from the cluster or a user goes through
+:func:`e` (``html.escape`` with quotes), and every URL through :func:`href` (only http(s) and
+our own paths). A page is a layout around a *fragment*; server-sent events carry re-rendered
+fragments, which the page's small inline script swaps in. No JavaScript framework, and the pages
+work without JavaScript (a meta refresh in ``<noscript>``).
+
+Layout is mobile-first: below 640 px wide tables turn into cards (each cell labelled by
+``data-label``), so a Stage or a step reads on a phone without sideways scrolling.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from urllib.parse import quote
+
+from app.ui.views import (
+    AnalysisRunView,
+    Link,
+    ProjectView,
+    PromotionItem,
+    PromotionView,
+    StageCard,
+    StageView,
+)
+
+NO_JS_REFRESH_SECONDS = 15
+
+# Badge colours by what a status means (GitHub Primer's palette: readable on white, AA contrast).
+GREEN, BLUE, GREY, RED, AMBER = "#1a7f37", "#0969da", "#6e7781", "#cf222e", "#9a6700"
+_KIND = {
+    "succeeded": "ok",
+    "successful": "ok",
+    "healthy": "ok",
+    "true": "ok",
+    "verified": "ok",
+    "ready": "ok",
+    "running": "run",
+    "verifying": "run",
+    "progressing": "run",
+    "failed": "bad",
+    "errored": "bad",
+    "error": "bad",
+    "false": "bad",
+    "unhealthy": "bad",
+    "inconclusive": "bad",
+    "degraded": "bad",
+    "aborted": "warn",
+    "skipped": "warn",
+}
+
+CSS = f"""
+*{{box-sizing:border-box}}
+body{{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;
+background:#f6f8fa}}
+header{{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;padding:.6rem 1rem;
+background:#24292f;color:#fff}}
+header a{{color:#fff;text-decoration:none}} header .brand{{font-weight:700}}
+nav{{flex:1;min-width:0;overflow-wrap:anywhere}} nav a{{color:#c9d1d9}}
+main{{max-width:72rem;margin:0 auto;padding:1rem}}
+h1{{font-size:1.35rem;margin:.2rem 0 .6rem;overflow-wrap:anywhere}}
+h2{{font-size:1.1rem;margin:1.4rem 0 .5rem}}
+code{{font:13px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;overflow-wrap:anywhere}}
+a{{color:{BLUE}}}
+.badge{{display:inline-block;padding:.1rem .55rem;border-radius:1rem;color:#fff;
+font-size:.8rem;font-weight:600;white-space:nowrap;background:{GREY}}}
+.b-ok{{background:{GREEN}}} .b-run{{background:{BLUE}}} .b-bad{{background:{RED}}}
+.b-warn{{background:{AMBER}}}
+.live{{font-size:.8rem;color:#c9d1d9}} .live.on::before{{content:"● ";color:#3fb950}}
+.card{{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:.8rem 1rem;
+margin:.6rem 0}}
+.message{{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3rem 0;font-size:.9rem}}
+.muted{{color:#57606a;font-size:.85rem}}
+dl.facts{{display:grid;grid-template-columns:max-content 1fr;gap:.2rem .8rem;margin:.4rem 0}}
+dl.facts dt{{color:#57606a}} dl.facts dd{{margin:0;overflow-wrap:anywhere}}
+table{{width:100%;border-collapse:collapse;background:#fff;border:1px solid #d0d7de}}
+th,td{{text-align:left;vertical-align:top;padding:.45rem .6rem;border-top:1px solid #d0d7de}}
+th{{background:#f6f8fa;font-size:.85rem}}
+td{{overflow-wrap:anywhere}}
+tr.outputs td{{border-top:0;padding-top:0}}
+ul.links{{padding-left:1.2rem}}
+footer{{max-width:72rem;margin:1.5rem auto;padding:0 1rem 1rem;color:#57606a;font-size:.8rem}}
+footer form{{display:inline}}
+@media (max-width:640px){{
+  main{{padding:.6rem}}
+  table,thead,tbody,tr,td{{display:block;width:100%}}
+  table{{border:0;background:none}}
+  thead{{display:none}}
+  tr{{background:#fff;border:1px solid #d0d7de;border-radius:6px;margin:.5rem 0;padding:.3rem 0}}
+  tr.outputs{{margin-top:-.6rem;border-top:0;border-radius:0 0 6px 6px}}
+  td{{border:0;padding:.2rem .8rem}}
+  td[data-label]{{display:grid;grid-template-columns:6.2rem minmax(0,1fr);gap:.6rem}}
+  td[data-label]::before{{content:attr(data-label);font-size:.8rem;color:#57606a;
+  font-weight:600;padding-top:.1rem}}
+  td[data-label]:empty,td[data-label="#"]{{display:none}}
+}}
+"""
+
+SCRIPT = """
+(function () {
+  var main = document.getElementById("live"), state = document.getElementById("live-state");
+  var url = main && main.getAttribute("data-events");
+  if (!url) { return; }
+  if (!window.EventSource) {
+    setTimeout(function () { location.reload(); }, NO_JS_REFRESH_MS);
+    return;
+  }
+  var source = new EventSource(url);
+  function show(text, on) { state.textContent = text; state.className = on ? "live on" : "live"; }
+  source.onopen = function () { show("live", true); };
+  source.onerror = function () { show("reconnecting…", false); };
+  source.addEventListener("update", function (event) {
+    main.innerHTML = event.data;  /* rendered and escaped by the server */
+    show("live", true);
+  });
+  source.addEventListener("gone", function () { show("deleted", false); source.close(); });
+})();
+""".replace("NO_JS_REFRESH_MS", str(NO_JS_REFRESH_SECONDS * 1000))
+
+
+def e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def href(url: str | None) -> str | None:
+    """Only http(s) URLs and our own absolute paths become links."""
+    if not url:
+        return None
+    ours = url.startswith("/") and not url.startswith("//")
+    if url.startswith(("https://", "http://")) or ours:
+        return e(url)
+    return None
+
+
+def path(*segments: str) -> str:
+    return "/".join(quote(s, safe="") for s in segments)
+
+
+def promotion_path(namespace: str, name: str) -> str:
+    return f"/ui/promotions/{path(namespace, name)}"
+
+
+def stage_path(namespace: str, name: str) -> str:
+    return f"/ui/stages/{path(namespace, name)}"
+
+
+def project_path(namespace: str) -> str:
+    return f"/ui/projects/{path(namespace)}"
+
+
+def badge(text: str, *, id_: str | None = None) -> str:
+    kind = _KIND.get(text.strip().lower(), "none")
+    attrs = f' id="{e(id_)}"' if id_ else ""
+    return f'<span class="badge b-{kind}"{attrs} data-status="{e(text)}">{e(text or "-")}</span>'
+
+
+def link(item: Link) -> str:
+    target = href(item.href)
+    label = e(item.label)
+    body = f'<a href="{target}" rel="noopener noreferrer">{label}</a>' if target else label
+    return body + (f' <span class="muted">({e(item.note)})</span>' if item.note else "")
+
+
+def td(label: str, content: str) -> str:
+    # Empty cells stay empty (no whitespace), so phone cards can hide them with :empty.
+    if not content:
+        return f'<td data-label="{e(label)}"></td>'
+    return f'<td data-label="{e(label)}"><div class="v">{content}</div></td>'
+
+
+def table(headers: Sequence[str], rows: Iterable[str], *, cls: str = "") -> str:
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+    body = "".join(rows)
+    if not body:
+        return '<p class="muted">None.</p>'
+    return f'<table class="{e(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def layout(
+    title: str,
+    fragment: str,
+    *,
+    crumbs: Sequence[tuple[str, str | None]] = (),
+    events: str | None = None,
+    footer: str = "",
+    nonce: str = "",
+) -> str:
+    nav = " / ".join(
+        f'<a href="{href(url)}">{e(label)}</a>' if url else e(label) for label, url in crumbs
+    )
+    refresh = (
+        f'<noscript><meta http-equiv="refresh" content="{NO_JS_REFRESH_SECONDS}"></noscript>'
+        if events
+        else ""
+    )
+    live = '<span id="live-state" class="live">connecting…</span>' if events else ""
+    events_attr = f' data-events="{e(events)}"' if events else ""
+    script = f'<script nonce="{e(nonce)}">{SCRIPT}</script>' if events else ""
+    return (
+        "<!doctype html>"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        # No favicon request (it would 404): an empty inline icon.
+        '<link rel="icon" href="data:,">'
+        f"<title>{e(title)} · Longshoreman</title>{refresh}"
+        f'<style nonce="{e(nonce)}">{CSS}</style></head><body>'
+        f'<header><a class="brand" href="/ui/">Longshoreman</a><nav>{nav}</nav>{live}</header>'
+        f'<main id="live"{events_attr}>{fragment}</main>'
+        f"<footer>{footer}</footer>{script}</body></html>"
+    )
+
+
+# ---- fragments ---------------------------------------------------------------------------------
+
+
+def index_fragment(projects: Sequence[tuple[str, int, int]]) -> str:
+    """``projects``: (namespace, Stages, running Promotions)."""
+    rows = (
+        "<tr>"
+        + td("Project", f'<a href="{project_path(ns)}">{e(ns)}</a>')
+        + td("Stages", e(stages))
+        + td("Running", e(running))
+        + "</tr>"
+        for ns, stages, running in projects
+    )
+    return "<h1>Projects</h1>" + table(("Project", "Stages", "Running"), rows, cls="projects")
+
+
+def _promotion_cell(namespace: str, item: PromotionItem | None) -> str:
+    if item is None:
+        return "-"
+    return (
+        f'<a href="{promotion_path(namespace, item.name)}">{e(item.name)}</a> {badge(item.phase)}'
+    )
+
+
+def _stage_row(namespace: str, card: StageCard) -> str:
+    queued = (
+        "<br>".join(
+            f'<a href="{promotion_path(namespace, q.name)}">{e(q.name)}</a>' for q in card.queued
+        )
+        or "-"
+    )
+    health = badge(card.health) + (
+        f'<div class="muted">{e(card.health_message)}</div>' if card.health_message else ""
+    )
+    verification = badge(card.verification) + (
+        f'<div class="muted">{e(card.verification_message)}</div>'
+        if card.verification_message
+        else ""
+    )
+    return (
+        f'<tr data-stage="{e(card.name)}">'
+        + td("Stage", f'<a href="{stage_path(namespace, card.name)}">{e(card.name)}</a>')
+        + td("Freight", f"<code>{e(card.freight)}</code>")
+        + td("Health", health)
+        + td("Verification", verification)
+        + td("Running", _promotion_cell(namespace, card.running))
+        + td("Queued", queued)
+        + td("Last", _promotion_cell(namespace, card.last))
+        + "</tr>"
+    )
+
+
+def _promotion_rows(namespace: str, items: Sequence[PromotionItem]) -> list[str]:
+    return [
+        "<tr>"
+        + td("Promotion", f'<a href="{promotion_path(namespace, p.name)}">{e(p.name)}</a>')
+        + td("Stage", f'<a href="{stage_path(namespace, p.stage)}">{e(p.stage)}</a>')
+        + td("Freight", f"<code>{e(p.freight)}</code>")
+        + td("Phase", badge(p.phase))
+        + td("When", e(p.when))
+        + "</tr>"
+        for p in items
+    ]
+
+
+STAGE_HEADERS = ("Stage", "Freight", "Health", "Verification", "Running", "Queued", "Last")
+PROMOTION_HEADERS = ("Promotion", "Stage", "Freight", "Phase", "When")
+
+
+def project_fragment(view: ProjectView) -> str:
+    ns = view.namespace
+    return (
+        f"<h1>Project <code>{e(ns)}</code></h1>"
+        + "<h2>Stages</h2>"
+        + table(STAGE_HEADERS, (_stage_row(ns, c) for c in view.stages), cls="stages")
+        + "<h2>Recent Promotions</h2>"
+        + table(PROMOTION_HEADERS, _promotion_rows(ns, view.recent), cls="promotions")
+    )
+
+
+def _analysis_rows(runs: Sequence[AnalysisRunView]) -> list[str]:
+    return [
+        f'<tr id="analysisrun-{e(r.name)}">'
+        + td(
+            "AnalysisRun", f"<code>{e(f'{r.namespace}/' if r.namespace else '')}{e(r.name)}</code>"
+        )
+        + td("Phase", badge(r.phase))
+        + td("Started", e(r.started))
+        + td("Finished", e(r.finished))
+        + td("Message", f'<div class="message">{e(r.message)}</div>' if r.message else "")
+        + "</tr>"
+        for r in runs
+    ]
+
+
+ANALYSIS_HEADERS = ("AnalysisRun", "Phase", "Started", "Finished", "Message")
+
+
+def stage_fragment(view: StageView) -> str:
+    ns, card = view.namespace, view.card
+    conditions = [
+        "<tr>"
+        + td("Type", e(c.type))
+        + td("Status", badge(c.status))
+        + td("Reason", e(c.reason))
+        + td("Message", f'<div class="message">{e(c.message)}</div>' if c.message else "")
+        + td("Since", e(c.since))
+        + "</tr>"
+        for c in view.conditions
+    ]
+    history = "".join(f"<li><code>{e(h)}</code></li>" for h in view.freight_history)
+    return (
+        f"<h1>Stage <code>{e(card.name)}</code></h1>"
+        + table(STAGE_HEADERS, [_stage_row(ns, card)], cls="stages")
+        + "<h2>Conditions</h2>"
+        + table(("Type", "Status", "Reason", "Message", "Since"), conditions, cls="conditions")
+        + "<h2>Freight history</h2>"
+        + (f"<ol>{history}</ol>" if history else '<p class="muted">None.</p>')
+        + '<h2 id="verification">Verification</h2>'
+        + table(ANALYSIS_HEADERS, _analysis_rows(view.verifications), cls="verifications")
+        + "<h2>Promotions</h2>"
+        + table(PROMOTION_HEADERS, _promotion_rows(ns, view.promotions), cls="promotions")
+    )
+
+
+STEP_HEADERS = ("#", "Step", "Kind", "Status", "Started", "Took", "Message")
+
+
+def _step_rows(view: PromotionView) -> list[str]:
+    rows = []
+    for s in view.steps:
+        errors = f' <span class="muted">({s.errors} error(s))</span>' if s.errors else ""
+        rows.append(
+            f'<tr class="step" data-step="{e(s.alias)}">'
+            + td("#", e(s.index))
+            + td("Step", f"<code>{e(s.alias)}</code>")
+            + td("Kind", e(s.uses))
+            + td("Status", badge(s.status) + errors)
+            + td("Started", e(s.started))
+            + td("Took", e(s.took))
+            + td("Message", f'<div class="message">{e(s.message)}</div>' if s.message else "")
+            + "</tr>"
+        )
+        if s.outputs:
+            facts = "".join(
+                f"<dt><code>{e(k)}</code></dt><dd><code>{e(v)}</code></dd>" for k, v in s.outputs
+            )
+            rows.append(
+                f'<tr class="outputs" data-step="{e(s.alias)}"><td colspan="{len(STEP_HEADERS)}">'
+                f"<details><summary>Outputs ({len(s.outputs)})</summary>"
+                f'<dl class="facts">{facts}</dl></details></td></tr>'
+            )
+    return rows
+
+
+def promotion_fragment(view: PromotionView) -> str:
+    ns = view.namespace
+    total = len(view.steps)
+    where = ""
+    if view.phase == "Running" and total:
+        current = view.steps[min(view.current_step, total - 1)]
+        where = f" · step {current.index} of {total} (<code>{e(current.alias)}</code>)"
+    elif total:
+        where = f" · {view.done} of {total} steps done"
+    facts = [
+        ("Project", f'<a href="{project_path(ns)}">{e(ns)}</a>'),
+        ("Stage", f'<a href="{stage_path(ns, view.stage)}">{e(view.stage)}</a>'),
+        ("Freight", f"<code>{e(view.freight)}</code>"),
+        ("By", e(view.actor or "-")),
+        ("Created", e(view.created or "-")),
+        ("Started", e(view.started or "-")),
+        ("Finished", e(view.finished or "-")),
+        ("Took", e(view.took or "-")),
+    ]
+    message = (
+        f'<div class="card"><div class="message" id="promotion-message">{e(view.message)}</div>'
+        "</div>"
+        if view.message
+        else ""
+    )
+    links = [link(pr) for pr in view.pull_requests]
+    links += [f'{link(a)} <span class="muted">(Argo CD Application)</span>' for a in view.apps]
+    links += [link(u) for u in view.urls]
+    links_html = (
+        '<ul class="links">' + "".join(f"<li>{item}</li>" for item in links) + "</ul>"
+        if links
+        else '<p class="muted">None yet.</p>'
+    )
+    return (
+        f"<h1>Promotion <code>{e(view.name)}</code></h1>"
+        + f"<p>{badge(view.phase, id_='phase')}{where}</p>"
+        + message
+        + '<dl class="facts">'
+        + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
+        + "</dl>"
+        + "<h2>Steps</h2>"
+        + table(STEP_HEADERS, _step_rows(view), cls="steps")
+        + "<h2>Links</h2>"
+        + links_html
+        + f'<h2>Verification</h2><p class="muted">AnalysisRuns that followed this Promotion; see '
+        f'also <a href="{stage_path(ns, view.stage)}#verification">the Stage</a>.</p>'
+        + table(ANALYSIS_HEADERS, _analysis_rows(view.analysis_runs), cls="verifications")
+    )
+
+
+def message_page(title: str, text: str, *, footer: str = "", nonce: str = "") -> str:
+    return layout(
+        title,
+        f"<h1>{e(title)}</h1><p>{e(text)}</p>",
+        crumbs=(("Projects", "/ui/"),),
+        footer=footer,
+        nonce=nonce,
+    )

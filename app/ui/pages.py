@@ -1,0 +1,367 @@
+"""The status pages' routes on the server's aiohttp application, and their live updates.
+
+Pages read the controller's informer caches (every replica keeps them warm, so any replica
+serves the same pages and no request reaches the API server). Each page is a fragment inside
+a layout; ``…/events`` streams the same fragment, re-rendered, as server-sent events whenever
+a Promotion of the project changes (the controller's Promotion listeners wake the streams), and
+at least every :data:`STREAM_REFRESH_SECONDS` so Stage health and verification show up too.
+Only changed fragments are sent.
+
+Routes: ``/ui/`` (projects, i.e. namespaces with Stages), ``/ui/projects/{ns}``,
+``/ui/stages/{ns}/{name}``, ``/ui/promotions/{ns}/{name}``, each with ``/events``; and for
+GitHub sign-in ``/ui/login``, ``/ui/oauth/callback``, ``/ui/logout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from app.ui import html as h
+from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
+from app.ui.views import Masker, project_view, promotion_view, stage_view
+from promoter.model import Phase, namespace_of
+from promoter.stages import phase_of
+
+if TYPE_CHECKING:
+    from app.reconciler import Controller
+    from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STREAM_REFRESH_SECONDS = 5.0
+KEEPALIVE_SECONDS = 15.0
+ANY_NAMESPACE = "*"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    title: str
+    fragment: str
+    crumbs: tuple[tuple[str, str | None], ...]
+    watch: str  # the namespace whose Promotion changes wake this page's stream
+
+
+class PageEvents:
+    """Wakes the pages' event streams when a Promotion changes (a controller listener)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, asyncio.Event] = {}
+        self.closed = asyncio.Event()
+
+    def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        # Called synchronously by the informer: wake and return, never block.
+        for key in (namespace_of(obj) or "default", ANY_NAMESPACE):
+            event = self._waiting.pop(key, None)
+            if event is not None:
+                event.set()
+
+    async def wait(self, namespace: str, at_most: float) -> None:
+        """Until a Promotion of ``namespace`` changes, the server stops, or ``at_most`` s."""
+        event = self._waiting.setdefault(namespace, asyncio.Event())
+        changed = asyncio.ensure_future(event.wait())
+        closing = asyncio.ensure_future(self.closed.wait())
+        try:
+            await asyncio.wait((changed, closing), timeout=at_most, return_when="FIRST_COMPLETED")
+        finally:
+            for task in (changed, closing):
+                task.cancel()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class NotFound(Exception):
+    """The page's object does not exist; the message is safe to show."""
+
+
+class Pages:
+    def __init__(self, settings: Settings, controller: Callable[[], Controller | None]) -> None:
+        self.ui = settings.ui
+        self.controller = controller
+        self.auth = Auth(settings.ui)
+        self.events = PageEvents()
+        github, slack = settings.github, settings.slack
+        self.masker = Masker(
+            [
+                github.webhook_secret if github else None,
+                github.private_key if github else None,
+                slack.bot_token if slack else None,
+                slack.signing_secret if slack else None,
+                settings.ui.github_client_secret,
+                settings.ui.session_secret,
+            ]
+        )
+
+    def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        self.events.on_promotion(obj, old)
+
+    def setup(self, app: web.Application) -> None:
+        r = app.router
+        r.add_get("/ui", _to_index)
+        pages: list[tuple[str, Callable[[web.Request], Rendered]]] = [
+            ("/ui/", self._index),
+            ("/ui/projects/{namespace}", self._project),
+            ("/ui/stages/{namespace}/{name}", self._stage),
+            ("/ui/promotions/{namespace}/{name}", self._promotion),
+        ]
+        for path, render in pages:
+            events = path.rstrip("/") + "/events"
+            r.add_get(path, self._page(render, events_of=events))
+            r.add_get(events, self._stream(render))
+        r.add_get(LOGIN_PATH, self.auth.login)
+        r.add_get(CALLBACK_PATH, self._callback)
+        r.add_post(LOGOUT_PATH, self._logout)
+
+        async def shutdown(_: web.Application) -> None:
+            self.events.close()  # open streams end, so shutdown does not wait on them
+
+        async def cleanup(_: web.Application) -> None:
+            await self.auth.close()
+
+        app.on_shutdown.append(shutdown)
+        app.on_cleanup.append(cleanup)
+
+    # ---- rendering --------------------------------------------------------------------------
+
+    def _controller(self) -> Controller:
+        controller = self.controller()
+        if controller is None or not controller.synced():
+            raise web.HTTPServiceUnavailable(
+                text="Longshoreman is starting; this page will be ready in a moment.\n",
+                headers={"Retry-After": "2"},
+            )
+        return controller
+
+    def _index(self, request: web.Request) -> Rendered:
+        c = self._controller()
+        namespaces = sorted({namespace_of(s) or "default" for s in c.stages.items()})
+        projects = []
+        for ns in namespaces:
+            running = sum(1 for p in c.promotions.items(ns) if phase_of(p) is Phase.RUNNING)
+            projects.append((ns, len(c.stages.items(ns)), running))
+        return Rendered("Projects", h.index_fragment(projects), (("Projects", None),), "*")
+
+    def _project(self, request: web.Request) -> Rendered:
+        c = self._controller()
+        ns = request.match_info["namespace"]
+        stages = c.stages.items(ns)
+        if not stages:
+            raise NotFound(f"No project {ns!r}: that namespace has no Stages.")
+        view = project_view(
+            ns, stages, c.promotions.items(ns), c.freight.items(ns), masker=self.masker
+        )
+        return Rendered(
+            f"Project {ns}",
+            h.project_fragment(view),
+            (("Projects", "/ui/"), (ns, None)),
+            ns,
+        )
+
+    def _stage(self, request: web.Request) -> Rendered:
+        c = self._controller()
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        stage = c.stages.get(ns, name)
+        if stage is None:
+            raise NotFound(f"No Stage {name!r} in project {ns!r}.")
+        view = stage_view(stage, c.promotions.items(ns), c.freight.items(ns), masker=self.masker)
+        return Rendered(
+            f"Stage {name}",
+            h.stage_fragment(view),
+            (("Projects", "/ui/"), (ns, h.project_path(ns)), (name, None)),
+            ns,
+        )
+
+    def _promotion(self, request: web.Request) -> Rendered:
+        c = self._controller()
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        promotion = c.promotions.get(ns, name)
+        if promotion is None:
+            raise NotFound(f"No Promotion {name!r} in project {ns!r}.")
+        stage_name = str((promotion.get("spec") or {}).get("stage") or "")
+        view = promotion_view(
+            promotion,
+            now=datetime.now(UTC),
+            stage=c.stages.get(ns, stage_name),
+            freights=c.freight.items(ns),
+            masker=self.masker,
+            argocd_url=self.ui.argocd_url,
+        )
+        return Rendered(
+            f"Promotion {name}",
+            h.promotion_fragment(view),
+            (
+                ("Projects", "/ui/"),
+                (ns, h.project_path(ns)),
+                (stage_name, h.stage_path(ns, stage_name)),
+                (name, None),
+            ),
+            ns,
+        )
+
+    def _footer(self, user: str) -> str:
+        mode = self.ui.auth
+        if mode == "none":
+            return (
+                "Access control is off: anyone who can reach this server can read these pages "
+                "(set LONGSHOREMAN_UI_AUTH to require sign-in)."
+            )
+        if mode == "header":
+            return (
+                f"Signed in as <strong>{h.e(user)}</strong> "
+                f"(from the {h.e(self.ui.auth_header)} header set by your proxy)."
+            )
+        return (
+            f"Signed in with GitHub as <strong>{h.e(user)}</strong> (members of "
+            f"{h.e(self.ui.github_org)}). "
+            f'<form method="post" action="{LOGOUT_PATH}"><button type="submit">Sign out'
+            "</button></form>"
+        )
+
+    def _html(self, body: str, nonce: str, status: int = 200) -> web.Response:
+        return web.Response(
+            status=status,
+            text=body,
+            content_type="text/html",
+            headers=self._security_headers(nonce),
+        )
+
+    @staticmethod
+    def _security_headers(nonce: str) -> Mapping[str, str]:
+        return {
+            # Only our inline script and style run; nothing is loaded from elsewhere.
+            "Content-Security-Policy": (
+                f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
+                "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                "form-action 'self'; frame-ancestors 'none'"
+            ),
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "same-origin",
+            "Cache-Control": "no-store",
+        }
+
+    # ---- handlers ---------------------------------------------------------------------------
+
+    def _page(
+        self, render: Callable[[web.Request], Rendered], *, events_of: str
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            user = self.auth.user(request)
+            if user is None:
+                return self.auth.unauthenticated(request, page=True)
+            nonce = secrets.token_urlsafe(16)
+            footer = self._footer(user)
+            try:
+                page = render(request)
+            except NotFound as e:
+                body = h.message_page("Not found", str(e), footer=footer, nonce=nonce)
+                return self._html(body, nonce, status=404)
+            events = _events_path(request.rel_url.raw_path)
+            body = h.layout(
+                page.title,
+                page.fragment,
+                crumbs=page.crumbs,
+                events=events,
+                footer=footer,
+                nonce=nonce,
+            )
+            return self._html(body, nonce)
+
+        return handler
+
+    def _stream(
+        self, render: Callable[[web.Request], Rendered]
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            if self.auth.user(request) is None:
+                return self.auth.unauthenticated(request, page=False)
+            try:
+                first = render(request)
+            except NotFound as e:
+                raise web.HTTPNotFound(text=f"{e}\n") from None
+            response = web.StreamResponse(
+                headers={
+                    "Content-Type": "text/event-stream",
+                    "Cache-Control": "no-store",
+                    # Proxies (nginx) must pass events through as they come.
+                    "X-Accel-Buffering": "no",
+                }
+            )
+            await response.prepare(request)
+            loop = asyncio.get_running_loop()
+            last: str | None = None
+            quiet_since = loop.time()
+            page: Rendered | None = first
+            with contextlib.suppress(ConnectionResetError):
+                await response.write(b"retry: 2000\n\n")
+                while not self.events.closed.is_set():
+                    if page is None:
+                        await response.write(_event("gone", "deleted"))
+                        break
+                    if page.fragment != last:
+                        await response.write(_event("update", page.fragment))
+                        last, quiet_since = page.fragment, loop.time()
+                    elif loop.time() - quiet_since >= KEEPALIVE_SECONDS:
+                        await response.write(b": keepalive\n\n")
+                        quiet_since = loop.time()
+                    await self.events.wait(first.watch, STREAM_REFRESH_SECONDS)
+                    try:
+                        page = render(request)
+                    except NotFound:
+                        page = None
+                    except web.HTTPServiceUnavailable:
+                        page = Rendered("", last or "", (), first.watch)
+            return response
+
+        return handler
+
+    async def _callback(self, request: web.Request) -> web.StreamResponse:
+        if self.ui.auth != "github":
+            raise web.HTTPNotFound()
+        nonce = secrets.token_urlsafe(16)
+        try:
+            login, next_url = await self.auth.callback(request)
+        except Refused as e:
+            body = h.message_page(
+                "Sign-in refused",
+                str(e),
+                footer=f'<a href="{LOGIN_PATH}">Sign in again</a>',
+                nonce=nonce,
+            )
+            return self._html(body, nonce, status=403)
+        log.info("signed in to the status pages", extra={"user": login})
+        return self.auth.signed_in(login, next_url)
+
+    async def _logout(self, request: web.Request) -> web.StreamResponse:
+        return self.auth.signed_out()
+
+
+async def _to_index(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPFound("/ui/")
+
+
+def _events_path(path: str) -> str:
+    return path.rstrip("/") + "/events"
+
+
+def _event(name: str, data: str) -> bytes:
+    # One data: line per line of the payload, as the SSE format requires.
+    lines = "".join(f"data: {line}\n" for line in data.split("\n"))
+    return f"event: {name}\n{lines}\n".encode()
+
+
+def setup_pages(
+    app: web.Application, settings: Settings, controller: Callable[[], Controller | None]
+) -> Pages:
+    """Mount the status pages; feed :meth:`Pages.on_promotion` from the controller."""
+    pages = Pages(settings, controller)
+    pages.setup(app)
+    return pages

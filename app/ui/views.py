@@ -1,0 +1,526 @@
+"""What the status pages show, decided purely: plain objects and ``now`` in, view models out.
+
+Nothing here renders HTML or does I/O, so every rule (masking, links, timings, the queue) is
+tested without a server. Stage rows reuse :func:`promoter.chatops.stage_rows` (what ``/status``
+prints in chat) and the queue order is :class:`promoter.stages.StageQueue`'s, so the pages and
+the chat commands always agree.
+
+Masking: a step output whose key looks secret (``token``, ``password``, ``secret``, ``key``,
+``credential``...) is shown as ``MASK``; so is any configured secret value wherever it appears
+in an output or a message, and the password of a URL with credentials.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from promoter.chatops import stage_rows
+from promoter.model import describe_freight, meta, name_of, namespace_of, parse_time
+from promoter.stages import StageQueue, get_condition, phase_of
+
+MASK = "••••••"
+# Words that make an output key secret. Keys are split into words first (camelCase, snake_case,
+# kebab-case), so ``sshKey`` and ``api_key`` are masked but ``monkey`` and ``keyboard`` are not.
+SECRET_WORDS = frozenset(
+    {
+        "token",
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "secret",
+        "key",
+        "apikey",
+        "credential",
+        "credentials",
+        "auth",
+        "authorization",
+        "cookie",
+        "session",
+        "signature",
+        "private",
+        "pat",
+    }
+)
+# Configured secrets shorter than this are not searched for in text: masking every "ab" in a
+# page would destroy it and protect nothing.
+MIN_SECRET_LENGTH = 4
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:\s]*):[^/@\s]*@", re.I)
+_HTTP_URL = re.compile(r"^https?://[^\s]+$")
+OUTPUT_VALUE_LIMIT = 2000
+
+
+def secret_key(key: str) -> bool:
+    """Does an output key look like it names a secret (``apiToken``, ``ssh_keys``...)?"""
+    words = {w.lower() for w in _WORDS.findall(key)}
+    words |= {w[:-1] for w in words if w.endswith("s")}  # plurals: tokens, keys, secrets
+    return bool(words & SECRET_WORDS) or key.lower() in SECRET_WORDS
+
+
+class Masker:
+    """Hides secrets in text shown on the pages."""
+
+    def __init__(self, secret_values: Iterable[str | None] = ()) -> None:
+        values = {v for v in secret_values if v and len(v) >= MIN_SECRET_LENGTH}
+        # Longest first, so a secret containing another is hidden whole.
+        self.values = sorted(values, key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self.values:
+            if secret in value:
+                value = value.replace(secret, MASK)
+        return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", value)
+
+    def output(self, key: str, value: Any) -> Any:
+        """``value`` with secret keys masked at any depth and secret values hidden."""
+        if secret_key(key):
+            return MASK
+        if isinstance(value, Mapping):
+            return {str(k): self.output(str(k), v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.output(key, v) for v in value]
+        if isinstance(value, str):
+            return self.text(value)
+        return value
+
+
+# ---- small pieces ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Link:
+    label: str
+    href: str | None = None  # None: shown as text (nowhere to link to)
+    note: str = ""
+
+
+def duration(start: datetime | None, end: datetime | None) -> str:
+    if start is None or end is None:
+        return ""
+    seconds = max(0, int((end - start).total_seconds()))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def _time(value: Any) -> str:
+    parsed = parse_time(value)
+    return parsed.strftime("%Y-%m-%d %H:%M:%S UTC") if parsed else ""
+
+
+def freight_label(ref: str, freights: Iterable[Mapping[str, Any]]) -> str:
+    for f in freights:
+        if name_of(f) == ref or f.get("alias") == ref:
+            return describe_freight(f)
+    return ref
+
+
+def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, Mapping) and value:
+        out: list[tuple[str, Any]] = []
+        for k, v in value.items():
+            out.extend(_flatten(f"{prefix}.{k}" if prefix else str(k), v))
+        return out
+    return [(prefix, value)]
+
+
+def _display(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value) if not isinstance(value, list | tuple) else ", ".join(map(str, value))
+    if len(text) > OUTPUT_VALUE_LIMIT:
+        return text[:OUTPUT_VALUE_LIMIT] + "… (truncated)"
+    return text
+
+
+# ---- one Promotion -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepView:
+    index: int
+    alias: str
+    uses: str
+    status: str
+    started: str
+    finished: str
+    took: str
+    message: str
+    errors: int
+    outputs: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class AnalysisRunView:
+    name: str
+    namespace: str
+    phase: str
+    message: str
+    started: str
+    finished: str
+
+
+@dataclass(frozen=True)
+class PromotionView:
+    namespace: str
+    name: str
+    stage: str
+    freight: str
+    phase: str
+    message: str
+    actor: str
+    created: str
+    started: str
+    finished: str
+    took: str
+    current_step: int
+    steps: list[StepView]
+    pull_requests: list[Link] = field(default_factory=list)
+    urls: list[Link] = field(default_factory=list)
+    apps: list[Link] = field(default_factory=list)
+    analysis_runs: list[AnalysisRunView] = field(default_factory=list)
+
+    @property
+    def done(self) -> int:
+        return sum(1 for s in self.steps if s.status in ("Succeeded", "Skipped"))
+
+
+def _actor(obj: Mapping[str, Any]) -> str:
+    annotations = meta(obj).get("annotations") or {}
+    for key in ("longshoreman.dev/create-actor", "kargo.akuity.io/create-actor"):
+        if annotations.get(key):
+            return str(annotations[key])
+    return ""
+
+
+def _steps(
+    promotion: Mapping[str, Any], masker: Masker, now: datetime
+) -> tuple[list[StepView], list[tuple[str, str, str]]]:
+    """Step views, and every http(s) URL found in the outputs as (alias, key path, url)."""
+    spec_steps = (promotion.get("spec") or {}).get("steps") or []
+    status = promotion.get("status") or {}
+    executions = status.get("stepExecutionMetadata") or []
+    state = status.get("state") or {}
+    views: list[StepView] = []
+    urls: list[tuple[str, str, str]] = []
+    for i, raw in enumerate(spec_steps):
+        step = raw if isinstance(raw, Mapping) else {}
+        execution = (
+            executions[i] if i < len(executions) and isinstance(executions[i], Mapping) else {}
+        )
+        task = step.get("task") or {}
+        alias = str(execution.get("alias") or step.get("as") or f"step-{i + 1}")
+        uses = str(step.get("uses") or (task.get("name") if isinstance(task, Mapping) else ""))
+        started = parse_time(execution.get("startedAt"))
+        finished = parse_time(execution.get("finishedAt"))
+        st = str(execution.get("status") or "Pending")
+        took = duration(started, finished or (now if st == "Running" else None))
+        output = state.get(alias) if isinstance(state, Mapping) else None
+        shown: list[tuple[str, str]] = []
+        if isinstance(output, Mapping):
+            masked = masker.output("", output)
+            for path, value in _flatten("", masked):
+                text = _display(value)
+                shown.append((path, text))
+                if isinstance(value, str) and _HTTP_URL.match(value) and MASK not in value:
+                    urls.append((alias, path, value))
+        views.append(
+            StepView(
+                index=i + 1,
+                alias=alias,
+                uses=uses,
+                status=st,
+                started=_time(execution.get("startedAt")),
+                finished=_time(execution.get("finishedAt")),
+                took=took,
+                message=masker.text(str(execution.get("message") or "")),
+                errors=int(execution.get("errorCount") or 0),
+                outputs=shown,
+            )
+        )
+    return views, urls
+
+
+def _apps(promotion: Mapping[str, Any], argocd_url: str | None) -> list[Link]:
+    """Argo CD Applications the Promotion touched: its recorded health checks, else the
+    ``argocd-update`` steps' configs (when they name Applications literally)."""
+    seen: list[tuple[str, str]] = []
+    status = promotion.get("status") or {}
+    configs: list[Any] = [
+        (h.get("config") or {}) for h in status.get("healthChecks") or () if isinstance(h, Mapping)
+    ]
+    for step in (promotion.get("spec") or {}).get("steps") or ():
+        if isinstance(step, Mapping) and step.get("uses") == "argocd-update":
+            configs.append(step.get("config") or {})
+    for config in configs:
+        for app in (config.get("apps") or ()) if isinstance(config, Mapping) else ():
+            if not isinstance(app, Mapping):
+                continue
+            name = str(app.get("name") or "")
+            namespace = str(app.get("namespace") or "argocd")
+            if not name or "${" in name or "${" in namespace or (namespace, name) in seen:
+                continue
+            seen.append((namespace, name))
+    return [
+        Link(
+            f"{ns}/{name}",
+            f"{argocd_url}/applications/{ns}/{name}" if argocd_url else None,
+        )
+        for ns, name in seen
+    ]
+
+
+def analysis_runs(
+    stage: Mapping[str, Any] | None,
+    promotion: str | None = None,
+    masker: Masker | None = None,
+) -> list[AnalysisRunView]:
+    """The Stage's verifications (newest first): the current Freight's, or (``promotion``) those
+    that followed one Promotion."""
+    masker = masker or Masker()
+    history = ((stage or {}).get("status") or {}).get("freightHistory") or []
+    out = []
+    for collection in history:
+        if not isinstance(collection, Mapping):
+            continue
+        for entry in collection.get("verificationHistory") or ():
+            if not isinstance(entry, Mapping):
+                continue
+            if promotion is not None and entry.get("promotion") != promotion:
+                continue
+            run = entry.get("analysisRun") or {}
+            out.append(
+                AnalysisRunView(
+                    name=str(run.get("name") or ""),
+                    namespace=str(run.get("namespace") or ""),
+                    phase=str(entry.get("phase") or run.get("phase") or ""),
+                    message=masker.text(str(entry.get("message") or "")),
+                    started=_time(entry.get("startTime")),
+                    finished=_time(entry.get("finishTime")),
+                )
+            )
+        if promotion is None:
+            break  # the current Freight's verifications only
+    return out
+
+
+def promotion_view(
+    promotion: Mapping[str, Any],
+    *,
+    now: datetime,
+    stage: Mapping[str, Any] | None = None,
+    freights: Sequence[Mapping[str, Any]] = (),
+    masker: Masker | None = None,
+    argocd_url: str | None = None,
+) -> PromotionView:
+    masker = masker or Masker()
+    spec = promotion.get("spec") or {}
+    status = promotion.get("status") or {}
+    steps, urls = _steps(promotion, masker, now)
+    phase = phase_of(promotion).value
+    started = parse_time(status.get("startedAt"))
+    finished = parse_time(status.get("finishedAt"))
+    pull_requests: list[Link] = []
+    other: list[Link] = []
+    for alias, path, url in urls:
+        if path == "pr.url" or "/pull/" in url:
+            number = url.rstrip("/").rsplit("/", 1)[-1]
+            label = f"Pull request #{number}" if number.isdigit() else "Pull request"
+            if all(link.href != url for link in pull_requests):
+                pull_requests.append(Link(label, url, alias))
+        else:
+            other.append(Link(f"{alias}: {path}", url))
+    return PromotionView(
+        namespace=namespace_of(promotion) or "default",
+        name=name_of(promotion),
+        stage=str(spec.get("stage") or ""),
+        freight=freight_label(str(spec.get("freight") or ""), freights),
+        phase=phase,
+        message=masker.text(str(status.get("message") or "")),
+        actor=_actor(promotion),
+        created=_time(meta(promotion).get("creationTimestamp")),
+        started=_time(status.get("startedAt")),
+        finished=_time(status.get("finishedAt")),
+        took=duration(started, finished or (now if phase == "Running" else None)),
+        current_step=int(status.get("currentStep") or 0),
+        steps=steps,
+        pull_requests=pull_requests,
+        urls=other,
+        apps=_apps(promotion, argocd_url),
+        analysis_runs=analysis_runs(stage, name_of(promotion), masker) if stage else [],
+    )
+
+
+# ---- a project's Stages ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromotionItem:
+    name: str
+    stage: str
+    freight: str
+    phase: str
+    when: str
+
+
+@dataclass(frozen=True)
+class StageCard:
+    name: str
+    freight: str
+    health: str
+    health_message: str
+    verification: str
+    verification_message: str
+    ready: str
+    running: PromotionItem | None
+    queued: list[PromotionItem]
+    last: PromotionItem | None
+
+
+@dataclass(frozen=True)
+class ProjectView:
+    namespace: str
+    stages: list[StageCard]
+    recent: list[PromotionItem]
+
+
+def _item(promotion: Mapping[str, Any], freights: Sequence[Mapping[str, Any]]) -> PromotionItem:
+    spec = promotion.get("spec") or {}
+    status = promotion.get("status") or {}
+    when = status.get("finishedAt") or status.get("startedAt")
+    when = when or meta(promotion).get("creationTimestamp")
+    return PromotionItem(
+        name=name_of(promotion),
+        stage=str(spec.get("stage") or ""),
+        freight=freight_label(str(spec.get("freight") or ""), freights),
+        phase=phase_of(promotion).value,
+        when=_time(when),
+    )
+
+
+def _recency(promotion: Mapping[str, Any]) -> str:
+    status = promotion.get("status") or {}
+    return str(
+        status.get("finishedAt")
+        or status.get("startedAt")
+        or meta(promotion).get("creationTimestamp")
+        or ""
+    )
+
+
+def stage_card(
+    stage: Mapping[str, Any],
+    promotions: Sequence[Mapping[str, Any]],
+    freights: Sequence[Mapping[str, Any]],
+    masker: Masker,
+) -> StageCard:
+    (row,) = stage_rows([stage], promotions)
+    status = stage.get("status") or {}
+    mine = [p for p in promotions if (p.get("spec") or {}).get("stage") == name_of(stage)]
+    queue = StageQueue(mine)
+    running = queue.running()
+    finished = sorted((p for p in mine if phase_of(p).terminal), key=_recency)
+    healthy = get_condition(status, "Healthy") or {}
+    verified = get_condition(status, "Verified") or {}
+    ready = get_condition(status, "Ready") or {}
+    return StageCard(
+        name=row.stage,
+        freight=row.freight,
+        health=row.health,
+        health_message=masker.text(str(healthy.get("message") or "")),
+        verification=row.verification,
+        verification_message=masker.text(str(verified.get("message") or "")),
+        ready=str(ready.get("status") or "Unknown"),
+        running=_item(running[0], freights) if running else None,
+        queued=[_item(p, freights) for p in queue.pending()],
+        last=_item(finished[-1], freights) if finished else None,
+    )
+
+
+def project_view(
+    namespace: str,
+    stages: Sequence[Mapping[str, Any]],
+    promotions: Sequence[Mapping[str, Any]],
+    freights: Sequence[Mapping[str, Any]],
+    *,
+    masker: Masker | None = None,
+    recent: int = 10,
+) -> ProjectView:
+    masker = masker or Masker()
+    cards = [stage_card(s, promotions, freights, masker) for s in sorted(stages, key=name_of)]
+    newest = sorted(promotions, key=lambda p: (_recency(p), name_of(p)), reverse=True)
+    return ProjectView(namespace, cards, [_item(p, freights) for p in newest[:recent]])
+
+
+# ---- one Stage ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConditionView:
+    type: str
+    status: str
+    reason: str
+    message: str
+    since: str
+
+
+@dataclass(frozen=True)
+class StageView:
+    namespace: str
+    card: StageCard
+    conditions: list[ConditionView]
+    freight_history: list[str]
+    verifications: list[AnalysisRunView]
+    promotions: list[PromotionItem]
+
+
+def stage_view(
+    stage: Mapping[str, Any],
+    promotions: Sequence[Mapping[str, Any]],
+    freights: Sequence[Mapping[str, Any]],
+    *,
+    masker: Masker | None = None,
+) -> StageView:
+    masker = masker or Masker()
+    status = stage.get("status") or {}
+    mine = [p for p in promotions if (p.get("spec") or {}).get("stage") == name_of(stage)]
+    history = []
+    for collection in status.get("freightHistory") or ():
+        items = (collection or {}).get("items") or {} if isinstance(collection, Mapping) else {}
+        history.append(
+            ", ".join(
+                freight_label(str(v.get("name") or ""), freights)
+                for v in items.values()
+                if isinstance(v, Mapping)
+            )
+            or "-"
+        )
+    conditions = [
+        ConditionView(
+            type=str(c.get("type") or ""),
+            status=str(c.get("status") or ""),
+            reason=str(c.get("reason") or ""),
+            message=masker.text(str(c.get("message") or "")),
+            since=_time(c.get("lastTransitionTime")),
+        )
+        for c in status.get("conditions") or ()
+        if isinstance(c, Mapping)
+    ]
+    newest = sorted(mine, key=lambda p: (_recency(p), name_of(p)), reverse=True)
+    return StageView(
+        namespace=namespace_of(stage) or "default",
+        card=stage_card(stage, promotions, freights, masker),
+        conditions=conditions,
+        freight_history=history,
+        verifications=analysis_runs(stage, masker=masker),
+        promotions=[_item(p, freights) for p in newest],
+    )
