@@ -203,6 +203,7 @@ class Controller:
         namespace: str | None = None,
         max_concurrent: int = 16,
         min_requeue: float = 10.0,
+        default_requeue: float = engine.DEFAULT_RUNNING_RETRY,
         health_interval: float = 30.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
@@ -215,6 +216,7 @@ class Controller:
         self.work_dir = work_dir
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue
+        self.default_requeue = default_requeue
         self.health_interval = health_interval
         self.clock = clock
         self.on_promotion_finished = on_promotion_finished
@@ -551,6 +553,7 @@ class Controller:
             freight=freight,
             freights=stage_freights(stage_obj, freight),
             clock=self.clock,
+            running_retry=self.default_requeue,
         )
         while True:
             outcome = await engine.advance(promotion, runtime, force=wake, max_steps=1)

@@ -193,6 +193,7 @@ async def _start(
         namespace=settings.watch_namespace,
         max_concurrent=settings.max_concurrent_reconciles,
         min_requeue=settings.min_requeue,
+        default_requeue=settings.default_requeue,
         health_interval=settings.health_check_interval,
         on_promotion_finished=state.metrics.on_promotion_finished,
         on_reconcile=state.metrics.on_reconcile,

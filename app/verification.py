@@ -164,9 +164,14 @@ class Verifier:
             latest = dict(entries[0]) if entries else None
             entries, latest, handled = await self._requests(stage, status, entries, latest, now)
             changed.update(handled)
+            pending = (
+                latest.get("request") if latest and latest.get("phase") == "Requested" else None
+            )
             entries, latest = await self._start_if_due(
                 stage, status, promotions, entries, latest, freight, now
             )
+            if pending and (latest is None or latest.get("phase") != "Requested"):
+                changed["lastHandledReverify"] = pending
             entries, latest = await self._follow(stage, entries, latest, freight, now)
             if entries != list(current.get("verificationHistory") or []):
                 current = {**current, "verificationHistory": entries}
@@ -217,8 +222,9 @@ class Verifier:
                 entries = record_verification(entries, latest)
         reverify = _annotation(stage, REVERIFY_ANNOTATIONS)
         if reverify and reverify != status.get("lastHandledReverify"):
-            handled["lastHandledReverify"] = reverify
-            # Start a new verification on the next step, whatever the last one said.
+            # Start a new verification on the next step, whatever the last one said. The
+            # request counts as handled only once that verification starts (see reconcile):
+            # until then the annotation itself keeps it, e.g. while the Stage is unhealthy.
             latest = {
                 "id": "",
                 "phase": "Requested",

@@ -254,6 +254,7 @@ def record(
     execution: StepExecution,
     result: StepResult | StepError,
     now: datetime,
+    running_retry: float = DEFAULT_RUNNING_RETRY,
 ) -> tuple[StepExecution, bool]:
     """Apply a step's result to its metadata; returns it and whether the step is done."""
     if isinstance(result, StepError):
@@ -298,7 +299,7 @@ def record(
                 True,
             )
         delay = (
-            DEFAULT_RUNNING_RETRY
+            running_retry
             if result.retry_after is None
             else max(MIN_RUNNING_RETRY, result.retry_after)
         )
@@ -342,6 +343,8 @@ class Runtime:
     checkpoint: Callable[[Promotion], Awaitable[None]] | None = None
     # Called with (promotion, step index) whenever a step starts or finishes, for progress output.
     observer: Callable[[Promotion, int], None] | None = None
+    # When to enter a Running step again if it names no time and no event wakes it (seconds).
+    running_retry: float = DEFAULT_RUNNING_RETRY
 
 
 @dataclass(frozen=True)
@@ -519,7 +522,7 @@ async def advance(
                 )
                 result = await _run_step(step, step_ctx, config, spec)
         now = runtime.clock()
-        execution, done = record(spec, execution, result, now)
+        execution, done = record(spec, execution, result, now, runtime.running_retry)
         work.executions[i] = execution
         if isinstance(result, StepResult):
             if result.output or alias not in work.state:
@@ -536,7 +539,7 @@ async def advance(
             wait = (
                 (execution.next_attempt_at - now).total_seconds()
                 if execution.next_attempt_at
-                else DEFAULT_RUNNING_RETRY
+                else runtime.running_retry
             )
             return Outcome(work.snapshot(), max(0.0, wait))
         work.current += 1

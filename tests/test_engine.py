@@ -179,6 +179,23 @@ async def test_running_step_keeps_position_and_resumes_from_persisted_status(
     assert woken.promotion.status.state["wait"] == {"merged": True}
 
 
+@pytest.mark.parametrize(("configured", "expected"), [(None, 300.0), (45.0, 45.0)])
+async def test_a_running_step_without_its_own_interval_is_retried_after_the_default(
+    tmp_path: Path, configured: float | None, expected: float
+) -> None:
+    clock = Clock()
+    waiting = Scripted(StepResult(StepStatus.RUNNING, message="waiting"))
+    rt = runtime(tmp_path, clock, waiting=waiting)
+    if configured is not None:
+        rt = replace(rt, running_retry=configured)
+    out = await engine.advance(make([{"uses": "waiting"}]), rt)
+    assert out.requeue_after == expected
+    stored = Promotion.from_object(out.promotion.to_object())
+    clock.tick(expected - 1)
+    assert (await engine.advance(stored, rt)).requeue_after == pytest.approx(1)
+    assert len(waiting.configs) == 1
+
+
 async def test_if_is_evaluated_only_before_a_step_starts(tmp_path: Path) -> None:
     clock = Clock()
     gate = Scripted(ok(flag=False))

@@ -4,12 +4,15 @@ application controller both talk to the API server emulator over HTTP, as they w
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from app import kube as k
 from app.embedded import seed
@@ -231,8 +234,78 @@ async def test_unauthorized_application_errors_naming_the_annotation(env: Env) -
     assert env.argocd.started == []
 
 
+def _reason(stage: dict[str, Any], type_: str) -> str | None:
+    for c in (stage.get("status") or {}).get("conditions") or ():
+        if c.get("type") == type_:
+            return str(c.get("reason"))
+    return None
+
+
 def _condition(stage: dict[str, Any], type_: str) -> str | None:
     for c in (stage.get("status") or {}).get("conditions") or ():
         if c.get("type") == type_:
             return str(c.get("status"))
     return None
+
+
+async def test_a_reverify_requested_while_unhealthy_starts_once_the_stage_is_healthy(
+    env: Env,
+) -> None:
+    fixture = ROOT.parent / "shared" / "fixtures" / "argo"
+    for doc in yaml.safe_load_all(
+        (fixture / "rollouts-e2e-analysistemplate-multiple-job.yaml").read_text()
+    ):
+        if doc and doc.get("kind") == "AnalysisTemplate":
+            await env.kube.create(
+                k.ANALYSIS_TEMPLATES, {**doc, "metadata": {**doc["metadata"], "namespace": NS}}
+            )
+    await env.kube.patch(
+        k.STAGES,
+        NS,
+        "prod",
+        {
+            "spec": {
+                "verification": {
+                    "analysisTemplates": [{"name": "multiple-job"}],
+                    "args": [{"name": "exit-code", "value": "0"}],
+                }
+            }
+        },
+    )
+
+    def runs(stage: dict[str, Any]) -> list[dict[str, Any]]:
+        history = (stage.get("status") or {}).get("freightHistory") or [{}]
+        return list(history[0].get("verificationHistory") or [])
+
+    async with running_controller(env.server, env.work), env.argocd.running():
+        await env.promote("p1")
+        assert (await wait_terminal(env.kube, NS, "p1"))["status"]["phase"] == "Succeeded"
+        await wait_for_object(env.kube, k.STAGES, NS, "prod", lambda s: len(runs(s)) == 1)
+        await env.argocd.set_health("argocd", "web", "Degraded")
+        await wait_for_object(
+            env.kube, k.STAGES, NS, "prod", lambda s: _condition(s, "Healthy") == "False"
+        )
+        request = json.dumps({"actor": "alice", "id": "r1"})
+        await env.kube.patch(
+            k.STAGES,
+            NS,
+            "prod",
+            {"metadata": {"annotations": {"longshoreman.dev/reverify": request}}},
+        )
+        waiting = await wait_for_object(
+            env.kube,
+            k.STAGES,
+            NS,
+            "prod",
+            lambda s: _reason(s, "Verified") == "WaitingForHealth",
+        )
+        assert len(runs(waiting)) == 1, "no verification starts on an unhealthy Stage"
+        assert waiting["status"].get("lastHandledReverify") != request
+        # Several health re-checks pass; the request must survive them.
+        await asyncio.sleep(1.0)
+        await env.argocd.set_health("argocd", "web", "Healthy")
+        started = await wait_for_object(env.kube, k.STAGES, NS, "prod", lambda s: len(runs(s)) == 2)
+        assert runs(started)[0]["actor"] == "alice"
+        assert started["status"]["lastHandledReverify"] == request
+        items, _ = await env.kube.list(k.ANALYSIS_RUNS, NS)
+        assert len(items) == 2
