@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import logging
 import re
 import time
@@ -35,6 +34,8 @@ from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 from yarl import URL
+
+from app import fastjson
 
 logger = logging.getLogger(__name__)
 
@@ -361,7 +362,7 @@ def _decode(raw: bytes) -> Any:
     if not raw:
         return None
     try:
-        return json.loads(raw)
+        return fastjson.loads(raw)
     except ValueError:
         return None
 

@@ -55,7 +55,10 @@ def format_time(t: datetime | None) -> str | None:
     """RFC 3339 in UTC with a Z, as Kubernetes writes metav1.Time (second precision)."""
     if t is None:
         return None
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if t.tzinfo is not UTC:
+        t = t.astimezone(UTC)
+    # An f-string, not strftime: this runs for every timestamp of every status write.
+    return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
 
 
 def parse_time(value: Any) -> datetime | None:

@@ -27,6 +27,7 @@ import yaml
 from aiohttp import web
 from multidict import CIMultiDict
 
+from app import fastjson
 from app.apiserver import discovery, errors
 from app.apiserver.errors import StatusError
 from app.apiserver.faults import FaultInjector, RequestInfo
@@ -148,16 +149,14 @@ def _status_response(error: StatusError) -> web.Response:
     return web.json_response(error.to_status(), status=error.code, headers=headers)
 
 
-def _compact_json(body: Any) -> str:
-    # As the real server writes it: no spaces after separators (fewer bytes to encode and send).
-    return json.dumps(body, separators=(",", ":"))
-
-
 def _json_response(code: int, body: JsonObject, warnings: Iterable[str] = ()) -> web.Response:
     headers: CIMultiDict[str] = CIMultiDict()
     for warning in warnings:
         headers.add("Warning", f"299 - {json.dumps(warning)}")
-    return web.json_response(body, status=code, headers=headers, dumps=_compact_json)
+    # As the real server writes it: compact, no spaces after separators.
+    return web.Response(
+        body=fastjson.dumps(body), status=code, headers=headers, content_type="application/json"
+    )
 
 
 def _drop_connection(request: web.Request) -> None:
@@ -209,7 +208,7 @@ async def _read_body(request: web.Request, *, yaml_ok: bool = False) -> Any:
     try:
         if yaml_ok or content_type in ("application/yaml", "application/apply-patch+yaml"):
             return yaml.safe_load(raw)
-        return json.loads(raw)
+        return fastjson.loads(raw)
     except (ValueError, yaml.YAMLError) as exc:
         raise errors.bad_request(f"error decoding request body: {exc}") from exc
 
@@ -404,8 +403,7 @@ class _Handlers:
         )
 
         async def send(kind: str, obj: JsonObject) -> None:
-            line = json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n"
-            await response.write(line.encode())
+            await response.write(fastjson.dumps({"type": kind, "object": obj}) + b"\n")
 
         subscription = store.subscribe()
         abort = counted = False
