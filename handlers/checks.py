@@ -230,19 +230,39 @@ def check_run_fields(
 ) -> dict[str, Any]:
     """The body of a create/update check run request (without ``head_sha``)."""
     status, conclusion = _STATUS.get(phase(promotion), ("queued", None))
+    return _fields(
+        name=CHECK_PREFIX + stage_of(promotion),
+        external=external_id(promotion),
+        status=status,
+        conclusion=conclusion,
+        title=f"{phase(promotion)}: {freight_label} to {stage_of(promotion)}",
+        summary_md=summary(promotion, freight_label=freight_label, link=link),
+        body=text(promotion),
+        buttons=actions(promotion, downstream),
+        link=link,
+    )
+
+
+def _fields(
+    *,
+    name: str,
+    external: str,
+    status: str,
+    conclusion: str | None,
+    title: str,
+    summary_md: str,
+    body: str | None,
+    buttons: list[dict[str, str]],
+    link: str | None,
+) -> dict[str, Any]:
+    """A check run's create/update body, for ``promote:`` and ``verify:`` runs alike."""
     fields: dict[str, Any] = {
-        "name": CHECK_PREFIX + stage_of(promotion),
-        "external_id": external_id(promotion),
+        "name": name,
+        "external_id": external,
         "status": status,
-        "output": {
-            "title": clip_plain(
-                f"{phase(promotion)}: {freight_label} to {stage_of(promotion)}", 200
-            ),
-            "summary": summary(promotion, freight_label=freight_label, link=link),
-        },
-        "actions": actions(promotion, downstream),
+        "output": {"title": clip_plain(title, 200), "summary": summary_md},
+        "actions": buttons,
     }
-    body = text(promotion)
     if body:
         fields["output"]["text"] = body
     if conclusion:
@@ -464,26 +484,17 @@ def verification_check_fields(
     """The body of a create/update ``verify: STAGE`` check run request (without ``head_sha``)."""
     status, conclusion = verification_status(entry, run)
     shown = "Aborted" if conclusion == "cancelled" else str(entry.get("phase") or "Pending")
-    fields: dict[str, Any] = {
-        "name": VERIFY_PREFIX + stage,
-        "external_id": external,
-        "status": status,
-        "output": {
-            "title": clip_plain(f"{shown}: verification of {freight_label} in {stage}", 200),
-            "summary": verification_summary(
-                stage, entry, run, freight_label=freight_label, link=link
-            ),
-        },
-        "actions": verification_actions(stage, entry, run, downstream),
-    }
-    body = verification_text(run)
-    if body:
-        fields["output"]["text"] = body
-    if conclusion:
-        fields["conclusion"] = conclusion
-    if link:
-        fields["details_url"] = link
-    return fields
+    return _fields(
+        name=VERIFY_PREFIX + stage,
+        external=external,
+        status=status,
+        conclusion=conclusion,
+        title=f"{shown}: verification of {freight_label} in {stage}",
+        summary_md=verification_summary(stage, entry, run, freight_label=freight_label, link=link),
+        body=verification_text(run),
+        buttons=verification_actions(stage, entry, run, downstream),
+        link=link,
+    )
 
 
 def verification_key(stage: Mapping[str, Any]) -> tuple[Any, ...]:

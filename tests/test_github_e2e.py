@@ -12,13 +12,12 @@ stage of that.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -36,12 +35,12 @@ from tests.support.controller import registry_with, running_controller, wait_ter
 from tests.support.github import FakeGitHub, running_fake_github, webhook_request
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 from tests.support.kube import running_apiserver
+from tests.support.waiting import eventually
 
 NS = "kargo-demo"
 SECRET = "webhook-secret"
 APP_URL = "https://github.com/example/app.git"
 GITOPS_URL = "https://github.com/example/gitops.git"
-T = TypeVar("T")
 
 STEPS: list[dict[str, Any]] = [
     {
@@ -95,16 +94,6 @@ STEPS: list[dict[str, Any]] = [
         },
     },
 ]
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, within: float = 15) -> T:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        found = await probe()
-        if found is not None:
-            return found
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass

@@ -11,14 +11,12 @@ success (with the metric table and ``Promote to prod``) or failure, and its ``Re
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -38,23 +36,13 @@ from tests.support.github import FakeGitHub, FakePromotions, running_fake_github
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
+from tests.support.waiting import eventually
 
 NS = "verify"
 SECRET = "webhook-secret"
 APP_URL = "https://github.com/example/app.git"
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "argo"
 STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.stage }}"}}]
-T = TypeVar("T")
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, within: float = 20) -> T:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        found = await probe()
-        if found is not None:
-            return found
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stage(name: str, sources: dict[str, Any], *, verify: bool) -> dict[str, Any]:
