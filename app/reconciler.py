@@ -405,8 +405,10 @@ class Controller:
         await self.wait_synced()
         self._leading = True
         try:
+            # Front ends act only while leading, so what changed before this replica led is
+            # shown now: every Stage and Promotion goes to the listeners (and is enqueued) again.
             for stage in self.stages.items():
-                self._enqueue_stage(namespace_of(stage) or "default", name_of(stage))
+                self._on_stage("ADDED", stage, None)
             for promotion in self.promotions.items():
                 self._on_promotion("ADDED", promotion, None)
                 # Application changes seen while this replica did not lead were not acted on

@@ -6,6 +6,7 @@ shape) and observed only through the objects on the API server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ import pytest
 
 from app import kube as k
 from app.embedded import seed
-from app.reconciler import create_promotion
+from app.reconciler import Controller, create_promotion
 from promoter.steps.base import GitSettings, StepServices
+from promoter.steps.registry import builtin_registry
 from tests.support.controller import (
     Gate,
     registry_with,
@@ -331,6 +333,49 @@ async def test_running_promotion_resumes_after_the_controller_restarts(env: Env)
     assert done["status"]["phase"] == "Succeeded"
     assert [s["status"] for s in done["status"]["stepExecutionMetadata"]] == ["Succeeded"] * 3
     assert len(gate.entered) == entered + 1, "the new controller continued at the gate step"
+
+
+async def test_a_new_leader_shows_every_stage_and_promotion_to_the_front_ends(env: Env) -> None:
+    """Front ends act only while leading; what changed under another leader is replayed."""
+    # The previous leader finished everything: no Stage or Promotion will change again.
+    async with running_controller(env.server, env.work, services=env.services):
+        await env.bare_promotion("p", "test")
+        await wait_terminal(env.kube, NS, "p")
+        await asyncio.sleep(0.5)  # its last Stage status write
+    controller = Controller(
+        k.Kube(env.server.api_client()),
+        registry=builtin_registry(),
+        services=env.services,
+        work_dir=env.work,
+    )
+    seen: list[tuple[str, str, bool]] = []
+    controller.stage_listeners.append(
+        lambda obj, old: seen.append(("stage", obj["metadata"]["name"], controller.leading))
+    )
+    controller.listeners.append(
+        lambda obj, old: seen.append(("promotion", obj["metadata"]["name"], controller.leading))
+    )
+    informers = asyncio.create_task(controller.run_informers())
+    leader: asyncio.Task[None] | None = None
+    try:
+        await asyncio.wait_for(controller.wait_synced(), 10)
+        assert not any(leading for *_, leading in seen), "nobody leads yet"
+        leader = asyncio.create_task(controller.lead())
+        stages = {name for _, name, _ in [s for s in seen if s[0] == "stage"]}
+        for _ in range(200):
+            led = {(kind, name) for kind, name, leading in seen if leading}
+            if {("stage", n) for n in stages} | {("promotion", "p")} <= led:
+                break
+            await asyncio.sleep(0.02)
+        led = {(kind, name) for kind, name, leading in seen if leading}
+        assert ("stage", "test") in led and ("promotion", "p") in led, seen
+        assert {("stage", n) for n in stages} <= led
+    finally:
+        for task in (leader, informers):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
 
 async def test_dropped_watches_lose_no_event(env: Env) -> None:
