@@ -117,7 +117,9 @@ class GitHubIntegration:
         if (request.content_length or 0) > MAX_BODY:
             count("github", "unverified", "too_large")
             return _answer(413, "payload larger than GitHub sends")
-        body = await request.content.read(MAX_BODY + 1)
+        # StreamReader.read(n) returns what has arrived so far (often one TCP chunk), not
+        # n bytes: read to the end, stopping once past the limit.
+        body = await _read_body(request, MAX_BODY)
         if len(body) > MAX_BODY:
             count("github", "unverified", "too_large")
             return _answer(413, "payload larger than GitHub sends")
@@ -218,3 +220,14 @@ def setup_github(
     if stage_listeners is not None:
         stage_listeners.append(integration.on_stage)
     return integration
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    """The whole request body, or its first ``limit + 1`` bytes when it is longer."""
+    body = bytearray()
+    while len(body) <= limit:
+        chunk = await request.content.read(limit + 1 - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return bytes(body)

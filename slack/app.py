@@ -236,7 +236,9 @@ class SlackIntegration:
         if (request.content_length or 0) > MAX_BODY:
             count("slack", "unverified", "too_large")
             return web.Response(status=413, text="payload too large\n")
-        body = await request.content.read(MAX_BODY + 1)
+        # StreamReader.read(n) returns what has arrived so far (often one TCP chunk), not
+        # n bytes: read to the end, stopping once past the limit.
+        body = await _read_body(request, MAX_BODY)
         if len(body) > MAX_BODY:
             count("slack", "unverified", "too_large")
             return web.Response(status=413, text="payload too large\n")
@@ -527,6 +529,17 @@ def setup_slack(
     app.router.add_post(EVENTS_PATH, integration.handle)
     app.cleanup_ctx.append(integration.lifecycle)
     return integration
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    """The whole request body, or its first ``limit + 1`` bytes when it is longer."""
+    body = bytearray()
+    while len(body) <= limit:
+        chunk = await request.content.read(limit + 1 - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return bytes(body)
 
 
 __all__ = ["EVENTS_PATH", "SlackIntegration", "SlackSettings", "setup_slack"]

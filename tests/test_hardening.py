@@ -43,7 +43,7 @@ from promoter.steps.base import GitSettings, HttpSettings, StepContext, StepStat
 from promoter.steps.registry import builtin_registry
 from slack.api import SlackApi, SlackUnavailable
 from slack.blocks import Message
-from tests.support.github import app_private_key
+from tests.support.github import app_private_key, webhook_request
 from tests.support.gitrepo import git_env, make_remote
 from tests.support.slack import SIGNING_SECRET, signed_headers, slash_command
 from tests.support.steps import make_context
@@ -213,6 +213,38 @@ async def test_oversized_bodies_are_refused_with_413(
     assert response.status == 413
     # Every other endpoint has aiohttp's limit of the app (client_max_size).
     assert client.app._client_max_size <= 30 * 1024 * 1024
+
+
+async def test_big_bodies_within_the_limits_are_read_whole(
+    slack_and_github: TestClient[Any, Any],
+) -> None:
+    client = slack_and_github
+    # A signed push-sized GitHub delivery (megabytes arrive in many TCP chunks): the signature
+    # must be checked over the whole body, not its first chunk.
+    headers, body = webhook_request("ping", {"zen": "x" * (3 * 1024 * 1024)}, "secret")
+    response = await client.post("/github/webhook", data=body, headers=headers)
+    assert response.status == 200, await response.text()
+    # The same for a Slack request just under its limit.
+    text = slash_command("help") + "&padding=" + "x" * (900 * 1024)
+    response = await client.post("/slack/events", data=text, headers=signed_headers(text))
+    assert response.status == 200, await response.text()
+
+
+async def test_chunked_bodies_cannot_slip_past_the_limits(
+    slack_and_github: TestClient[Any, Any],
+) -> None:
+    # Without a Content-Length the limit must hold while reading.
+    async def chunks(total: int) -> AsyncIterator[bytes]:
+        for _ in range(total // (256 * 1024) + 1):
+            yield b"x" * (256 * 1024)
+
+    client = slack_and_github
+    response = await client.post("/slack/events", data=chunks(2 * 1024 * 1024))
+    assert response.status == 413
+    response = await client.post(
+        "/github/webhook", data=chunks(26 * 1024 * 1024), headers={"X-GitHub-Event": "push"}
+    )
+    assert response.status == 413
 
 
 # ---- every outbound call has a timeout --------------------------------------------------------

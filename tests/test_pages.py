@@ -280,6 +280,24 @@ async def test_promotion_page_shows_steps_outputs_links_masks_secrets_and_escape
         assert "2 of 2 steps done" in strip_tags(done)
 
 
+async def test_a_token_as_a_urls_user_name_is_masked_too(tmp_path: Path) -> None:
+    # https://<token>@host is how tokens usually ride in clone URLs (GitHub, GitLab).
+    token = "ghp_1234567890abcdefABCDEF1234567890abcd"
+    steps = [
+        {
+            "uses": "compose-output",
+            "as": "publish",
+            "config": {"cloneURL": f"https://{token}@github.com/example/gitops.git"},
+        }
+    ]
+    async with serving(tmp_path) as (client, state):
+        await create(state, promotion("test.urltoken", steps))
+        await wait_phase(state, "test.urltoken", "Succeeded")
+        page = await text_of(client, f"/ui/promotions/{NS}/test.urltoken")
+    assert token not in page
+    assert f"https://{MASK}@github.com/example/gitops.git" in strip_tags(page)
+
+
 async def test_missing_projects_stages_and_promotions_are_404(tmp_path: Path) -> None:
     async with serving(tmp_path) as (client, _):
         assert "No project" in await text_of(client, "/ui/projects/nope", status=404)
@@ -335,6 +353,47 @@ async def test_event_stream_sends_the_promotion_again_when_it_changes(tmp_path: 
             while "test.later" not in data:
                 _, data = await read_event(project.content)
         project.close()
+
+
+def parse_events(raw: str) -> list[tuple[str, str]]:
+    """Server-sent events as a browser reads them: CR, LF and CRLF all end a line."""
+    events, name, data = [], "message", []
+    for line in re.split(r"\r\n|\r|\n", raw):
+        if line == "":
+            if data:
+                events.append((name, "\n".join(data)))
+            name, data = "message", []
+        elif line.startswith("event:"):
+            name = line[len("event:") :].lstrip(" ")
+        elif line.startswith("data:"):
+            data.append(line[len("data:") :].removeprefix(" "))
+    return events
+
+
+async def test_carriage_returns_in_step_outputs_cannot_forge_events(tmp_path: Path) -> None:
+    # A step output (an HTTP response, a commit message) with CRs: an EventSource would read
+    # them as line ends, cutting the update short and dispatching the rest as the attacker's
+    # own events ("gone" stops the live page).
+    forged = "fine\r\revent: gone\rdata: x\r\revent: update\rdata: Deploy approved by ops\r\r"
+    steps = [
+        {"uses": "compose-output", "as": "out", "config": {"note": forged}},
+        gate_step("hold"),
+    ]
+    gate = Gate()
+    async with serving(tmp_path, gate) as (client, state):
+        await create(state, promotion("test.crlf", steps))
+        await wait_phase(state, "test.crlf", "Running")
+        response = await client.get(f"/ui/promotions/{NS}/test.crlf/events")
+        raw = b""
+        async with asyncio.timeout(20):
+            while raw.count(b"\n\n") < 2:  # "retry:" and the first update
+                raw += await response.content.readany()
+        response.close()
+        gate.open("hold")
+    events = [e for e in parse_events(raw.decode()) if e[0] != "message"]
+    assert [name for name, _ in events] == ["update"]
+    assert 'id="phase" data-status="Running"' in events[0][1]
+    assert "Deploy approved by ops" in events[0][1]  # the text is still shown, as text
 
 
 # ---- access control ----------------------------------------------------------------------------
@@ -448,6 +507,55 @@ async def test_github_sign_in_refuses_non_members_and_forged_cookies(tmp_path: P
             forged = sign("x" * 40, {"u": "mallory", "org": "example", "exp": 9e9})
             client.session.cookie_jar.update_cookies({"longshoreman_session": forged})
             assert (await client.get("/ui/", allow_redirects=False)).status == 302
+
+
+async def test_an_event_stream_ends_when_its_session_expires(tmp_path: Path) -> None:
+    import time
+
+    from app.ui.auth import sign
+
+    async with (
+        running_fake_github() as fake,
+        serving(tmp_path, **github_env(fake)) as (client, state),
+    ):
+        soon = sign(SESSION_SECRET, {"u": "octocat", "org": "example", "exp": time.time() + 2})
+        client.session.cookie_jar.update_cookies({"longshoreman_session": soon})
+        stream = await client.get(f"/ui/projects/{NS}/events")
+        assert stream.status == 200
+        async with asyncio.timeout(20):
+            name, _ = await read_event(stream.content)
+            assert name == "update"
+            await asyncio.sleep(2.5)
+            # A change wakes the stream: an expired session gets nothing more.
+            await create(state, promotion("test.after-expiry", [gate_step("x")]))
+            rest = b""
+            while chunk := await stream.content.readany():
+                rest += chunk
+        assert b"test.after-expiry" not in rest
+        stream.close()
+
+
+async def test_oauth_state_must_be_a_state_cookie(tmp_path: Path) -> None:
+    async with running_fake_github() as fake:
+        fake.add_oauth_app("Iv1.pages", "oauth-client-secret")
+        fake.add_org_member("example", "octocat")
+        fake.sign_in_as("octocat")
+        async with serving(tmp_path, **github_env(fake)) as (client, _):
+            # A state that is not ASCII is refused, not a server error.
+            await client.get("/ui/login", allow_redirects=False)
+            odd = await client.get("/ui/oauth/callback?code=abc&state=%C3%A9")
+            assert odd.status == 403, await odd.text()
+            # A session cookie (no state in it) is not a sign-in in progress.
+            done = await sign_in(client, "/ui/")
+            session = done.cookies["longshoreman_session"].value
+            client.session.cookie_jar.clear()
+            replay = await client.get(
+                "/ui/oauth/callback?code=abc&state=None",
+                headers={"Cookie": f"longshoreman_oauth={session}"},
+                allow_redirects=False,
+            )
+            assert replay.status == 403
+            assert "stale or was not started here" in await replay.text()
 
 
 async def test_https_public_url_makes_the_session_cookie_secure(tmp_path: Path) -> None:

@@ -677,6 +677,33 @@ async def test_a_proxy_does_not_bypass_the_policy(base_url: str, tmp_path: Path)
     assert caught.value.terminal and "refused" in caught.value.message
 
 
+async def test_a_redirect_through_a_proxy_is_judged_like_the_first_url(
+    aiohttp_server: ServerFactory, tmp_path: Path
+) -> None:
+    # An egress proxy the operator allows; a public site that redirects to the metadata
+    # address (or another private one). We never connect to the redirect's target ourselves,
+    # so its name or address must be judged before the proxy is asked for it.
+    async def proxy(request: web.Request) -> web.Response:
+        host = request.headers.get("Host", "")
+        if host == "public.example":
+            raise web.HTTPFound(request.query.get("to", ""))
+        return web.Response(text=f"the proxy fetched {host}")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", proxy)
+    server = await aiohttp_server(app)
+    for target in ("http://169.254.169.254/latest/meta-data/iam", "http://10.1.2.3/admin"):
+        config = {
+            "url": "http://public.example/start",
+            "queryParams": [{"name": "to", "value": target}],
+            "proxy": f"http://127.0.0.1:{server.port}",
+            "timeout": "2s",
+        }
+        with pytest.raises(StepError) as caught:
+            await run(tmp_path, config, allow=("127.0.0.1", "*"))
+        assert caught.value.terminal and "refused" in caught.value.message
+
+
 @pytest.mark.parametrize(
     "entry", ["http://x", "a b", "10.0.0.0/33", "*.*", "ex*ample.com", "1.2.3"]
 )

@@ -68,7 +68,8 @@ def verify(secret: str, value: str | None, now: float) -> dict[str, Any] | None:
         return None
     body, mac = value.split(".")
     expected = _b64(hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest())
-    if not hmac.compare_digest(mac, expected):
+    # As bytes: compare_digest refuses str with non-ASCII characters (a TypeError, a 500).
+    if not hmac.compare_digest(mac.encode(), expected.encode()):
         return None
     try:
         payload = json.loads(_unb64(body))
@@ -178,7 +179,13 @@ class Auth:
         assert s.session_secret is not None
         pending = verify(s.session_secret, request.cookies.get(STATE_COOKIE), time.time())
         state = request.query.get("state", "")
-        if pending is None or not hmac.compare_digest(str(pending.get("state")), state):
+        # Only a state cookie has a state: a session cookie (same key) must not stand for one.
+        expected = pending.get("state") if pending is not None else None
+        if (
+            pending is None
+            or not isinstance(expected, str)
+            or not hmac.compare_digest(expected.encode(), state.encode())
+        ):
             raise Refused("This sign-in link is stale or was not started here; sign in again.")
         if request.query.get("error"):
             raise Refused("GitHub did not authorize the sign-in.")

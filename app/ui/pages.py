@@ -313,6 +313,8 @@ class Pages:
                         await response.write(b": keepalive\n\n")
                         quiet_since = loop.time()
                     await self.events.wait(first.watch, STREAM_REFRESH_SECONDS)
+                    if self.auth.user(request) is None:
+                        break  # the session expired: the browser reconnects and gets a 401
                     try:
                         page = render(request)
                     except NotFound:
@@ -353,7 +355,10 @@ def _events_path(path: str) -> str:
 
 
 def _event(name: str, data: str) -> bytes:
-    # One data: line per line of the payload, as the SSE format requires.
+    # One data: line per line of the payload, as the SSE format requires. CR and CRLF end a
+    # line there too: left in (from a step's output or message) they would end the event early
+    # and let the rest read as fields and events of its own. HTML reads them as LF anyway.
+    data = data.replace("\r\n", "\n").replace("\r", "\n")
     lines = "".join(f"data: {line}\n" for line in data.split("\n"))
     return f"event: {name}\n{lines}\n".encode()
 

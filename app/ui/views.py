@@ -51,6 +51,9 @@ SECRET_WORDS = frozenset(
 MIN_SECRET_LENGTH = 4
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:\s]*):[^/@\s]*@", re.I)
+# https://<token>@host: over http(s) a user name alone is how tokens ride in URLs (ssh's
+# git@ is not a secret, so only http(s) is masked).
+_URL_USER_TOKEN = re.compile(r"(?P<scheme>https?://)[^/@:\s]+@", re.I)
 _HTTP_URL = re.compile(r"^https?://[^\s]+$")
 OUTPUT_VALUE_LIMIT = 2000
 
@@ -74,7 +77,8 @@ class Masker:
         for secret in self.values:
             if secret in value:
                 value = value.replace(secret, MASK)
-        return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", value)
+        value = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", value)
+        return _URL_USER_TOKEN.sub(lambda m: f"{m['scheme']}{MASK}@", value)
 
     def output(self, key: str, value: Any) -> Any:
         """``value`` with secret keys masked at any depth and secret values hidden."""

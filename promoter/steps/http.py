@@ -44,6 +44,7 @@ import aiohttp
 import yaml
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
+from yarl import URL
 
 from promoter.errors import StepError
 from promoter.expressions import ExpressionError, evaluate_expression
@@ -700,6 +701,21 @@ async def _read_limited(response: aiohttp.ClientResponse, limit: int) -> bytes:
     return bytes(body)
 
 
+async def _check_redirect(
+    policy: HostPolicy,
+    session: aiohttp.ClientSession,
+    context: Any,
+    params: aiohttp.TraceRequestRedirectParams,
+) -> None:
+    location = params.response.headers.get("Location") or params.response.headers.get("URI")
+    if location:
+        try:
+            target = params.url.join(URL(location))
+        except ValueError:
+            return  # aiohttp refuses it next, with its own error
+        policy.check_name(target.host or "")
+
+
 async def _send(
     spec: HttpRequestSpec, max_response_bytes: int, policy: HostPolicy = DEFAULT_POLICY
 ) -> HttpResponse:
@@ -715,6 +731,11 @@ async def _send(
         # Each hop (redirects included) connects afresh and is judged again.
         use_dns_cache=False,
     )
+    # A redirect's target is judged like the first URL before it is requested: through a
+    # proxy no connection to it is ever made here, so the resolver and socket guards never
+    # see it (without a proxy they judge it again anyway).
+    redirects = aiohttp.TraceConfig()
+    redirects.on_request_redirect.append(functools.partial(_check_redirect, policy))
     headers = list(spec.headers)
     if not any(name.lower() == "user-agent" for name, _ in headers):
         headers.append(("User-Agent", "Longshoreman"))
@@ -724,6 +745,7 @@ async def _send(
             timeout=aiohttp.ClientTimeout(total=spec.timeout_seconds),
             # Settings come from our Settings object, never from the process environment/.netrc.
             trust_env=False,
+            trace_configs=[redirects],
         ) as session,
         session.request(
             spec.method,
