@@ -2,7 +2,8 @@
 
 Library exceptions become three kinds the rest of slack/ decides on: :class:`RateLimited`
 (wait ``retry_after`` seconds), :class:`SlackUnavailable` (5xx, timeouts, connection errors:
-try again later) and :class:`SlackRefused` (``ok: false``: retrying the same call will not help).
+try again later; Slack may have done the work all the same) and :class:`SlackRefused`
+(``ok: false``: retrying the same call will not help, and Slack did nothing).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class RateLimited(SlackError):
 
 
 class SlackUnavailable(SlackError):
-    """Slack answered 5xx or not at all; the same call may work later."""
+    """Slack answered 5xx or not at all; the same call may work later. Whether Slack did the
+    work is unknown: a timeout or a dropped connection can come after the message was posted."""
 
 
 class SlackRefused(SlackError):
@@ -43,6 +45,15 @@ class SlackRefused(SlackError):
 class Posted:
     channel: str
     ts: str
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A channel message as ``conversations.history`` shows it: its ts and its metadata
+    (``{"event_type": ..., "event_payload": {...}}``; empty when it has none)."""
+
+    ts: str
+    metadata: Mapping[str, Any]
 
 
 def retry_after_of(headers: Mapping[str, str] | None, default: float = 1.0) -> float:
@@ -147,12 +158,22 @@ class SlackApi:
     async def auth_test(self) -> Mapping[str, Any]:
         return await self._call("auth.test")
 
-    async def post(self, channel: str, message: Message, *, thread_ts: str | None = None) -> Posted:
+    async def post(
+        self,
+        channel: str,
+        message: Message,
+        *,
+        thread_ts: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Posted:
+        """``metadata``: https://api.slack.com/metadata/using (``chat:write`` is enough)."""
         args: dict[str, Any] = {"channel": channel, "text": message.text}
         if message.blocks:
             args["blocks"] = list(message.blocks)
         if thread_ts:
             args["thread_ts"] = thread_ts
+        if metadata is not None:
+            args["metadata"] = dict(metadata)
         data = await self._call("chat.postMessage", **args)
         return Posted(str(data.get("channel") or channel), str(data.get("ts") or ""))
 
@@ -160,6 +181,30 @@ class SlackApi:
         await self._call(
             "chat.update", channel=channel, ts=ts, text=message.text, blocks=list(message.blocks)
         )
+
+    async def history(
+        self, channel: str, *, oldest: str, latest: str | None = None, limit: int = 20
+    ) -> list[Seen]:
+        """One page of top-level messages between ``oldest`` and ``latest`` (inclusive), newest
+        first, with their metadata. Needs ``channels:history`` (``groups:history`` in private
+        channels): without it, :class:`SlackRefused` with ``missing_scope``."""
+        data = await self._call(
+            "conversations.history",
+            channel=channel,
+            oldest=oldest,
+            latest=latest,
+            inclusive=True,
+            limit=limit,
+            # Without it the messages come without their metadata.
+            include_all_metadata=True,
+        )
+        seen = []
+        for raw in data.get("messages") or ():
+            if not isinstance(raw, Mapping) or not raw.get("ts"):
+                continue
+            metadata = raw.get("metadata")
+            seen.append(Seen(str(raw["ts"]), metadata if isinstance(metadata, Mapping) else {}))
+        return seen
 
     async def post_ephemeral(self, channel: str, user: str, message: Message) -> None:
         args: dict[str, Any] = {"channel": channel, "user": user, "text": message.text}

@@ -11,6 +11,13 @@ is written to the Promotion (``longshoreman.dev/slack-message``), so a restarted
 replica continues the same message and repeats no reply. Slack being slow, rate limiting (429
 ``Retry-After`` is honoured for every message) or down never touches the Promotion: the follower
 keeps the newest state and catches up when Slack answers again.
+
+chat.postMessage has no idempotency key: when a post's answer is lost (a timeout, a dropped
+connection, a 5xx) Slack may have posted the message all the same. Every live message carries
+metadata naming its Promotion and a random per-post nonce (:class:`slack.messages.LiveTag`), and
+before posting again the follower looks for it in one page of the channel's history around the
+lost attempts, adopting it if it is there. Without the ``channels:history`` /
+``groups:history`` scopes it cannot look, says so once, and posts again (possibly twice).
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
+import time
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -28,16 +37,26 @@ from promoter.chatops import PromotionService
 from promoter.errors import InvalidInput
 from promoter.model import meta, name_of, namespace_of
 from promoter.stages import phase_of
-from slack.api import RateLimited, SlackApi, SlackError, SlackRefused, backoff
+from slack.api import (
+    Posted,
+    RateLimited,
+    SlackApi,
+    SlackError,
+    SlackRefused,
+    SlackUnavailable,
+    backoff,
+)
 from slack.blocks import Message
 from slack.messages import (
     MESSAGE_ANNOTATION,
+    LiveTag,
     MessageRecord,
     Verification,
     channel_of,
     message_final,
     notable_events,
     render_promotion,
+    tagged,
     verification_of,
 )
 
@@ -50,6 +69,12 @@ Key = tuple[str, str]  # (namespace, promotion)
 MAX_ATTEMPTS = 8
 # Finished messages remembered, so late events for them cost nothing.
 FINISHED_MEMORY = 10_000
+# A post whose answer was lost is looked for in the channel's history from this many seconds
+# before its first attempt to this many after its last (our clock and Slack's differ a little),
+# in one page of at most HISTORY_LIMIT messages: bounded, whatever the channel's traffic.
+HISTORY_MARGIN = 30.0
+HISTORY_LIMIT = 20
+HISTORY_SCOPES = "channels:history and groups:history"
 
 
 class Outcome(Enum):
@@ -63,6 +88,21 @@ def key_of(obj: Mapping[str, Any]) -> Key:
     return (namespace_of(obj) or "default", name_of(obj))
 
 
+@dataclass(frozen=True)
+class LostPost:
+    """A live message's post that got no answer: the message may be in ``channel`` all the
+    same, tagged ``tag``, posted between ``since`` and ``until`` (wall clock, seconds)."""
+
+    channel: str
+    tag: LiveTag
+    since: float
+    until: float
+
+
+def slack_ts(seconds: float) -> str:
+    return f"{max(0.0, seconds):.6f}"
+
+
 class LiveMessages:
     def __init__(
         self,
@@ -73,8 +113,10 @@ class LiveMessages:
         verify_window: float = 1800.0,
         retry_delay: float = 1.0,
         promotion_url: str | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.service = service
+        self.clock = clock  # wall clock, compared with Slack's message timestamps
         # {namespace}/{promotion} template of the Promotion's status page (None: no link).
         self.promotion_url = promotion_url
         self.update_interval = update_interval
@@ -93,6 +135,9 @@ class LiveMessages:
         # Re-verifications being followed: the verification result they started from (None
         # until first seen); the message is not final until the result is a new one.
         self._rewatch: dict[Key, str | None] = {}
+        self._lost: dict[Key, LostPost] = {}
+        # conversations.history errors already explained in the log (said once each).
+        self._history_refusals: set[str] = set()
         self._blocked_until = 0.0
         self._closed = False
 
@@ -272,6 +317,7 @@ class LiveMessages:
         self._shown.pop(key, None)
         self._annotated.pop(key, None)
         self._next_send.pop(key, None)
+        self._lost.pop(key, None)
 
     def _awaiting_reverify(self, key: Key, verification: Verification | None) -> bool:
         if key not in self._rewatch:
@@ -285,6 +331,52 @@ class LiveMessages:
             return True
         del self._rewatch[key]
         return False
+
+    async def _post_once(self, key: Key, channel: str, message: Message) -> tuple[Posted, bool]:
+        """Post the Promotion's message, unless an earlier post whose answer was lost made it:
+        then adopt that one. Returns where the message is and whether it was found."""
+        assert self.api is not None
+        lost = self._lost.get(key)
+        if lost is not None and lost.channel == channel:
+            ts = await self._find(lost)
+            if ts is not None:
+                del self._lost[key]
+                return Posted(channel, ts), True
+            tag, since = lost.tag, lost.since
+        else:
+            tag, since = LiveTag(key[0], key[1], secrets.token_hex(8)), self.clock()
+        try:
+            posted = await self.api.post(channel, message, metadata=tag.metadata())
+        except SlackUnavailable:
+            # Posted or not: Slack did not say. (A 429 or an ok: false posted nothing.)
+            self._lost[key] = LostPost(channel, tag, since, self.clock())
+            raise
+        self._lost.pop(key, None)
+        return posted, False
+
+    async def _find(self, lost: LostPost) -> str | None:
+        """The ts of the lost post's message if the channel shows it, else None (also when the
+        history cannot be read: posting again risks a duplicate, not posting risks none)."""
+        assert self.api is not None
+        try:
+            seen = await self.api.history(
+                lost.channel,
+                oldest=slack_ts(lost.since - HISTORY_MARGIN),
+                latest=slack_ts(lost.until + HISTORY_MARGIN),
+                limit=HISTORY_LIMIT,
+            )
+        except SlackRefused as e:
+            if e.error not in self._history_refusals:
+                self._history_refusals.add(e.error)
+                log.warning(
+                    "cannot read channel history (%s), so a Promotion message whose post got no "
+                    "answer is posted again and may show twice; the bot needs the %s scopes",
+                    e.error,
+                    HISTORY_SCOPES,
+                    extra={"promotion": lost.tag.promotion, "channel": lost.channel},
+                )
+            return None
+        return tagged([(s.ts, s.metadata) for s in seen], lost.tag)
 
     async def _sync(self, key: Key, obj: dict[str, Any], *, stale: bool = False) -> Outcome:
         """Bring the Promotion's message up to date with ``obj``: post, update, reply, record.
@@ -320,21 +412,27 @@ class LiveMessages:
             channel = channel_of(stage)
             if channel is None:
                 return Outcome.IGNORED
-            posted = await self.api.post(channel, message)
+            posted, found = await self._post_once(key, channel, message)
             record = MessageRecord(posted.channel, posted.ts)
             self._records[key] = record
-            self._shown[key] = message
-            self._next_send[key] = loop.time() + self.update_interval
+            if found:
+                # It shows what was rendered for the lost attempt: updated just below.
+                self._shown.pop(key, None)
+            else:
+                self._shown[key] = message
+                self._next_send[key] = loop.time() + self.update_interval
             log.info(
-                "posted a Promotion message",
+                "found a Promotion message whose post got no answer"
+                if found
+                else "posted a Promotion message",
                 extra={"promotion": name, "channel": record.channel, "ts": record.ts},
             )
         else:
             self._records[key] = record
-            if self._shown.get(key) != message:
-                await self.api.update(record.channel, record.ts, message)
-                self._shown[key] = message
-                self._next_send[key] = loop.time() + self.update_interval
+        if self._shown.get(key) != message:
+            await self.api.update(record.channel, record.ts, message)
+            self._shown[key] = message
+            self._next_send[key] = loop.time() + self.update_interval
 
         for event, reply in notable_events(obj, verification):
             if event in record.events:

@@ -104,6 +104,54 @@ class MessageRecord:
             return None
 
 
+# The event_type of the metadata on every live message (lower-case letters and underscores, as
+# https://api.slack.com/metadata/using asks).
+LIVE_EVENT = "longshoreman_promotion"
+
+
+@dataclass(frozen=True)
+class LiveTag:
+    """What a live message's metadata says: whose message it is and which post made it.
+
+    chat.postMessage has no idempotency key, so a post whose answer was lost (a timeout, a
+    dropped connection, a 5xx) may or may not have made a message. The tag lets the poster find
+    it in the channel's history instead of posting again. ``nonce`` is random per post (kept
+    across that post's retries): a message carries it only if this poster sent it, so another
+    app's metadata of the same shape is never taken for ours.
+    """
+
+    namespace: str
+    promotion: str
+    nonce: str
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "event_type": LIVE_EVENT,
+            "event_payload": {
+                "namespace": self.namespace,
+                "promotion": self.promotion,
+                "nonce": self.nonce,
+            },
+        }
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, Any]) -> LiveTag | None:
+        payload = metadata.get("event_payload")
+        if metadata.get("event_type") != LIVE_EVENT or not isinstance(payload, Mapping):
+            return None
+        fields = [payload.get(k) for k in ("namespace", "promotion", "nonce")]
+        if not all(isinstance(f, str) and f for f in fields):
+            return None
+        return cls(*(str(f) for f in fields))
+
+
+def tagged(history: Sequence[tuple[str, Mapping[str, Any]]], tag: LiveTag) -> str | None:
+    """The ts of the earliest message in ``history`` (``(ts, metadata)``, any order) that
+    carries ``tag``, or None."""
+    found = [ts for ts, metadata in history if LiveTag.of(metadata) == tag]
+    return min(found, key=float) if found else None
+
+
 # ---- verification -----------------------------------------------------------------------------
 
 VerificationState = Literal["none", "superseded", "pending", "running", "passed", "failed"]

@@ -659,13 +659,16 @@ def test_the_github_app_asks_for_exactly_the_permissions_its_calls_and_events_ne
 
 # ----------------------------------------------------------------------- Slack app manifest
 
-# The bot token scope each Web API method needs (api.slack.com/methods/<method>).
-SLACK_SCOPES = {
-    "auth.test": None,
-    "chat.postMessage": "chat:write",
-    "chat.update": "chat:write",
-    "chat.postEphemeral": "chat:write",
-    "usergroups.users.list": "usergroups:read",
+# The bot token scopes each Web API method needs (api.slack.com/methods/<method>): one per kind
+# of conversation the bot uses it in (Stages' channels are public or private channels).
+SLACK_SCOPES: dict[str, tuple[str, ...]] = {
+    "auth.test": (),
+    "chat.postMessage": ("chat:write",),
+    "chat.update": ("chat:write",),
+    "chat.postEphemeral": ("chat:write",),
+    # Finding a live message whose post got no answer (slack/live.py).
+    "conversations.history": ("channels:history", "groups:history"),
+    "usergroups.users.list": ("usergroups:read",),
 }
 
 
@@ -685,5 +688,5 @@ def test_the_slack_app_has_the_command_the_urls_and_the_scopes_the_bot_uses() ->
         if name.startswith("_m_")
     }
     assert methods == set(SLACK_SCOPES), methods
-    needed = {scope for scope in SLACK_SCOPES.values() if scope} | {"commands"}
+    needed = {scope for scopes in SLACK_SCOPES.values() for scope in scopes} | {"commands"}
     assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(needed)

@@ -248,3 +248,28 @@ async def test_a_restarted_bot_continues_the_same_message(world: World) -> None:
         await restarted.close()
     assert done.ts == running.ts and len(world.slack.channel(CHANNEL)) == 1
     assert len(world.slack.calls_to("chat.postMessage")) == 1
+
+
+async def test_a_lost_answer_to_the_first_post_still_makes_one_message(world: World) -> None:
+    # Slack posts the message and the connection drops before its answer: the bot finds the
+    # message in the channel's history (by its metadata) instead of posting it again.
+    world.slack.lose_answer("chat.postMessage", "drop")
+    prompt = await world.promote("frozen-tauntaun to prod", "cmd1")
+    await world.click(buttons_of(prompt)[CONFIRM], "confirm1")
+    running = await world.message(0, "Running")
+    items, _ = await world.kube.list(k.PROMOTIONS, NS)
+    name = items[0]["metadata"]["name"]
+    world.gate.open(name)
+    done = await world.message(0, "Succeeded")
+    await world.integration.idle()
+    assert done.ts == running.ts and len(world.slack.channel(CHANNEL)) == 1
+    assert len(world.slack.calls_to("chat.postMessage")) == 1
+    assert [c.status for c in world.slack.calls_to("conversations.history")] == [200]
+    stored = await wait_for_object(
+        world.kube,
+        k.PROMOTIONS,
+        NS,
+        name,
+        lambda o: MESSAGE_ANNOTATION in (o["metadata"].get("annotations") or {}),
+    )
+    assert json.loads(stored["metadata"]["annotations"][MESSAGE_ANNOTATION])["ts"] == done.ts

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from promoter.chatops import SLACK_CHANNEL
+from slack.api import SlackApi
 from slack.app import SlackIntegration
+from slack.live import LiveMessages
 from slack.messages import ABORT, MESSAGE_ANNOTATION, PROMOTE_NEXT, REVERIFY
 from slack.settings import SlackSettings
 from tests.support.slack import (
@@ -315,3 +317,94 @@ async def test_huge_promotions_stay_within_block_kit_limits(live: Live) -> None:
     assert len(done.blocks) <= 50
     assert all(c.args.get("ok", True) for c in live.slack.calls)
     assert not [c for c in live.slack.calls if c.method.startswith("chat.") and c.status != 200]
+
+
+# ---- posts whose answer was lost ---------------------------------------------------------------
+
+
+@asynccontextmanager
+async def short_timeout(live: Live, seconds: float) -> AsyncIterator[LiveMessages]:
+    """The live messages alone, on a client that gives up after ``seconds`` (the
+    integration's waits 10 s), in place of the integration's."""
+    await live.stop()
+    api = SlackApi.create(TOKEN, live.slack.url, timeout=seconds)
+    messages = LiveMessages(live.service, update_interval=0.02, retry_delay=0.02)
+    messages.start(api)
+    live.service.listeners.append(messages.on_promotion)
+    try:
+        yield messages
+    finally:
+        live.service.listeners.remove(messages.on_promotion)
+        await messages.close()
+        await api.close()
+
+
+@pytest.mark.parametrize("how", ["drop", "stall"])
+async def test_a_post_whose_answer_was_lost_is_found_not_posted_again(live: Live, how: str) -> None:
+    # Slack posts the message, then the connection drops (or the answer comes after the
+    # client's timeout): the bot cannot know it posted.
+    live.slack.lose_answer("chat.postMessage", how, seconds=1.0)
+    async with short_timeout(live, 0.5) as messages:
+        ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+        live.service.set_status(ref.name, phase="Running")
+        first = await live.message_where(lambda m: "Running" in m.text)
+        await messages.idle()
+        assert len(live.slack.calls_to("chat.postMessage")) == 1
+        assert first.metadata is not None
+        assert first.metadata["event_type"] == "longshoreman_promotion"
+        payload = first.metadata["event_payload"]
+        assert (payload["namespace"], payload["promotion"]) == ("kargo-demo", ref.name)
+        [looked] = live.slack.calls_to("conversations.history")
+        assert looked.args["channel"] == CHANNEL
+        assert looked.args["include_all_metadata"] in ("1", "true")
+        assert int(looked.args["limit"]) <= 20
+        assert float(looked.args["oldest"]) < float(first.ts) < float(looked.args["latest"])
+        record = json.loads(live.service.annotation(ref.name, MESSAGE_ANNOTATION) or "{}")
+        assert record["ts"] == first.ts
+        # Later changes edit the one message.
+        await run_to_success(live, ref.name)
+        done = await live.message_where(lambda m: "Succeeded" in m.text)
+        await messages.idle()
+    assert done.ts == first.ts and len(live.messages()) == 1
+    assert len(live.slack.calls_to("conversations.history")) == 1
+
+
+async def test_a_lost_post_that_slack_did_not_make_is_posted_after_looking(live: Live) -> None:
+    live.slack.fail("chat.postMessage", 502)  # answered before posting anything
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    first = await live.message_where(lambda m: True)
+    await live.settle()
+    assert [c.status for c in live.slack.calls_to("chat.postMessage")] == [502, 200]
+    assert [c.status for c in live.slack.calls_to("conversations.history")] == [200]
+    # The retry carried the same tag: a later lost answer would find either attempt.
+    tags = [c.args["metadata"] for c in live.slack.calls_to("chat.postMessage")]
+    assert tags[0] == tags[1] == first.metadata
+    assert live.service.annotation(ref.name, MESSAGE_ANNOTATION)
+
+
+async def test_a_clear_refusal_does_not_look_in_the_history(live: Live) -> None:
+    live.slack.fail("chat.postMessage", 429, retry_after=0.05)  # a 429 posted nothing
+    await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    await live.message_where(lambda m: True)
+    await live.settle()
+    assert live.slack.calls_to("conversations.history") == []
+
+
+async def test_without_history_scopes_a_lost_post_is_posted_again_and_the_log_says_why_once(
+    live: Live, caplog: pytest.LogCaptureFixture
+) -> None:
+    live.slack.scopes -= {"channels:history", "groups:history"}
+    for n in range(2):
+        live.slack.lose_answer("chat.postMessage", "drop")
+        ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+        await live.slack.wait_for(
+            lambda n=n: len(live.messages()) == 2 * (n + 1), what="the message, twice"
+        )
+        await live.settle()
+        record = json.loads(live.service.annotation(ref.name, MESSAGE_ANNOTATION) or "{}")
+        assert record["ts"] == live.messages()[-1].ts  # the one it knows of is kept up to date
+    looked = live.slack.calls_to("conversations.history")
+    assert len(looked) == 2
+    warnings = [r.getMessage() for r in caplog.records if "channel history" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "missing_scope" in warnings[0] and "channels:history" in warnings[0]

@@ -14,6 +14,7 @@ from slack.messages import (
     ABORT,
     PROMOTE_NEXT,
     REVERIFY,
+    LiveTag,
     MessageRecord,
     Verification,
     channel_of,
@@ -21,6 +22,7 @@ from slack.messages import (
     message_final,
     notable_events,
     render_promotion,
+    tagged,
     verification_of,
 )
 from tests.support.slack import block_kit_errors
@@ -257,3 +259,16 @@ def test_record_round_trip_and_junk() -> None:
             is None
         )
     assert channel_of(stage()) == "C1" and channel_of(None) is None
+
+
+def test_live_tag_round_trip_and_only_our_post_is_found() -> None:
+    tag = LiveTag("shop", "prod.01j.7c9e6b1", "a1b2c3")
+    assert LiveTag.of(tag.metadata()) == tag
+    foreign = {**tag.metadata(), "event_type": "task_created"}
+    other_post = LiveTag("shop", "prod.01j.7c9e6b1", "ffffff").metadata()
+    for junk in ({}, foreign, {"event_type": "longshoreman_promotion", "event_payload": []}):
+        assert LiveTag.of(junk) is None
+    history = [("1700000003.000100", {}), ("1700000002.000001", other_post)]
+    assert tagged(history, tag) is None
+    history += [("1700000001.900000", tag.metadata()), ("1700000001.000010", tag.metadata())]
+    assert tagged(history, tag) == "1700000001.000010"  # the first, if both attempts landed

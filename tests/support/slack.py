@@ -2,10 +2,13 @@
 
 ``running_fake_slack()`` starts an aiohttp app on 127.0.0.1 that answers the Web API methods the
 integration uses (``auth.test``, ``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``,
-``usergroups.users.list``) plus ``response_url`` endpoints, the way Slack does: bearer-token
-checks, ``ok: false`` errors, Block Kit limits enforced (``invalid_blocks``), 429 with
-``Retry-After``, 5xx with a non-JSON body. It records every call and keeps messages and thread
-replies so tests can look at what a channel shows.
+``conversations.history``, ``usergroups.users.list``) plus ``response_url`` endpoints, the way
+Slack does: bearer-token checks, ``ok: false`` errors, Block Kit limits enforced
+(``invalid_blocks``), 429 with ``Retry-After``, 5xx with a non-JSON body, message metadata kept
+and shown by ``conversations.history`` only with ``include_all_metadata``, ``missing_scope`` when
+a history scope is not granted, and answers lost after the work was done (:meth:`lose_answer`).
+It records every call and keeps messages and thread replies so tests can look at what a channel
+shows.
 
 Also here: signing requests exactly as Slack signs them (``v0`` HMAC-SHA256 of
 ``v0:{timestamp}:{body}``), slash-command and button payloads, and :class:`MemoryPromotions`, an
@@ -57,6 +60,7 @@ class SlackMessage:
     blocks: list[dict[str, Any]]
     thread_ts: str | None = None
     versions: list[dict[str, Any]] = field(default_factory=list)  # every text/blocks it had
+    metadata: dict[str, Any] | None = None  # {"event_type": ..., "event_payload": {...}}
 
     @property
     def buttons(self) -> dict[str, dict[str, Any]]:
@@ -75,6 +79,24 @@ class Fault:
     status: int
     remaining: int
     retry_after: float | None = None
+
+
+@dataclass
+class LostAnswer:
+    """Slack does the work, then the answer never arrives: ``stall`` answers only after
+    ``seconds`` (past the client's timeout), ``drop`` closes the connection unanswered."""
+
+    method: str
+    how: str  # "stall" | "drop"
+    remaining: int
+    seconds: float = 0.0
+
+
+# The bot scopes this fake grants by default; only conversations.history checks them (public
+# channels, C..., need channels:history; private ones, G..., groups:history).
+GRANTED_SCOPES = frozenset(
+    {"chat:write", "commands", "usergroups:read", "channels:history", "groups:history"}
+)
 
 
 def block_kit_errors(blocks: Any) -> list[str]:
@@ -123,9 +145,12 @@ class FakeSlack:
         self.usergroups: dict[str, list[str]] = {}
         self.responses: dict[str, list[dict[str, Any]]] = {}
         self.faults: list[Fault] = []
+        self.lost: list[LostAnswer] = []
+        self.scopes: set[str] = set(GRANTED_SCOPES)
         self.delay = 0.0  # seconds every API answer takes
         self.changed = asyncio.Event()
-        self._ts = itertools.count(1)
+        self._last_ts = 0  # microseconds
+        self._closing = asyncio.Event()
 
     # ---- controls ---------------------------------------------------------------------------
 
@@ -140,8 +165,18 @@ class FakeSlack:
         """The next ``times`` calls of ``method`` answer ``status`` (429: with Retry-After)."""
         self.faults.append(Fault(method, status, times, retry_after))
 
+    def lose_answer(
+        self, method: str = "chat.postMessage", how: str = "drop", *, seconds: float = 0.0
+    ) -> None:
+        """The next successful call of ``method`` is done (a message posted...), then its answer
+        is lost: ``how="drop"`` closes the connection, ``how="stall"`` answers after
+        ``seconds`` (make it longer than the client's timeout)."""
+        assert how in ("stall", "drop"), how
+        self.lost.append(LostAnswer(method, how, 1, seconds))
+
     def heal(self) -> None:
         self.faults.clear()
+        self.lost.clear()
 
     def response_url(self, name: str = "r1") -> str:
         self.responses.setdefault(name, [])
@@ -226,10 +261,27 @@ class FakeSlack:
             return web.json_response({"ok": False, "error": "unknown_method"})
         body = handler(args)
         self.changed.set()
+        lost = self._lost_for(method) if body.get("ok") else None
+        if lost is not None and lost.how == "stall":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), lost.seconds)
+        elif lost is not None:
+            assert request.transport is not None
+            request.transport.close()  # the client sees the connection drop, unanswered
         return web.json_response(body)
 
+    def _lost_for(self, method: str) -> LostAnswer | None:
+        for lost in self.lost:
+            if lost.remaining > 0 and lost.method == method:
+                lost.remaining -= 1
+                return lost
+        return None
+
     def _next_ts(self) -> str:
-        return f"1700000000.{next(self._ts):06d}"
+        # Like Slack's: the time of posting in microseconds, unique (conversations.history's
+        # oldest/latest compare against it).
+        self._last_ts = max(time.time_ns() // 1000, self._last_ts + 1)
+        return f"{self._last_ts // 1_000_000}.{self._last_ts % 1_000_000:06d}"
 
     def _m_auth_test(self, args: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -256,12 +308,22 @@ class FakeSlack:
         if refused:
             return refused
         blocks = args.get("blocks") or []
+        metadata = args.get("metadata")
+        if isinstance(metadata, str):  # form-encoded calls send it as JSON text
+            metadata = json.loads(metadata)
+        if metadata is not None and (
+            not isinstance(metadata, dict)
+            or not isinstance(metadata.get("event_type"), str)
+            or not isinstance(metadata.get("event_payload"), dict)
+        ):
+            return {"ok": False, "error": "invalid_metadata_format"}
         message = SlackMessage(
             str(args["channel"]),
             self._next_ts(),
             str(args.get("text") or ""),
             list(blocks),
             thread_ts=args.get("thread_ts") or None,
+            metadata=metadata,
         )
         message.versions.append({"text": message.text, "blocks": message.blocks})
         self.messages.append(message)
@@ -292,6 +354,53 @@ class FakeSlack:
             return {"ok": False, "error": "user_not_found"}
         self.ephemeral.append(dict(args))
         return {"ok": True, "message_ts": self._next_ts()}
+
+    def _m_conversations_history(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Top-level messages, newest first, between ``oldest`` and ``latest`` (exclusive unless
+        ``inclusive``), at most ``limit``; metadata only with ``include_all_metadata``."""
+        channel = str(args.get("channel") or "")
+        needed = "groups:history" if channel.startswith("G") else "channels:history"
+        if needed not in self.scopes:
+            provided = ",".join(sorted(self.scopes))
+            return {"ok": False, "error": "missing_scope", "needed": needed, "provided": provided}
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+
+        def flag(name: str) -> bool:
+            return str(args.get(name) or "").lower() in ("1", "true")
+
+        oldest = float(args.get("oldest") or 0)
+        latest = float(args.get("latest") or "inf")
+        inclusive = flag("inclusive")
+        limit = min(int(args.get("limit") or 100), 999)
+
+        def within(ts: float) -> bool:
+            if inclusive:
+                return oldest <= ts <= latest
+            return oldest < ts < latest
+
+        found = [m for m in reversed(self.channel(channel)) if within(float(m.ts))]
+        out = []
+        for m in found[:limit]:
+            shown: dict[str, Any] = {
+                "type": "message",
+                "ts": m.ts,
+                "user": "UBOT",
+                "bot_id": "BBOT",
+                "app_id": "A0APP",
+                "text": m.text,
+                "blocks": m.blocks,
+            }
+            if m.metadata is not None and flag("include_all_metadata"):
+                shown["metadata"] = m.metadata
+            out.append(shown)
+        return {
+            "ok": True,
+            "messages": out,
+            "has_more": len(found) > limit,
+            "pin_count": 0,
+            "response_metadata": {"next_cursor": "bmV4dA==" if len(found) > limit else ""},
+        }
 
     def _m_usergroups_users_list(self, args: Mapping[str, Any]) -> dict[str, Any]:
         group = str(args.get("usergroup") or "")
@@ -326,6 +435,7 @@ async def running_fake_slack(**options: Any) -> AsyncIterator[FakeSlack]:
         fake.url = fake.base + "/api/"
         yield fake
     finally:
+        fake._closing.set()  # stalled answers end now
         await server.close()
 
 
