@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo
+from promoter.chatops import Snapshot
 from promoter.model import name_of
 from promoter.stages import available_to
 
@@ -47,15 +49,31 @@ async def _tell(gh: GitHubAPI, repo: str, run: Mapping[str, Any], body: str) -> 
     await gh.post(f"/repos/{repo}/issues/{int(pulls[0]['number'])}/comments", data={"body": body})
 
 
-@router.register("check_run", action="requested_action")
-async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
-    data = event.data
-    run = data.get("check_run") or {}
-    target = checks.parse_external_id(str(run.get("external_id") or ""))
-    if not ours(run, deps.settings.app_id) or target is None:
-        return
+@dataclass(frozen=True)
+class _Pressed:
+    """Who acted on which of our check runs, and the Promotion that run is about."""
+
+    gh: GitHubAPI
+    repo: str
+    run: Mapping[str, Any]
+    user: str
+    namespace: str
+    snapshot: Snapshot
+    promotion: Mapping[str, Any]
+
+    @property
+    def stage(self) -> str:
+        return checks.stage_of(self.promotion)
+
+    async def tell(self, body: str) -> None:
+        await _tell(self.gh, self.repo, self.run, f"@{self.user}: {body}")
+
+
+async def _pressed(
+    data: Mapping[str, Any], run: Mapping[str, Any], target: tuple[str, str], deps: Deps
+) -> _Pressed | None:
+    """Resolve an action on a run to its Promotion; tell the user when it is gone."""
     namespace, name = target
-    identifier = str((data.get("requested_action") or {}).get("identifier") or "")
     user = str((data.get("sender") or {}).get("login") or "")
     repo = event_repo(data)
     gh = await deps.gh(data)
@@ -63,8 +81,25 @@ async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
     promotion = next((p for p in snapshot.promotions if name_of(p) == name), None)
     if promotion is None:
         await _tell(gh, repo, run, f"@{user}: Promotion `{name}` no longer exists")
+        return None
+    return _Pressed(gh, repo, run, user, namespace, snapshot, promotion)
+
+
+@router.register("check_run", action="requested_action")
+async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
+    data = event.data
+    run = data.get("check_run") or {}
+    target = checks.parse_external_id(str(run.get("external_id") or ""))
+    if not ours(run, deps.settings.app_id) or target is None:
         return
-    stage_name = checks.stage_of(promotion)
+    identifier = str((data.get("requested_action") or {}).get("identifier") or "")
+    pressed = await _pressed(data, run, target, deps)
+    if pressed is None:
+        return
+    gh, repo, user = pressed.gh, pressed.repo, pressed.user
+    snapshot, promotion = pressed.snapshot, pressed.promotion
+    namespace, name = target
+    stage_name = pressed.stage
     actor = deps.actor(user)
     if identifier.startswith(checks.NEXT_PREFIX):
         downstream = checks.downstream_stages(stage_name, snapshot.stages)
@@ -122,23 +157,18 @@ async def on_rerequested(event: sansio.Event, deps: Deps) -> None:
         retry_on += ("neutral",)  # an inconclusive analysis is worth running again too
     if run.get("conclusion") not in retry_on:
         return  # only a failed promotion (or verification) is worth repeating
-    namespace, name = target
-    user = str((data.get("sender") or {}).get("login") or "")
-    repo = event_repo(data)
-    gh = await deps.gh(data)
-    snapshot = await deps.service.snapshot(namespace)
-    promotion = next((p for p in snapshot.promotions if name_of(p) == name), None)
-    if promotion is None:
-        await _tell(gh, repo, run, f"@{user}: Promotion `{name}` no longer exists")
+    pressed = await _pressed(data, run, target, deps)
+    if pressed is None:
         return
-    stage_name = checks.stage_of(promotion)
-    decision = await deps.permissions.decide(gh, repo, user, snapshot.stage(stage_name))
+    stage = pressed.snapshot.stage(pressed.stage)
+    decision = await deps.permissions.decide(pressed.gh, pressed.repo, pressed.user, stage)
     if not decision.allowed:
-        await _tell(gh, repo, run, f"@{user}: refused: {decision.reason}. Nothing was changed.")
+        await pressed.tell(f"refused: {decision.reason}. Nothing was changed.")
         return
+    actor = deps.actor(pressed.user)
     if str(run.get("name", "")).startswith(checks.VERIFY_PREFIX):
-        await deps.service.reverify(namespace, stage_name, actor=deps.actor(user))
+        await deps.service.reverify(pressed.namespace, pressed.stage, actor=actor)
         return
     await deps.service.promote(
-        namespace, stage_name, checks.freight_of(promotion), actor=deps.actor(user)
+        pressed.namespace, pressed.stage, checks.freight_of(pressed.promotion), actor=actor
     )

@@ -176,7 +176,10 @@ class CommandSession:
 
     # ---- commands -------------------------------------------------------------------------
 
-    async def promote(self, command: Command) -> None:
+    async def _authorized_stage(
+        self, command: Command
+    ) -> tuple[Snapshot, Mapping[str, Any]] | None:
+        """The command's Stage if it exists and the commenter may act on it; else says why."""
         assert command.stage is not None
         snapshot = await self._snapshot()
         stage = snapshot.stage(command.stage)
@@ -184,9 +187,17 @@ class CommandSession:
             await self.reply(
                 f"@{self.user}: there is no Stage `{command.stage}` in project `{self.namespace}`"
             )
-            return
+            return None
         if not await self._authorize(stage):
+            return None
+        return snapshot, stage
+
+    async def promote(self, command: Command) -> None:
+        assert command.stage is not None
+        authorized = await self._authorized_stage(command)
+        if authorized is None:
             return
+        snapshot, stage = authorized
         if command.freight is not None:
             try:
                 freight = resolve_freight(
@@ -292,14 +303,7 @@ class CommandSession:
 
     async def verify(self, command: Command) -> None:
         assert command.stage is not None
-        snapshot = await self._snapshot()
-        stage = snapshot.stage(command.stage)
-        if stage is None:
-            await self.reply(
-                f"@{self.user}: there is no Stage `{command.stage}` in project `{self.namespace}`"
-            )
-            return
-        if not await self._authorize(stage):
+        if await self._authorized_stage(command) is None:
             return
         await self.deps.service.reverify(
             self.namespace, command.stage, actor=self.deps.actor(self.user)
