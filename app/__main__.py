@@ -75,8 +75,16 @@ async def serve(settings: Settings, *, demo: bool, keep_running: bool, out: Text
         site = web.TCPSite(runner, settings.host, settings.port)
         await site.start()
         host, port = runner.addresses[0][:2]
+        front_ends = "".join(
+            f", {path}"
+            for path, on in (
+                ("/github/webhook", settings.github is not None),
+                ("/slack/events", settings.slack is not None),
+            )
+            if on
+        )
         logging.getLogger("longshoreman").info(
-            "serving /healthz, /readyz and /metrics on http://%s:%s", host, port
+            "serving /healthz, /readyz, /metrics, /ui/%s on http://%s:%s", front_ends, host, port
         )
         state = await wait_started(app)
         if demo:
