@@ -24,12 +24,14 @@ from typing import Any, cast
 
 from app import kube as k
 from app.informer import Informer
+from app.metadata import KubeMetadataStore
 from app.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_promote_enabled
 from app.workqueue import WorkQueue
 from promoter import engine
 from promoter.argocd import health_of
 from promoter.builder import TaskSource, build_promotion, ensure_inflated
 from promoter.errors import InvalidInput, StepError
+from promoter.metadata import metadata_functions
 from promoter.model import (
     GROUP,
     Phase,
@@ -55,6 +57,7 @@ from promoter.stages import (
 )
 from promoter.steps.argocd import ApplicationConflict
 from promoter.steps.base import StepServices
+from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry
 from promoter.telemetry import log_context, set_log_context
 
@@ -231,6 +234,15 @@ class Controller:
         self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
         self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
         self.applications = Informer(kube, k.APPLICATIONS, on_event=self._on_application)
+        # set-metadata writes Stages' and Freight's status.metadata through this cluster, and
+        # stageMetadata()/freightMetadata() read it from these informers.
+        self.services = replace(
+            self.services,
+            extra={
+                METADATA_PORT: KubeMetadataStore(kube, stages=self.stages, freight=self.freight),
+                **self.services.extra,
+            },
+        )
         self.promotions.add_index("stage", self._stage_index)
         self.promotions.add_index("waiting-app", waiting_apps)
         self.promotions.add_index("health-app", health_apps)
@@ -554,6 +566,7 @@ class Controller:
             work_dir=self._work_dir(namespace, promotion.name),
             freight=freight,
             freights=stage_freights(stage_obj, freight),
+            extra_functions=self._functions(namespace),
             clock=self.clock,
             running_retry=self.default_requeue,
         )
@@ -576,6 +589,10 @@ class Controller:
                 else engine.DEFAULT_RUNNING_RETRY
             )
             return max(self.min_requeue, after), None
+
+    def _functions(self, namespace: str) -> dict[str, Callable[..., Any]]:
+        """Expression functions that read the cluster (from the caches) for one project."""
+        return metadata_functions(self.services.extra[METADATA_PORT], namespace)
 
     def _work_dir(self, namespace: str, name: str) -> Path:
         path = self.work_dir / namespace / name
@@ -697,6 +714,7 @@ class Controller:
             work_dir=self._work_dir(namespace, promotion.name),
             freight=freight,
             freights=[freight],
+            extra_functions=self._functions(namespace),
             clock=self.clock,
         )
         try:

@@ -361,7 +361,9 @@ def base_context(promotion: Promotion, freight: Mapping[str, Any]) -> dict[str, 
         "stage": promotion.stage,
         "promotion": promotion.name,
         "targetFreight": {
-            "name": promotion.freight,
+            # The Freight's name even when the Promotion names it by alias (kubectl), as in
+            # Kargo: freightMetadata(ctx.targetFreight.name) looks the Freight up by name.
+            "name": str((freight.get("metadata") or {}).get("name") or promotion.freight),
             "alias": freight.get("alias") or "",
             "origin": {"kind": origin.get("kind", "Warehouse"), "name": origin.get("name", "")},
         },

@@ -12,15 +12,17 @@ import contextlib
 import getpass
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from promoter import engine
 from promoter.builder import build_promotion
 from promoter.manifests import ManifestSet
+from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
 from promoter.stages import stage_freights
 from promoter.steps.base import StepServices
+from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry, builtin_registry
 
 
@@ -60,6 +62,15 @@ async def run_promotion(
         stage, freight, manifests, actor=options.actor, extra_vars=options.vars
     )
     registry = registry if registry is not None else builtin_registry()
+    # set-metadata and stageMetadata()/freightMetadata() work on the loaded Stages and Freight;
+    # what the steps write lives as long as this run (the manifest files are not changed).
+    services = replace(
+        options.services,
+        extra={
+            METADATA_PORT: InMemoryMetadata((o.obj for o in manifests), promotion.namespace),
+            **options.services.extra,
+        },
+    )
 
     with contextlib.ExitStack() as stack:
         if options.work_dir is None:
@@ -72,10 +83,11 @@ async def run_promotion(
         work_dir.mkdir(parents=True, exist_ok=True)
         runtime = engine.Runtime(
             registry=registry,
-            services=options.services,
+            services=services,
             work_dir=work_dir,
             freight=freight,
             freights=stage_freights(stage_loaded.obj, freight),
+            extra_functions=metadata_functions(services.extra[METADATA_PORT], promotion.namespace),
             observer=observer,
         )
         try:

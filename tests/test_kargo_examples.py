@@ -43,6 +43,9 @@ BUILT_IN = {
     "compose-output",
     "fail",
     "http",
+    "http-download",
+    "untar",
+    "set-metadata",
 }
 
 CHART_YAML = """\
@@ -128,6 +131,10 @@ class Case:
     in_task: bool = False
     also: tuple[str, ...] = ()  # further examples whose steps follow (a page's next example)
     overlay_freight: bool = False
+    # Further Stages and Freight the example names, as objects (set-metadata's targets).
+    objects: tuple[dict[str, Any], ...] = ()
+    # Steps after the example's own (reading back what it did).
+    then: tuple[dict[str, Any], ...] = ()
 
 
 def _checks_out_freight_commit_and_new_branch(w: World) -> None:
@@ -240,6 +247,41 @@ def _task_cloned(w: World) -> None:
     assert w.exists("target/charts/my-chart/Chart.yaml")
 
 
+def _metadata_object(kind: str, name: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    obj: dict[str, Any] = {"kind": kind, "metadata": {"name": name, "namespace": "kargo-demo"}}
+    if kind == "Freight":
+        obj["origin"] = {"kind": "Warehouse", "name": "my-warehouse"}
+    else:
+        obj["spec"] = {"requestedFreight": []}
+    obj["status"] = {"metadata": metadata}
+    return obj
+
+
+def _read_metadata(**expressions: str) -> tuple[dict[str, Any], ...]:
+    return ({"uses": "compose-output", "as": "read", "config": expressions},)
+
+
+def _metadata_set_on_stage_and_freight(w: World) -> None:
+    assert w.state("read") == {
+        # Keys the Stage already had are kept.
+        "stage": {"kept": "yes", "foo": "hello", "bar": 42},
+        "freight": {"baz": True, "qux": ["a", "b", "c"]},
+        "qux": ["a", "b", "c"],
+    }
+
+
+def _nested_metadata_replaces_whole_values(w: World) -> None:
+    assert w.state("read")["stage"] == {
+        "foo": {
+            "nested": "value",
+            "numbers": [1, 2, 3],
+            "items": [{"name": "item1", "value": "abc"}, {"name": "item2", "value": "xyz"}],
+        },
+        "bar": {"alpha": "one", "beta": "two"},
+    }
+    assert w.state("read")["item"] == "xyz"
+
+
 RUNNABLE: dict[str, Case] = {
     "git-clone.1.yaml": Case(_checks_out_freight_commit_and_new_branch),
     "git-clone.3.yaml": Case(_sparse),
@@ -275,6 +317,27 @@ RUNNABLE: dict[str, Case] = {
     "expressions.35.yaml": Case(_semver_bumped, prelude=CLONE_PRELUDE, in_task=True),
     "promotion-tasks.3.yaml": Case(_task_cloned, in_task=True),
     "promotion-tasks.5.yaml": Case(_task_cloned, in_task=True),
+    "set-metadata.1.yaml": Case(
+        _metadata_set_on_stage_and_freight,
+        objects=(
+            _metadata_object("Stage", "production", {"kept": "yes", "foo": "old"}),
+            _metadata_object("Freight", "my-app-freight", {}),
+        ),
+        then=_read_metadata(
+            stage="${{ stageMetadata('production') }}",
+            freight="${{ freightMetadata('my-app-freight') }}",
+            qux="${{ freightMetadata('my-app-freight', 'qux') }}",
+        ),
+    ),
+    "set-metadata.2.yaml": Case(
+        _nested_metadata_replaces_whole_values,
+        # The old `foo` map is replaced, not merged into.
+        objects=(_metadata_object("Stage", "staging", {"foo": {"old": 1}}),),
+        then=_read_metadata(
+            stage="${{ stageMetadata('staging') }}",
+            item="${{ stageMetadata('staging').foo.items[1].value }}",
+        ),
+    ),
 }
 
 EXCLUDED: dict[str, str] = {
@@ -296,6 +359,14 @@ EXCLUDED: dict[str, str] = {
     "http.6.yaml": "needs network (api.example.com); covered in test_steps_http.py",
     "http.8.yaml": "needs network (api.example.com); covered in test_steps_http.py",
     "http.9.yaml": "needs network (api.example.com); covered in test_steps_http.py",
+    "http-download.1.yaml": "needs network (example.com); run against a local server in "
+    "test_steps_download.py",
+    "http-download.2.yaml": "needs network (artifacts.example.com) and secret(), which is not "
+    "implemented; run in test_steps_download.py with the secret's value filled in",
+    "http-download.3.yaml": "needs network (artifacts.example.com) and secret(), which is not "
+    "implemented; run in test_steps_download.py with the secret's value filled in",
+    "http-download.4.yaml": "needs network (charts.example.com) and chartFrom() on a chart "
+    "Freight; its http-download and untar run in test_steps_download.py",
 }
 
 
@@ -392,6 +463,8 @@ def _manifests(world: World, case: Case, name: str, api_version: str) -> list[di
         "spec": {"requestedFreight": [{"origin": origin, "sources": {"direct": True}}]},
     }
     docs: list[dict[str, Any]] = [freight, stage]
+    docs += [{"apiVersion": api_version, **obj} for obj in case.objects]
+    steps = steps + list(case.then)
     if case.overlay_freight:
         stage["status"] = {
             "freightHistory": [

@@ -113,7 +113,7 @@ class GitSettings:
 
 @dataclass(frozen=True)
 class HttpSettings:
-    """Limits for the ``http`` step, and which hosts it may reach.
+    """Limits for the ``http`` and ``http-download`` steps, and which hosts they may reach.
 
     ``allow_hosts`` and ``deny_hosts`` are host rules (``example.com``, ``*.example.com``, ``*``,
     ``10.1.2.3``, ``10.0.0.0/8``, ``fd00::/8``); see :class:`promoter.steps.http.HostPolicy`.
@@ -123,6 +123,8 @@ class HttpSettings:
 
     default_timeout_seconds: float = 10.0
     max_response_bytes: int = 2 * 1024 * 1024
+    # The largest file ``http-download`` writes (Kargo's limit: 100 MiB).
+    max_download_bytes: int = 100 * 1024 * 1024
     allow_hosts: tuple[str, ...] = ()
     deny_hosts: tuple[str, ...] = ()
 

@@ -24,7 +24,9 @@ Which hosts may be reached is the operator's :class:`HostPolicy` (``HttpSettings
 and ``deny_hosts``): by default any public host, and no private, loopback, link-local (cloud
 metadata) or unique-local address. It is enforced where connections are made (a resolver that
 drops refused addresses and a socket factory), so names resolving to refused addresses, DNS
-rebinding and redirects are all covered.
+rebinding and redirects are all covered. The ``http-download`` step
+(:mod:`promoter.steps.download`) sends its requests through :func:`download` here, so it gets the
+same policy, config checks and redaction.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import ipaddress
 import json
 import re
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -204,9 +206,9 @@ def parse_config(config: Mapping[str, Any], default_timeout_seconds: float) -> H
             terminal=True,
         )
     url = cfg.str("url")
-    _check_http_url(url, "url")
+    check_http_url(url, "url")
 
-    headers = tuple(_name_value_pairs(cfg, "headers"))
+    headers = tuple(name_value_pairs(cfg, "headers"))
     for name, value in headers:
         # aiohttp would refuse these too, but with a message quoting the value (a token, maybe).
         if any(c in name or c in value for c in "\r\n\0"):
@@ -214,15 +216,15 @@ def parse_config(config: Mapping[str, Any], default_timeout_seconds: float) -> H
                 f"{KIND}: config.headers {name!r} contains a line break or NUL character",
                 terminal=True,
             )
-    query_params = tuple(_name_value_pairs(cfg, "queryParams"))
+    query_params = tuple(name_value_pairs(cfg, "queryParams"))
 
     proxy = cfg.opt_str("proxy")
     if proxy is not None:
-        _check_http_url(proxy, "proxy")
+        check_http_url(proxy, "proxy")
 
-    timeout = _duration(cfg, "timeout", default_timeout_seconds)
+    timeout = duration(cfg, "timeout", default_timeout_seconds)
     poll_interval = max(
-        _duration(cfg, "pollInterval", DEFAULT_POLL_INTERVAL_SECONDS), MIN_POLL_INTERVAL_SECONDS
+        duration(cfg, "pollInterval", DEFAULT_POLL_INTERVAL_SECONDS), MIN_POLL_INTERVAL_SECONDS
     )
 
     content_type = cfg.opt_str("responseContentType")
@@ -261,7 +263,7 @@ def parse_config(config: Mapping[str, Any], default_timeout_seconds: float) -> H
     )
 
 
-def _check_http_url(url: str, field_name: str) -> None:
+def check_http_url(url: str, field_name: str, kind: str = KIND) -> None:
     parts = urlsplit(url)
     try:
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
@@ -271,12 +273,12 @@ def _check_http_url(url: str, field_name: str) -> None:
     if not valid:
         # Never echo the URL itself: it may hold credentials or a token in its query.
         raise StepError(
-            f"{KIND}: config.{field_name} must be an absolute http:// or https:// URL",
+            f"{kind}: config.{field_name} must be an absolute http:// or https:// URL",
             terminal=True,
         )
 
 
-def _name_value_pairs(cfg: Config, key: str) -> list[tuple[str, str]]:
+def name_value_pairs(cfg: Config, key: str) -> list[tuple[str, str]]:
     pairs = []
     for item in cfg.items(key):
         name = item.str("name")
@@ -284,13 +286,13 @@ def _name_value_pairs(cfg: Config, key: str) -> list[tuple[str, str]]:
         # Kargo's schema requires both to be non-empty (minLength: 1).
         if not name or not value:
             raise StepError(
-                f"{KIND}: {item.prefix} needs a non-empty name and value", terminal=True
+                f"{cfg.kind}: {item.prefix} needs a non-empty name and value", terminal=True
             )
         pairs.append((name, value))
     return pairs
 
 
-def _duration(cfg: Config, key: str, default: float) -> float:
+def duration(cfg: Config, key: str, default: float) -> float:
     text = cfg.opt_str(key)
     if text is None:
         return default
@@ -298,12 +300,12 @@ def _duration(cfg: Config, key: str, default: float) -> float:
         seconds = parse_duration(text)
     except ValueError:
         raise StepError(
-            f"{KIND}: config.{key} {text!r} is not a duration such as 30s, 1m or 1h30m",
+            f"{cfg.kind}: config.{key} {text!r} is not a duration such as 30s, 1m or 1h30m",
             terminal=True,
         ) from None
     # Go's http.Client reads a zero timeout as "wait forever"; a promotion must not hang.
     if seconds <= 0:
-        raise StepError(f"{KIND}: config.{key} must be longer than zero", terminal=True)
+        raise StepError(f"{cfg.kind}: config.{key} must be longer than zero", terminal=True)
     return seconds
 
 
@@ -432,14 +434,14 @@ def _evaluate_bool(source: str | None, variables: Mapping[str, Any], where: str)
     return value
 
 
-def _error_message(source: str | None, variables: Mapping[str, Any]) -> str:
+def error_message(source: str | None, variables: Mapping[str, Any], kind: str = KIND) -> str:
     """Kargo's ``errorExpression``: best effort, any evaluation problem means "no message"."""
     if source is None:
         return ""
     try:
         value = evaluate_expression(source, variables, where="config.errorExpression")
     except ExpressionSyntaxError as exc:
-        raise StepError(f"{KIND}: {exc}", terminal=True) from None
+        raise StepError(f"{kind}: {exc}", terminal=True) from None
     except ExpressionError:
         return ""
     return value if isinstance(value, str) else ""
@@ -460,7 +462,7 @@ def decide(spec: HttpRequestSpec, response: HttpResponse) -> StepResult:
     status = response.status
 
     if failure:
-        detail = _error_message(spec.error_expression, variables)
+        detail = error_message(spec.error_expression, variables)
         message = f"HTTP ({status}) response met failure criteria"
         return failed(f"{message}: {json.dumps(detail)}" if detail else message)
     if success:
@@ -591,18 +593,28 @@ class HostPolicy:
             self.check_address(None, address)
             return
         if self.deny.name_rule(host):
-            raise HostRefused(f"host {host} is denied by the http step's host policy")
+            raise HostRefused(
+                f"host {host} is denied by the HTTP host policy (LONGSHOREMAN_HTTP_DENY)"
+            )
         if self.allow and not self.allow.name_rule(host) and not self.allow.networks:
-            raise HostRefused(f"host {host} is not in the http step's allowed hosts")
+            raise HostRefused(
+                f"host {host} is not in the allowed hosts "
+                "(LONGSHOREMAN_HTTP_ALLOW, or --http-allow locally)"
+            )
 
     def check_address(self, host: str | None, address: Address) -> None:
         """At connect time: refuse ``address`` (reached for ``host``) unless the rules admit it."""
         if self.deny.has_address(address) or (host and self.deny.name_rule(host)):
-            raise HostRefused(f"address {address} is denied by the http step's host policy")
+            raise HostRefused(
+                f"address {address} is denied by the HTTP host policy (LONGSHOREMAN_HTTP_DENY)"
+            )
         by_address = self.allow.has_address(address)
         named = self.allow.name_rule(host) if host else None
         if self.allow and not (by_address or named):
-            raise HostRefused(f"address {address} is not in the http step's allowed hosts")
+            raise HostRefused(
+                f"address {address} is not in the allowed hosts "
+                "(LONGSHOREMAN_HTTP_ALLOW, or --http-allow locally)"
+            )
         if address.is_global or by_address:
             return
         if _is_metadata(address):
@@ -667,7 +679,9 @@ class _GuardedResolver(AbstractResolver):
             self.admitted.add(str(address))
             kept.append(result)
         if not kept:
-            raise refusal or HostRefused(f"host {host} has no address the http step may reach")
+            raise refusal or HostRefused(
+                f"host {host} has no address the HTTP host policy lets us reach"
+            )
         return kept
 
     async def close(self) -> None:
@@ -716,14 +730,12 @@ async def _check_redirect(
         policy.check_name(target.host or "")
 
 
-async def _send(
-    spec: HttpRequestSpec, max_response_bytes: int, policy: HostPolicy = DEFAULT_POLICY
-) -> HttpResponse:
-    """Send the request and read the response. Raises aiohttp's and asyncio's exceptions, and
-    :class:`HostRefused` (possibly wrapped in a connection error) when the policy refuses."""
-    # Through a proxy we never connect to the target: judge its name (or literal address) now;
-    # the proxy itself is judged like any connection.
-    policy.check_name(urlsplit(spec.url).hostname or "")
+def _guarded_session(policy: HostPolicy, timeout_seconds: float) -> aiohttp.ClientSession:
+    """A session whose every connection (redirects included) the host policy judges.
+
+    Shared by the ``http`` and ``http-download`` steps so both enforce the same policy the same
+    way. Call it inside a running event loop and close the session (``async with``).
+    """
     resolver = _GuardedResolver(policy)
     connector = aiohttp.TCPConnector(
         resolver=resolver,
@@ -736,22 +748,37 @@ async def _send(
     # see it (without a proxy they judge it again anyway).
     redirects = aiohttp.TraceConfig()
     redirects.on_request_redirect.append(functools.partial(_check_redirect, policy))
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=timeout_seconds),
+        # Settings come from our Settings object, never from the process environment/.netrc.
+        trust_env=False,
+        trace_configs=[redirects],
+    )
+
+
+def _request_headers(spec: HttpRequestSpec) -> list[tuple[str, str]]:
     headers = list(spec.headers)
     if not any(name.lower() == "user-agent" for name, _ in headers):
         headers.append(("User-Agent", "Longshoreman"))
+    return headers
+
+
+async def _send(
+    spec: HttpRequestSpec, max_response_bytes: int, policy: HostPolicy = DEFAULT_POLICY
+) -> HttpResponse:
+    """Send the request and read the response. Raises aiohttp's and asyncio's exceptions, and
+    :class:`HostRefused` (possibly wrapped in a connection error) when the policy refuses."""
+    # Through a proxy we never connect to the target: judge its name (or literal address) now;
+    # the proxy itself is judged like any connection.
+    policy.check_name(urlsplit(spec.url).hostname or "")
     async with (
-        aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=spec.timeout_seconds),
-            # Settings come from our Settings object, never from the process environment/.netrc.
-            trust_env=False,
-            trace_configs=[redirects],
-        ) as session,
+        _guarded_session(policy, spec.timeout_seconds) as session,
         session.request(
             spec.method,
             spec.url,
             params=list(spec.query_params) or None,
-            headers=headers,
+            headers=_request_headers(spec),
             data=spec.body.encode() if spec.body else None,
             # Go sends the body with no Content-Type unless one is configured; so do we.
             skip_auto_headers=("Content-Type",),
@@ -765,7 +792,80 @@ async def _send(
         )
 
 
-def _redactor(ctx: StepContext, spec: HttpRequestSpec) -> Callable[[str], str]:
+# Enough of a refused download's body to find an error message in.
+_ERROR_BODY_BYTES = 64 * 1024
+
+
+async def download(
+    spec: HttpRequestSpec,
+    max_bytes: int,
+    policy: HostPolicy,
+    sink: Callable[[bytes], Awaitable[object]],
+) -> HttpResponse:
+    """Send ``spec`` and stream a 2xx response's body into ``sink``, refusing more than
+    ``max_bytes`` (a :class:`StepError` naming the limit, before or while reading).
+
+    Returns the response; its ``body`` is empty for a 2xx and, otherwise, the first bytes of
+    the error body. Raises what :func:`_send` raises; see :func:`transport_error`.
+    """
+    policy.check_name(urlsplit(spec.url).hostname or "")
+    async with (
+        _guarded_session(policy, spec.timeout_seconds) as session,
+        session.request(
+            spec.method,
+            spec.url,
+            params=list(spec.query_params) or None,
+            headers=_request_headers(spec),
+            proxy=spec.proxy,
+            ssl=not spec.insecure_skip_tls_verify,
+        ) as response,
+    ):
+        headers = tuple(response.headers.items())
+        if not 200 <= response.status < 300:
+            try:
+                body = await _read_limited(response, _ERROR_BODY_BYTES)
+            except StepError:
+                body = b""
+            return HttpResponse(status=response.status, headers=headers, body=body)
+        too_big = StepError(
+            f"download is larger than the limit of {max_bytes} bytes ({max_bytes / 2**20:g} MiB)",
+            terminal=True,
+        )
+        if response.content_length is not None and response.content_length > max_bytes:
+            raise too_big
+        received = 0
+        async for chunk in response.content.iter_chunked(64 * 1024):
+            received += len(chunk)
+            if received > max_bytes:
+                raise too_big
+            await sink(chunk)
+        return HttpResponse(status=response.status, headers=headers, body=b"")
+
+
+def transport_error(kind: str, where: str, exc: BaseException, timeout_seconds: float) -> StepError:
+    """Translate what :func:`_send` or :func:`download` raised into a :class:`StepError`.
+
+    A policy refusal is terminal (retrying cannot change it); timeouts and connection trouble
+    are retried. Callers redact the message (it may quote the URL's host, never its query).
+    """
+    if isinstance(exc, StepError):
+        return StepError(f"{kind}: {exc.message} ({where})", terminal=exc.terminal)
+    if isinstance(exc, HostRefused):
+        return StepError(f"{kind}: {where} refused: {exc.strerror}", terminal=True)
+    if isinstance(exc, TimeoutError):
+        # aiohttp's own timeout errors subclass TimeoutError, so this must come first.
+        return StepError(f"{kind}: {where} timed out after {timeout_seconds:g}s")
+    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, HostRefused):
+        # A policy decision: retrying cannot change it.
+        return StepError(f"{kind}: {where} refused: {exc.os_error.strerror}", terminal=True)
+    return StepError(f"{kind}: {where} failed: {type(exc).__name__}: {exc}")
+
+
+# What :func:`_send` and :func:`download` may raise besides StepError.
+TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, ValueError, TimeoutError)
+
+
+def redactor(ctx: StepContext, spec: HttpRequestSpec) -> Callable[[str], str]:
     secrets = sorted(
         {s for s in spec.secrets() if len(s) >= _MIN_SECRET_LENGTH}, key=len, reverse=True
     )
@@ -792,25 +892,15 @@ async def http_step(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     """Run the ``http`` step."""
     settings = ctx.services.http
     spec = parse_config(config, settings.default_timeout_seconds)
-    redact = _redactor(ctx, spec)
+    redact = redactor(ctx, spec)
     where = f"{spec.method} {spec.safe_url()}"
     try:
         response = await _send(spec, settings.max_response_bytes, policy_of(settings))
-    except HostRefused as exc:
-        raise StepError(redact(f"{KIND}: {where} refused: {exc.strerror}"), terminal=True) from None
     except StepError as exc:
         raise StepError(redact(f"{exc.message} ({where})"), terminal=exc.terminal) from None
-    except TimeoutError:
-        # aiohttp's own timeout errors subclass TimeoutError, so this must come first.
-        raise StepError(
-            redact(f"{KIND}: {where} timed out after {spec.timeout_seconds:g}s")
-        ) from None
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
-        if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, HostRefused):
-            # A policy decision: retrying cannot change it.
-            reason = exc.os_error.strerror
-            raise StepError(redact(f"{KIND}: {where} refused: {reason}"), terminal=True) from None
-        raise StepError(redact(f"{KIND}: {where} failed: {type(exc).__name__}: {exc}")) from None
+    except TRANSPORT_ERRORS as exc:
+        error = transport_error(KIND, where, exc, spec.timeout_seconds)
+        raise StepError(redact(error.message), terminal=error.terminal) from None
     try:
         result = decide(spec, response)
     except StepError as exc:
@@ -822,6 +912,7 @@ STEPS: dict[str, Step] = {KIND: FunctionStep(http_step)}
 
 __all__: Sequence[str] = (
     "STEPS",
+    "TRANSPORT_ERRORS",
     "HostPolicy",
     "HostRefused",
     "HostRules",
@@ -829,9 +920,17 @@ __all__: Sequence[str] = (
     "HttpResponse",
     "build_response_variables",
     "canonical_header_name",
+    "check_http_url",
     "decide",
+    "download",
+    "duration",
+    "error_message",
     "http_step",
+    "name_value_pairs",
     "parse_body",
     "parse_config",
     "parse_duration",
+    "policy_of",
+    "redactor",
+    "transport_error",
 )

@@ -15,6 +15,11 @@ _MODULES = (
     "promoter.steps.git",
     "promoter.steps.files",
     "promoter.steps.http",
+    "promoter.steps.download",
+    "promoter.steps.archive",
+    # Needs the metadata port (StepServices.extra["metadata"]), which the server and the local
+    # runner provide.
+    "promoter.steps.metadata",
     # Needs the Argo CD port (StepServices.extra["argocd"]), which the server provides; in the
     # local runner it errors with a message saying so.
     "promoter.steps.argocd",

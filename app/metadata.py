@@ -1,0 +1,81 @@
+"""The metadata port of ``set-metadata`` and ``stageMetadata()``/``freightMetadata()``, over the
+Kubernetes API.
+
+Reads come from the controller's Stage and Freight informers (expression functions are
+synchronous and must not wait on the network). A merge is one status merge patch with the
+object's resourceVersion as a precondition: the patch is the exact difference between the
+metadata read and the metadata wanted, so a value that is a map replaces the old map rather than
+being merged into it, and a concurrent writer (our own Stage status writes, a verification) is
+never overwritten; on a conflict the object is read again and the merge decided again. The
+written object goes into the cache at once, so the next step's expressions read what this one
+wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from app import kube as k
+from app.informer import Informer
+from promoter.errors import StepError
+from promoter.metadata import FREIGHT, STAGE, MetadataObjectMissing, merged, metadata_of
+from promoter.model import meta
+
+CONFLICT_ATTEMPTS = 5
+
+
+class KubeMetadataStore:
+    """:class:`promoter.metadata.MetadataStore` over Stages and Freight in the cluster."""
+
+    def __init__(self, kube: k.Kube, *, stages: Informer, freight: Informer) -> None:
+        self.kube = kube
+        self._informers = {STAGE: stages, FREIGHT: freight}
+        self._types = {STAGE: k.STAGES, FREIGHT: k.FREIGHT}
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        obj = self._informers[kind].get(namespace, name)
+        return None if obj is None else metadata_of(obj)
+
+    async def merge(self, kind: str, namespace: str, name: str, values: Mapping[str, Any]) -> None:
+        informer, rt = self._informers[kind], self._types[kind]
+        current = informer.get(namespace, name)
+        for _ in range(CONFLICT_ATTEMPTS):
+            if current is None:
+                # Not in the cache yet (created a moment ago?): ask the API server.
+                current = await self._read(kind, namespace, name)
+            old = metadata_of(current)
+            new = merged(old, values)
+            if new == old:
+                return
+            patch = k.merge_patch_between({"metadata": old}, {"metadata": new})
+            try:
+                written = await self.kube.patch_status(
+                    rt,
+                    namespace,
+                    name,
+                    patch,
+                    resource_version=str(meta(current).get("resourceVersion")),
+                )
+            except k.NotFound:
+                raise MetadataObjectMissing(kind, namespace, name) from None
+            except k.Conflict:
+                current = None  # changed since we read it: read again and merge again
+                continue
+            except k.KubeError as e:
+                raise StepError(f"updating the metadata of {kind} {namespace}/{name}: {e}") from e
+            informer.observe(written)
+            return
+        raise StepError(
+            f"{kind} {namespace}/{name} kept changing while its metadata was updated; will retry"
+        )
+
+    async def _read(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        try:
+            obj = await self.kube.get(self._types[kind], namespace, name)
+        except k.NotFound:
+            raise MetadataObjectMissing(kind, namespace, name) from None
+        except k.KubeError as e:
+            raise StepError(f"reading {kind} {namespace}/{name}: {e}") from e
+        self._informers[kind].observe(obj)
+        return obj
