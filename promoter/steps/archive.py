@@ -229,13 +229,7 @@ def _check_staged_fits(staging: Path, out: Path, out_raw: str) -> None:
 
 def _untar(ctx: StepContext, config: Mapping[str, Any], limits: Limits = Limits()) -> StepResult:
     cfg = Config(KIND, config)
-    unknown = sorted(set(cfg.data) - _KNOWN_KEYS)
-    if unknown:
-        raise StepError(
-            f"{KIND}: unknown config field(s) {', '.join(unknown)}; known fields are "
-            f"{', '.join(sorted(_KNOWN_KEYS))}",
-            terminal=True,
-        )
+    cfg.only(_KNOWN_KEYS)
     in_raw = cfg.str("inPath")
     out_raw = cfg.str("outPath")
     strip = cfg.int("stripComponents", 0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 import enum
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -247,6 +247,17 @@ class Config:
 
     def has(self, key: builtins.str) -> builtins.bool:
         return self.data.get(key) is not None
+
+    def only(self, known: Iterable[builtins.str]) -> None:
+        """Refuse fields the step does not know, as Kargo's JSON schemas do."""
+        known = set(known)
+        unknown = sorted(set(self.data) - known)
+        if unknown:
+            raise StepError(
+                f"{self.kind}: unknown config field(s) {', '.join(unknown)}; known fields are "
+                f"{', '.join(sorted(known))}",
+                terminal=True,
+            )
 
     def str(self, key: builtins.str, default: builtins.str | None = None) -> builtins.str:
         value = self.data.get(key)

@@ -60,13 +60,7 @@ class DownloadSpec:
 def parse_config(config: Mapping[str, Any]) -> DownloadSpec:
     """Validate the rendered config like Kargo's JSON schema does; every problem is terminal."""
     cfg = Config(KIND, config)
-    unknown = sorted(set(cfg.data) - _KNOWN_KEYS)
-    if unknown:
-        raise StepError(
-            f"{KIND}: unknown config field(s) {', '.join(unknown)}; known fields are "
-            f"{', '.join(sorted(_KNOWN_KEYS))}",
-            terminal=True,
-        )
+    cfg.only(_KNOWN_KEYS)
     url = cfg.str("url")
     http.check_http_url(url, "url", KIND)
     headers = tuple(http.name_value_pairs(cfg, "headers"))

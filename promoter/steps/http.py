@@ -191,13 +191,7 @@ def parse_duration(text: str) -> float:
 def parse_config(config: Mapping[str, Any], default_timeout_seconds: float) -> HttpRequestSpec:
     """Validate the rendered config like Kargo's JSON schema does; every problem is terminal."""
     cfg = Config(KIND, config)
-    unknown = sorted(set(cfg.data) - _KNOWN_KEYS)
-    if unknown:
-        raise StepError(
-            f"{KIND}: unknown config field(s) {', '.join(unknown)}; known fields are "
-            f"{', '.join(sorted(_KNOWN_KEYS))}",
-            terminal=True,
-        )
+    cfg.only(_KNOWN_KEYS)
 
     method = cfg.str("method", "GET")
     if method not in _METHODS:
