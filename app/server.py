@@ -151,7 +151,11 @@ def _services(
             env=env,
             credentials=credentials,
         ),
-        http=HttpSettings(allow_hosts=settings.http_allow, deny_hosts=settings.http_deny),
+        http=HttpSettings(
+            allow_hosts=settings.http_allow,
+            deny_hosts=settings.http_deny,
+            max_download_bytes=settings.http_max_download_bytes,
+        ),
         extra=dict(extra),
     )
 

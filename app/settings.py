@@ -118,6 +118,8 @@ class Settings:
     # loopback and link-local addresses are refused unless allowed here.
     http_allow: tuple[str, ...] = ()
     http_deny: tuple[str, ...] = ()
+    # The largest body http-download writes (Kargo: 100 MiB).
+    http_max_download_bytes: int = 100 * 1024 * 1024
     # The chat front ends: each on when its credentials are set.
     github: GitHubSettings | None = None
     slack: SlackSettings | None = None
@@ -212,4 +214,10 @@ class Settings:
             log_format=log_format,
             http_allow=_hosts(env, "LONGSHOREMAN_HTTP_ALLOW"),
             http_deny=_hosts(env, "LONGSHOREMAN_HTTP_DENY"),
+            http_max_download_bytes=_int(
+                env,
+                "LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES",
+                defaults.http_max_download_bytes,
+                minimum=1,
+            ),
         )

@@ -177,6 +177,95 @@ def test_http_host_rules_are_validated_at_start_naming_the_variable() -> None:
     assert Settings.from_env({}).http_allow == ()
 
 
+@pytest.mark.parametrize("raw", ["lots", "0", "-5"])
+def test_a_bad_download_limit_is_refused_at_start_naming_the_variable(raw: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES": raw})
+    assert "LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES" in str(caught.value)
+
+
+def test_the_download_limit_defaults_to_kargos_and_can_be_set() -> None:
+    assert Settings.from_env({}).http_max_download_bytes == 100 * 1024 * 1024
+    limited = Settings.from_env({"LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES": "1048576"})
+    assert limited.http_max_download_bytes == 1024 * 1024
+
+
+DOWNLOAD_PROJECT = """\
+apiVersion: v1
+kind: Namespace
+metadata: {name: dl}
+---
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Warehouse
+metadata: {name: w, namespace: dl}
+spec:
+  subscriptions:
+  - image: {repoURL: example.com/app, semverConstraint: ^1.0.0}
+---
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Freight
+metadata: {name: f0123456789abcdef0123456789abcdef0123456, namespace: dl}
+origin: {kind: Warehouse, name: w}
+---
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Stage
+metadata: {name: fetch, namespace: dl}
+spec:
+  requestedFreight: [{origin: {kind: Warehouse, name: w}, sources: {direct: true}}]
+  promotionTemplate:
+    spec:
+      steps:
+      - uses: http-download
+        config: {url: "${{ vars.url }}", outPath: big.bin}
+"""
+
+
+async def test_the_server_applies_its_download_limit_to_promotions(tmp_path: Path) -> None:
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(body=b"x" * 5000)
+
+    files = web.Application()
+    files.router.add_get("/big.bin", big)
+    seed = tmp_path / "project.yaml"
+    seed.write_text(DOWNLOAD_PROJECT)
+    settings = Settings.from_env(
+        {
+            "WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_HTTP_ALLOW": "127.0.0.1",
+            "LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES": "1000",
+        }
+    )
+    settings = replace(settings, embedded_seed=(seed,))
+    async with (
+        TestServer(files, host="127.0.0.1") as file_server,
+        TestClient(TestServer(create_app(settings), host="127.0.0.1")) as client,
+    ):
+        state = await wait_started(client.app)
+        assert state.kube is not None and state.controller is not None
+        await asyncio.wait_for(state.controller.wait_synced(), 30)
+        url = f"http://127.0.0.1:{file_server.port}/big.bin"
+        await state.kube.create(
+            k.PROMOTIONS,
+            {
+                "metadata": {"name": "dl-1", "namespace": "dl"},
+                "spec": {
+                    "stage": "fetch",
+                    "freight": "f0123456789abcdef0123456789abcdef0123456",
+                    "vars": [{"name": "url", "value": url}],
+                },
+            },
+        )
+        async with asyncio.timeout(30):
+            while True:
+                got = state.controller.promotions.get("dl", "dl-1") or {}
+                status = got.get("status") or {}
+                if status.get("phase") in ("Errored", "Failed", "Succeeded"):
+                    break
+                await asyncio.sleep(0.05)
+    assert status["phase"] == "Errored", status
+    assert "1000" in status["message"], status["message"]
+
+
 # ---- request bodies are size-limited ----------------------------------------------------------
 
 
