@@ -31,13 +31,14 @@ same policy, config checks and redaction.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import ipaddress
 import json
 import re
 import socket
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -758,11 +759,15 @@ def _request_headers(spec: HttpRequestSpec) -> list[tuple[str, str]]:
     return headers
 
 
-async def _send(
-    spec: HttpRequestSpec, max_response_bytes: int, policy: HostPolicy = DEFAULT_POLICY
-) -> HttpResponse:
-    """Send the request and read the response. Raises aiohttp's and asyncio's exceptions, and
-    :class:`HostRefused` (possibly wrapped in a connection error) when the policy refuses."""
+@contextlib.asynccontextmanager
+async def _opened(
+    spec: HttpRequestSpec, policy: HostPolicy
+) -> AsyncIterator[aiohttp.ClientResponse]:
+    """Send ``spec`` through a session that enforces ``policy``; yields the response.
+
+    Raises aiohttp's and asyncio's exceptions, and :class:`HostRefused` (possibly wrapped in a
+    connection error) when the policy refuses.
+    """
     # Through a proxy we never connect to the target: judge its name (or literal address) now;
     # the proxy itself is judged like any connection.
     policy.check_name(urlsplit(spec.url).hostname or "")
@@ -780,6 +785,14 @@ async def _send(
             ssl=not spec.insecure_skip_tls_verify,
         ) as response,
     ):
+        yield response
+
+
+async def _send(
+    spec: HttpRequestSpec, max_response_bytes: int, policy: HostPolicy = DEFAULT_POLICY
+) -> HttpResponse:
+    """Send the request and read the response; raises what :func:`_opened` raises."""
+    async with _opened(spec, policy) as response:
         body = await _read_limited(response, max_response_bytes)
         return HttpResponse(
             status=response.status, headers=tuple(response.headers.items()), body=body
@@ -800,20 +813,9 @@ async def download(
     ``max_bytes`` (a :class:`StepError` naming the limit, before or while reading).
 
     Returns the response; its ``body`` is empty for a 2xx and, otherwise, the first bytes of
-    the error body. Raises what :func:`_send` raises; see :func:`transport_error`.
+    the error body. Raises what :func:`_opened` raises; see :func:`transport_error`.
     """
-    policy.check_name(urlsplit(spec.url).hostname or "")
-    async with (
-        _guarded_session(policy, spec.timeout_seconds) as session,
-        session.request(
-            spec.method,
-            spec.url,
-            params=list(spec.query_params) or None,
-            headers=_request_headers(spec),
-            proxy=spec.proxy,
-            ssl=not spec.insecure_skip_tls_verify,
-        ) as response,
-    ):
+    async with _opened(spec, policy) as response:
         headers = tuple(response.headers.items())
         if not 200 <= response.status < 300:
             try:
