@@ -45,6 +45,7 @@ from slack.api import SlackApi, SlackUnavailable
 from slack.blocks import Message
 from tests.support.github import app_private_key, webhook_request
 from tests.support.gitrepo import git_env, make_remote
+from tests.support.projects import FREIGHT, project_prelude
 from tests.support.slack import SIGNING_SECRET, signed_headers, slash_command
 from tests.support.steps import make_context
 
@@ -190,23 +191,9 @@ def test_the_download_limit_defaults_to_kargos_and_can_be_set() -> None:
     assert limited.http_max_download_bytes == 1024 * 1024
 
 
-DOWNLOAD_PROJECT = """\
-apiVersion: v1
-kind: Namespace
-metadata: {name: dl}
----
-apiVersion: kargo.akuity.io/v1alpha1
-kind: Warehouse
-metadata: {name: w, namespace: dl}
-spec:
-  subscriptions:
-  - image: {repoURL: example.com/app, semverConstraint: ^1.0.0}
----
-apiVersion: kargo.akuity.io/v1alpha1
-kind: Freight
-metadata: {name: f0123456789abcdef0123456789abcdef0123456, namespace: dl}
-origin: {kind: Warehouse, name: w}
----
+DOWNLOAD_PROJECT = (
+    project_prelude("dl")
+    + """\
 apiVersion: kargo.akuity.io/v1alpha1
 kind: Stage
 metadata: {name: fetch, namespace: dl}
@@ -218,6 +205,7 @@ spec:
       - uses: http-download
         config: {url: "${{ vars.url }}", outPath: big.bin}
 """
+)
 
 
 async def test_the_server_applies_its_download_limit_to_promotions(tmp_path: Path) -> None:
@@ -250,7 +238,7 @@ async def test_the_server_applies_its_download_limit_to_promotions(tmp_path: Pat
                 "metadata": {"name": "dl-1", "namespace": "dl"},
                 "spec": {
                     "stage": "fetch",
-                    "freight": "f0123456789abcdef0123456789abcdef0123456",
+                    "freight": FREIGHT,
                     "vars": [{"name": "url", "value": url}],
                 },
             },

@@ -35,6 +35,7 @@ from slack.api import RateLimited as SlackRateLimited
 from slack.api import SlackApi
 from slack.blocks import Message
 from tests.support.github import app_private_key, running_fake_github, webhook_request
+from tests.support.projects import FREIGHT, project_prelude
 from tests.support.slack import SIGNING_SECRET, running_fake_slack, signed_headers, slash_command
 from tests.support.slack import TOKEN as SLACK_TOKEN
 
@@ -42,24 +43,9 @@ ROOT = Path(__file__).resolve().parent.parent
 WEBHOOK_SECRET = "obs-webhook-secret-123"
 BOT_TOKEN = "xoxb-1111-2222-abcdefghijklmnop"
 
-PROJECT = """\
-apiVersion: v1
-kind: Namespace
-metadata: {name: obs}
----
-apiVersion: kargo.akuity.io/v1alpha1
-kind: Warehouse
-metadata: {name: w, namespace: obs}
-spec:
-  subscriptions:
-  - image: {repoURL: example.com/app, semverConstraint: ^1.0.0}
----
-apiVersion: kargo.akuity.io/v1alpha1
-kind: Freight
-metadata: {name: f0123456789abcdef0123456789abcdef0123456, namespace: obs}
-alias: first
-origin: {kind: Warehouse, name: w}
----
+PROJECT = (
+    project_prelude("obs")
+    + """\
 apiVersion: kargo.akuity.io/v1alpha1
 kind: Stage
 metadata: {name: quick, namespace: obs}
@@ -87,6 +73,7 @@ spec:
           successExpression: response.body.ready
           pollInterval: 10s
 """
+)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -115,7 +102,7 @@ def promotion(name: str, stage: str, **spec: Any) -> dict[str, Any]:
         "apiVersion": "kargo.akuity.io/v1alpha1",
         "kind": "Promotion",
         "metadata": {"name": name, "namespace": "obs"},
-        "spec": {"stage": stage, "freight": "f0123456789abcdef0123456789abcdef0123456", **spec},
+        "spec": {"stage": stage, "freight": FREIGHT, **spec},
     }
 
 
