@@ -29,6 +29,7 @@ from typing import Any
 from promoter.errors import StepError
 from promoter.steps import http
 from promoter.steps.base import Config, FunctionStep, Step, StepContext, StepResult, succeeded
+from promoter.steps.files import file_target
 
 KIND = "http-download"
 
@@ -93,15 +94,7 @@ def parse_config(config: Mapping[str, Any]) -> DownloadSpec:
 
 def _target(ctx: StepContext, spec: DownloadSpec) -> Path:
     raw = spec.out_path
-    if ".git" in Path(os.path.normpath(raw)).parts:
-        # A file under .git/hooks would run on the next git step.
-        raise StepError(
-            f"{KIND}: config.outPath {raw!r}: writing inside a .git directory is refused",
-            terminal=True,
-        )
-    target = ctx.path(raw, field_name="outPath")
-    if target.is_dir():
-        raise StepError(f"{KIND}: config.outPath {raw!r} is a directory", terminal=True)
+    target = file_target(ctx, KIND, raw, "outPath")
     if target.exists() and not spec.allow_overwrite:
         raise StepError(
             f"{KIND}: config.outPath {raw!r} already exists; set allowOverwrite: true to "

@@ -1373,6 +1373,21 @@ def _file_permissions(cfg: Config) -> int:
     return mode
 
 
+def file_target(ctx: StepContext, kind: str, raw: str, field_name: str) -> Path:
+    """Where a step may write the file ``config.<field_name>`` names: inside the work
+    directory, not inside a ``.git`` directory, and not an existing directory."""
+    if ".git" in Path(os.path.normpath(raw)).parts:
+        # A file under .git/hooks would run on the next git step.
+        raise StepError(
+            f"{kind}: config.{field_name} {raw!r}: writing inside a .git directory is refused",
+            terminal=True,
+        )
+    target = ctx.path(raw, field_name=field_name)
+    if target.is_dir():
+        raise StepError(f"{kind}: config.{field_name} {raw!r} is a directory", terminal=True)
+    return target
+
+
 def _file_write(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     kind = "file-write"
     cfg = Config(kind, config)
@@ -1387,14 +1402,7 @@ def _file_write(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     contents: str = cfg.data["contents"]
     overwrite = cfg.bool("overwrite")
     mode = _file_permissions(cfg)
-    if ".git" in Path(os.path.normpath(raw)).parts:
-        raise StepError(
-            f"{kind}: config.path {raw!r}: writing inside a .git directory is refused",
-            terminal=True,
-        )
-    target = ctx.path(raw, field_name="path")
-    if target.is_dir():
-        raise StepError(f"{kind}: config.path {raw!r} is a directory", terminal=True)
+    target = file_target(ctx, kind, raw, "path")
     if target.exists():
         # Same content counts as done: a retried step finds its own earlier write.
         if target.read_bytes() == contents.encode("utf-8"):
