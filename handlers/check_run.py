@@ -69,6 +69,17 @@ class _Pressed:
         await _tell(self.gh, self.repo, self.run, f"@{self.user}: {body}")
 
 
+def _our_run(
+    data: Mapping[str, Any], deps: Deps
+) -> tuple[Mapping[str, Any], tuple[str, str]] | None:
+    """The event's check run and the Promotion it names, if the run is one of ours."""
+    run = data.get("check_run") or {}
+    target = checks.parse_external_id(str(run.get("external_id") or ""))
+    if not ours(run, deps.settings.app_id) or target is None:
+        return None
+    return run, target
+
+
 async def _pressed(
     data: Mapping[str, Any], run: Mapping[str, Any], target: tuple[str, str], deps: Deps
 ) -> _Pressed | None:
@@ -88,10 +99,10 @@ async def _pressed(
 @router.register("check_run", action="requested_action")
 async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
     data = event.data
-    run = data.get("check_run") or {}
-    target = checks.parse_external_id(str(run.get("external_id") or ""))
-    if not ours(run, deps.settings.app_id) or target is None:
+    found = _our_run(data, deps)
+    if found is None:
         return
+    run, target = found
     identifier = str((data.get("requested_action") or {}).get("identifier") or "")
     pressed = await _pressed(data, run, target, deps)
     if pressed is None:
@@ -148,10 +159,10 @@ async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
 @router.register("check_run", action="rerequested")
 async def on_rerequested(event: sansio.Event, deps: Deps) -> None:
     data = event.data
-    run = data.get("check_run") or {}
-    target = checks.parse_external_id(str(run.get("external_id") or ""))
-    if not ours(run, deps.settings.app_id) or target is None:
+    found = _our_run(data, deps)
+    if found is None:
         return
+    run, target = found
     retry_on: tuple[str, ...] = ("failure", "cancelled", "timed_out")
     if str(run.get("name", "")).startswith(checks.VERIFY_PREFIX):
         retry_on += ("neutral",)  # an inconclusive analysis is worth running again too
