@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit bench clean
+.PHONY: demo test lint unit test-cluster kube-apiserver bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,14 @@ unit: $(STAMP)
 
 test: lint unit
 
+# The cluster suite (tests/cluster) against a real kube-apiserver + etcd: built once from
+# Debian's kubernetes source package and cached in .cache/apiserver (see docs/operator-guide.md).
+kube-apiserver:
+	bash scripts/build-kube-apiserver.sh
+
+test-cluster: $(STAMP) kube-apiserver
+	LONGSHOREMAN_CLUSTER_BACKENDS=real $(BIN)/python -m pytest tests/cluster
+
 bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_expressions.py
@@ -37,4 +45,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_slack.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache

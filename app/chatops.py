@@ -51,9 +51,16 @@ class ClusterPromotions:
                 f"{stage!r}: it must come from a Warehouse the Stage requests directly, or be "
                 "verified in its upstream Stages (and soaked there, if required)"
             )
-        created = await create_promotion(
-            self.kube, stage_obj, freight_obj, self.controller.task_source, actor=actor
-        )
+        try:
+            created = await create_promotion(
+                self.kube, stage_obj, freight_obj, self.controller.task_source, actor=actor
+            )
+        except k.TemporaryError:
+            raise
+        except k.KubeError as e:
+            # Refused by the cluster (validation, admission, RBAC): its own words tell the user
+            # (and the operator) what to change; a stack trace in the server log would not.
+            raise InvalidInput(f"the cluster refused the Promotion: {e.server_message}") from None
         self.controller.promotions.observe(created)
         return PromotionRef(namespace, name_of(created), stage, freight)
 

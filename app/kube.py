@@ -111,10 +111,14 @@ EVENTS = ResourceType("", "v1", "events", "Event", status_subresource=False)
 class KubeError(Exception):
     """A request to the API server failed. The message names the request, never credentials."""
 
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, reason: str = "", server_message: str = ""
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        # The API server's own words (the Status message), for showing to a user as they are.
+        self.server_message = server_message or message
 
 
 class NotFound(KubeError):
@@ -143,8 +147,9 @@ class TemporaryError(KubeError):
         status: int | None = None,
         reason: str = "",
         retry_after: float | None = None,
+        server_message: str = "",
     ) -> None:
-        super().__init__(message, status=status, reason=reason)
+        super().__init__(message, status=status, reason=reason, server_message=server_message)
         self.retry_after = retry_after
 
 
@@ -181,20 +186,21 @@ def error_for(status: int, body: Any, headers: Mapping[str, str], *, request: st
     """The ``KubeError`` for a failed response; ``request`` is e.g. ``"GET /apis/..."``."""
     reason, message, details = _status_fields(body)
     text = f"{request}: {status} {reason or 'Error'}" + (f": {message}" if message else "")
+    said = {"server_message": message}
     if status == 404:
-        return NotFound(text, status=status, reason=reason or "NotFound")
+        return NotFound(text, status=status, reason=reason or "NotFound", **said)
     if status == 409:
-        return Conflict(text, status=status, reason=reason or "Conflict")
+        return Conflict(text, status=status, reason=reason or "Conflict", **said)
     if status == 410:
-        return Gone(text, status=status, reason=reason or "Expired")
+        return Gone(text, status=status, reason=reason or "Expired", **said)
     if status in (400, 422):
-        return Invalid(text, status=status, reason=reason or "Invalid")
+        return Invalid(text, status=status, reason=reason or "Invalid", **said)
     if status == 429 or status >= 500:
         retry_after = parse_retry_after(headers.get("Retry-After"))
         if retry_after is None and isinstance(details.get("retryAfterSeconds"), int | float):
             retry_after = float(details["retryAfterSeconds"])
-        return TemporaryError(text, status=status, reason=reason, retry_after=retry_after)
-    return KubeError(text, status=status, reason=reason)
+        return TemporaryError(text, status=status, reason=reason, retry_after=retry_after, **said)
+    return KubeError(text, status=status, reason=reason, **said)
 
 
 # ------------------------------------------------------------------ request building

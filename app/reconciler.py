@@ -515,8 +515,9 @@ class Controller:
         return requeue
 
     def _freight_for(self, promotion: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        # spec.freight may name the Freight by its alias (chat and kubectl users do).
         name = (promotion.get("spec") or {}).get("freight") or ""
-        return self.freight.get(namespace_of(promotion), name) or (
+        return self._find_freight(namespace_of(promotion) or "", name) or (
             promotion.get("status") or {}
         ).get("freight")
 

@@ -31,7 +31,10 @@ PERMISSION_TTL = 60.0
 
 
 def event_repo(data: Mapping[str, Any]) -> str:
-    return str((data.get("repository") or {}).get("full_name") or "")
+    """``owner/name`` of the event's repository; "" when the payload has none (or a malformed
+    one: a signed but odd delivery must not turn into a 500)."""
+    repository = data.get("repository")
+    return str(repository.get("full_name") or "") if isinstance(repository, Mapping) else ""
 
 
 def read_json_annotation(obj: Mapping[str, Any], key: str) -> dict[str, Any]:

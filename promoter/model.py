@@ -539,8 +539,11 @@ class Promotion:
 
 
 def freight_reference(freight: Mapping[str, Any]) -> dict[str, Any]:
-    """The compact Freight reference Kargo stores on Promotion and Stage status."""
-    out: dict[str, Any] = {"name": name_of(freight)}
+    """The compact Freight reference Kargo stores on Promotion and Stage status.
+
+    ``freight`` is a Freight object or already a reference (a Promotion's ``status.freight``).
+    """
+    out: dict[str, Any] = {"name": name_of(freight) or str(freight.get("name") or "")}
     for key in ("origin", "commits", "images", "charts"):
         if freight.get(key):
             out[key] = freight[key]

@@ -264,7 +264,31 @@ def stage_status(
             "Ready", "False", "NotVerified", str((verified or {}).get("message") or "")
         )
     status["conditions"] = set_condition(conditions, ready, now, generation)
+    status.update(_summaries(stage, status))
     return status
+
+
+_HEALTH = {"True": "Healthy", "False": "Unhealthy", "Unknown": "Unknown"}
+
+
+def _summaries(stage: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``kubectl get stages`` shows (the CRD's printer columns), as Kargo words it: the
+    current Freight's name, or "N/M Fulfilled" when the Stage requests several origins; and the
+    health of the last check, once there is something to check."""
+    out: dict[str, Any] = {}
+    history = status.get("freightHistory") or []
+    items = (history[0].get("items") or {}) if history else {}
+    if isinstance(items, Mapping) and items:
+        requested = len((stage.get("spec") or {}).get("requestedFreight") or []) or 1
+        if requested == 1 and len(items) == 1:
+            [only] = items.values()
+            out["freightSummary"] = str(only.get("name") or "")
+        else:
+            out["freightSummary"] = f"{len(items)}/{requested} Fulfilled"
+    healthy = get_condition(status, "Healthy")
+    if healthy is not None and history:
+        out["health"] = {"status": _HEALTH.get(str(healthy.get("status")), "Unknown")}
+    return out
 
 
 def with_health(

@@ -1,4 +1,4 @@
-"""Shared pytest configuration: the hypothesis profiles.
+"""Shared pytest configuration: the hypothesis profiles and the conformance group.
 
 Property and fuzz tests run on a fixed budget so the suite's time is predictable:
 
@@ -10,14 +10,29 @@ Property and fuzz tests run on a fixed budget so the suite's time is predictable
   (``HYPOTHESIS_PROFILE=hunt pytest tests/test_fuzz.py``).
 
 Tests that set their own ``@settings`` keep those values and inherit the rest from the profile.
+
+The conformance group (``tests/conformance/``) checks Longshoreman against data others wrote, which
+lives outside the repository (:mod:`tests.support.conformance`):
+
+- ``LONGSHOREMAN_CONFORMANCE_FIXTURES`` unset: the group is left out of collection and the run
+  ends with one line saying so and how to run it; asking for a conformance test by path is an
+  error instead, since it cannot run.
+- set to a folder that is missing or incomplete: the run stops before any test, with the reason.
+
+And for the whole suite: a ``parametrize`` list that comes out empty (a glob that matched nothing)
+stops the run, where pytest would otherwise skip the test quietly.
 """
 
 from __future__ import annotations
 
 import os
 from datetime import timedelta
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.support import conformance
 
 _COMMON = {
     "suppress_health_check": [HealthCheck.too_slow],
@@ -36,3 +51,69 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=100, deadline=timedelta(seconds=2), **_COMMON)
 settings.register_profile("hunt", max_examples=5000, deadline=None, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# ---- the conformance group ----------------------------------------------------------------------
+
+CONFORMANCE_DIR = Path(__file__).resolve().parent / "conformance"
+_LEFT_OUT = pytest.StashKey[bool]()
+
+
+def _in_conformance(path: Path) -> bool:
+    return path == CONFORMANCE_DIR or CONFORMANCE_DIR in path.parents
+
+
+def _requested(config: pytest.Config) -> list[tuple[str, Path]]:
+    """The paths on the command line (or ``testpaths``), each with what it names."""
+    here = config.invocation_params.dir
+    return [(arg, (here / arg.split("::")[0]).resolve()) for arg in config.args]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    value = conformance.configured()
+    if value is not None:
+        reason = conformance.problem(value)
+        if reason is not None:
+            raise pytest.UsageError(reason)
+        return
+    # Paths given on the command line are collected even when pytest_ignore_collect says no.
+    for arg, path in _requested(session.config):
+        if _in_conformance(path):
+            raise pytest.UsageError(
+                f"{arg} is in the conformance group, which needs its data: {conformance.HOW_TO_SET}"
+            )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if conformance.configured() is None and _in_conformance(collection_path):
+        config.stash[_LEFT_OUT] = True
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    empty = [
+        item.nodeid
+        for item in items
+        if any(
+            str(mark.kwargs.get("reason", "")).startswith("got empty parameter set")
+            for mark in item.iter_markers("skip")
+        )
+    ]
+    if empty:
+        raise pytest.UsageError(
+            "parametrize lists came out empty (nothing would be checked): " + ", ".join(empty)
+        )
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    # Only when the run covered the group: pytest also asks about folders beside a requested file.
+    covered = any(path in CONFORMANCE_DIR.parents for _, path in _requested(config))
+    if covered and config.stash.get(_LEFT_OUT, False):
+        modules = len(list(CONFORMANCE_DIR.glob("test_*.py")))
+        terminalreporter.write_line(
+            f"conformance group skipped ({modules} modules in tests/conformance/): "
+            f"{conformance.HOW_TO_SET} to run it"
+        )

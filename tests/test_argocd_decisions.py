@@ -1,19 +1,18 @@
 """Table tests of the pure Argo CD rules in :mod:`promoter.argocd`.
 
-Configs come from Kargo's documentation (fixtures argocd-update.*.yaml, argocd-wait.*.yaml) where
-they are whole; Application shapes follow Argo CD's (``status.operationState{phase, message,
-operation{initiatedBy, info, sync}, syncResult}``, ``status.sync``, ``status.health``).
+Configs are written here (Kargo's documentation examples of both steps go through the same rules
+in tests/conformance/test_kargo_docs_argocd.py); Application shapes follow Argo CD's
+(``status.operationState{phase, message, operation{initiatedBy, info, sync}, syncResult}``,
+``status.sync``, ``status.health``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from promoter.argocd import (
     AUTHORIZED_STAGE_ANNOTATION,
@@ -42,7 +41,6 @@ from promoter.argocd import (
 )
 from promoter.errors import StepError
 
-FIXTURES = Path("/work/shared/fixtures/kargo-docs")
 PROMO = "test.01j000000000000000000000.abc1234"
 REPO = "https://github.com/example/repo.git"
 CHART_REPO = "https://charts.example.com"
@@ -51,28 +49,6 @@ T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 
 def ts(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def steps_in(doc: Any) -> Iterator[Mapping[str, Any]]:
-    """Every promotion step in a fixture document, at whatever depth it sits."""
-    if isinstance(doc, Mapping):
-        for key, value in doc.items():
-            if key == "steps" and isinstance(value, list):
-                yield from (s for s in value if isinstance(s, Mapping))
-            else:
-                yield from steps_in(value)
-    elif isinstance(doc, list):
-        for item in doc:
-            yield from steps_in(item)
-
-
-def fixture_configs(kind: str) -> list[tuple[str, Mapping[str, Any]]]:
-    out = []
-    for path in sorted(FIXTURES.glob(f"{kind}.*.yaml")):
-        for step in steps_in(yaml.safe_load(path.read_text())):
-            if step.get("uses") == kind:
-                out.append((path.name, step["config"]))
-    return out
 
 
 def app(
@@ -139,44 +115,30 @@ def update(config: Mapping[str, Any]) -> AppUpdate:
 
 
 @pytest.mark.parametrize(
-    ("name", "config"), fixture_configs("argocd-update"), ids=lambda v: str(v)[:24]
-)
-def test_kargo_update_examples_parse(name: str, config: Mapping[str, Any]) -> None:
-    updates = parse_update_config(config)
-    assert updates and all(u.ref.namespace == "argocd" for u in updates)
-    for u in updates:
-        assert bool(u.ref.name) != (u.ref.selector is not None)
-
-
-def test_kargo_update_examples_cover_every_shape() -> None:
-    configs = dict(fixture_configs("argocd-update"))
-    chart = parse_update_config(configs["argocd-update.4.yaml"])[0].sources[0]
-    assert chart.chart == "my-chart" and chart.update_target_revision
-    kustomize = parse_update_config(configs["argocd-update.5.yaml"])[0].sources[0]
-    assert kustomize.kustomize_images[0].tag == "${{ imageFrom(vars.imageRepo).Tag }}"
-    helm = parse_update_config(configs["argocd-update.6.yaml"])[0].sources[0]
-    assert helm.helm_images[0].key == "image.tag"
-    refresh = parse_update_config(configs["argocd-update.10.yaml"])[0]
-    assert refresh.sources == () and refresh.ref.selector is not None
-
-
-@pytest.mark.parametrize(
-    ("fixture", "selector"),
+    ("selector", "expected"),
     [
-        ("argocd-update.7.yaml", "environment=production,team=platform"),
-        ("argocd-update.8.yaml", "environment in (staging,production)"),
+        ({"matchLabels": {"team": "platform", "env": "prod"}}, "env=prod,team=platform"),
         (
-            "argocd-update.9.yaml",
-            "team=platform,environment in (staging,production),managed-by notin (legacy-system)",
+            {"matchExpressions": [{"key": "env", "operator": "In", "values": ["qa", "prod"]}]},
+            "env in (qa,prod)",
         ),
-        ("argocd-update.10.yaml", "auto-refresh=enabled"),
-        ("argocd-update.11.yaml", "app=my-microservice,deployment-group=blue"),
+        (
+            {
+                "matchLabels": {"team": "platform"},
+                "matchExpressions": [
+                    {"key": "env", "operator": "In", "values": ["qa", "prod"]},
+                    {"key": "owner", "operator": "NotIn", "values": ["legacy"]},
+                ],
+            },
+            "team=platform,env in (qa,prod),owner notin (legacy)",
+        ),
     ],
 )
-def test_selectors_become_label_selector_strings(fixture: str, selector: str) -> None:
-    config = dict(fixture_configs("argocd-update"))[fixture]
-    ref = parse_update_config(config)[0].ref
-    assert ref.selector is not None and ref.selector.to_label_selector() == selector
+def test_selectors_become_label_selector_strings(
+    selector: Mapping[str, Any], expected: str
+) -> None:
+    ref = update({"selector": selector}).ref
+    assert ref.selector is not None and ref.selector.to_label_selector() == expected
 
 
 def test_exists_operators() -> None:
@@ -312,18 +274,6 @@ def test_desired_commit_is_an_alias() -> None:
     assert source[0].desired_revision == "abc"
 
 
-@pytest.mark.parametrize(("name", "config"), fixture_configs("argocd-wait"))
-def test_kargo_wait_examples_parse(name: str, config: Mapping[str, Any]) -> None:
-    waits = parse_wait_config(config)
-    expected = {
-        "argocd-wait.1.yaml": ("health", "sync", "operation"),
-        "argocd-wait.2.yaml": ("operation",),
-        "argocd-wait.3.yaml": ("health", "sync", "operation"),
-        "argocd-wait.4.yaml": ("suspended",),
-    }[name]
-    assert waits[0].wait_for == expected
-
-
 @pytest.mark.parametrize(
     ("config", "problem"),
     [
@@ -339,16 +289,6 @@ def test_wait_config_errors(config: Mapping[str, Any], problem: str) -> None:
 
 
 # ---- authorization ------------------------------------------------------------------------------
-
-
-def test_kargo_documentation_application_is_authorized_for_its_stage() -> None:
-    manifest = yaml.safe_load((FIXTURES / "argocd-update.2.yaml").read_text())
-    assert authorization_problem(manifest, "kargo-demo", "test") is None
-    denied = authorization_problem(manifest, "kargo-demo", "prod")
-    assert denied is not None and "authorizes 'kargo-demo:test'" in denied
-    # Example 1 documents the annotation's name and value form.
-    (annotation,) = yaml.safe_load((FIXTURES / "argocd-update.1.yaml").read_text())
-    assert annotation == KARGO_AUTHORIZED_STAGE_ANNOTATION
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,9 @@
 The API server refuses a CRD whose schema is not *structural*, and silently prunes fields a schema
 does not know; both only show up in a cluster. These tests catch them earlier: they check the
 structural rules (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#specifying-a-structural-schema),
-the names and printer columns, and that the Kargo manifests from Kargo's documentation
-(/work/shared/fixtures/kargo-docs) fit our schemas once their group is changed.
+the names and printer columns, and that our Kargo-style manifests (tests/fixtures/kargo) fit our
+schemas once their group is changed. The manifests from Kargo's own documentation go through the
+same validator in tests/conformance/test_kargo_docs_manifests.py.
 
 jsonschema is not a dependency, so a small validator below covers the keywords our CRDs use.
 """
@@ -20,10 +21,10 @@ import pytest
 import yaml
 
 from promoter.steps.base import StepStatus
+from tests.support.fixtures import kargo_manifests
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = ROOT / "deploy" / "crds"
-FIXTURES = Path("/work/shared/fixtures/kargo-docs")
 GROUP = "longshoreman.dev"
 KARGO_API_VERSION = "kargo.akuity.io/v1alpha1"
 
@@ -39,16 +40,6 @@ KINDS = {
 PROMOTION_PHASES = ["Pending", "Running", "Succeeded", "Failed", "Errored", "Aborted"]
 
 
-class _JsonLikeLoader(yaml.SafeLoader):
-    """Keeps timestamps as strings, as kubectl does when it turns YAML into JSON."""
-
-
-_JsonLikeLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def _load_crds() -> dict[str, dict[str, Any]]:
     crds = {}
     for path in sorted(CRD_DIR.glob(f"*.{GROUP}.yaml")):
@@ -61,7 +52,7 @@ def _load_crds() -> dict[str, dict[str, Any]]:
 CRDS = _load_crds()
 
 
-def _schema(kind: str) -> dict[str, Any]:
+def schema_of(kind: str) -> dict[str, Any]:
     schema: dict[str, Any] = CRDS[kind]["doc"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return schema
 
@@ -202,12 +193,16 @@ def structural_errors(schema: dict[str, Any]) -> list[str]:
 
 def _schema_at(schema: dict[str, Any], json_path: str) -> dict[str, Any] | None:
     node: dict[str, Any] | None = schema
-    # ".metadata.labels.a\.b/c" style paths are not used by our columns; plain dots suffice.
-    for part in json_path.lstrip(".").split("."):
+    # ".metadata.labels.a\.b/c" style paths are not used by our columns; plain dots suffice once
+    # subscripts and filters ("[0]", '[?(@.type=="Ready")]') are reduced to "[]": into the items.
+    for segment in re.sub(r"\[[^\]]*\]", "[]", json_path).lstrip(".").split("."):
+        part, into_items = segment.removesuffix("[]"), segment.endswith("[]")
         if node is None:
             return None
         if part in node.get("properties", {}):
             node = node["properties"][part]
+            if into_items:
+                node = node.get("items")
         elif node.get("x-kubernetes-preserve-unknown-fields"):
             return node
         elif node.get("type") == "object" and "properties" not in node and part:
@@ -258,7 +253,7 @@ def test_crd_identity(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_schema_is_structural(kind: str) -> None:
-    schema = _schema(kind)
+    schema = schema_of(kind)
     assert schema["type"] == "object"
     assert schema["properties"]["metadata"] == {"type": "object"}
     assert structural_errors(schema) == []
@@ -269,7 +264,7 @@ def test_printer_columns_point_into_the_schema(kind: str) -> None:
     version = CRDS[kind]["doc"]["spec"]["versions"][0]
     for column in version["additionalPrinterColumns"]:
         assert column["type"] in ("string", "integer", "number", "boolean", "date")
-        assert _schema_at(_schema(kind), column["jsonPath"]) is not None, column
+        assert _schema_at(schema_of(kind), column["jsonPath"]) is not None, column
 
 
 def test_promotion_printer_columns() -> None:
@@ -284,16 +279,16 @@ def test_promotion_printer_columns() -> None:
 
 
 def test_promotion_phases_and_step_statuses() -> None:
-    status = _schema("Promotion")["properties"]["status"]["properties"]
+    status = schema_of("Promotion")["properties"]["status"]["properties"]
     assert status["phase"]["enum"] == PROMOTION_PHASES
     step_status = status["stepExecutionMetadata"]["items"]["properties"]["status"]
     # The engine writes StepStatus values; the schema must accept every one of them.
     assert sorted(step_status["enum"]) == sorted(s.value for s in StepStatus)
-    assert _schema("Promotion")["properties"]["spec"]["required"] == ["stage", "freight"]
+    assert schema_of("Promotion")["properties"]["spec"]["required"] == ["stage", "freight"]
 
 
 def test_freight_contents_are_top_level() -> None:
-    properties = _schema("Freight")["properties"]
+    properties = schema_of("Freight")["properties"]
     assert "spec" not in properties
     for key in ("alias", "origin", "commits", "images", "charts"):
         assert key in properties
@@ -301,7 +296,7 @@ def test_freight_contents_are_top_level() -> None:
 
 
 def _steps_schema(kind: str) -> dict[str, Any]:
-    spec = _schema(kind)["properties"]["spec"]["properties"]
+    spec = schema_of(kind)["properties"]["spec"]["properties"]
     if kind == "Stage":
         spec = spec["promotionTemplate"]["properties"]["spec"]["properties"]
     steps: dict[str, Any] = spec["steps"]["items"]
@@ -353,7 +348,7 @@ _PROMOTION = {
 
 
 def test_a_complete_promotion_is_valid() -> None:
-    assert validate(_PROMOTION, _schema("Promotion")) == []
+    assert validate(_PROMOTION, schema_of("Promotion")) == []
 
 
 @pytest.mark.parametrize(
@@ -372,42 +367,24 @@ def test_a_complete_promotion_is_valid() -> None:
 def test_validator_catches_mistakes(change: Any, error: str) -> None:
     promotion = yaml.safe_load(yaml.safe_dump(_PROMOTION))
     change(promotion)
-    errors = validate(promotion, _schema("Promotion"))
+    errors = validate(promotion, schema_of("Promotion"))
     assert any(error in e for e in errors), errors
 
 
-# --- Kargo's own manifests fit ------------------------------------------------------------------
+# --- our Kargo-style manifests fit ---------------------------------------------------------------
+
+OUR_MANIFESTS = kargo_manifests()
 
 
-def _kargo_manifests() -> list[tuple[str, dict[str, Any]]]:
-    found = []
-    for path in sorted(FIXTURES.glob("*.yaml")):
-        try:
-            docs = list(yaml.load_all(path.read_text(), Loader=_JsonLikeLoader))
-        except yaml.YAMLError:
-            continue
-        for i, doc in enumerate(docs):
-            if isinstance(doc, dict) and doc.get("apiVersion") == KARGO_API_VERSION:
-                found.append((f"{path.name}#{i}", doc))
-    return found
-
-
-KARGO_MANIFESTS = _kargo_manifests()
-
-
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="Kargo documentation fixtures not present")
-def test_fixtures_cover_every_kind_we_can() -> None:
-    kinds = {doc["kind"] for _, doc in KARGO_MANIFESTS}
-    assert {"Stage", "Warehouse", "PromotionTask", "ClusterPromotionTask"} <= kinds
-    assert len(KARGO_MANIFESTS) >= 20
+def test_our_fixtures_cover_every_kind() -> None:
+    assert {doc["kind"] for _, doc in OUR_MANIFESTS} == set(KINDS)
+    assert {doc["apiVersion"] for _, doc in OUR_MANIFESTS} == {KARGO_API_VERSION}
 
 
 @pytest.mark.parametrize(
-    ("name", "manifest"), KARGO_MANIFESTS, ids=[name for name, _ in KARGO_MANIFESTS]
+    ("name", "manifest"), OUR_MANIFESTS, ids=[name for name, _ in OUR_MANIFESTS]
 )
-def test_kargo_manifest_fits_our_schema(name: str, manifest: dict[str, Any]) -> None:
-    assert manifest["kind"] in CRDS, f"{name}: no CRD for kind {manifest['kind']}"
+def test_our_kargo_manifest_fits_our_schema(name: str, manifest: dict[str, Any]) -> None:
     ours = {**manifest, "apiVersion": f"{GROUP}/v1alpha1"}
-    # Documentation examples elide parts ("# ..."), so required fields may be missing; types,
-    # enums, patterns and field names must still fit.
-    assert validate(ours, _schema(manifest["kind"]), excerpt=True) == []
+    # Whole manifests, unlike documentation excerpts: required fields are checked too.
+    assert validate(ours, schema_of(manifest["kind"])) == []

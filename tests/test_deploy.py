@@ -42,6 +42,7 @@ from slack.app import EVENTS_PATH
 from slack.commands import SLASH
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.controller import Gate, registry_with, running_controller, wait_for_object
+from tests.support.fixtures import analysis_template
 from tests.support.github import FakeGitHub, app_private_key
 from tests.support.kube import running_apiserver
 from tests.support.kustomize import build, load_documents
@@ -54,7 +55,6 @@ DEPLOY = ROOT / "deploy"
 BASE = DEPLOY / "base"
 OVERLAY = DEPLOY / "overlays" / "example"
 SECRET_TEMPLATE = BASE / "secret-template.yaml"
-ARGO_FIXTURES = ROOT.parent / "shared" / "fixtures" / "argo"
 # The oldest Kubernetes minor we support and the newest the bundled schemas know.
 KUBERNETES_VERSIONS = ("1.29", kubernetes_validate.latest_version())
 CREDENTIALS = {
@@ -404,12 +404,9 @@ def _held_stage() -> dict[str, Any]:
 
 
 async def _analysis_template(kube: k.Kube) -> None:
-    path = ARGO_FIXTURES / "rollouts-e2e-analysistemplate-multiple-job.yaml"
-    for doc in yaml.safe_load_all(path.read_text()):
-        if doc and doc.get("kind") == "AnalysisTemplate":
-            await kube.create(
-                k.ANALYSIS_TEMPLATES, {**doc, "metadata": {**doc["metadata"], "namespace": NS}}
-            )
+    template = analysis_template("multiple-job")
+    template["metadata"]["namespace"] = NS
+    await kube.create(k.ANALYSIS_TEMPLATES, template)
 
 
 def _history(stage: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,8 +1,8 @@
 """The fake Argo Rollouts analysis controller, against the Kubernetes API emulator.
 
-AnalysisRuns are built by :func:`promoter.verification.build_analysis_run` from Argo Rollouts'
-own templates, created through the real ``kubernetes.aio`` client, and driven by explicit
-``process()`` passes (or the background loop); each test then reads what a verification
+AnalysisRuns are built by :func:`promoter.verification.build_analysis_run` from our analysis
+templates (tests/fixtures/argo), created through the real ``kubernetes.aio`` client, and driven
+by explicit ``process()`` passes (or the background loop); each test then reads what a verification
 controller would read. One emulator per test; the whole module runs in well under 5 seconds.
 """
 
@@ -12,11 +12,9 @@ import asyncio
 import copy
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from promoter.verification import (
     ANALYSIS_TERMINAL,
@@ -24,6 +22,7 @@ from promoter.verification import (
     verification_message,
     verification_phase,
 )
+from tests.support.fixtures import analysis_template as template
 from tests.support.kube import RunningApiServer, running_apiserver
 from tests.support.rollouts import (
     ERROR_MESSAGE,
@@ -37,7 +36,6 @@ from tests.support.rollouts import (
     Outcome,
 )
 
-FIXTURES = Path(__file__).parents[2] / "shared" / "fixtures" / "argo"
 NAMESPACE = "demo"
 FREIGHT: dict[str, Any] = {
     "apiVersion": "kargo.akuity.io/v1alpha1",
@@ -45,14 +43,6 @@ FREIGHT: dict[str, Any] = {
     "metadata": {"name": "abcdef0123456789abcdef0123456789abcdef01", "namespace": NAMESPACE},
     "origin": {"kind": "Warehouse", "name": "web"},
 }
-
-
-def template(name: str) -> dict[str, Any]:
-    for path in sorted(FIXTURES.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") == "AnalysisTemplate" and doc["metadata"]["name"] == name:
-                return dict(doc)
-    raise KeyError(name)
 
 
 def analysis_run(

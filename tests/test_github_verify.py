@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -32,6 +31,7 @@ from handlers.progress import Progress
 from handlers.queue import KeyedQueue
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from tests.support.controller import running_controller, wait_for_object
+from tests.support.fixtures import analysis_template
 from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
@@ -41,7 +41,6 @@ from tests.support.waiting import eventually
 NS = "verify"
 SECRET = "webhook-secret"
 APP_URL = "https://github.com/example/app.git"
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "argo"
 STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.stage }}"}}]
 
 
@@ -101,13 +100,9 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         server = await stack.enter_async_context(running_apiserver(namespaces=[NS]))
         fake = await stack.enter_async_context(running_fake_github())
         kube = k.Kube(server.api_client())
-        docs = yaml.safe_load_all(
-            (FIXTURES / "rollouts-e2e-analysistemplate-multiple-job.yaml").read_text()
-        )
-        for doc in docs:
-            if doc and doc.get("kind") == "AnalysisTemplate":
-                doc["metadata"]["namespace"] = NS
-                await kube.create(k.ANALYSIS_TEMPLATES, doc)
+        template = analysis_template("multiple-job")
+        template["metadata"]["namespace"] = NS
+        await kube.create(k.ANALYSIS_TEMPLATES, template)
 
         app_git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
         fake.add_repo("example/app", app_git)

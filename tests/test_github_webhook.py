@@ -238,7 +238,7 @@ def test_setup_refuses_to_start_without_a_webhook_secret() -> None:
 
 
 def test_payload_fixture_sanity() -> None:
-    # The fixtures are real deliveries: closed PRs there are not merged, comments are on issues.
+    # As in GitHub's own samples: closed PRs there are not merged, comments are on issues.
     assert fixture("pull_request.closed")["pull_request"]["merged"] is False
     assert "pull_request" not in fixture("issue_comment.created")["issue"]
     assert json.dumps(closed_pr())

@@ -27,6 +27,7 @@ from tests.support.controller import (
     wait_for_object,
     wait_terminal,
 )
+from tests.support.github import fixture
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 from tests.support.kube import RunningApiServer, running_apiserver
 
@@ -408,11 +409,7 @@ async def test_push_webhooks_make_freight_in_the_cluster_once_per_commit(env: En
     from app.chatops import ClusterPromotions
     from handlers.push import FreightSink, freight_for_push
 
-    payload = json.loads(
-        (
-            ROOT.parent / "shared/fixtures/github/payloads/push.with-new-branch.payload.json"
-        ).read_text()
-    )
+    payload = fixture("push.with-new-branch")
     warehouse = await env.kube.create(
         k.WAREHOUSES,
         {

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from app import kube as k
 from app.embedded import seed
@@ -24,6 +23,7 @@ from tests.support.argocd import (
     make_app,
 )
 from tests.support.controller import running_controller, wait_for_object, wait_terminal
+from tests.support.fixtures import analysis_template
 from tests.support.kube import RunningApiServer, running_apiserver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,14 +251,9 @@ def _condition(stage: dict[str, Any], type_: str) -> str | None:
 async def test_a_reverify_requested_while_unhealthy_starts_once_the_stage_is_healthy(
     env: Env,
 ) -> None:
-    fixture = ROOT.parent / "shared" / "fixtures" / "argo"
-    for doc in yaml.safe_load_all(
-        (fixture / "rollouts-e2e-analysistemplate-multiple-job.yaml").read_text()
-    ):
-        if doc and doc.get("kind") == "AnalysisTemplate":
-            await env.kube.create(
-                k.ANALYSIS_TEMPLATES, {**doc, "metadata": {**doc["metadata"], "namespace": NS}}
-            )
+    template = analysis_template("multiple-job")
+    template["metadata"]["namespace"] = NS
+    await env.kube.create(k.ANALYSIS_TEMPLATES, template)
     await env.kube.patch(
         k.STAGES,
         NS,

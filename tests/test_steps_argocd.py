@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from promoter.argocd import (
     KARGO_AUTHORIZED_STAGE_ANNOTATION,
@@ -44,10 +43,10 @@ from tests.support.argocd import (
     Outcome,
     make_app,
 )
+from tests.support.fixtures import kargo_step
 from tests.support.kube import running_apiserver
 from tests.support.steps import make_context
 
-FIXTURES = Path("/work/shared/fixtures/kargo-docs")
 REPO = "https://github.com/example/repo.git"
 SHA = "0123456789abcdef0123456789abcdef01234567"
 PROMOTION = "test.01hzzzzzzzzzzzzzzzzzzzzzzz.abc1234"
@@ -311,11 +310,7 @@ async def test_selector_matching_several_applications(tmp_path: Path) -> None:
         make_app("web-d", labels={"team": "other"}),
         make_app("web-e", "elsewhere", labels=labels),
     )
-    cfg = dict(
-        yaml.safe_load((FIXTURES / "argocd-update.9.yaml").read_text())["spec"][
-            "promotionTemplate"
-        ]["spec"]["steps"][0]["config"]
-    )
+    cfg = kargo_step("task-argocd-selectors.yaml", "update-platform")["config"]
     cfg["apps"][0]["sources"][0]["desiredRevision"] = SHA
     results = await drive(tmp_path, store, controller, cfg)
     first, last = results[0], results[-1]
@@ -354,7 +349,7 @@ async def test_selector_needs_compatible_sources_before_any_change(tmp_path: Pat
 
 async def test_selector_hard_refresh_without_sources(tmp_path: Path) -> None:
     store, controller = world(make_app("web", labels={"auto-refresh": "enabled"}))
-    cfg = yaml.safe_load((FIXTURES / "argocd-update.10.yaml").read_text())["steps"][0]["config"]
+    cfg = kargo_step("task-argocd-selectors.yaml", "refresh-only")["config"]
     results = await drive(tmp_path, store, controller, cfg)
     assert results[-1].status is StepStatus.SUCCEEDED
     ((_, _, patch),) = requests(store)
@@ -362,12 +357,12 @@ async def test_selector_hard_refresh_without_sources(tmp_path: Path) -> None:
     assert patch["metadata"]["annotations"] == {"argocd.argoproj.io/refresh": "hard"}
 
 
-async def test_kargo_common_usage_example(tmp_path: Path) -> None:
-    text = (FIXTURES / "argocd-update.3.yaml").read_text()
-    text = text.replace("${{ outputs.commit.commit }}", SHA)
-    steps = yaml.safe_load(text)["spec"]["promotionTemplate"]["spec"]["steps"]
+async def test_a_stage_syncs_its_application_to_the_commit_it_pushed(tmp_path: Path) -> None:
+    # The runner renders ${{ outputs.commit.commit }} to the commit git-commit made.
+    cfg = kargo_step("stage-argocd.yaml", "sync")["config"]
+    cfg["apps"][0]["sources"][0]["desiredRevision"] = SHA
     store, controller = world(make_app("my-app"))
-    results = await drive(tmp_path, store, controller, steps[-1]["config"])
+    results = await drive(tmp_path, store, controller, cfg)
     assert results[-1].status is StepStatus.SUCCEEDED
     assert store.snapshot("argocd", "my-app")["status"]["sync"]["revision"] == SHA
 
@@ -529,8 +524,7 @@ async def test_over_the_kubernetes_api_emulator(tmp_path: Path) -> None:
 async def test_wait_follows_a_sync_to_healthy(tmp_path: Path) -> None:
     store, controller = world(make_app("my-app"))
     await run_update(tmp_path, store, config(name="my-app"))
-    doc = yaml.safe_load((FIXTURES / "argocd-wait.1.yaml").read_text())
-    wait_cfg = doc["spec"]["promotionTemplate"]["spec"]["steps"][-1]["config"]
+    wait_cfg = kargo_step("stage-argocd.yaml", "wait")["config"]
     results = await drive(tmp_path, store, controller, wait_cfg, step=ARGOCD_WAIT)
     assert results[0].status is StepStatus.RUNNING
     assert "operation is in progress" in results[0].message
@@ -551,16 +545,16 @@ async def test_wait_fails_when_health_regresses(tmp_path: Path) -> None:
     assert "health has regressed from Progressing to Degraded" in second.message
 
 
-async def test_wait_for_suspended_and_selector_examples(tmp_path: Path) -> None:
+async def test_wait_for_suspended_and_by_selector(tmp_path: Path) -> None:
     store, controller = world(make_app("my-app", labels={"environment": "staging"}))
-    suspended = yaml.safe_load((FIXTURES / "argocd-wait.4.yaml").read_text())["steps"][0]
+    suspended = kargo_step("task-argocd-selectors.yaml", "wait-suspended")
     first = await ARGOCD_WAIT.run(context(tmp_path, store), suspended["config"])
     assert first.status is StepStatus.RUNNING and "waiting for Suspended" in first.message
     await controller.set_health("argocd", "my-app", "Suspended")
     assert (await ARGOCD_WAIT.run(context(tmp_path, store), suspended["config"])).status is (
         StepStatus.SUCCEEDED
     )
-    by_label = yaml.safe_load((FIXTURES / "argocd-wait.3.yaml").read_text())["steps"][0]
+    by_label = kargo_step("task-argocd-selectors.yaml", "wait-staging")
     await controller.set_health("argocd", "my-app", "Healthy")
     result = await ARGOCD_WAIT.run(context(tmp_path, store), by_label["config"])
     assert result.status is StepStatus.SUCCEEDED

@@ -1,9 +1,11 @@
 """Tests of the ``http-download`` and ``untar`` steps against a real HTTP server on 127.0.0.1.
 
 Steps are looked up in the built-in registry and run with a hand-built context, like
-test_steps_http.py does. Kargo's documentation examples (fixtures http-download.*.yaml) run with
-their URL pointed at the local server; expressions the runner would render (``secret()``,
-``vars``, ``chartFrom()``) are replaced by the values they would render to.
+test_steps_http.py does. Steps as a user writes them come from our ClusterPromotionTask
+tests/fixtures/kargo/task-download.yaml, with their URL pointed at the local server; expressions
+the runner would render (``secret()``, ``vars``) are replaced by the values they would render to.
+Kargo's own documentation examples run against this server in
+tests/conformance/test_kargo_docs_http.py.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -27,9 +28,9 @@ from promoter.steps.archive import Limits, extract, member_path
 from promoter.steps.base import HttpSettings, StepContext, StepResult, StepStatus
 from promoter.steps.download import DEFAULT_TIMEOUT_SECONDS, parse_config
 from promoter.steps.registry import builtin_registry
+from tests.support.fixtures import kargo_step
 from tests.support.steps import make_context
 
-FIXTURES = Path("/work/shared/fixtures/kargo-docs")
 SECRET = "s3cr3t-d0wnload-token-42"
 PAYLOAD = b"apiVersion: v1\nkind: ConfigMap\n"
 SMALL_LIMIT = 1024
@@ -77,16 +78,27 @@ CHART = tarball(
 )
 
 
-def fixture_configs(name: str, url: str, rendered: dict[str, str]) -> list[dict[str, Any]]:
-    """The configs of a Kargo docs fixture's steps: ``url`` pointed at the local server, and the
-    expressions in ``rendered`` replaced by what the runner would render them to."""
-    text = (FIXTURES / name).read_text()
-    for expression, value in rendered.items():
-        text = text.replace(expression, value)
-    steps = yaml.safe_load(text)["steps"]
-    configs = [dict(step["config"]) for step in steps]
+def fixture_configs(aliases: list[str], url: str, rendered: dict[str, str]) -> list[dict[str, Any]]:
+    """The configs of the steps ``as: alias`` in task-download.yaml: the first one's ``url``
+    pointed at the local server, and the expressions in ``rendered`` replaced by what the runner
+    would render them to."""
+    configs = [
+        filled(kargo_step("task-download.yaml", alias)["config"], rendered) for alias in aliases
+    ]
     configs[0]["url"] = url
     return configs
+
+
+def filled(value: Any, rendered: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for expression, text in rendered.items():
+            value = value.replace(expression, text)
+        return value
+    if isinstance(value, dict):
+        return {k: filled(v, rendered) for k, v in value.items()}
+    if isinstance(value, list):
+        return [filled(v, rendered) for v in value]
+    return value
 
 
 # --- the server ----------------------------------------------------------------------------------
@@ -167,8 +179,8 @@ def test_both_steps_are_registered() -> None:
     assert {"http-download", "untar"} <= set(builtin_registry())
 
 
-async def test_download_docs_example_1(base_url: str, tmp_path: Path) -> None:
-    [config] = fixture_configs("http-download.1.yaml", f"{base_url}/payload", {})
+async def test_download_to_a_path_in_the_work_dir(base_url: str, tmp_path: Path) -> None:
+    [config] = fixture_configs(["fetch-config"], f"{base_url}/payload", {})
     ctx = make_ctx(tmp_path)
     result = await run("http-download", ctx, config)
     assert result.status is StepStatus.SUCCEEDED
@@ -194,19 +206,17 @@ async def test_existing_file_is_refused_unless_overwrite_is_allowed(
     assert leftovers(ctx.work_dir) == []
 
 
-@pytest.mark.parametrize("name", ["http-download.2.yaml", "http-download.3.yaml"])
-async def test_headers_and_query_params_docs_examples_2_and_3(
-    base_url: str, tmp_path: Path, name: str
-) -> None:
+@pytest.mark.parametrize("alias", ["fetch-with-token", "fetch-version"])
+async def test_headers_and_query_params_are_sent(base_url: str, tmp_path: Path, alias: str) -> None:
     rendered = {"${{ secret('artifacts').token }}": SECRET, "${{ vars.version }}": "v1.2.3"}
-    [config] = fixture_configs(name, f"{base_url}/echo", rendered)
+    [config] = fixture_configs([alias], f"{base_url}/echo", rendered)
     ctx = make_ctx(tmp_path)
     result = await run("http-download", ctx, config)
     assert result.status is StepStatus.SUCCEEDED
     received = (ctx.work_dir / config["outPath"]).read_text()
     assert f"Authorization: {config['headers'][0]['value']}" in received
     assert SECRET in received
-    if name == "http-download.3.yaml":
+    if alias == "fetch-version":
         assert "version=v1.2.3" in received
     assert SECRET not in result.message
 
@@ -222,9 +232,11 @@ def test_timeout_defaults_to_kargos_five_minutes() -> None:
     )
 
 
-async def test_download_and_untar_docs_example_4(base_url: str, tmp_path: Path) -> None:
+async def test_download_and_untar_a_chart(base_url: str, tmp_path: Path) -> None:
     rendered = {"${{ vars.chartName }}": "my-helm-chart"}
-    download, untar = fixture_configs("http-download.4.yaml", f"{base_url}/chart.tgz", rendered)
+    download, untar = fixture_configs(
+        ["fetch-chart", "extract-chart"], f"{base_url}/chart.tgz", rendered
+    )
     ctx = make_ctx(tmp_path)
     assert (await run("http-download", ctx, download)).status is StepStatus.SUCCEEDED
     assert (await run("untar", ctx, untar)).status is StepStatus.SUCCEEDED

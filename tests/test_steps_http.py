@@ -1,7 +1,8 @@
 """Tests of the ``http`` step against a real HTTP server on 127.0.0.1.
 
-The step is driven with the configurations from Kargo's documentation (fixtures http.*.yaml, with
-the URL pointed at the local server), so what passes here is what Kargo users wrote.
+Where a test needs a step as a user writes it, it takes one from our PromotionTask
+tests/fixtures/kargo/task-http.yaml, with the URL pointed at the local server. Kargo's own
+documentation examples run against this server in tests/conformance/test_kargo_docs_http.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -27,9 +27,9 @@ from promoter.steps.http import (
     parse_body,
     parse_duration,
 )
+from tests.support.fixtures import kargo_step
 from tests.support.steps import make_context
 
-FIXTURES = Path("/work/shared/fixtures/kargo-docs")
 SECRET = "s3cr3t-t0ken-value-42"
 # A secret the operator configured (ctx.services.git.secrets); redacted from messages too.
 OPERATOR_SECRET = "operator-0nly-secret"
@@ -60,11 +60,11 @@ def make_ctx(
     return replace(ctx, services=replace(ctx.services, http=http))
 
 
-def fixture_step_config(name: str, url: str) -> dict[str, Any]:
-    """The config of the http step in a Kargo docs fixture, pointed at ``url``."""
-    doc = yaml.safe_load((FIXTURES / name).read_text())
-    [step] = [s for s in doc["steps"] if s.get("uses") == "http"]
-    config: dict[str, Any] = dict(step["config"])
+def fixture_step_config(alias: str, url: str) -> dict[str, Any]:
+    """The config of the http step ``as: alias`` in task-http.yaml, pointed at ``url``."""
+    step = kargo_step("task-http.yaml", alias)
+    assert step["uses"] == "http"
+    config: dict[str, Any] = step["config"]
     config["url"] = url
     return config
 
@@ -178,8 +178,8 @@ def test_registered_as_http() -> None:
     assert set(STEPS) == {"http"}
 
 
-async def test_get_json_with_outputs_docs_example_3(base_url: str, tmp_path: Path) -> None:
-    config = fixture_step_config("http.3.yaml", f"{base_url}/facts")
+async def test_get_json_with_outputs(base_url: str, tmp_path: Path) -> None:
+    config = fixture_step_config("read-facts", f"{base_url}/facts")
     result = await run(tmp_path, config)
     assert result.status is StepStatus.SUCCEEDED
     assert result.output == {
@@ -270,10 +270,10 @@ async def test_redirects_are_followed(base_url: str, tmp_path: Path) -> None:
         ("?status=503", StepStatus.RUNNING, "met neither success nor failure criteria"),
     ],
 )
-async def test_polling_docs_example_4(
+async def test_polling_until_success_or_failure(
     base_url: str, tmp_path: Path, query: str, status: StepStatus, message: str
 ) -> None:
-    config = fixture_step_config("http.4.yaml", f"{base_url}/facts{query}")
+    config = fixture_step_config("poll-facts", f"{base_url}/facts{query}")
     result = await run(tmp_path, config)
     assert result.status is status
     assert message in result.message
@@ -295,19 +295,11 @@ async def test_polling_docs_example_4(
         ("pending", StepStatus.RUNNING),
     ],
 )
-async def test_body_expressions_docs_example_2(
+async def test_expressions_on_the_body(
     base_url: str, tmp_path: Path, job_status: str, status: StepStatus
 ) -> None:
-    # http.2.yaml is http.1.yaml after ${{ vars.expectedStatus }} was rendered.
-    config = json.loads(
-        "\n".join(
-            line
-            for line in (FIXTURES / "http.2.yaml").read_text().splitlines()
-            if not line.startswith("#")
-        )
-    )
+    config = fixture_step_config("job-status", f"{base_url}/job")
     body = json.dumps({"status": job_status})
-    config["url"] = f"{base_url}/job"
     config["queryParams"] = [{"name": "body", "value": body}]
     result = await run(tmp_path, config)
     assert result.status is status
@@ -334,10 +326,10 @@ async def test_failure_wins_over_success(base_url: str, tmp_path: Path) -> None:
         ({"detail": 42}, FAILURE_CRITERIA),
     ],
 )
-async def test_error_expression_docs_example_9(
+async def test_error_expression_adds_a_message_from_the_body(
     base_url: str, tmp_path: Path, body: dict[str, Any], message: str
 ) -> None:
-    config = fixture_step_config("http.9.yaml", f"{base_url}/job")
+    config = fixture_step_config("job-error", f"{base_url}/job")
     config["queryParams"] = [
         {"name": "code", "value": "404"},
         {"name": "body", "value": json.dumps(body)},
@@ -406,8 +398,8 @@ async def test_expression_that_does_not_parse_is_terminal(base_url: str, tmp_pat
 # --- what expressions see ------------------------------------------------------------------------
 
 
-async def test_yaml_content_type_docs_example_6(base_url: str, tmp_path: Path) -> None:
-    config = fixture_step_config("http.6.yaml", f"{base_url}/config.yaml")
+async def test_yaml_content_type(base_url: str, tmp_path: Path) -> None:
+    config = fixture_step_config("read-config", f"{base_url}/config.yaml")
     result = await run(tmp_path, config)
     assert result.status is StepStatus.SUCCEEDED
     assert result.output == {
@@ -416,8 +408,8 @@ async def test_yaml_content_type_docs_example_6(base_url: str, tmp_path: Path) -
     }
 
 
-async def test_forced_yaml_docs_example_8(base_url: str, tmp_path: Path) -> None:
-    config = fixture_step_config("http.8.yaml", f"{base_url}/raw")
+async def test_forced_yaml(base_url: str, tmp_path: Path) -> None:
+    config = fixture_step_config("read-as-yaml", f"{base_url}/raw")
     config["queryParams"] = [
         {"name": "body", "value": "key: value\n"},
         {"name": "type", "value": "text/plain"},

@@ -1,7 +1,8 @@
 """The AnalysisRun builder and the verification lifecycle helpers (Kargo's and Argo's rules).
 
-Templates are Argo Rollouts' own examples and e2e templates (``/work/shared/fixtures/argo``);
-variants a rule needs (dryRun, conflicts, malformed specs) are derived from them in the test.
+Templates are our own, in Argo Rollouts' shapes (tests/fixtures/argo); variants a rule needs
+(dryRun, conflicts, malformed specs) are derived from them in the test. Argo Rollouts' own
+examples go through the same builder in tests/conformance/test_argo_rollouts_templates.py.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ import hashlib
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from promoter.verification import (
     ANALYSIS_TERMINAL,
@@ -28,8 +27,8 @@ from promoter.verification import (
     verification_message,
     verification_phase,
 )
+from tests.support.fixtures import analysis_template
 
-FIXTURES = Path(__file__).parents[2] / "shared" / "fixtures" / "argo"
 ULID = "01j0000000000000000000000z"
 FREIGHT: dict[str, Any] = {
     "apiVersion": "kargo.akuity.io/v1alpha1",
@@ -48,20 +47,8 @@ SECRET_ARGS = {  # what analysis-secret-args needs from the Stage
 }
 
 
-def _load_all() -> dict[tuple[str, str], dict[str, Any]]:
-    found = {}
-    for path in sorted(FIXTURES.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") in ("AnalysisTemplate", "ClusterAnalysisTemplate"):
-                found[(doc["kind"], doc["metadata"]["name"])] = doc
-    return found
-
-
-TEMPLATES = _load_all()
-
-
 def tpl(name: str, kind: str = "AnalysisTemplate") -> dict[str, Any]:
-    return copy.deepcopy(TEMPLATES[(kind, name)])
+    return analysis_template(name, kind)
 
 
 def ref(template: dict[str, Any]) -> dict[str, str]:
@@ -306,7 +293,7 @@ def renamed(template: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def test_dry_run_and_measurement_retention_are_concatenated() -> None:
-    # The e2e Experiment marks "test.*" as dry-run; the same list can live in the template.
+    # An Experiment can mark "test.*" as dry-run; the same list can live in the template.
     dry = with_spec(
         tpl("dry-run-job"),
         dryRun=[{"metricName": "test.*"}],
@@ -559,7 +546,7 @@ def test_bad_stage_var() -> None:
 # ---- malformed templates ------------------------------------------------------------------------
 
 
-def test_malformed_fixture_names_template_metric_container_and_field() -> None:
+def test_malformed_template_names_template_metric_container_and_field() -> None:
     with pytest.raises(VerificationError) as e:
         build([tpl("malformed-analysis")])
     assert str(e.value) == (

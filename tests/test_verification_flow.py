@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from app import kube as k
 from promoter.model import parse_time
 from tests.support.controller import running_controller, wait_for_object, wait_terminal
+from tests.support.fixtures import analysis_template
 from tests.support.kube import OUR_CRDS, RunningApiServer, running_apiserver
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
 
 NS = "flow"
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "argo"
 STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.stage }}"}}]
 
 
@@ -75,14 +74,9 @@ class Env:
 
 
 async def _template(kube: k.Kube) -> None:
-    docs = yaml.safe_load_all(
-        (FIXTURES / "rollouts-e2e-analysistemplate-multiple-job.yaml").read_text()
-    )
-    for doc in docs:
-        if doc and doc.get("kind") == "AnalysisTemplate":
-            await kube.create(
-                k.ANALYSIS_TEMPLATES, {**doc, "metadata": {**doc["metadata"], "namespace": NS}}
-            )
+    template = analysis_template("multiple-job")
+    template["metadata"]["namespace"] = NS
+    await kube.create(k.ANALYSIS_TEMPLATES, template)
 
 
 @pytest.fixture

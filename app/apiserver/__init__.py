@@ -4,7 +4,9 @@ client (sync and ``kubernetes.aio``) and kubectl talk to as if it were kube-apis
 It serves CRDs loaded from YAML (or created through the API) plus the built-ins Longshoreman
 uses (Namespaces, ConfigMaps, Secrets, Events, Leases), with real write semantics (global
 resourceVersion, conflicts, generation, finalizers, status subresource, pruning), selectors,
-watches with bookmarks and 410 Expired, deterministic fault injection and optional persistence.
+watches with bookmarks and 410 Expired, the Table and PartialObjectMetadata representations
+(``kubectl get`` prints a CRD's printer columns), deterministic fault injection and optional
+persistence.
 
     app = create_apiserver_app(crd_dirs=["deploy/crds", "deploy/third-party-crds"])
     async with serve_apiserver(app) as url:

@@ -15,17 +15,26 @@ class PatchError(ValueError):
     """A patch that cannot be applied; the server answers 422 (or 400 when malformed)."""
 
 
+def _without_nulls(value: Any) -> Any:
+    """``value`` with every null removed: keys of objects, items of lists, at any depth."""
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value if v is not None]
+    return value
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge recursively, ``null`` deletes, everything else replaces."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    result: dict[str, Any] = dict(copy.deepcopy(target)) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
+    """A JSON merge patch as kube-apiserver applies it (evanphx/json-patch MergePatch).
+
+    RFC 7386 (objects merge recursively, ``null`` deletes, everything else replaces), with the
+    library's twist: a value that lands where there was no object (a new key, a null, a list
+    or a scalar) has its nulls removed at every depth, list items included, so
+    ``{"conditions": [{"message": null}]}`` writes a condition without ``message`` and
+    ``{"tags": ["a", null]}`` writes ``["a"]``. Only a non-object replacing an object keeps
+    its nulls. (Checked against kube-apiserver v1.20.2.)
+    """
+    return copy.deepcopy(merge_patch_shared(target, patch))
 
 
 def merge_patch_shared(target: Any, patch: Any) -> Any:
@@ -37,10 +46,15 @@ def merge_patch_shared(target: Any, patch: Any) -> Any:
         return patch
     result: dict[str, Any] = dict(target) if isinstance(target, Mapping) else {}
     for key, value in patch.items():
+        current = result.get(key)
         if value is None:
             result.pop(key, None)
+        elif not isinstance(current, Mapping):
+            result[key] = _without_nulls(value)
+        elif isinstance(value, Mapping):
+            result[key] = merge_patch_shared(current, value)
         else:
-            result[key] = merge_patch_shared(result.get(key), value)
+            result[key] = value
     return result
 
 

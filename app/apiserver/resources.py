@@ -7,6 +7,7 @@ kind has ``metadata.generation`` and which field selectors it accepts.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ class ResourceType:
     # version -> extra field-selector labels (CRD selectableFields), as "spec.x" paths.
     selectable_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     extra_field_labels: frozenset[str] = frozenset()
+    # version -> the CRD version's additionalPrinterColumns, as written (see tables.py).
+    printer_columns: Mapping[str, tuple[JsonObject, ...]] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -182,6 +185,44 @@ def _crd_error(name: str, message: str, path: str) -> StatusError:
     return invalid(ref, name, [FieldCause("FieldValueInvalid", message, path)])
 
 
+_PRINTER_COLUMN_TYPES = ("boolean", "date", "integer", "number", "string")
+
+
+def _printer_columns(name: str, columns: Any, path: str) -> tuple[JsonObject, ...]:
+    """additionalPrinterColumns, checked like apiextensions validation.go does."""
+    if not isinstance(columns, list):
+        raise _crd_error(name, "Invalid value: must be a list", f"{path}.additionalPrinterColumns")
+    checked: list[JsonObject] = []
+    for index, column in enumerate(columns):
+        where = f"{path}.additionalPrinterColumns[{index}]"
+        if not isinstance(column, Mapping):
+            raise _crd_error(name, "Invalid value: must be an object", where)
+        if not column.get("name"):
+            raise _crd_error(name, "Required value", f"{where}.name")
+        kind = column.get("type")
+        if not kind:
+            raise _crd_error(name, "Required value", f"{where}.type")
+        if kind not in _PRINTER_COLUMN_TYPES:
+            supported = ", ".join(f'"{t}"' for t in _PRINTER_COLUMN_TYPES)
+            raise _crd_error(
+                name,
+                f"Unsupported value: {json.dumps(kind)}: supported values: {supported}",
+                f"{where}.type",
+            )
+        json_path = column.get("jsonPath")
+        if not json_path:
+            raise _crd_error(name, "Required value", f"{where}.jsonPath")
+        if not str(json_path).startswith("."):
+            raise _crd_error(
+                name,
+                f"Invalid value: {json.dumps(json_path)}: "
+                "must be a simple json path starting with .",
+                f"{where}.jsonPath",
+            )
+        checked.append(dict(column))
+    return tuple(checked)
+
+
 def resource_type_from_crd(crd: Mapping[str, Any]) -> ResourceType:
     """Build the served resource type from an apiextensions.k8s.io/v1 CRD object."""
     name = str(crd.get("metadata", {}).get("name", ""))
@@ -210,6 +251,7 @@ def resource_type_from_crd(crd: Mapping[str, Any]) -> ResourceType:
     status_versions: set[str] = set()
     schemas: dict[str, JsonObject] = {}
     selectable: dict[str, tuple[str, ...]] = {}
+    printer_columns: dict[str, tuple[JsonObject, ...]] = {}
     for index, entry in enumerate(raw_versions):
         if not isinstance(entry, Mapping) or not entry.get("name"):
             raise _crd_error(name, "Required value", f"spec.versions[{index}].name")
@@ -227,6 +269,9 @@ def resource_type_from_crd(crd: Mapping[str, Any]) -> ResourceType:
         fields = entry.get("selectableFields") or []
         selectable[version] = tuple(
             str(f.get("jsonPath", "")).lstrip(".") for f in fields if isinstance(f, Mapping)
+        )
+        printer_columns[version] = _printer_columns(
+            name, entry.get("additionalPrinterColumns") or [], f"spec.versions[{index}]"
         )
     if len(storage) != 1:
         raise _crd_error(
@@ -252,6 +297,7 @@ def resource_type_from_crd(crd: Mapping[str, Any]) -> ResourceType:
         builtin=False,
         schemas=schemas,
         selectable_fields=selectable,
+        printer_columns=printer_columns,
     )
 
 

@@ -6,6 +6,27 @@ missing ``required`` fields and out-of-``enum`` values with 422. Doing the same 
 controller that writes an undeclared field fails in tests, not only against a real cluster.
 CEL rules (``x-kubernetes-validations``), ``format`` and ``anyOf``/``oneOf`` beyond
 int-or-string are not checked.
+
+Nulls follow the rules kube-apiserver has had since 1.20 (KEP 1929, kubernetes#95423;
+structuraldefaulting.PruneNonNullableNullsWithoutDefaults runs when a request is decoded):
+
+- a null for a declared field, or a map value, whose schema is not ``nullable: true`` is
+  dropped, and replaced by the schema's ``default`` when it has one. ``{"message": null}`` is
+  therefore the same as leaving ``message`` out: fine for an optional field, ``Required value``
+  for a required one;
+- a null list item is kept, and is invalid unless the items are ``nullable`` (or have a
+  default, which replaces it): ``spec.tags: Invalid value: "null": spec.tags in body must be of
+  type string: "null"``;
+- ``nullable: true`` keeps the null, even over a default;
+- nulls where the schema declares nothing (under ``x-kubernetes-preserve-unknown-fields``) stay.
+
+(Before 1.20 such nulls were not dropped and failed validation with the type error above.) A
+merge patch removes most nulls before any of this: see ``patching.merge_patch``.
+
+An empty string is a string. kube-apiserver 1.20 compiled with Go 1.16 or later reports every
+``""`` in a ``type: string`` field as that same null type error (go-openapi compares
+``reflect.Value``s, which Go 1.16 made equal for zero values: kubernetes#99804, fixed by
+kube-openapi#230); release builds, made with Go 1.15, accept it, and so does the emulator.
 """
 
 from __future__ import annotations
@@ -16,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.apiserver.errors import FieldCause
+from app.apiserver.golang import go_float, go_quote, go_value
 
 Schema = Mapping[str, Any]
 
@@ -79,11 +101,18 @@ def _prune_object(
         if isinstance(properties, Mapping) and key in properties:
             child_schema = properties[key]
             if child is None and not child_schema.get("nullable", False):
-                # Nulls for non-nullable fields are pruned before defaulting.
+                # A null for a non-nullable field is dropped; apply_defaults then fills the
+                # field's default, if it has one (see the module docstring).
                 changed = True
                 continue
             kept = _prune_value(child, child_schema, child_path, dropped, olds.get(key, _NOTHING))
         elif isinstance(additional, Mapping):
+            if child is None and not additional.get("nullable", False):
+                # Same rule for map values; a key's default cannot be filled later, so here.
+                changed = True
+                if "default" in additional:
+                    result[key] = copy.deepcopy(additional["default"])
+                continue
             kept = _prune_value(child, additional, child_path, dropped, olds.get(key, _NOTHING))
         elif preserve or additional is True or (embedded and key in _ROOT_FIELDS):
             kept = child
@@ -157,7 +186,13 @@ def apply_defaults(obj: Any, schema: Schema) -> Any:
     if isinstance(obj, list):
         items = schema.get("items")
         if isinstance(items, Mapping):
-            defaulted_items = [apply_defaults(v, items) for v in obj]
+            # A null item is kept (and then fails validation) unless the items have a default.
+            defaulted_items = [
+                copy.deepcopy(items["default"])
+                if v is None and "default" in items and not items.get("nullable", False)
+                else apply_defaults(v, items)
+                for v in obj
+            ]
             if any(d is not v for d, v in zip(defaulted_items, obj, strict=True)):
                 return defaulted_items
     return obj
@@ -182,9 +217,12 @@ def _type_ok(value: Any, expected: str) -> bool:
 
 
 def _describe(value: Any) -> str:
+    # go-openapi's name for the JSON type of a decoded value (int64 is "integer").
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
         return "number"
     if isinstance(value, str):
         return "string"
@@ -195,24 +233,76 @@ def _describe(value: Any) -> str:
     return "null"
 
 
+def _number(value: Any) -> str:
+    # Bounds are float64 in go-openapi's messages, printed with %v.
+    return go_float(float(value)) if isinstance(value, (int, float)) else str(value)
+
+
+class _Causes:
+    """The causes found so far, deduplicated as go-openapi's Result.AddErrors does.
+
+    go-openapi drops an error whose text was already reported, and its texts name the path
+    (list items have no index) but, except for type errors, not the bad value: two items with
+    the same wrong enum value, or with two different ones, make one cause, for the first.
+    """
+
+    def __init__(self) -> None:
+        self.found: list[FieldCause] = []
+        self._seen: set[tuple[str, ...]] = set()
+
+    def add(self, key: tuple[str, ...], cause: FieldCause) -> None:
+        if key not in self._seen:
+            self._seen.add(key)
+            self.found.append(cause)
+
+    def type_error(self, where: str, expected: str, value: Any) -> None:
+        actual = _describe(value)
+        self.add(
+            (where, "type", actual),
+            FieldCause(
+                "FieldValueInvalid",
+                f'Invalid value: "{actual}": {where} in body must be of type {expected}: '
+                f'"{actual}"',
+                where,
+            ),
+        )
+
+    def invalid(self, where: str, rule: str, value: Any, detail: str) -> None:
+        self.add(
+            (where, rule),
+            FieldCause(
+                "FieldValueInvalid",
+                f"Invalid value: {go_value(value)}: {where} in body {detail}",
+                where,
+            ),
+        )
+
+
 def validate(obj: Any, schema: Schema, path: str = "", *, old: Any = _NOTHING) -> list[FieldCause]:
-    """Type, required, enum, pattern and simple bounds, reported like kube-apiserver does.
+    """Type, required, enum, pattern and simple bounds, reported like kube-apiserver 1.20.
+
+    The messages are go-openapi's, as apiextensions-apiserver 1.20 turns them into field
+    errors (checked against the real server): the path of a list item is the list's own
+    (``status.conditions.message``), a string gets only its first failing check (maxLength,
+    minLength, then pattern), a number its first (maximum, then minimum), and repeated errors
+    are reported once (see ``_Causes``).
 
     On an update, ``old`` is the stored object: parts of ``obj`` that are the very same
     objects as in ``old`` at the same place (copy-on-write leaves unchanged parts shared) are
     not checked again, as kube-apiserver's CRD validation ratcheting (on by default since
-    1.30) lets unchanged fields through. They were checked when they were written.
+    1.30; 1.20 has none) lets unchanged fields through. They were checked when they were
+    written, so only an object stored before its schema tightened can differ.
     """
-    causes: list[FieldCause] = []
+    causes = _Causes()
     _validate(obj, schema, path, causes, root=True, old=old)
-    return causes
+    return causes.found
 
 
 def _validate(
     value: Any,
     schema: Schema,
     path: str,
-    causes: list[FieldCause],
+    causes: _Causes,
     *,
     root: bool = False,
     old: Any = _NOTHING,
@@ -220,124 +310,80 @@ def _validate(
     if value is old and isinstance(value, (dict, list)):
         return
     where = path or "<root>"
-    if value is None:
-        if not schema.get("nullable", False) and schema.get("type"):
-            causes.append(
-                FieldCause(
-                    "FieldValueTypeInvalid",
-                    f'Invalid value: "null": {where} in body must be of type '
-                    f'{schema["type"]}: "null"',
-                    where,
-                )
-            )
-        return
     expected = schema.get("type")
     if schema.get("x-kubernetes-int-or-string"):
-        if not (isinstance(value, str) or _type_ok(value, "integer")):
-            causes.append(
-                FieldCause(
-                    "FieldValueTypeInvalid",
-                    f"Invalid value: {_describe(value)!r}: {where} in body "
-                    f"must be of type integer or string",
-                    where,
-                )
-            )
+        if value is None or not (isinstance(value, str) or _type_ok(value, "integer")):
+            causes.type_error(where, "integer,string", value)
+        return
+    if value is None:
+        if not schema.get("nullable", False) and expected:
+            causes.type_error(where, str(expected), value)
         return
     if isinstance(expected, str) and not _type_ok(value, expected):
-        causes.append(
-            FieldCause(
-                "FieldValueTypeInvalid",
-                f'Invalid value: "{_describe(value)}": {where} in body must be '
-                f'of type {expected}: "{_describe(value)}"',
-                where,
-            )
-        )
+        causes.type_error(where, expected, value)
         return
     enum = schema.get("enum")
     if isinstance(enum, list) and value not in enum:
-        allowed = ", ".join(f'"{e}"' for e in enum)
-        causes.append(
+        # apiextensions lists the allowed values with %v, each quoted.
+        allowed = ", ".join(go_quote(e if isinstance(e, str) else go_value(e)) for e in enum)
+        causes.add(
+            (where, "enum"),
             FieldCause(
                 "FieldValueNotSupported",
-                f"Unsupported value: {value!r}: supported values: {allowed}",
+                f"Unsupported value: {go_value(value)}: supported values: {allowed}",
                 where,
-            )
+            ),
         )
     if isinstance(value, str):
         pattern = schema.get("pattern")
-        if isinstance(pattern, str) and not re.search(pattern, value):
-            causes.append(
-                FieldCause(
-                    "FieldValueInvalid",
-                    f"Invalid value: {value!r}: {where} in body should match '{pattern}'",
-                    where,
-                )
-            )
         if "maxLength" in schema and len(value) > int(schema["maxLength"]):
-            causes.append(
-                FieldCause(
-                    "FieldValueTooLong",
-                    f"Too long: may not be more than {schema['maxLength']} bytes",
-                    where,
-                )
+            causes.invalid(
+                where, "maxLength", value, f"should be at most {schema['maxLength']} chars long"
             )
-        if "minLength" in schema and len(value) < int(schema["minLength"]):
-            causes.append(
-                FieldCause(
-                    "FieldValueInvalid",
-                    f"Invalid value: {value!r}: {where} in body should be at "
-                    f"least {schema['minLength']} chars long",
-                    where,
-                )
+        elif "minLength" in schema and len(value) < int(schema["minLength"]):
+            causes.invalid(
+                where, "minLength", value, f"should be at least {schema['minLength']} chars long"
             )
+        elif isinstance(pattern, str) and not re.search(pattern, value):
+            causes.invalid(where, "pattern", value, f"should match '{pattern}'")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            causes.append(
-                FieldCause(
-                    "FieldValueInvalid",
-                    f"Invalid value: {value}: {where} in body should be greater "
-                    f"than or equal to {schema['minimum']}",
-                    where,
-                )
+        maximum, minimum = schema.get("maximum"), schema.get("minimum")
+        if maximum is not None and schema.get("exclusiveMaximum") and value >= maximum:
+            causes.invalid(where, "maximum", value, f"should be less than {_number(maximum)}")
+        elif maximum is not None and value > maximum:
+            causes.invalid(
+                where, "maximum", value, f"should be less than or equal to {_number(maximum)}"
             )
-        if "maximum" in schema and value > schema["maximum"]:
-            causes.append(
-                FieldCause(
-                    "FieldValueInvalid",
-                    f"Invalid value: {value}: {where} in body should be less "
-                    f"than or equal to {schema['maximum']}",
-                    where,
-                )
+        elif minimum is not None and schema.get("exclusiveMinimum") and value <= minimum:
+            causes.invalid(where, "minimum", value, f"should be greater than {_number(minimum)}")
+        elif minimum is not None and value < minimum:
+            causes.invalid(
+                where, "minimum", value, f"should be greater than or equal to {_number(minimum)}"
             )
     if isinstance(value, list):
-        if "maxItems" in schema and len(value) > int(schema["maxItems"]):
-            causes.append(
-                FieldCause(
-                    "FieldValueTooMany",
-                    f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
-                    where,
-                )
-            )
-        if "minItems" in schema and len(value) < int(schema["minItems"]):
-            causes.append(
-                FieldCause(
-                    "FieldValueInvalid",
-                    f"Invalid value: {len(value)}: {where} in body should have "
-                    f"at least {schema['minItems']} items",
-                    where,
-                )
-            )
         items = schema.get("items")
         if isinstance(items, Mapping):
             old_items = old if isinstance(old, list) else ()
             for index, item in enumerate(value):
                 old_item = old_items[index] if index < len(old_items) else _NOTHING
-                _validate(item, items, f"{path}[{index}]", causes, old=old_item)
+                # (No index in the path: go-openapi 1.20 validates every item at the list's.)
+                _validate(item, items, path, causes, old=old_item)
+        if "minItems" in schema and len(value) < int(schema["minItems"]):
+            causes.invalid(
+                where, "minItems", len(value), f"should have at least {schema['minItems']} items"
+            )
+        if "maxItems" in schema and len(value) > int(schema["maxItems"]):
+            causes.invalid(
+                where, "maxItems", len(value), f"should have at most {schema['maxItems']} items"
+            )
     if isinstance(value, dict):
         for required in schema.get("required") or []:
             if required not in value:
                 field_path = f"{path}.{required}" if path else required
-                causes.append(FieldCause("FieldValueRequired", "Required value", field_path))
+                causes.add(
+                    (field_path, "required"),
+                    FieldCause("FieldValueRequired", "Required value", field_path),
+                )
         properties = schema.get("properties")
         additional = schema.get("additionalProperties")
         for key, child in value.items():

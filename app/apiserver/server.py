@@ -28,9 +28,10 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from app import fastjson
-from app.apiserver import discovery, errors
+from app.apiserver import discovery, errors, negotiation, tables
 from app.apiserver.errors import StatusError
 from app.apiserver.faults import FaultInjector, RequestInfo
+from app.apiserver.negotiation import Conversion
 from app.apiserver.persistence import StateFile, load_state
 from app.apiserver.resources import ResourceType
 from app.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -320,18 +321,19 @@ class _Handlers:
         dry_run = request.query.get("dryRun") == "All"
         if target.name is None:
             if method == "GET":
+                conversion = negotiation.negotiate(request.headers.get("Accept"))
                 filters = _filters(request, target)
                 if is_watch:
-                    return await self._watch(request, target, filters)
+                    return await self._watch(request, target, filters, conversion)
                 limit = _number(request, "limit")
+                listed = self.store.list_objects(
+                    target,
+                    filters,
+                    limit=limit,
+                    continue_token=request.query.get("continue") or None,
+                )
                 return _json_response(
-                    200,
-                    self.store.list_objects(
-                        target,
-                        filters,
-                        limit=limit,
-                        continue_token=request.query.get("continue") or None,
-                    ),
+                    200, self._render(request, target, listed, conversion, is_list=True)
                 )
             if target.resource.namespaced and target.namespace is None:
                 raise errors.method_not_allowed(method, ref)
@@ -353,7 +355,11 @@ class _Handlers:
                 )
             raise errors.method_not_allowed(method, ref)
         if method == "GET":
-            return _json_response(200, self.store.get(target))
+            conversion = negotiation.negotiate(request.headers.get("Accept"))
+            shown = self.store.get(target)
+            return _json_response(
+                200, self._render(request, target, shown, conversion, is_list=False)
+            )
         if method == "PUT":
             result = self.store.replace(
                 target,
@@ -383,8 +389,80 @@ class _Handlers:
             return _json_response(result.code, result.body)
         raise errors.method_not_allowed(method, ref)
 
+    def _render(
+        self,
+        request: web.Request,
+        target: Target,
+        body: JsonObject,
+        conversion: Conversion | None,
+        *,
+        is_list: bool,
+    ) -> JsonObject:
+        """A read's result in the representation the client negotiated (handlers/response.go)."""
+        if conversion is None:
+            return body
+        resource = target.resource
+        if conversion.kind == "Table":
+            include = tables.include_object(request.query)
+            return self._table(target, body, conversion, include, is_list=is_list)
+        if (conversion.kind == "PartialObjectMetadataList") != is_list:
+            type_name = negotiation.object_type_name(
+                resource.list_kind if is_list else resource.kind,
+                resource.group,
+                custom=resource.custom,
+                is_list=is_list,
+            )
+            raise negotiation.not_acceptable(
+                f"you requested {conversion.kind}, but the requested object is "
+                f"{'a list' if is_list else 'not a list'} ({type_name})"
+            )
+        if not is_list:
+            return tables.partial_object_metadata(body, conversion.api_version)
+        return {
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": conversion.api_version,
+            "metadata": body["metadata"],
+            "items": [
+                tables.partial_object_metadata(item, conversion.api_version)
+                for item in body["items"]
+            ],
+        }
+
+    def _table(
+        self,
+        target: Target,
+        body: JsonObject,
+        conversion: Conversion,
+        include: tables.IncludeObject,
+        *,
+        is_list: bool,
+        headers: bool = True,
+    ) -> JsonObject:
+        resource = target.resource
+        if is_list:
+            # (Items of built-in lists come without apiVersion and kind; rows show them.)
+            objects = [self.store.present(resource, target.version, o) for o in body["items"]]
+            metadata = body["metadata"]
+        else:
+            objects = [body]
+            version = (body.get("metadata") or {}).get("resourceVersion")
+            metadata = {"resourceVersion": version} if version else {}
+        return tables.build_table(
+            tables.printer_for(resource, target.version),
+            objects,
+            api_version=conversion.api_version,
+            metadata=metadata,
+            include=include,
+            now=self.store.current_time(),
+            headers=headers,
+        )
+
     async def _watch(
-        self, request: web.Request, target: Target, filters: Filters
+        self,
+        request: web.Request,
+        target: Target,
+        filters: Filters,
+        conversion: Conversion | None,
     ) -> web.StreamResponse:
         server = self.server
         store = self.store
@@ -397,13 +475,36 @@ class _Handlers:
         send_initial = _flag(request, "sendInitialEvents")
         since = "" if send_initial else request.query.get("resourceVersion")
 
+        include = (
+            tables.include_object(request.query)
+            if conversion is not None and conversion.kind == "Table"
+            else "Metadata"
+        )
+        table_headers = True
+
+        def render(obj: JsonObject) -> JsonObject:
+            # Each event's object is converted on its own (watchEmbeddedEncoder): a Table with
+            # one row, column definitions in the first only; a list conversion cannot apply to
+            # an object and the real server then sends the object as it is.
+            nonlocal table_headers
+            if conversion is None or conversion.kind == "PartialObjectMetadataList":
+                return obj
+            if conversion.kind == "PartialObjectMetadata":
+                return tables.partial_object_metadata(obj, conversion.api_version)
+            table = self._table(
+                target, obj, conversion, include, is_list=False, headers=table_headers
+            )
+            table_headers = False
+            return table
+
         response = web.StreamResponse(
             status=200,
             headers={"Content-Type": "application/json", "Cache-Control": "no-cache, private"},
         )
 
         async def send(kind: str, obj: JsonObject) -> None:
-            await response.write(fastjson.dumps({"type": kind, "object": obj}) + b"\n")
+            shown = obj if kind == "ERROR" else render(obj)
+            await response.write(fastjson.dumps({"type": kind, "object": shown}) + b"\n")
 
         subscription = store.subscribe()
         abort = counted = False

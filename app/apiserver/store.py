@@ -220,6 +220,10 @@ class Store:
     def _now(self) -> str:
         return format_time(self._clock())
 
+    def current_time(self) -> datetime:
+        """The store's clock (what creationTimestamps are taken from, and ages measured by)."""
+        return self._clock()
+
     def _uid(self) -> str:
         return str(uuid.UUID(int=self._random.getrandbits(128), version=4))
 
@@ -369,6 +373,15 @@ class Store:
 
     def has_type(self, resource: ResourceType) -> bool:
         return resource.key in self._logs
+
+    def compact(self) -> int:
+        """Forget every retained event, as etcd's compaction plus a fresh watch cache do: a
+        watch resuming from any earlier resourceVersion then gets 410 Gone. Returns the
+        current resourceVersion."""
+        for log in self._logs.values():
+            log.events.clear()
+            log.floor = self.resource_version
+        return self.resource_version
 
     # -------------------------------------------------------------------- writes
 

@@ -34,7 +34,8 @@ Test controls:
   /login/oauth/access_token`` (single-use codes; errors as GitHub's 200 + ``error``), ``GET
   /user`` and ``GET /user/memberships/orgs/{org}`` (needs the ``read:org`` scope; 404 for
   non-members) with the user's token.
-- Payloads built from the real fixtures in ``../shared/fixtures/github/payloads`` with the
+- Payloads built from our fixtures in ``tests/fixtures/github`` (GitHub's documented shapes;
+  tests/conformance/test_github_payloads.py holds them against GitHub's own samples) with the
   fake's own objects swapped in (:meth:`FakeGitHub.comment_payload`, :meth:`pr_payload`), and
   :func:`webhook_request` to sign any body.
 
@@ -63,7 +64,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -74,9 +74,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from handlers.settings import GitHubSettings
+from tests.support.fixtures import GITHUB
 from tests.support.gitrepo import RemoteRepo
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "github" / "payloads"
 WEB_URL = "https://github.com"
 APP_ID = 4242
 APP_SLUG = "longshoreman"
@@ -99,8 +99,9 @@ def app_private_key() -> str:
 
 
 def fixture(name: str) -> dict[str, Any]:
-    """A real webhook payload from the shared fixtures, e.g. ``issue_comment.created``."""
-    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.payload.json").read_text())
+    """A fresh copy of one of our webhook payloads (tests/fixtures/github), e.g.
+    ``issue_comment.created``."""
+    data: dict[str, Any] = json.loads((GITHUB / f"{name}.json").read_text())
     return data
 
 
@@ -447,7 +448,7 @@ class FakeGitHub:
         repo = self.repo(full_name)
         return [c for c in repo.check_runs.values() if sha is None or c["head_sha"] == sha]
 
-    # ---- payloads from the real fixtures --------------------------------------------------------
+    # ---- payloads from our fixtures -------------------------------------------------------------
 
     def _repository_json(self, repo: Repo) -> dict[str, Any]:
         template = fixture("pull_request.closed.with-organization")["repository"]
@@ -529,7 +530,7 @@ class FakeGitHub:
     ) -> dict[str, Any]:
         """``check_run`` (``requested_action`` / ``rerequested``) about one of the fake's runs."""
         repo = self.repo(full_name)
-        payload = fixture("check_run.requested_action")
+        payload = fixture(f"check_run.{action}")
         payload["action"] = action
         payload["check_run"] = {**payload["check_run"], **self._public(repo.check_runs[run_id])}
         payload["check_run"]["pull_requests"] = (

@@ -188,10 +188,14 @@ class AuthorizingProxy:
 
 
 def _forbidden(a: Attributes, user: ServiceAccount) -> web.Response:
+    # kube-apiserver's wording (apierrors.NewForbidden + the RBAC authorizer's reason): the
+    # group-qualified resource without its subresource, the name only when there is one.
+    resource = a.resource.split("/")[0]
+    qualified = f"{resource}.{a.group}" if a.group else resource
+    subject = f'{qualified} "{a.name}"' if a.name else qualified
     message = (
-        f'{a.resource} "{a.name or ""}" is forbidden: User '
-        f'"system:serviceaccount:{user.namespace}:{user.name}" cannot {a.verb} resource '
-        f'"{a.resource}" in API group "{a.group}"'
+        f'{subject} is forbidden: User "system:serviceaccount:{user.namespace}:{user.name}" '
+        f'cannot {a.verb} resource "{a.resource}" in API group "{a.group}"'
         + (f' in the namespace "{a.namespace}"' if a.namespace else " at the cluster scope")
     )
     status = {

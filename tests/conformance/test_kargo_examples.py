@@ -1,11 +1,11 @@
 """Kargo's documentation examples run unchanged through the local runner, with either apiVersion.
 
-Every example in ``../shared/fixtures/kargo-docs`` whose steps are all built in is either run
-here (its step list copied verbatim into a Stage or PromotionTask, against a real local bare
-repository that Kargo's example URL is mapped to with git's ``insteadOf``) or listed in
-``EXCLUDED`` with the reason; a guard test keeps the two lists complete. Examples that are
-fragments (Kargo's docs elide the clone with ``# ...``) get the clone their text assumes as a
-prelude; the example's own steps are never edited.
+Every example in ``kargo-docs/`` of the conformance folder (:mod:`tests.support.conformance`)
+whose steps are all built in is either run here (its step list copied verbatim into a Stage or
+PromotionTask, against a real local bare repository that Kargo's example URL is mapped to with
+git's ``insteadOf``) or listed in ``EXCLUDED`` with the reason; a guard test keeps the two lists
+complete. Examples that are fragments (Kargo's docs elide the clone with ``# ...``) get the clone
+their text assumes as a prelude; the example's own steps are never edited.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import pytest
 import yaml
 
 from promoter.cli import main
+from tests.support import conformance
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "kargo-docs"
+FIXTURES = conformance.root() / "kargo-docs"
 REPO_URL = "https://github.com/example/repo.git"
 BUILT_IN = {
     "git-clone",
@@ -340,6 +341,7 @@ RUNNABLE: dict[str, Case] = {
     ),
 }
 
+ON_A_LOCAL_SERVER = "run against a local server in test_kargo_docs_http.py"
 EXCLUDED: dict[str, str] = {
     "delete.1.yaml": "its git-commit has no `message`, which Kargo's schema requires too (our "
     "step refuses it naming config.message); delete.2 and delete.3 run the delete step",
@@ -349,24 +351,25 @@ EXCLUDED: dict[str, str] = {
     "helm-update-chart.8.yaml": "without `charts` Kargo runs `helm dependency update`, and no helm "
     "binary is available: the step refuses with a clear error instead",
     "expressions.18.yaml": "uses freightStatus(), which reads Freight status from the cluster",
-    "fail.1.yaml": "calls https://api.example.com (no network here); the http and fail steps are "
-    "covered against a local server in test_steps_http.py",
+    "fail.1.yaml": "calls https://api.example.com (no network here); the http step's examples run "
+    "against a local server in test_kargo_docs_http.py",
     "promotion-tasks.7.yaml": "reads task.outputs['wait-for-pr'] from steps the example omits",
-    "http.1.yaml": "needs network (api.example.com); covered in test_steps_http.py",
-    "http.3.yaml": "needs network (catfacts.net); covered in test_steps_http.py",
-    "http.4.yaml": "needs network (catfacts.net); covered in test_steps_http.py",
-    "http.5.yaml": "needs network (slack.com) and secret(); covered in test_steps_http.py",
-    "http.6.yaml": "needs network (api.example.com); covered in test_steps_http.py",
-    "http.8.yaml": "needs network (api.example.com); covered in test_steps_http.py",
-    "http.9.yaml": "needs network (api.example.com); covered in test_steps_http.py",
+    "http.1.yaml": f"needs network (api.example.com); {ON_A_LOCAL_SERVER}",
+    "http.3.yaml": f"needs network (catfacts.net); {ON_A_LOCAL_SERVER}",
+    "http.4.yaml": f"needs network (catfacts.net); {ON_A_LOCAL_SERVER}",
+    "http.5.yaml": "needs network (slack.com) and secret(), which is not implemented; "
+    "test_steps_http.py posts such a body to a local server",
+    "http.6.yaml": f"needs network (api.example.com); {ON_A_LOCAL_SERVER}",
+    "http.8.yaml": f"needs network (api.example.com); {ON_A_LOCAL_SERVER}",
+    "http.9.yaml": f"needs network (api.example.com); {ON_A_LOCAL_SERVER}",
     "http-download.1.yaml": "needs network (example.com); run against a local server in "
-    "test_steps_download.py",
+    "test_kargo_docs_http.py",
     "http-download.2.yaml": "needs network (artifacts.example.com) and secret(), which is not "
-    "implemented; run in test_steps_download.py with the secret's value filled in",
+    "implemented; run in test_kargo_docs_http.py with the secret's value filled in",
     "http-download.3.yaml": "needs network (artifacts.example.com) and secret(), which is not "
-    "implemented; run in test_steps_download.py with the secret's value filled in",
+    "implemented; run in test_kargo_docs_http.py with the secret's value filled in",
     "http-download.4.yaml": "needs network (charts.example.com) and chartFrom() on a chart "
-    "Freight; its http-download and untar run in test_steps_download.py",
+    "Freight; its http-download and untar run in test_kargo_docs_http.py",
 }
 
 
@@ -399,9 +402,8 @@ def _uses(obj: Any) -> set[str]:
 
 
 def test_every_built_in_example_is_run_or_excluded_with_a_reason() -> None:
-    assert FIXTURES.is_dir(), f"fixtures not found at {FIXTURES}"
     candidates = set()
-    for path in FIXTURES.glob("*.yaml"):
+    for path in conformance.files("kargo-docs", "*.yaml"):
         try:
             docs = list(yaml.safe_load_all(path.read_text()))
         except yaml.YAMLError:
