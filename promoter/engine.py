@@ -15,10 +15,16 @@ Kargo's rules, as implemented here:
 - a step returning Running leaves the Promotion Running with its position saved;
 - the final phase is the worst status of the steps without ``continueOnError``
   (Succeeded < Skipped < Running < Aborted < Failed < Errored).
+
+Not Kargo's, because its work directory is a volume every controller restart keeps: before a
+step runs, the work directory must be the one the status describes. A replica that continues a
+Promotion it did not start (or whose work directory is gone) first rebuilds it from the status
+(:func:`_prepare_work_dir`; the rules are in :mod:`promoter.replay`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,6 +32,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from promoter import replay
 from promoter.errors import StepError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
 from promoter.model import (
@@ -37,7 +44,18 @@ from promoter.model import (
     StepSpec,
     freight_reference,
 )
-from promoter.steps.base import Step, StepContext, StepResult, StepServices, StepStatus
+from promoter.steps.base import (
+    Effect,
+    Replaying,
+    Step,
+    StepContext,
+    StepResult,
+    StepServices,
+    StepStatus,
+    effect_of,
+    uses_work_dir_of,
+    verifier_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -399,6 +417,8 @@ class _Work:
         self.freight = st.freight
         self.started_at = st.started_at
         self.finished_at = st.finished_at
+        self.replay_token = st.replay_token
+        self.replay_steps: dict[str, Any] = dict(st.replay_steps)
 
     def snapshot(self) -> Promotion:
         return self.promotion.with_status(
@@ -412,6 +432,8 @@ class _Work:
                 health_checks=tuple(self.health_checks),
                 started_at=self.started_at,
                 finished_at=self.finished_at,
+                replay_token=self.replay_token,
+                replay_steps=dict(self.replay_steps),
             )
         )
 
@@ -437,9 +459,15 @@ async def advance(
 
     steps = promotion.steps
     ctx = base_context(promotion, runtime.freight)
-    functions = _functions(runtime)
+    live_functions = _functions(runtime)
+    # The functions that read the cluster, noting what they answered: a replay of a step must
+    # see the same answers (promoter/replay.py).
+    recorder = replay.CallRecorder(live_functions)
+    functions = recorder.functions
     promo_vars: dict[str, Any] | None = None
+    promo_calls: dict[str, str] = {}
     ran = 0
+    prepared = False
 
     while work.current < len(steps):
         if max_steps is not None and ran >= max_steps:
@@ -459,6 +487,7 @@ async def advance(
                 evaluate_vars(promotion.vars, {"ctx": ctx}, functions, promo_vars, "vars")
             except ExpressionError as e:
                 return await _finish_errored(work, runtime, i, alias, f"promotion vars: {e}", now)
+            promo_calls = dict(recorder.calls)
 
         if execution.status is None:
             # Not started: `if` is evaluated only now, never again once the step runs.
@@ -507,6 +536,7 @@ async def advance(
 
         step = runtime.registry.get(spec.uses or "")
         result: StepResult | StepError
+        config: Mapping[str, Any] = {}
         if step is None:
             result = StepError(
                 f"unknown step kind {spec.uses!r}; known kinds: "
@@ -514,19 +544,31 @@ async def advance(
                 terminal=True,
             )
         else:
-            try:
-                config = _render_config(spec, fns, ctx, promo_vars, work.state, alias)
-            except ExpressionError as e:
-                result = StepError(str(e), terminal=True)
+            problem = None
+            if not prepared:
+                problem = await _prepare_work_dir(work, runtime, promotion, i, ctx, live_functions)
+                prepared = problem is None
+            recorder.calls = dict(promo_calls)
+            if problem is not None:
+                result = problem
             else:
-                step_ctx = _step_context(
-                    promotion, runtime, alias, work.state, now, execution.started_at
-                )
-                result = await _run_step(step, step_ctx, config, spec)
+                try:
+                    config = _render_config(spec, fns, ctx, promo_vars, work.state, alias)
+                except ExpressionError as e:
+                    result = StepError(str(e), terminal=True)
+                else:
+                    step_ctx = _step_context(
+                        promotion, runtime, alias, work.state, now, execution.started_at
+                    )
+                    result = await _run_step(step, step_ctx, config, spec)
         now = runtime.clock()
         execution, done = record(spec, execution, result, now, runtime.running_retry)
         work.executions[i] = execution
         if isinstance(result, StepResult):
+            if done and result.status is StepStatus.SUCCEEDED and _replayable(step):
+                work.replay_steps[alias] = replay.record_of(
+                    config, recorder.calls, result.replay_data, work.replay_steps
+                )
             if result.output or alias not in work.state:
                 work.state[alias] = dict(result.output)
             owner = task_alias(alias)
@@ -555,6 +597,198 @@ async def advance(
     if not steps:
         work.phase, work.message = Phase.ERRORED, "the Promotion has no steps"
     return await _done(work, runtime)
+
+
+# ---- rebuilding the work directory (promoter/replay.py has the rules) ---------------------------
+
+
+def _rebuilds(step: Step | None) -> bool:
+    """Whether running this step again rebuilds part of the work directory."""
+    return step is not None and effect_of(step) is Effect.LOCAL and uses_work_dir_of(step)
+
+
+def _replayable(step: Step | None) -> bool:
+    """Whether a replay does anything with this step: runs it again, or checks its effect."""
+    return _rebuilds(step) or verifier_of(step) is not None
+
+
+async def _prepare_work_dir(
+    work: _Work,
+    runtime: Runtime,
+    promotion: Promotion,
+    index: int,
+    ctx: Mapping[str, Any],
+    functions: Mapping[str, Callable[..., Any]],
+) -> StepResult | StepError | None:
+    """Make the work directory the one the status describes before step ``index`` runs.
+
+    None when it is (or nothing before or at ``index`` needs one); otherwise the rebuild's
+    failure, as the result of step ``index``: a refusal is terminal; trouble that may pass
+    (a remote unreachable) is an error of the step, or Running when the port said when to try
+    again (a rate limit), which uses up no ``errorThreshold``.
+    """
+    registry, steps = runtime.registry, promotion.steps
+    past = [
+        j
+        for j in range(min(index, len(work.executions)))
+        if work.executions[j].status == StepStatus.SUCCEEDED.value
+        and _replayable(registry.get(steps[j].uses or ""))
+    ]
+    # Only a work directory that something uses needs to be the right one (a Promotion of
+    # compose-output and argocd-update steps never has one).
+    if not uses_work_dir_of(registry.get(steps[index].uses or "")) and not any(
+        uses_work_dir_of(registry.get(steps[j].uses or "")) for j in past
+    ):
+        return None
+    identity = f"{promotion.namespace}/{promotion.name}"
+    # Inline, not in a thread: reading a few bytes costs less than the hand-off (bench_scale).
+    if work.replay_token and replay.read_token(runtime.work_dir, identity) == work.replay_token:
+        return None
+    try:
+        replayed: list[str] = []
+        if past:
+            await asyncio.to_thread(replay.clear, runtime.work_dir)
+            replayed = await _rebuild(work, runtime, promotion, index, ctx, functions, past)
+        elif replay.has_content(runtime.work_dir):
+            # Left by an attempt whose step never got recorded, here or elsewhere: start clean.
+            await asyncio.to_thread(replay.clear, runtime.work_dir)
+    except StepError as e:
+        message = (
+            "the work directory is not the one the earlier steps ran in (another replica's, or "
+            f"gone), and it cannot be rebuilt as they left it: {e.message}"
+        )
+        if not e.terminal and e.retry_after is not None:
+            return StepResult(
+                StepStatus.RUNNING,
+                message=f"rebuilding the work directory: {e.message}; trying again",
+                retry_after=e.retry_after,
+            )
+        return StepError(message, terminal=e.terminal, retry_after=e.retry_after)
+    token = replay.new_token()
+    replay.write_token(runtime.work_dir, identity, token)
+    work.replay_token = token
+    if past:
+        log.info(
+            "rebuilt the work directory of Promotion %s before step %d: %s",
+            identity,
+            index,
+            ", ".join(replayed),
+            extra={"promotion": promotion.name},
+        )
+    return None
+
+
+async def _rebuild(
+    work: _Work,
+    runtime: Runtime,
+    promotion: Promotion,
+    index: int,
+    ctx: Mapping[str, Any],
+    functions: Mapping[str, Callable[..., Any]],
+    past: Sequence[int],
+) -> list[str]:
+    """Replay (or check) the steps in ``past``, in order, in an empty work directory.
+
+    Returns what was done, for the log; raises StepError when the state cannot be reproduced.
+    """
+    replayed = set(past)
+    # The outputs as each step saw them when it ran: those recorded before it, never after.
+    state: dict[str, Any] = {}
+    done: list[str] = []
+    for j in range(index):
+        spec = promotion.steps[j]
+        alias = spec.alias or spec.alias_at(j)
+        if j in replayed:
+            done.append(await _replay_step(work, runtime, promotion, j, ctx, functions, state))
+        if alias in work.state:
+            state[alias] = work.state[alias]
+            owner = task_alias(alias)
+            if owner is not None and spec.uses == "compose-output":
+                state[owner] = {**(state.get(owner) or {}), **work.state[alias]}
+    return done
+
+
+async def _replay_step(
+    work: _Work,
+    runtime: Runtime,
+    promotion: Promotion,
+    j: int,
+    ctx: Mapping[str, Any],
+    functions: Mapping[str, Callable[..., Any]],
+    state: Mapping[str, Any],
+) -> str:
+    """Run step ``j`` again (LOCAL) or check its effect (``verify``), as it ran the first time:
+    the same statuses before it, the recorded answers of the cluster-reading functions, the
+    same rendered config (by its recorded digest), and then the same output."""
+    spec = promotion.steps[j]
+    alias = spec.alias or spec.alias_at(j)
+    step = runtime.registry.get(spec.uses or "")
+    assert step is not None
+    what = f"step {alias!r} ({spec.uses})"
+    record_ = replay.StepRecord.from_dict(work.replay_steps.get(alias))
+    execution = work.executions[j]
+    as_it_ran = [*work.executions[:j], replace(execution, status=StepStatus.RUNNING.value)]
+    fns = {
+        **replay.replaying_functions(functions, record_.calls),
+        **status_functions(promotion.steps, as_it_ran, j),
+    }
+    try:
+        promo_vars: dict[str, Any] = {}
+        evaluate_vars(promotion.vars, {"ctx": ctx}, fns, promo_vars, "vars")
+        config = _render_config(spec, fns, ctx, promo_vars, state, alias)
+    except ExpressionError as e:
+        raise StepError(f"{what}: its config no longer renders: {e}", terminal=True) from None
+    if record_.input and replay.input_digest(config) != record_.input:
+        raise StepError(
+            f"{what}: its config renders differently than when it ran (an input it read has "
+            "changed since), so replaying it would not rebuild what it built",
+            terminal=True,
+        )
+    recorded = work.state.get(alias) or {}
+    step_ctx = replace(
+        _step_context(promotion, runtime, alias, state, runtime.clock(), execution.started_at),
+        previous_output={},
+        replay=Replaying(dict(recorded), record_.data),
+    )
+    verify = verifier_of(step)
+    if verify is not None:
+        try:
+            await verify(step_ctx, config)
+        except StepError as e:
+            raise StepError(
+                f"checking what {what} did: {step_ctx.redact(e.message)}",
+                terminal=e.terminal,
+                retry_after=e.retry_after,
+            ) from None
+        except Exception as e:  # a bug in a hook must not wedge the Promotion
+            log.exception("verifying step %s (%s) raised", alias, spec.uses)
+            raise StepError(
+                step_ctx.redact(f"checking what {what} did: internal error: {e}")
+            ) from None
+        return f"checked {alias}"
+    result = await _run_step(step, step_ctx, config, spec)
+    if isinstance(result, StepError):
+        raise StepError(
+            f"replaying {what}: {result.message}",
+            terminal=result.terminal,
+            retry_after=result.retry_after,
+        )
+    if result.status is not StepStatus.SUCCEEDED:
+        raise StepError(
+            f"replaying {what} ended {result.status.value}"
+            + (f": {result.message}" if result.message else ""),
+            terminal=True,
+        )
+    if result.replaces_output:
+        work.state[alias] = dict(result.output)
+        return f"replayed {alias} ({result.message or 'with a new output'})"
+    if not replay.same_output(result.output, recorded):
+        raise StepError(
+            f"replaying {what} gave the output {replay.shown(result.output)}, not the "
+            f"{replay.shown(recorded)} it recorded",
+            terminal=True,
+        )
+    return f"replayed {alias}"
 
 
 async def _run_step(

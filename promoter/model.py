@@ -439,6 +439,11 @@ class PromotionStatus:
     health_checks: tuple[Mapping[str, Any], ...] = ()
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # Not in Kargo's shape (status.replay): what a replica needs to rebuild the work directory
+    # (promoter/replay.py). The token of the work directory the last step ran in, and per step
+    # alias the record of a step that a replay runs again or checks.
+    replay_token: str = ""
+    replay_steps: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"phase": self.phase.value}
@@ -457,6 +462,15 @@ class PromotionStatus:
             out["startedAt"] = format_time(self.started_at)
         if self.finished_at:
             out["finishedAt"] = format_time(self.finished_at)
+        if self.replay_token or self.replay_steps:
+            # Keys are left out rather than written empty or null (a real API server refuses
+            # null for a string field).
+            replay: dict[str, Any] = {}
+            if self.replay_token:
+                replay["workDir"] = self.replay_token
+            if self.replay_steps:
+                replay["steps"] = dict(self.replay_steps)
+            out["replay"] = replay
         return out
 
     @classmethod
@@ -467,6 +481,10 @@ class PromotionStatus:
             phase = Phase(raw.get("phase") or "Pending")
         except ValueError:
             phase = Phase.PENDING
+        replay = raw.get("replay")
+        if not isinstance(replay, Mapping):
+            replay = {}
+        steps = replay.get("steps")
         return cls(
             phase=phase,
             message=str(raw.get("message") or ""),
@@ -477,6 +495,8 @@ class PromotionStatus:
             health_checks=tuple(raw.get("healthChecks") or ()),
             started_at=parse_time(raw.get("startedAt")),
             finished_at=parse_time(raw.get("finishedAt")),
+            replay_token=str(replay.get("workDir") or ""),
+            replay_steps=dict(steps) if isinstance(steps, Mapping) else {},
         )
 
 

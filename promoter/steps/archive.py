@@ -27,7 +27,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from promoter.errors import StepError
-from promoter.steps.base import Config, FunctionStep, Step, StepContext, StepResult, succeeded
+from promoter.steps.base import (
+    Config,
+    Effect,
+    FunctionStep,
+    Step,
+    StepContext,
+    StepResult,
+    succeeded,
+)
 from promoter.steps.files import IgnoreRules
 
 KIND = "untar"
@@ -265,7 +273,8 @@ async def untar_step(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     return await asyncio.to_thread(_untar, ctx, config)
 
 
-STEPS: dict[str, Step] = {KIND: FunctionStep(untar_step)}
+# Reads and writes the work directory only: a replay extracts again.
+STEPS: dict[str, Step] = {KIND: FunctionStep(untar_step, effect=Effect.LOCAL)}
 
 __all__: Sequence[str] = (
     "MAX_EXTRACTED_BYTES",

@@ -10,6 +10,10 @@ of their own: ``argocd-update`` recognises the operation it started by the Promo
 ``operation.info`` (a crash after the patch does not start a second sync), and both report the
 Applications they watch as ``output.apps`` so the reconciler can wake exactly the Promotions an
 Application change concerns.
+
+Both act on (or watch) Applications outside the work directory (``Effect.EXTERNAL``): a replica
+that rebuilds the work directory never syncs again; ``argocd-update``'s ``verify`` hook only
+checks that the Applications it synced still exist.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from promoter.argocd import (
 )
 from promoter.errors import StepError
 from promoter.steps.base import (
+    Effect,
     Step,
     StepContext,
     StepResult,
@@ -154,6 +159,21 @@ class _Plan:
 
 class ArgoCDUpdateStep:
     """``argocd-update``: point Applications at the desired revisions and sync them."""
+
+    effect = Effect.EXTERNAL
+    uses_work_dir = False
+
+    async def verify(self, ctx: StepContext, config: Mapping[str, Any]) -> None:
+        """In a replay: the Applications this step synced are still there (it never syncs)."""
+        assert ctx.replay is not None
+        port = apps_port(ctx, UPDATE_KIND)
+        for key in _keys_from_output(ctx.replay.output):
+            if await port.get(*key) is None:
+                raise StepError(
+                    f"Argo CD Application {key[1]!r} in namespace {key[0]!r}, which this step "
+                    "synced, is gone",
+                    terminal=True,
+                )
 
     async def run(self, ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         updates = parse_update_config(config)
@@ -345,6 +365,10 @@ class ArgoCDWaitStep:
 
     Reads only; unlike argocd-update it needs no authorization annotation (as in Kargo).
     """
+
+    # What it saw is outside the work directory: its recorded output stands in a replay.
+    effect = Effect.EXTERNAL
+    uses_work_dir = False
 
     async def run(self, ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         waits = parse_wait_config(config)

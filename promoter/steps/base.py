@@ -7,6 +7,13 @@ Promotion object: the engine records the result. Steps that do slow or external 
 step must discover its own earlier work (``ctx.previous_output`` and the world itself) instead of
 trusting in-memory state.
 
+Every step also says what it changes (:class:`Effect`), which decides what a replica that did not
+run it does when it continues the Promotion in a work directory of its own
+(:mod:`promoter.replay`): a ``LOCAL`` step is run again from its recorded inputs, an ``EXTERNAL``
+one never is (its recorded output stands, and its optional ``verify`` hook checks that the effect
+is still there). A step that does not say is ``EXTERNAL``: repeating an effect is the one mistake
+a replay must never make.
+
 Errors have kinds (see :mod:`promoter.errors`): a step raises :class:`StepError` for a technical
 problem that may go away (counted against ``retry.errorThreshold``), ``StepError(terminal=True)``
 for one that will not (bad config, refused by policy), and returns ``Failed`` for a business
@@ -58,6 +65,17 @@ _SEVERITY = {
 }
 
 
+class Effect(enum.StrEnum):
+    """What a step changes, and so what a replay of the Promotion does with it."""
+
+    # Changes nothing but the Promotion's work directory (or nothing at all): running it again
+    # with the same inputs rebuilds what it built. git-clone, file edits, git-commit, parsing.
+    LOCAL = "local"
+    # Changes (or depends on) something outside the work directory: a remote, a pull request,
+    # an Argo CD Application, an HTTP endpoint, cluster objects. Never run twice.
+    EXTERNAL = "external"
+
+
 @dataclass(frozen=True)
 class StepResult:
     """What a step reports back to the engine."""
@@ -69,6 +87,13 @@ class StepResult:
     health_check: Mapping[str, Any] | None = None
     # For Running: when to enter the step again if no event wakes it earlier (seconds).
     retry_after: float | None = None
+    # What a later replay of this step needs that neither its config nor its output says
+    # (git-commit's dates and tree), recorded in the Promotion's status. Strings only, nothing
+    # secret: the status is readable by anyone who may read the Promotion.
+    replay_data: Mapping[str, str] | None = None
+    # Only in a replay: the output differs from the recorded one and replaces it (git-commit
+    # committing again a commit that was never pushed, so nothing outside has seen its ID).
+    replaces_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,6 +165,22 @@ class StepServices:
 
 
 @dataclass(frozen=True)
+class Replaying:
+    """Set on :attr:`StepContext.replay` while a replica rebuilds the work directory.
+
+    A ``LOCAL`` step then reproduces what it did before (git-clone checks out the recorded
+    commits, not the branches' new tips; git-commit uses the recorded dates) and must not reach
+    anything outside the work directory it has not read before. An ``EXTERNAL`` step's ``verify``
+    hook gets the same, to check its recorded effect.
+    """
+
+    # The output recorded when the step ran.
+    output: Mapping[str, Any]
+    # What the step recorded for its replay (StepResult.replay_data); empty if nothing was.
+    data: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class StepContext:
     """Everything a step may know about the Promotion it runs in."""
 
@@ -160,6 +201,8 @@ class StepContext:
     now: datetime
     # When the step first started (for retry.timeout and for steps that wait).
     started_at: datetime | None = None
+    # Set while the step is replayed to rebuild the work directory (see Replaying).
+    replay: Replaying | None = None
 
     def path(self, relative: str, *, field_name: str = "path") -> Path:
         """Resolve a config path inside the work directory, refusing any way out of it.
@@ -202,19 +245,64 @@ class StepContext:
 
 
 class Step(Protocol):
-    """A promotion step kind (``uses: <kind>``)."""
+    """A promotion step kind (``uses: <kind>``).
+
+    Optionally also ``effect: Effect`` (see :func:`effect_of`), ``uses_work_dir: bool`` (see
+    :func:`uses_work_dir_of`) and, for an ``EXTERNAL`` step, ``async verify(ctx, config) ->
+    None`` (see :data:`VerifyFunction`).
+    """
 
     async def run(self, ctx: StepContext, config: Mapping[str, Any]) -> StepResult: ...
 
 
 StepFunction = Callable[[StepContext, Mapping[str, Any]], Awaitable[StepResult]]
+# ``verify(ctx, config)`` of an EXTERNAL step, called in a replay instead of running it again,
+# with ``ctx.replay`` set: check that the recorded effect is there (raise a terminal StepError
+# saying what is missing; a non-terminal one when it cannot be checked right now) and bring the
+# work directory in line with it (git-push: the worktree at the pushed commit). Never repeats
+# the effect.
+VerifyFunction = Callable[[StepContext, Mapping[str, Any]], Awaitable[None]]
+
+
+def effect_of(step: object) -> Effect:
+    """A step's declared :class:`Effect`; ``EXTERNAL`` for a step that declares none."""
+    effect = getattr(step, "effect", None)
+    return effect if isinstance(effect, Effect) else Effect.EXTERNAL
+
+
+def uses_work_dir_of(step: object) -> bool:
+    """Whether a step reads or writes the Promotion's work directory (True unless it says not).
+
+    A Promotion whose steps never do (``compose-output``, ``http``, ``argocd-update``...) has
+    nothing to rebuild, and a ``LOCAL`` step that does not is not replayed: its recorded output
+    is all it left.
+    """
+    return getattr(step, "uses_work_dir", True) is not False
+
+
+def verifier_of(step: object) -> VerifyFunction | None:
+    """An ``EXTERNAL`` step's ``verify`` hook, if it has one."""
+    if effect_of(step) is not Effect.EXTERNAL:
+        return None
+    hook = getattr(step, "verify", None)
+    return hook if callable(hook) else None
 
 
 class FunctionStep:
     """Adapts a plain ``async def step(ctx, config)`` function to :class:`Step`."""
 
-    def __init__(self, fn: StepFunction) -> None:
+    def __init__(
+        self,
+        fn: StepFunction,
+        *,
+        effect: Effect = Effect.EXTERNAL,
+        verify: VerifyFunction | None = None,
+        uses_work_dir: bool = True,
+    ) -> None:
         self._fn = fn
+        self.effect = effect
+        self.verify = verify
+        self.uses_work_dir = uses_work_dir
 
     async def run(self, ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         return await self._fn(ctx, config)

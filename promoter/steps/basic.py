@@ -7,6 +7,7 @@ from typing import Any
 
 from promoter.steps.base import (
     Config,
+    Effect,
     FunctionStep,
     Step,
     StepContext,
@@ -27,7 +28,9 @@ async def fail(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     return failed(message or "failed by the fail step")
 
 
+# Both only shape data from their inputs and touch no files: nothing to rebuild, their recorded
+# outputs are all a replay needs.
 STEPS: dict[str, Step] = {
-    "compose-output": FunctionStep(compose_output),
-    "fail": FunctionStep(fail),
+    "compose-output": FunctionStep(compose_output, effect=Effect.LOCAL, uses_work_dir=False),
+    "fail": FunctionStep(fail, effect=Effect.LOCAL, uses_work_dir=False),
 }

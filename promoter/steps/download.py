@@ -12,12 +12,17 @@ same config checks and the same redaction, so header and query values never appe
 Bodies larger than ``HttpSettings.max_download_bytes`` (Kargo's 100 MiB by default) are refused.
 The body is streamed into a temporary file next to ``outPath`` and renamed over it only once
 complete, so a failed or interrupted download never leaves a partial file.
+
+A download only changes the work directory, so a replica that rebuilds the work directory
+downloads again; the SHA-256 of what was downloaded first is recorded for that replay
+(``StepResult.replay_data``), and a file that has changed since is refused rather than used.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -28,7 +33,15 @@ from typing import Any
 
 from promoter.errors import StepError
 from promoter.steps import http
-from promoter.steps.base import Config, FunctionStep, Step, StepContext, StepResult, succeeded
+from promoter.steps.base import (
+    Config,
+    Effect,
+    FunctionStep,
+    Step,
+    StepContext,
+    StepResult,
+    StepStatus,
+)
 from promoter.steps.files import file_target
 
 KIND = "http-download"
@@ -142,10 +155,12 @@ async def http_download_step(ctx: StepContext, config: Mapping[str, Any]) -> Ste
     await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     tmp = Path(tmp_name)
+    digest = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as handle:
 
             async def write(chunk: bytes) -> None:
+                digest.update(chunk)
                 await asyncio.to_thread(handle.write, chunk)
 
             try:
@@ -159,12 +174,30 @@ async def http_download_step(ctx: StepContext, config: Mapping[str, Any]) -> Ste
             message = _refused_message(spec, response)
             # Kargo retries a refused download like any other error, up to errorThreshold.
             raise StepError(redact(f"{KIND}: {where}: {message}"))
+        sha256 = digest.hexdigest()
+        recorded = ctx.replay.data.get(SHA256_KEY) if ctx.replay is not None else None
+        if recorded and recorded != sha256:
+            raise StepError(
+                redact(
+                    f"{KIND}: {where} now serves other content than when this step first ran "
+                    f"(SHA-256 {sha256[:12]}, was {recorded[:12]}); the work directory cannot be "
+                    "rebuilt as it was"
+                ),
+                terminal=True,
+            )
         size = await asyncio.to_thread(_move_into_place, tmp, target, spec)
     finally:
         await asyncio.to_thread(_discard, tmp)
-    return succeeded(message=redact(f"downloaded {size} bytes from {where} to {spec.out_path}"))
+    return StepResult(
+        StepStatus.SUCCEEDED,
+        message=redact(f"downloaded {size} bytes from {where} to {spec.out_path}"),
+        replay_data={SHA256_KEY: sha256},
+    )
 
 
-STEPS: dict[str, Step] = {KIND: FunctionStep(http_download_step)}
+# What a replay compares the new download with.
+SHA256_KEY = "sha256"
+
+STEPS: dict[str, Step] = {KIND: FunctionStep(http_download_step, effect=Effect.LOCAL)}
 
 __all__: Sequence[str] = ("DEFAULT_TIMEOUT_SECONDS", "STEPS", "DownloadSpec", "http_download_step")

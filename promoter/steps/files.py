@@ -38,6 +38,7 @@ from promoter.errors import StepError
 from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.steps.base import (
     Config,
+    Effect,
     FunctionStep,
     Step,
     StepContext,
@@ -1441,14 +1442,15 @@ copy = _in_thread(_copy)
 delete = _in_thread(_delete)
 file_write = _in_thread(_file_write)
 
+# All of them read and write the work directory only: a replay runs them again.
 STEPS: dict[str, Step] = {
-    "yaml-update": FunctionStep(yaml_update),
-    "json-update": FunctionStep(json_update),
-    "yaml-parse": FunctionStep(yaml_parse),
-    "json-parse": FunctionStep(json_parse),
-    "kustomize-set-image": FunctionStep(kustomize_set_image),
-    "helm-update-chart": FunctionStep(helm_update_chart),
-    "copy": FunctionStep(copy),
-    "delete": FunctionStep(delete),
-    "file-write": FunctionStep(file_write),
+    "yaml-update": FunctionStep(yaml_update, effect=Effect.LOCAL),
+    "json-update": FunctionStep(json_update, effect=Effect.LOCAL),
+    "yaml-parse": FunctionStep(yaml_parse, effect=Effect.LOCAL),
+    "json-parse": FunctionStep(json_parse, effect=Effect.LOCAL),
+    "kustomize-set-image": FunctionStep(kustomize_set_image, effect=Effect.LOCAL),
+    "helm-update-chart": FunctionStep(helm_update_chart, effect=Effect.LOCAL),
+    "copy": FunctionStep(copy, effect=Effect.LOCAL),
+    "delete": FunctionStep(delete, effect=Effect.LOCAL),
+    "file-write": FunctionStep(file_write, effect=Effect.LOCAL),
 }

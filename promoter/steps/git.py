@@ -17,6 +17,15 @@ Steps discover their earlier work instead of trusting memory: ``git-clone`` reus
 and resets a worktree it finds at its own path, ``git-commit`` with nothing to commit returns the
 current HEAD, and ``git-push`` of a commit the remote already has is a no-op.
 
+A replica that rebuilds the work directory (:mod:`promoter.replay`) replays ``git-clone``,
+``git-clear``, ``git-commit`` and ``git-tag`` (``Effect.LOCAL``) and never pushes: ``git-clone``
+checks out the commits it recorded (not the branches' tips, which may have moved, by our own
+push among others) and creates no branch; ``git-commit`` and ``git-tag`` reuse the dates they
+recorded, so the same tree on the same parent gives the very same commit (and tag) ID, and a tree
+that comes out different is refused. ``git-push`` (``Effect.EXTERNAL``) is only verified: the
+pushed commit must still be on the branch (or the tag on the remote), and the worktree is moved to
+it, as the push left it.
+
 Credentials never come from manifests: a ``repoURL`` with userinfo is refused, and every message
 built from git's output passes through :meth:`StepContext.redact` and has URL userinfo stripped.
 Remotes are reached with whatever ``GitSettings.env`` configures (``url.<base>.insteadOf``, a
@@ -52,11 +61,14 @@ from promoter.errors import StepError
 from promoter.steps.base import (
     PRIVATE_DIR,
     Config,
+    Effect,
     FunctionStep,
     GitCredential,
+    Replaying,
     Step,
     StepContext,
     StepResult,
+    StepStatus,
     failed,
     succeeded,
 )
@@ -112,6 +124,14 @@ _REPOSITORY_VARS = frozenset(
 )
 
 _HEX_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")
+_OBJECT_ID_RE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+# git's internal date format (``--date=raw``), which GIT_AUTHOR_DATE and friends accept back.
+_RAW_DATE_RE = re.compile(r"^\d{1,12} [+-]\d{4}$")
+# What git-commit and git-tag record for a replay (StepResult.replay_data).
+TREE_KEY = "tree"
+AUTHOR_DATE_KEY = "authorDate"
+COMMITTER_DATE_KEY = "committerDate"
+TAGGER_DATE_KEY = "taggerDate"
 _URL_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 _SCP_LIKE_RE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]+$")
 _ALLOWED_SCHEMES = frozenset({"https", "http", "ssh", "git"})
@@ -860,7 +880,9 @@ async def _create_branch(git: _Git, repo: Path, branch: str, repo_url: str) -> s
     )
 
 
-async def _resolve_commit(git: _Git, repo: Path, sha: str, repo_url: str) -> str:
+async def _resolve_commit(
+    git: _Git, repo: Path, sha: str, repo_url: str, *, recorded_for: str | None = None
+) -> str:
     found = await git.try_run("rev-parse", "--verify", "-q", f"{sha}^{{commit}}", cwd=repo)
     if found.ok:
         return found.stdout.strip()
@@ -870,6 +892,13 @@ async def _resolve_commit(git: _Git, repo: Path, sha: str, repo_url: str) -> str
         found = await git.try_run("rev-parse", "--verify", "-q", f"{sha}^{{commit}}", cwd=repo)
         if found.ok:
             return found.stdout.strip()
+    if recorded_for is not None:
+        raise StepError(
+            f"git-clone: commit {sha}, which checkout {recorded_for!r} had when this step first "
+            f"ran, is no longer in {strip_userinfo(repo_url)} (its history was rewritten?), so "
+            "the checkout cannot be made as it was",
+            terminal=True,
+        )
     raise StepError(
         f"git-clone: commit {sha} was not found in {strip_userinfo(repo_url)}", terminal=True
     )
@@ -912,24 +941,39 @@ async def _default_branch(git: _Git, repo: Path) -> str:
 
 
 async def _checkout(
-    git: _Git, repo: Path, plan: ClonePlan, ck: CheckoutPlan, refs: dict[str, str]
+    git: _Git,
+    repo: Path,
+    plan: ClonePlan,
+    ck: CheckoutPlan,
+    refs: dict[str, str],
+    pinned: str | None = None,
 ) -> str:
-    """Add the worktree for one checkout and return the commit it has checked out."""
+    """Add the worktree for one checkout and return the commit it has checked out.
+
+    ``pinned`` (a replay): check out that commit, on the branch if the checkout names one,
+    instead of resolving the ref; nothing is created on the remote.
+    """
     branch: str | None = None
     if ck.kind in ("branch", "default"):
         branch = ck.ref if ck.kind == "branch" else await _default_branch(git, repo)
-        sha = refs.get(f"refs/remotes/origin/{branch}")
-        if sha is None:
+    if pinned is not None:
+        sha = await _resolve_commit(git, repo, pinned, plan.repo_url, recorded_for=ck.key)
+    elif branch is not None:
+        tip = refs.get(f"refs/remotes/origin/{branch}")
+        if tip is None:
             if not ck.create:
                 raise StepError(
                     f"git-clone: branch {branch!r} does not exist in "
                     f"{strip_userinfo(plan.repo_url)}; set create: true to create it",
                     terminal=True,
                 )
-            sha = await _create_branch(git, repo, branch, plan.repo_url)
+            tip = await _create_branch(git, repo, branch, plan.repo_url)
+        sha = tip
     elif ck.kind == "tag":
-        sha = refs.get(f"refs/tags/{ck.ref}")
-        if sha is None:
+        tagged = refs.get(f"refs/tags/{ck.ref}")
+        if tagged is not None:
+            sha = tagged
+        else:
             await git.try_run(
                 "fetch", "-q", "origin", f"+refs/tags/{ck.ref}:refs/tags/{ck.ref}", cwd=repo
             )
@@ -975,12 +1019,31 @@ async def _checkout(
     return sha
 
 
+def _pinned_commits(ctx: StepContext, plan: ClonePlan) -> dict[str, str] | None:
+    """In a replay, the commit each checkout had, from the recorded output; else None."""
+    if ctx.replay is None:
+        return None
+    recorded = ctx.replay.output.get("commits")
+    pinned: dict[str, str] = {}
+    for ck in plan.checkouts:
+        sha = recorded.get(ck.key) if isinstance(recorded, Mapping) else None
+        if not isinstance(sha, str) or not _HEX_RE.match(sha):
+            raise StepError(
+                f"git-clone: the recorded output names no commit for checkout {ck.key!r}, so "
+                "the checkout cannot be made as it was",
+                terminal=True,
+            )
+        pinned[ck.key] = sha.lower()
+    return pinned
+
+
 async def git_clone(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     """``git-clone``: one bare clone of ``repoURL``, one worktree per ``checkout[]`` entry.
 
     Output: ``{"commits": {<as or path>: <sha checked out>}}`` (Kargo's output).
     """
     plan = plan_clone(ctx, config)
+    pinned = _pinned_commits(ctx, plan)
     git = _Git(ctx, "git-clone")
     await git.authenticate(plan.repo_url)
     repo, fresh = await _ensure_clone(git, plan)
@@ -992,7 +1055,9 @@ async def git_clone(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     refs = await _remote_refs(git, repo)
     commits: dict[str, str] = {}
     for ck in plan.checkouts:
-        commits[ck.key] = await _checkout(git, repo, plan, ck, refs)
+        commits[ck.key] = await _checkout(
+            git, repo, plan, ck, refs, pinned[ck.key] if pinned is not None else None
+        )
     return succeeded({"commits": commits})
 
 
@@ -1045,11 +1110,17 @@ def _commit_message(ctx: StepContext, cfg: Config) -> str:
     return message
 
 
+def _recorded_date(replaying: Replaying | None, key: str) -> str | None:
+    value = replaying.data.get(key) if replaying is not None else None
+    return value if value and _RAW_DATE_RE.match(value) else None
+
+
 async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     """``git-commit``: stage everything and commit; with nothing to commit, report HEAD.
 
     Output: ``{"commit": <sha>}``. Author: ``config.author`` > git-clone's ``author`` >
-    GitSettings; the committer is always GitSettings' identity.
+    GitSettings; the committer is always GitSettings' identity. Recorded for a replay: the
+    commit's tree and its author and committer dates.
     """
     cfg = Config("git-commit", config)
     path = _open_worktree(ctx, "git-commit", cfg)
@@ -1060,18 +1131,73 @@ async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         git.env["GIT_AUTHOR_NAME"] = name
     if email:
         git.env["GIT_AUTHOR_EMAIL"] = email
+    # Replaying: the recorded dates make the same tree on the same parent the same commit ID.
+    for variable, key in (
+        ("GIT_AUTHOR_DATE", AUTHOR_DATE_KEY),
+        ("GIT_COMMITTER_DATE", COMMITTER_DATE_KEY),
+    ):
+        date = _recorded_date(ctx.replay, key)
+        if date:
+            git.env[variable] = date
     await git.run("add", "-A", cwd=path)
     staged = await git.try_run("diff", "--cached", "--quiet", cwd=path)
     if staged.returncode not in (0, 1):
         raise git.error("could not compare the working tree with HEAD", staged)
+    note = ""
     if staged.returncode == 0:
-        head = await git.run("rev-parse", "HEAD", cwd=path)
-        return succeeded({"commit": head}, message="nothing to commit")
-    await git.run(
-        "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-", cwd=path, stdin=message
+        note = "nothing to commit"
+    else:
+        await git.run(
+            "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-",
+            cwd=path, stdin=message,
+        )  # fmt: skip
+    head, tree, author_date, committer_date = (
+        await git.run("log", "-1", "--date=raw", "--format=%H%n%T%n%ad%n%cd", "HEAD", cwd=path)
+    ).splitlines()
+    data = {TREE_KEY: tree, AUTHOR_DATE_KEY: author_date, COMMITTER_DATE_KEY: committer_date}
+    if ctx.replay is not None:
+        return await _replayed_commit(git, path, ctx.replay, head, tree)
+    return StepResult(StepStatus.SUCCEEDED, note, {"commit": head}, replay_data=data)
+
+
+async def _replayed_commit(
+    git: _Git, path: Path, replaying: Replaying, head: str, tree: str
+) -> StepResult:
+    """Judge a replayed commit against the one recorded: the same, the same content, or refused.
+
+    The same ID is the rule (same parent, tree, message, identity and dates). Otherwise the tree
+    must be the recorded one (from the replay data, or from the recorded commit itself when the
+    remote has it); then HEAD moves to the recorded commit when it exists (it was pushed, so
+    its ID matters), and the new commit replaces it when it does not (it was never pushed, so
+    no one has seen its ID).
+    """
+    recorded = str(replaying.output.get("commit") or "").lower()
+    if head == recorded:
+        return succeeded({"commit": head})
+    known = (
+        bool(_OBJECT_ID_RE.match(recorded))
+        and (await git.try_run("cat-file", "-e", f"{recorded}^{{commit}}", cwd=path)).ok
     )
-    head = await git.run("rev-parse", "HEAD", cwd=path)
-    return succeeded({"commit": head})
+    expected = replaying.data.get(TREE_KEY) or (
+        await git.run("rev-parse", f"{recorded}^{{tree}}", cwd=path) if known else ""
+    )
+    if expected and expected != tree:
+        raise StepError(
+            f"git-commit: the rebuilt working tree (tree {tree[:12]}) is not the one it "
+            f"committed before as {recorded[:12]} (tree {expected[:12]}); the files came out "
+            "differently, and another commit is not what was recorded",
+            terminal=True,
+        )
+    if known:
+        await git.run("reset", "-q", "--soft", recorded, cwd=path)
+        return succeeded({"commit": recorded}, message=f"{recorded[:12]} has the same tree")
+    return StepResult(
+        StepStatus.SUCCEEDED,
+        message=f"committed again as {head[:12]}: {recorded[:12] or 'the recorded commit'} was "
+        "never pushed",
+        output={"commit": head},
+        replaces_output=True,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1103,6 +1229,10 @@ async def git_tag(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
             git.env["GIT_COMMITTER_NAME"] = name
         if email:
             git.env["GIT_COMMITTER_EMAIL"] = email
+    # Replaying: the recorded date makes the same tag object, which a pushed tag must be.
+    date = _recorded_date(ctx.replay, TAGGER_DATE_KEY)
+    if date:
+        git.env["GIT_COMMITTER_DATE"] = date
     head = await git.run("rev-parse", "HEAD", cwd=path)
     existing = await git.try_run(
         "rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}", cwd=path
@@ -1112,7 +1242,14 @@ async def git_tag(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
             return succeeded({"tag": tag, "commit": head}, message="tag already exists")
         raise StepError(f"git-tag: tag {tag!r} already exists on another commit", terminal=True)
     await git.run("tag", "-a", "-F", "-", tag, head, cwd=path, stdin=message)
-    return succeeded({"tag": tag, "commit": head})
+    tagged = await git.run(
+        "for-each-ref", "--format=%(taggerdate:raw)", f"refs/tags/{tag}", cwd=path
+    )
+    return StepResult(
+        StepStatus.SUCCEEDED,
+        output={"tag": tag, "commit": head},
+        replay_data={TAGGER_DATE_KEY: tagged} if _RAW_DATE_RE.match(tagged) else None,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1331,16 +1468,104 @@ async def _push_tag(
     return succeeded(output)
 
 
+async def verify_push(ctx: StepContext, config: Mapping[str, Any]) -> None:
+    """In a replay: check the recorded push is on the remote, and put the worktree where the push
+    left it (at the pushed commit, which a rebase onto others' work may have made). Never pushes.
+    """
+    assert ctx.replay is not None
+    cfg = Config("git-push", config)
+    path = _open_worktree(ctx, "git-push", cfg)
+    plan = plan_push(ctx, cfg)
+    recorded = ctx.replay.output
+    commit = str(recorded.get("commit") or "").lower()
+    if not _OBJECT_ID_RE.match(commit):
+        raise StepError(
+            "git-push: the recorded output names no pushed commit to look for", terminal=True
+        )
+    git = _Git(ctx, "git-push")
+    repo_url = await _remote_url(git, path)
+    where = strip_userinfo(repo_url)
+    await git.authenticate(repo_url)
+    if plan.tag is not None:
+        tag = plan.tag
+        listed = await git.try_run(
+            "ls-remote", "origin", f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}", cwd=path
+        )
+        if not listed.ok:
+            raise git.error(f"could not read tag {tag!r} from {where}", listed)
+        found: dict[str, str] = {}
+        for line in listed.stdout.splitlines():
+            sha, _, ref = line.partition("\t")
+            found[ref.strip()] = sha.strip()
+        peeled = found.get(f"refs/tags/{tag}^{{}}") or found.get(f"refs/tags/{tag}")
+        if peeled != commit:
+            raise StepError(
+                f"git-push: tag {tag!r} in {where} "
+                + (f"is on {peeled[:12]}" if peeled else "is gone")
+                + f", not on {commit[:12]} where this step pushed it; not pushing again",
+                terminal=True,
+            )
+        return
+    branch = str(recorded.get("branch") or plan.target_branch or "")
+    if ref_name_problem(branch) is not None:
+        raise StepError("git-push: the recorded output names no branch to look at", terminal=True)
+    fetched = await git.try_run(
+        "fetch", "-q", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}", cwd=path
+    )
+    if not fetched.ok:
+        if "couldn't find remote ref" in fetched.stderr.lower():
+            raise StepError(
+                f"git-push: branch {branch!r}, where this step pushed {commit[:12]}, is gone from "
+                f"{where}; not pushing again",
+                terminal=True,
+            )
+        raise git.error(f"could not fetch branch {branch!r}", fetched)
+    contained = await git.try_run(
+        "merge-base", "--is-ancestor", commit, f"refs/remotes/origin/{branch}", cwd=path
+    )
+    if not contained.ok:
+        raise StepError(
+            f"git-push: branch {branch!r} of {where} no longer contains {commit[:12]}, which this "
+            "step pushed (it was rewritten since); not pushing again",
+            terminal=True,
+        )
+    head = await git.run("rev-parse", "HEAD", cwd=path)
+    if head == commit:
+        return
+    # The push rebased the commit onto what others had pushed meanwhile: the pushed commit must
+    # then be this one's rebase (the same change), or already contain it.
+    ancestor = await git.try_run("merge-base", "--is-ancestor", head, commit, cwd=path)
+    if not ancestor.ok and not await _same_change(git, path, head, commit):
+        raise StepError(
+            f"git-push: the rebuilt commit {head[:12]} is not the change this step pushed as "
+            f"{commit[:12]}; the work directory cannot be rebuilt as the push left it",
+            terminal=True,
+        )
+    await git.run("reset", "-q", "--hard", commit, cwd=path)
+
+
+async def _same_change(git: _Git, path: Path, a: str, b: str) -> bool:
+    """Whether two commits make the same change: git's stable patch IDs, which a rebase keeps."""
+    ids = []
+    for commit in (a, b):
+        diff = await git.run("diff-tree", "-p", "--no-commit-id", "--root", commit, cwd=path)
+        listed = await git.run("patch-id", "--stable", cwd=path, stdin=diff + "\n")
+        ids.append(listed.split(" ", 1)[0])
+    return bool(ids[0]) and ids[0] == ids[1]
+
+
 # --------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------
 
 STEPS: dict[str, Step] = {
-    "git-clone": FunctionStep(git_clone),
-    "git-clear": FunctionStep(git_clear),
-    "git-commit": FunctionStep(git_commit),
-    "git-tag": FunctionStep(git_tag),
-    "git-push": FunctionStep(git_push),
+    # Local: they change the Promotion's clone and worktrees only. git-clone's `create: true`
+    # pushes an empty branch the first time, never in a replay (the branch exists by then).
+    "git-clone": FunctionStep(git_clone, effect=Effect.LOCAL),
+    "git-clear": FunctionStep(git_clear, effect=Effect.LOCAL),
+    "git-commit": FunctionStep(git_commit, effect=Effect.LOCAL),
+    "git-tag": FunctionStep(git_tag, effect=Effect.LOCAL),
+    "git-push": FunctionStep(git_push, effect=Effect.EXTERNAL, verify=verify_push),
 }
 
 __all__: Sequence[str] = [

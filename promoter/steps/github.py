@@ -16,6 +16,11 @@ the same shape. Configs follow Kargo's schemas (``git-open-pr-config.json`` and 
 - ``git-merge-pr{repoURL, prNumber, mergeMethod?, wait?}``: merges; an already merged PR is
   success; with ``wait`` a PR GitHub will not merge yet (checks pending) keeps the step Running.
 
+All three act on GitHub (``Effect.EXTERNAL``): a replica rebuilding the work directory never runs
+them again. Their ``verify`` hooks check what they recorded instead: the pull request
+``git-open-pr`` opened still exists; the one ``git-wait-for-pr``/``git-merge-pr`` saw merged is
+merged, by the recorded merge commit.
+
 GitHub being briefly unavailable (rate limits, 5xx, network) is not a reason to fail a Promotion:
 the port raises ``StepError`` with ``retry_after`` for those, and the steps report Running and
 come back after that delay. Only after :data:`MAX_TEMPORARY_FAILURES` such attempts in a row does
@@ -33,6 +38,7 @@ from promoter.errors import InvalidInput, StepError
 from promoter.model import parse_duration
 from promoter.steps.base import (
     Config,
+    Effect,
     FunctionStep,
     Step,
     StepContext,
@@ -414,6 +420,54 @@ async def git_merge_pr(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
     return pr_outcome(merged, poll, kind)
 
 
+# ---- checks in a replay ------------------------------------------------------------------------
+
+
+async def _recorded_pr(ctx: StepContext, config: Mapping[str, Any], kind: str) -> PullRequest:
+    """The pull request a step recorded, as GitHub has it now."""
+    assert ctx.replay is not None
+    cfg = Config(kind, config)
+    repo_url = _repo_url(cfg, kind)
+    recorded = ctx.replay.output.get("pr")
+    number = recorded.get("id") if isinstance(recorded, Mapping) else None
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise StepError(f"{kind}: the recorded output names no pull request", terminal=True)
+    port = _port(ctx, kind)
+    try:
+        return await _call(port.get(repo_url, number))
+    except _Temporary as problem:
+        raise StepError(
+            f"{kind}: {problem.error.message}", retry_after=problem.error.retry_after
+        ) from None
+
+
+async def verify_open_pr(ctx: StepContext, config: Mapping[str, Any]) -> None:
+    """The pull request opened (or adopted) is still there; it is not opened again."""
+    await _recorded_pr(ctx, config, "git-open-pr")
+
+
+async def _verify_merged(ctx: StepContext, config: Mapping[str, Any], kind: str) -> None:
+    """The pull request seen merged is merged, by the merge commit recorded."""
+    assert ctx.replay is not None
+    pr = await _recorded_pr(ctx, config, kind)
+    commit = str(ctx.replay.output.get("commit") or "")
+    if not pr.merged or (commit and pr.merge_commit and pr.merge_commit != commit):
+        raise StepError(
+            f"{kind}: pull request #{pr.number} is "
+            + ("not merged" if not pr.merged else f"merged as {pr.merge_commit}")
+            + f" now, but this step recorded it merged as {commit or 'a commit'}",
+            terminal=True,
+        )
+
+
+async def verify_waited_pr(ctx: StepContext, config: Mapping[str, Any]) -> None:
+    await _verify_merged(ctx, config, "git-wait-for-pr")
+
+
+async def verify_merged_pr(ctx: StepContext, config: Mapping[str, Any]) -> None:
+    await _verify_merged(ctx, config, "git-merge-pr")
+
+
 # ---- helpers for adapters ----------------------------------------------------------------------
 
 _REPO_PATH = re.compile(r"^/*(?P<owner>[^/]+)/(?P<repo>[^/]+?)(?:\.git)?/*$")
@@ -441,9 +495,12 @@ def repo_full_name(repo_url: str) -> str:
 
 
 STEPS: dict[str, Step] = {
-    "git-open-pr": FunctionStep(git_open_pr),
-    "git-wait-for-pr": FunctionStep(git_wait_for_pr),
-    "git-merge-pr": FunctionStep(git_merge_pr),
+    kind: FunctionStep(fn, effect=Effect.EXTERNAL, verify=verify, uses_work_dir=False)
+    for kind, fn, verify in (
+        ("git-open-pr", git_open_pr, verify_open_pr),
+        ("git-wait-for-pr", git_wait_for_pr, verify_waited_pr),
+        ("git-merge-pr", git_merge_pr, verify_merged_pr),
+    )
 }
 
 __all__: Sequence[str] = [

@@ -54,6 +54,7 @@ from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.expressions.errors import ExpressionSyntaxError
 from promoter.steps.base import (
     Config,
+    Effect,
     FunctionStep,
     HttpSettings,
     Step,
@@ -904,7 +905,11 @@ async def http_step(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     return _redacted(result, redact)
 
 
-STEPS: dict[str, Step] = {KIND: FunctionStep(http_step)}
+# A request may change the world (a POST, a webhook that deploys): never sent twice. Its
+# recorded outputs stand in a replay; there is nothing of its own to check.
+STEPS: dict[str, Step] = {
+    KIND: FunctionStep(http_step, effect=Effect.EXTERNAL, uses_work_dir=False)
+}
 
 __all__: Sequence[str] = (
     "STEPS",

@@ -13,7 +13,7 @@ from typing import Any
 
 from promoter.errors import StepError
 from promoter.metadata import MetadataStore, parse_updates
-from promoter.steps.base import FunctionStep, Step, StepContext, StepResult, succeeded
+from promoter.steps.base import Effect, FunctionStep, Step, StepContext, StepResult, succeeded
 
 KIND = "set-metadata"
 PORT_KEY = "metadata"
@@ -45,4 +45,8 @@ async def set_metadata(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
     return succeeded(message=f"set metadata on {done}")
 
 
-STEPS: dict[str, Step] = {KIND: FunctionStep(set_metadata)}
+# Writes cluster objects: never repeated by a replay (later steps may have changed the same keys
+# since, so there is nothing to check either).
+STEPS: dict[str, Step] = {
+    KIND: FunctionStep(set_metadata, effect=Effect.EXTERNAL, uses_work_dir=False)
+}

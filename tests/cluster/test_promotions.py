@@ -10,7 +10,7 @@ second sync.
 from __future__ import annotations
 
 import asyncio
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
 from tests.support.argocd import KubernetesApps, Outcome, make_app
 from tests.support.controller import wait_for_object, wait_terminal
-from tests.support.gitrepo import git_env, make_remote
+from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 from tests.test_faults import (
     DEMO_URL,
     FREIGHT,
@@ -30,15 +30,24 @@ from tests.test_faults import (
     server_processes,
     sigkill_stage,
 )
+from tests.test_replicas import lease_holder
+from tests.test_replicas import wait_until as eventually
 
 NS = "kargo-demo"
 PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"
 FREIGHT_NAME = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"
-LEASE = ("default", "longshoreman-controller")
 
 
-async def prepare(cluster: Cluster, stage: str) -> tuple[k.Kube, KubernetesApps]:
-    """CRDs, the example project, a git + argocd-update Stage and its Application."""
+@dataclass
+class World:
+    kube: k.Kube
+    apps: KubernetesApps
+    remote: RemoteRepo
+    git_config: str
+
+
+async def prepare(cluster: Cluster, stage: str, tmp_path: Path) -> World:
+    """CRDs, the example project, a git + argocd-update Stage, its Application and git remote."""
     await cluster.install_crds()
     kube = cluster.kube()
     await seed(kube, [PROJECT])
@@ -50,7 +59,9 @@ async def prepare(cluster: Cluster, stage: str) -> tuple[k.Kube, KubernetesApps]
             stage, authorized=f"{NS}:{stage}", repo_url=DEMO_URL, target_revision=f"stage/{stage}"
         )
     )
-    return kube, apps
+    remote = make_remote(tmp_path, files=seed_files())
+    config = git_env(tmp_path, {remote.url: DEMO_URL})["GIT_CONFIG_GLOBAL"]
+    return World(kube, apps, remote, config)
 
 
 def server_env(cluster: Cluster, tmp_path: Path, git_config: str, **extra: str) -> dict[str, str]:
@@ -77,13 +88,12 @@ def operation_phase(app: dict[str, Any]) -> str:
 async def test_a_git_and_argocd_promotion_pushes_once_syncs_once_and_succeeds(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    kube, apps = await prepare(cluster, "qa")
-    remote = make_remote(tmp_path, files=seed_files())
-    genv = git_env(tmp_path, {remote.url: DEMO_URL})
-    argocd = GitArgoCD(apps, remote)
+    w = await prepare(cluster, "qa", tmp_path)
+    kube, remote = w.kube, w.remote
+    argocd = GitArgoCD(w.apps, remote)
     async with server_processes() as servers, argocd.running(interval=0.02):
         server = await ServerProcess.start(
-            server_env(cluster, tmp_path, genv["GIT_CONFIG_GLOBAL"]),
+            server_env(cluster, tmp_path, w.git_config),
             tmp_path / "server.log",
             servers,
         )
@@ -113,14 +123,13 @@ async def test_a_git_and_argocd_promotion_pushes_once_syncs_once_and_succeeds(
 async def test_an_aborted_promotion_terminates_the_argocd_operation_it_started(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    kube, apps = await prepare(cluster, "qa")
-    remote = make_remote(tmp_path, files=seed_files())
-    genv = git_env(tmp_path, {remote.url: DEMO_URL})
-    argocd = GitArgoCD(apps, remote)
+    w = await prepare(cluster, "qa", tmp_path)
+    kube, remote = w.kube, w.remote
+    argocd = GitArgoCD(w.apps, remote)
     argocd.script("argocd", "qa", Outcome("hang"))
     async with server_processes() as servers, argocd.running(interval=0.02):
         await ServerProcess.start(
-            server_env(cluster, tmp_path, genv["GIT_CONFIG_GLOBAL"]),
+            server_env(cluster, tmp_path, w.git_config),
             tmp_path / "server.log",
             servers,
         )
@@ -147,36 +156,18 @@ async def test_an_aborted_promotion_terminates_the_argocd_operation_it_started(
         assert len(argocd.started) == 1
 
 
-async def lease_holder(kube: k.Kube) -> str:
-    try:
-        lease = await kube.get(k.LEASES, *LEASE)
-    except k.NotFound:
-        return ""
-    return str((lease.get("spec") or {}).get("holderIdentity") or "")
-
-
-async def eventually(predicate: Any, within: float, what: str) -> float:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if await predicate():
-            return time.monotonic()
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{what} did not happen within {within}s")
-
-
 async def test_the_standby_finishes_a_promotion_after_the_leader_is_sigkilled(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    kube, apps = await prepare(cluster, "qa")
-    remote = make_remote(tmp_path, files=seed_files())
-    genv = git_env(tmp_path, {remote.url: DEMO_URL})
+    w = await prepare(cluster, "qa", tmp_path)
+    kube, apps, remote = w.kube, w.apps, w.remote
     lease = {"LEASE_DURATION": "2", "RENEW_DEADLINE": "1.5", "RETRY_PERIOD": "0.3"}
 
     def env(identity: str) -> dict[str, str]:
         return server_env(
             cluster,
             tmp_path,
-            genv["GIT_CONFIG_GLOBAL"],
+            w.git_config,
             LEADER_ELECTION="true",
             POD_NAME=identity,
             **lease,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from app import kube as k
 from app.embedded import seed
@@ -19,71 +18,13 @@ from tests.cluster.support import ROOT, Cluster
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.controller import wait_for_object, wait_terminal
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
+from tests.test_deploy import _analysis_template as analysis_template
+from tests.test_deploy import _history as history
+from tests.test_deploy import _prod_stage as prod_stage
 from tests.test_faults import FREIGHT, ServerProcess, server_processes
 
 NS = "kargo-demo"
 PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"
-
-TEMPLATE = {
-    "apiVersion": "argoproj.io/v1alpha1",
-    "kind": "AnalysisTemplate",
-    "metadata": {"name": "smoke", "namespace": NS},
-    "spec": {
-        "args": [{"name": "url", "value": "http://web.prod.svc/healthz"}],
-        "metrics": [
-            {
-                "name": "smoke",
-                "provider": {
-                    "job": {
-                        "spec": {
-                            "backoffLimit": 0,
-                            "template": {
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [
-                                        {
-                                            "name": "curl",
-                                            "image": "curlimages/curl:8.5.0",
-                                            "args": ["-fsS", "{{args.url}}"],
-                                        }
-                                    ],
-                                }
-                            },
-                        }
-                    }
-                },
-            }
-        ],
-    },
-}
-
-
-def prod_stage() -> dict[str, Any]:
-    return {
-        "metadata": {"name": "prod", "namespace": NS},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "kargo-demo"}, "sources": {"direct": True}}
-            ],
-            "promotionTemplate": {
-                "spec": {
-                    "steps": [
-                        {
-                            "uses": "argocd-update",
-                            "as": "sync",
-                            "config": {"apps": [{"name": "web"}]},
-                        }
-                    ]
-                }
-            },
-            "verification": {"analysisTemplates": [{"name": "smoke"}]},
-        },
-    }
-
-
-def history(stage: dict[str, Any]) -> list[dict[str, Any]]:
-    entries = (stage.get("status") or {}).get("freightHistory") or [{}]
-    return list(entries[0].get("verificationHistory") or [])
 
 
 def forbidden(metrics: str) -> float:
@@ -98,7 +39,7 @@ async def test_the_controller_runs_promotion_and_verification_with_its_rbac_only
     admin = cluster.kube()
     await seed(admin, [PROJECT])
     await cluster.kubectl("create", "namespace", "argocd")
-    await admin.create(k.ANALYSIS_TEMPLATES, TEMPLATE)
+    await analysis_template(admin)
     await admin.create(k.STAGES, prod_stage())
     apps = KubernetesApps(cluster.api_client())
     await apps.put(make_app("web", authorized=f"{NS}:prod"))
