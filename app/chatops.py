@@ -14,10 +14,9 @@ from typing import Any
 
 from app import kube as k
 from app.reconciler import Controller, create_promotion
-from promoter.chatops import PromotionRef, Snapshot
+from promoter.chatops import PromotionRef, Snapshot, not_available
 from promoter.errors import InvalidInput
 from promoter.model import GROUP, name_of
-from promoter.stages import available_to
 
 REVERIFY_ANNOTATION = f"{GROUP}/reverify"
 
@@ -45,12 +44,10 @@ class ClusterPromotions:
         freight_obj = self.controller.freight.get(namespace, freight)
         if freight_obj is None:
             raise InvalidInput(f"Freight {freight!r} not found in namespace {namespace!r}")
-        if not available_to(stage_obj, freight_obj, datetime.now(UTC)):
-            raise InvalidInput(
-                f"Freight {freight_obj.get('alias') or freight!r} is not available to Stage "
-                f"{stage!r}: it must come from a Warehouse the Stage requests directly, or be "
-                "verified in its upstream Stages (and soaked there, if required)"
-            )
+        # Asked again here, at the last moment: a Confirm button is pressed minutes later.
+        refusal = not_available(stage_obj, freight_obj, datetime.now(UTC))
+        if refusal is not None:
+            raise InvalidInput(refusal)
         try:
             created = await create_promotion(
                 self.kube, stage_obj, freight_obj, self.controller.task_source, actor=actor

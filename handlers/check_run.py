@@ -23,9 +23,15 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo
-from promoter.chatops import Snapshot
+from promoter.chatops import (
+    Refusal,
+    Snapshot,
+    abort_targets,
+    freight_of_name,
+    no_verification,
+    not_available,
+)
 from promoter.model import name_of
-from promoter.stages import available_to
 
 log = logging.getLogger(__name__)
 
@@ -123,21 +129,13 @@ async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
         if not decision.allowed:
             await _tell(gh, repo, run, f"@{user}: refused: {decision.reason}. Nothing was changed.")
             return
-        freight = next(
-            (f for f in snapshot.freight if name_of(f) == checks.freight_of(promotion)), None
-        )
-        if (
-            next_stage is None
-            or freight is None
-            or not available_to(next_stage, freight, datetime.now(UTC))
-        ):
-            await _tell(
-                gh,
-                repo,
-                run,
-                f"@{user}: refused: this Freight is not available to Stage `{chosen}` yet "
-                "(not verified here, or still soaking). Nothing was changed.",
-            )
+        freight = freight_of_name(checks.freight_of(promotion), snapshot.freight)
+        if next_stage is None or freight is None:
+            await pressed.tell(f"Stage `{chosen}` or this Freight no longer exists")
+            return
+        refusal = not_available(next_stage, freight, datetime.now(UTC))
+        if refusal is not None:
+            await pressed.tell(f"refused: {refusal}. Nothing was changed.")
             return
         ref = await deps.service.promote(
             namespace, chosen, checks.freight_of(promotion), actor=actor
@@ -149,8 +147,17 @@ async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
         await _tell(gh, repo, run, f"@{user}: refused: {decision.reason}. Nothing was changed.")
         return
     if identifier == checks.ABORT:
+        targets = abort_targets(snapshot, name)
+        if isinstance(targets, Refusal):
+            await pressed.tell(f"refused: {targets.reason}. Nothing was changed.")
+            return
         await deps.service.abort(namespace, name, actor=actor)
     elif identifier == checks.REVERIFY:
+        stage = snapshot.stage(stage_name)
+        refusal = no_verification(stage) if stage is not None else None
+        if refusal is not None:
+            await pressed.tell(f"refused: {refusal}. Nothing was changed.")
+            return
         await deps.service.reverify(namespace, stage_name, actor=actor)
     else:
         log.info("unknown check run action %r", identifier)

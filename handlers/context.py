@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 # Annotations the GitHub front end keeps on a Promotion, so any replica continues after a restart.
 REPLY_ANNOTATION = f"{GROUP}/github-reply"
 CHECKS_ANNOTATION = f"{GROUP}/github-checks"
+# A digest of what a finished Promotion's check runs and reply last showed, so a restarted or new
+# leader that replays every Promotion writes nothing to GitHub for those that did not change.
+SHOWN_ANNOTATION = f"{GROUP}/github-shown"
 # Repository permissions change rarely; a minute of caching spares a request per command.
 PERMISSION_TTL = 60.0
 

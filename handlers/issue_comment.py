@@ -26,20 +26,26 @@ from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import REPLY_ANNOTATION, Deps, event_repo
 from promoter.chatops import (
+    GITHUB_PROMOTERS,
     USAGE,
     Command,
+    Refusal,
     Snapshot,
+    abort_targets,
     freight_for_commit,
+    freight_label,
     github_may_act,
     help_text,
+    listed,
     markdown_table,
+    no_verification,
+    not_available,
     parse_comment,
     resolve_freight,
     stage_rows,
 )
 from promoter.errors import LongshoremanError
-from promoter.model import name_of
-from promoter.stages import available_to
+from promoter.model import meta, name_of
 
 log = logging.getLogger(__name__)
 
@@ -211,12 +217,10 @@ class CommandSession:
             if found is None:
                 return
             freight = found
-        label = str(freight.get("alias") or name_of(freight)[:12])
-        if not available_to(stage, freight, datetime.now(UTC)):
-            await self.refuse(
-                f"Freight `{label}` is not available to Stage `{command.stage}` yet (it must come "
-                "from a Warehouse the Stage requests directly, or be verified upstream)"
-            )
+        label = freight_label(freight)
+        refusal = not_available(stage, freight, datetime.now(UTC))
+        if refusal is not None:
+            await self.refuse(refusal)
             return
         ref = await self.deps.service.promote(
             self.namespace, command.stage, name_of(freight), actor=self.deps.actor(self.user)
@@ -247,33 +251,23 @@ class CommandSession:
 
     async def abort(self, command: Command) -> None:
         snapshot = await self._snapshot()
-        targets: list[Mapping[str, Any]]
-        if command.target is not None:
-            named = [p for p in snapshot.promotions if name_of(p) == command.target]
-            if not named:
-                if snapshot.stage(command.target) is None:
-                    await self.reply(
-                        f"@{self.user}: no Promotion or Stage `{command.target}` in project "
-                        f"`{self.namespace}`"
-                    )
-                    return
-                named = _active(snapshot, stage=command.target)
-            targets = named
-        else:
-            freight = await self._pr_freight(
+        freight: str | None = None
+        if command.target is None:
+            found = await self._pr_freight(
                 snapshot, f"name a Promotion or Stage. Usage: {USAGE['abort']}"
             )
-            if freight is None:
+            if found is None:
                 return
-            targets = _active(snapshot, freight=name_of(freight))
-        if not targets:
-            await self.reply(f"@{self.user}: nothing is running or queued there; nothing to abort")
+            freight = name_of(found)
+        targets = abort_targets(snapshot, command.target, queued=command.queued, freight=freight)
+        if isinstance(targets, Refusal):
+            await self.refuse(targets.reason)
             return
-        aborted = []
         for promotion in targets:
             stage = snapshot.stage(checks.stage_of(promotion))
             if not await self._authorize(stage):
                 return
+        aborted = []
         for promotion in targets:
             ref = await self.deps.service.abort(
                 self.namespace, name_of(promotion), actor=self.deps.actor(self.user)
@@ -298,12 +292,17 @@ class CommandSession:
         if not stages:
             await self.reply(f"@{self.user}: project `{self.namespace}` has no Stages")
             return
-        table = markdown_table(stage_rows(stages, snapshot.promotions))
+        table = markdown_table(stage_rows(stages, snapshot.promotions, snapshot.freight))
         await self.reply(f"@{self.user}: status of project `{self.namespace}`\n\n{table}")
 
     async def verify(self, command: Command) -> None:
         assert command.stage is not None
-        if await self._authorized_stage(command) is None:
+        authorized = await self._authorized_stage(command)
+        if authorized is None:
+            return
+        refusal = no_verification(authorized[1])
+        if refusal is not None:
+            await self.refuse(refusal)
             return
         await self.deps.service.reverify(
             self.namespace, command.stage, actor=self.deps.actor(self.user)
@@ -318,8 +317,16 @@ class CommandSession:
         snapshot = await self._snapshot()
         allowed: list[str] = []
         refused: list[str] = []
+        # Resolve the team memberships the Stages name, so the lists say what is true now.
+        slugs = {
+            entry
+            for stage in snapshot.stages
+            for entry in listed((meta(stage).get("annotations") or {}).get(GITHUB_PROMOTERS))
+            if "/" in entry
+        }
+        teams = await self.deps.permissions.teams(self.gh, self.user, sorted(slugs))
         for stage in snapshot.stages:
-            decision = github_may_act(stage, self.user, permission)
+            decision = github_may_act(stage, self.user, permission, teams)
             (allowed if decision.allowed else refused).append(f"`{name_of(stage)}`")
         lines = [
             f"@{self.user}: commands (one per line; project `{self.namespace}`):",
@@ -332,23 +339,6 @@ class CommandSession:
         if refused:
             lines.append(
                 f"Not to: {', '.join(sorted(refused))} (write access and, where a Stage lists "
-                "them, membership of its promoters are required; team membership is checked "
-                "when you act)."
+                "promoters, being one of them directly or through a team are required)."
             )
         await self.reply("\n".join(lines))
-
-
-def _active(
-    snapshot: Snapshot, *, stage: str | None = None, freight: str | None = None
-) -> list[Mapping[str, Any]]:
-    out = []
-    for promotion in snapshot.promotions:
-        if checks.phase(promotion) not in ("Pending", "Running"):
-            continue
-        if stage is not None and checks.stage_of(promotion) != stage:
-            continue
-        if freight is not None and checks.freight_of(promotion) != freight:
-            continue
-        out.append(promotion)
-    # Running ones first: "the running Promotion" is what a user means by /abort.
-    return sorted(out, key=lambda p: (checks.phase(p) != "Running", name_of(p)))

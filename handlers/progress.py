@@ -35,11 +35,18 @@ from cachetools import LRUCache, TTLCache
 
 from handlers import checks
 from handlers.client import GitHubAPI
-from handlers.context import CHECKS_ANNOTATION, REPLY_ANNOTATION, Deps, read_json_annotation
+from handlers.context import (
+    CHECKS_ANNOTATION,
+    REPLY_ANNOTATION,
+    SHOWN_ANNOTATION,
+    Deps,
+    read_json_annotation,
+)
 from handlers.queue import KeyedQueue
 from promoter.chatops import Snapshot
 from promoter.errors import LongshoremanError, StepError
-from promoter.model import name_of, namespace_of
+from promoter.model import meta, name_of, namespace_of
+from promoter.stages import phase_of
 from promoter.steps.github import repo_full_name
 
 log = logging.getLogger(__name__)
@@ -171,15 +178,50 @@ class Progress:
             (promotion.get("status") or {}).get("freight"),
         )
         label = freight_label(freight, checks.freight_of(promotion))
+        shown = self._shown(promotion, snapshot, label)
+        if shown is not None and shown == _annotation(promotion, SHOWN_ANNOTATION):
+            # Finished, and GitHub shows exactly this already (a replay after a restart or a
+            # change of leader): writing it again would cost requests in proportion to history.
+            self.synced += 1
+            return
+        done = True
         try:
             await self._sync_checks(promotion, snapshot, freight, label)
         except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
+            done = False
             log.warning("updating check runs of %s failed: %s", checks.external_id(promotion), e)
         try:
             await self._sync_reply(promotion, label)
         except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
+            done = False
             log.warning("updating the reply for %s failed: %s", checks.external_id(promotion), e)
+        if done and shown is not None:
+            try:
+                await self.deps.service.annotate(
+                    namespace_of(promotion) or "default",
+                    name_of(promotion),
+                    SHOWN_ANNOTATION,
+                    shown,
+                )
+            except LongshoremanError as e:  # gone, or the cluster refused: shown again later
+                log.info("recording what %s shows failed: %s", checks.external_id(promotion), e)
         self.synced += 1
+
+    def _shown(self, promotion: Mapping[str, Any], snapshot: Snapshot, label: str) -> str | None:
+        """A digest of what a finished Promotion's check runs and reply show (None while it
+        runs: an active Promotion is resent after a restart, which costs one write per Stage at
+        most). Only inputs that survive a restart go in, so the same Promotion digests the same
+        on any replica."""
+        if not phase_of(promotion).terminal:
+            return None
+        shown = [
+            checks.progress_key(promotion),
+            label,
+            checks.downstream_stages(checks.stage_of(promotion), snapshot.stages),
+            read_json_annotation(promotion, REPLY_ANNOTATION),
+            self.deps.settings.link_for(namespace_of(promotion) or "default", name_of(promotion)),
+        ]
+        return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
 
     def link(self, promotion: Mapping[str, Any]) -> str | None:
         key = checks.external_id(promotion)
@@ -230,8 +272,15 @@ class Progress:
             api = await self._api_for(repo)
             if api is None:
                 continue
+            # Without a Promotion page the run has no better place to link to than itself,
+            # which GitHub already shows: no Details link then.
             fields = checks.check_run_fields(
-                promotion, freight_label=label, link=self.link(promotion), downstream=downstream
+                promotion,
+                freight_label=label,
+                link=self.deps.settings.link_for(
+                    namespace_of(promotion) or "default", name_of(promotion)
+                ),
+                downstream=downstream,
             )
             target = f"{repo}@{sha}"
             digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
@@ -354,3 +403,8 @@ class Progress:
             ):
                 return int(run["id"])
         return None
+
+
+def _annotation(obj: Mapping[str, Any], key: str) -> str | None:
+    value = (meta(obj).get("annotations") or {}).get(key)
+    return str(value) if value is not None else None

@@ -14,14 +14,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from promoter.model import GROUP, meta, name_of, namespace_of
+from promoter.model import GROUP, describe_freight, meta, name_of, namespace_of
 from promoter.stages import available_to, freight_created
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
+FREIGHT_HELP = (
+    "FREIGHT: an alias, a name or a unique prefix of it, a commit SHA prefix (7+ hex), or "
+    "`latest` (the newest available to the Stage)"
+)
 
 USAGE = {
-    "promote": "/promote [FREIGHT] to STAGE  (FREIGHT: name, alias, commit SHA prefix or `latest`)",
-    "abort": "/abort [PROMOTION | STAGE]",
+    "promote": "/promote [FREIGHT] to STAGE",
+    "abort": "/abort [PROMOTION | STAGE [all]]",
     "status": "/status [STAGE]",
     "verify": "/verify STAGE",
     "help": "/help",
@@ -41,6 +45,7 @@ class Command:
     freight: str | None = None  # promote: None means "the Freight of this PR's merge commit"
     stage: str | None = None
     target: str | None = None  # abort: a Promotion or Stage name
+    queued: bool = False  # abort STAGE all: the queued Promotions too
     raw: str = ""
 
 
@@ -72,9 +77,11 @@ def parse_command(name: str, args: str) -> Command:
         freight = _check_arg(before[0], name) if before else None
         return Command("promote", freight=freight, stage=_check_arg(after[0], name), raw=raw)
     if name == "abort":
-        if len(words) > 1:
+        queued = len(words) == 2 and words[1].lower() == "all"
+        if len(words) > 2 or (len(words) == 2 and not queued):
             raise CommandError(f"too many arguments. Usage: {USAGE['abort']}")
-        return Command("abort", target=_check_arg(words[0], name) if words else None, raw=raw)
+        target = _check_arg(words[0], name) if words else None
+        return Command("abort", target=target, queued=queued, raw=raw)
     if name == "status":
         if len(words) > 1:
             raise CommandError(f"too many arguments. Usage: {USAGE['status']}")
@@ -125,11 +132,70 @@ def parse_comment(body: str) -> list[ParsedLine]:
     return out
 
 
-def help_text(prefix: str = "/") -> str:
-    return "\n".join(f"- `{u.replace('/', prefix, 1)}`" for u in USAGE.values())
+# ---- the slash form (Slack) ------------------------------------------------------------------
+#
+# One slash command, ``/promote``, carries every command as its text (``/promote abort test``):
+# the same words as a comment, parsed by :func:`parse_command`, so only the prefix differs.
+
+SLASH = "/promote"
+SUBCOMMANDS = ("abort", "status", "verify", "help")
+
+
+def usage_lines(form: Literal["comment", "slash"] = "comment") -> list[str]:
+    """The usage of every command, as typed in a comment or after the ``/promote`` slash."""
+    if form == "comment":
+        return list(USAGE.values())
+    lines = []
+    for name, usage in USAGE.items():
+        if name == "abort":
+            # A slash command has no pull request to take the Freight from: the name is needed.
+            usage = "/abort PROMOTION | STAGE [all]"
+        lines.append(usage if name == "promote" else f"{SLASH} {usage[1:]}")
+    return lines
+
+
+def help_text(form: Literal["comment", "slash"] = "comment") -> str:
+    return "\n".join([*(f"- `{u}`" for u in usage_lines(form)), FREIGHT_HELP])
+
+
+def parse_slash(text: str) -> Command:
+    """The command in ``/promote``'s text. Raises CommandError (never anything else).
+
+    The first word picks a subcommand unless the text reads ``X to STAGE``: a Freight aliased
+    ``status`` can still be promoted.
+    """
+    words = text.split()
+    if not words:
+        raise CommandError("tell me what to do")
+    first = words[0].lower()
+    if first in SUBCOMMANDS and not (len(words) > 1 and words[1] == "to"):
+        command = parse_command(first, " ".join(words[1:]))
+        if command.name == "abort" and command.target is None:
+            raise CommandError("which Promotion or Stage should I abort?")
+        return command
+    return parse_command("promote", " ".join(words))
+
+
+def reason_of(error: CommandError) -> str:
+    """The error without the comment-form usage that :func:`parse_command` appends."""
+    return str(error).split(" Usage: ")[0]
 
 
 # ---- Freight ----------------------------------------------------------------------------------
+
+
+def freight_label(freight: Mapping[str, Any]) -> str:
+    """How a Freight is shown: its alias (the short name people say), else its name."""
+    return str(freight.get("alias") or name_of(freight))
+
+
+def freight_of_name(name: str, freights: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    return next((f for f in freights if name_of(f) == name), None)
+
+
+# A name prefix shorter than this would match too much to be meant (git's own minimum is 4).
+MIN_PREFIX = 4
+_HEX = re.compile(r"[0-9a-fA-F]{7,40}")
 
 
 def resolve_freight(
@@ -138,8 +204,9 @@ def resolve_freight(
     stage: Mapping[str, Any] | None = None,
     now: datetime | None = None,
 ) -> Mapping[str, Any]:
-    """A Freight by name, alias, commit SHA prefix (7+ hex) or ``latest`` (newest available to
-    ``stage``). Raises LookupError with a message a user can act on."""
+    """A Freight by full name, alias, commit SHA prefix (7+ hex), a unique prefix of its name
+    (like a git short hash) or ``latest`` (newest available to ``stage``). Raises LookupError
+    with a message a user can act on; an ambiguous prefix lists the candidates."""
     if ref == "latest":
         if stage is None:
             raise LookupError("`latest` needs a Stage")
@@ -153,18 +220,52 @@ def resolve_freight(
     for f in freights:
         if f.get("alias") == ref:
             return f
-    if re.fullmatch(r"[0-9a-fA-F]{7,40}", ref):
-        matches = [
+    matches: list[Mapping[str, Any]] = []
+    if _HEX.fullmatch(ref):
+        sha = ref.lower()
+        matches += [
             f
             for f in freights
-            if any(str(c.get("id", "")).startswith(ref.lower()) for c in f.get("commits") or ())
+            if any(str(c.get("id", "")).startswith(sha) for c in f.get("commits") or ())
         ]
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            names = ", ".join(sorted(name_of(f)[:12] for f in matches))
-            raise LookupError(f"commit {ref} is in several Freight ({names}); use a name or alias")
-    raise LookupError(f"no Freight named, aliased or with a commit starting {ref!r}")
+    if len(ref) >= MIN_PREFIX:
+        matches += [f for f in freights if name_of(f).startswith(ref) and f not in matches]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        names = ", ".join(sorted(f"`{describe_freight(f)}`" for f in matches))
+        raise LookupError(
+            f"`{ref}` is ambiguous: it could be {names}; use an alias or a longer prefix"
+        )
+    raise LookupError(f"no Freight named, aliased or with a name or commit starting {ref!r}")
+
+
+def not_available(
+    stage: Mapping[str, Any], freight: Mapping[str, Any], now: datetime | None
+) -> str | None:
+    """Why ``freight`` may not be promoted to ``stage`` now, or None when it may.
+
+    Every front end asks this before it asks anything else (a Confirm button included), and the
+    cluster port asks again when it creates the Promotion, since time may have passed.
+    """
+    if available_to(stage, freight, now):
+        return None
+    return (
+        f"Freight `{freight_label(freight)}` is not available to Stage `{name_of(stage)}` yet "
+        "(it must come from a Warehouse the Stage requests directly, or be verified in its "
+        "upstream Stages and soaked there, if required)"
+    )
+
+
+def no_verification(stage: Mapping[str, Any]) -> str | None:
+    """Why re-verifying ``stage`` would do nothing, or None when it has verification."""
+    verification = (stage.get("spec") or {}).get("verification") or {}
+    if verification.get("analysisTemplates"):
+        return None
+    return (
+        f"Stage `{name_of(stage)}` has no verification configured (spec.verification): its "
+        "Freight counts as verified once a Promotion succeeds and the Stage is healthy"
+    )
 
 
 def freight_for_commit(sha: str, freights: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -172,6 +273,75 @@ def freight_for_commit(sha: str, freights: Iterable[Mapping[str, Any]]) -> Mappi
         if any(c.get("id") == sha for c in f.get("commits") or ()):
             return f
     return None
+
+
+# ---- abort ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A command refused before anything changed; ``reason`` is told to the user."""
+
+    reason: str
+
+
+def _phase(promotion: Mapping[str, Any]) -> str:
+    return str((promotion.get("status") or {}).get("phase") or "Pending")
+
+
+def _active_first(promotions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Pending and Running ones; the running one first, then the queue oldest first."""
+    active = [p for p in promotions if _phase(p) in ("Pending", "Running")]
+    return sorted(
+        active,
+        key=lambda p: (
+            _phase(p) != "Running",
+            str(meta(p).get("creationTimestamp") or ""),
+            name_of(p),
+        ),
+    )
+
+
+def abort_targets(
+    snapshot: Snapshot,
+    target: str | None,
+    *,
+    queued: bool = False,
+    freight: str | None = None,
+) -> list[Mapping[str, Any]] | Refusal:
+    """What ``/abort`` aborts, the one rule of every front end.
+
+    - a Promotion named: that one; a finished one is refused, saying it already finished;
+    - a Stage named: its running Promotion (else its oldest queued one); with ``all`` (``queued``)
+      every queued one too;
+    - no name (GitHub, on a merged pull request): the active Promotions of that PR's ``freight``.
+
+    Authorizing the caller for each target's Stage is the front end's (its lookups are I/O).
+    """
+    ns = snapshot.namespace
+    if target is None:
+        mine = _active_first(p for p in snapshot.promotions if _spec(p, "freight") == freight)
+        if not mine:
+            return Refusal("no Promotion of this pull request's Freight is running or queued")
+        return mine
+    named = next((p for p in snapshot.promotions if name_of(p) == target), None)
+    if named is not None:
+        if _phase(named) not in ("Pending", "Running"):
+            return Refusal(
+                f"Promotion `{target}` already finished ({_phase(named)}); "
+                "there is nothing to abort"
+            )
+        return [named]
+    if snapshot.stage(target) is None:
+        return Refusal(f"no Promotion or Stage named `{target}` in project `{ns}`")
+    mine = _active_first(p for p in snapshot.promotions if _spec(p, "stage") == target)
+    if not mine:
+        return Refusal(f"nothing to abort: no Promotion is running or queued in Stage `{target}`")
+    return mine if queued else mine[:1]
+
+
+def _spec(promotion: Mapping[str, Any], key: str) -> str:
+    return str((promotion.get("spec") or {}).get(key) or "")
 
 
 # ---- authorization ----------------------------------------------------------------------------
@@ -249,8 +419,13 @@ class StageRow:
 
 
 def stage_rows(
-    stages: Iterable[Mapping[str, Any]], promotions: Iterable[Mapping[str, Any]]
+    stages: Iterable[Mapping[str, Any]],
+    promotions: Iterable[Mapping[str, Any]],
+    freights: Iterable[Mapping[str, Any]] = (),
 ) -> list[StageRow]:
+    """One row per Stage. The Stage's history names its Freight but (as in Kargo) carries no
+    alias, so the alias is looked up in ``freights``."""
+    aliases = {name_of(f): str(f["alias"]) for f in freights if f.get("alias")}
     by_stage: dict[tuple[str | None, str], list[Mapping[str, Any]]] = {}
     for p in promotions:
         by_stage.setdefault((namespace_of(p), (p.get("spec") or {}).get("stage", "")), []).append(p)
@@ -262,7 +437,8 @@ def stage_rows(
         if history:
             items = history[0].get("items") or {}
             current = ", ".join(
-                str(v.get("alias") or v.get("name", ""))[:20] for v in items.values()
+                str(v.get("alias") or aliases.get(str(v.get("name"))) or v.get("name", ""))
+                for v in items.values()
             )
         conditions = {c.get("type"): c for c in status.get("conditions") or ()}
         mine = by_stage.get((namespace_of(stage), name_of(stage)), [])

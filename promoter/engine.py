@@ -11,7 +11,8 @@ Kargo's rules, as implemented here:
   is skipped once an earlier step without ``continueOnError`` has failed or errored;
 - config is rendered just in time; a step's output is stored at ``state[alias]``;
 - a technical error counts against ``retry.errorThreshold`` (default 1); ``retry.timeout`` is
-  measured from the step's first start;
+  measured from the step's first start; a refused config (:class:`ConfigRefused`) ends the step
+  ``Failed`` at once, another terminal error ``Errored``;
 - a step returning Running leaves the Promotion Running with its position saved;
 - the final phase is the worst status of the steps without ``continueOnError``
   (Succeeded < Skipped < Running < Aborted < Failed < Errored).
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from promoter import replay
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
 from promoter.model import (
     TASK_SEPARATOR,
@@ -92,7 +93,9 @@ def status_functions(
 ) -> dict[str, Callable[..., Any]]:
     """``always()``, ``success()``, ``failure()`` and ``status(alias)`` for the step at ``index``.
 
-    Inside a task, ``status('x')`` finds the task's own step ``x`` first, as Kargo does.
+    ``status('x')`` follows Kargo's ``getStatus``: inside a task it sees only the task's own
+    steps (``x`` is ``<task>::x``), outside one only the steps outside tasks; an empty alias is
+    an error, an unknown one is ``''``.
     """
     earlier = executions[:index]
 
@@ -105,14 +108,15 @@ def status_functions(
     own_task = task_alias(steps[index].alias or "")
 
     def status(alias: Any) -> str:
-        wanted = str(alias)
-        candidates = [wanted]
-        if own_task is not None:
-            candidates.insert(0, f"{own_task}{TASK_SEPARATOR}{wanted}")
-        for candidate in candidates:
-            for ex in executions:
-                if ex.alias == candidate:
-                    return ex.status or ""
+        if not isinstance(alias, str):
+            raise ExpressionError(reason=f"status(): argument must be string, got {alias!r}")
+        if not alias:
+            raise ExpressionError(reason="status(): argument must not be empty")
+        for ex in executions:
+            head, sep, short = ex.alias.partition(TASK_SEPARATOR)
+            namespace, name = (head, short) if sep else (None, ex.alias)
+            if namespace == own_task and name == alias:
+                return ex.status or ""
         return ""
 
     return {
@@ -279,10 +283,13 @@ def record(
         threshold = spec.retry.error_threshold if spec.retry else 1
         count = execution.error_count + 1
         if result.terminal or count >= threshold or timed_out(spec, execution, now):
+            # A refused config ends Failed, as Kargo's Failed + TerminalError does (its
+            # determineStepCompletion keeps the step's Failed); any other error, Errored.
+            refused = isinstance(result, ConfigRefused)
             return (
                 replace(
                     execution,
-                    status=StepStatus.ERRORED.value,
+                    status=(StepStatus.FAILED if refused else StepStatus.ERRORED).value,
                     error_count=count,
                     message=result.message,
                     finished_at=now,
@@ -797,7 +804,7 @@ async def _run_step(
     try:
         return await step.run(ctx, config)
     except StepError as e:
-        return StepError(ctx.redact(e.message), terminal=e.terminal, retry_after=e.retry_after)
+        return e.with_message(ctx.redact(e.message))
     except Exception as e:  # a bug in a step must not wedge the Promotion: count it as an error
         log.exception("step %s (%s) raised", ctx.alias, spec.uses)
         return StepError(ctx.redact(f"internal error in step: {type(e).__name__}: {e}"))

@@ -32,7 +32,8 @@ class StepError(LongshoremanError):
 
     ``terminal=False``: a technical problem that may pass (network, a rejected push); the engine
     counts it against ``retry.errorThreshold`` and tries again. ``terminal=True``: retrying cannot
-    help (bad config, unauthorized); the step ends Errored at once.
+    help (unauthorized, a missing object); the step ends Errored at once. A refused config is
+    :class:`ConfigRefused`.
     """
 
     def __init__(self, message: str, *, terminal: bool = False, retry_after: float | None = None):
@@ -40,6 +41,29 @@ class StepError(LongshoremanError):
         self.message = message
         self.terminal = terminal
         self.retry_after = retry_after
+
+    def with_message(self, message: str) -> StepError:
+        """The same error, of the same kind, saying ``message`` (redacted, or with a prefix)."""
+        # Not copy.copy: subclasses take other __init__ arguments (MetadataObjectMissing).
+        other = type(self).__new__(type(self), message)
+        other.__dict__.update(self.__dict__)
+        other.message = message
+        other.args = (message,)
+        return other
+
+
+class ConfigRefused(StepError):
+    """A step refuses its config: a missing or malformed field, fields that exclude each other, a
+    path leading out of the work directory, a file it must not overwrite.
+
+    Always terminal, and the step ends ``Failed``, not ``Errored``: Kargo's steps return
+    ``Failed`` with a ``TerminalError`` when their config fails validation (every
+    ``convert()``, file-write's path checks), and its engine keeps that status; ``Errored`` is
+    left for what went wrong while the step worked (a remote, the cluster, a bug).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, terminal=True)
 
 
 class PolicyRefused(LongshoremanError):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError
 from promoter.steps.base import Config
 
@@ -144,7 +144,7 @@ def parse_updates(config: Mapping[str, Any], kind: str = "set-metadata") -> list
             )
         updates.append(MetadataUpdate(object_kind, name, values))
     if not updates:
-        raise StepError(f"{kind}: config.updates must list at least one update", terminal=True)
+        raise ConfigRefused(f"{kind}: config.updates must list at least one update")
     return updates
 
 

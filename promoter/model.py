@@ -179,10 +179,15 @@ class StepSpec:
     task: TaskRef | None = None
 
     def alias_at(self, index: int) -> str:
-        """The step's alias, or Kargo's default (``step-N`` / ``task-N``, counting from 0)."""
+        """The step's alias, or Kargo's default for the step at ``index`` (0-based) of its list.
+
+        Kargo's ``PromotionStep.GetAlias`` counts from 1 (``step-1``, ``task-1``) since v1.6, so
+        ``outputs['step-1']`` is the first step. Inflated Promotions store their aliases, so one
+        created before this rule keeps the names it ran with.
+        """
         if self.alias:
             return self.alias
-        return f"{'task' if self.task else 'step'}-{index}"
+        return f"{'task' if self.task else 'step'}-{index + 1}"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -571,6 +576,8 @@ def freight_reference(freight: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def describe_freight(freight: Mapping[str, Any]) -> str:
+    """A Freight for people: its alias (the short name they say) first, then the full name
+    where precision matters."""
     alias = freight.get("alias")
     name = name_of(freight)
-    return f"{name} ({alias})" if alias else name
+    return f"{alias} ({name})" if alias else name

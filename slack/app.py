@@ -28,10 +28,18 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from promoter.chatops import Command, CommandError, PromotionService
+from promoter.chatops import (
+    SLASH,
+    Command,
+    CommandError,
+    PromotionService,
+    parse_slash,
+    reason_of,
+)
 from promoter.errors import InvalidInput
 from promoter.model import name_of
 from promoter.telemetry import NO_TELEMETRY, Telemetry
@@ -39,7 +47,6 @@ from slack import messages as m
 from slack.api import SlackApi, SlackError
 from slack.blocks import Message
 from slack.commands import (
-    SLASH,
     AskConfirm,
     DoAbort,
     DoPromote,
@@ -51,9 +58,7 @@ from slack.commands import (
     ShowStatus,
     authorize,
     groups_to_resolve,
-    parse_slash,
     plan,
-    reason_of,
     stage_of_target,
 )
 from slack.groups import UserGroups
@@ -61,6 +66,22 @@ from slack.live import LiveMessages
 from slack.settings import SlackSettings
 
 log = logging.getLogger(__name__)
+
+
+class _NoTokenSkippedWarning(logging.Filter):
+    """Drops bolt's "As you gave `client` as well, `token` will be unused" warning.
+
+    Bolt reads ``SLACK_BOT_TOKEN`` from the environment by itself when given no token, so with
+    our own client (which carries the API URL) it warns at every start, although the token is
+    the one :func:`authorize` hands it. Nothing is wrong, so nothing is said.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+bolt_log = logging.getLogger(f"{__name__}.bolt")
+bolt_log.addFilter(_NoTokenSkippedWarning())
 
 EVENTS_PATH = "/slack/events"
 # Slash commands and button clicks are a few kilobytes; refuse anything far bigger before
@@ -165,7 +186,7 @@ class SlackIntegration:
             # nothing and spares bolt's 10 ms ack polling and its untracked tasks.
             process_before_response=True,
             request_verification_enabled=True,
-            logger=log,
+            logger=bolt_log,
         )
         self._listen()
 
@@ -403,6 +424,7 @@ class SlackIntegration:
                 who.user,
                 self.clock(),
                 self.settings.confirm_ttl,
+                label=decision.freight_label,
             )
             prompt = m.confirm_prompt(pending, decision.freight_label, self.settings.confirm_ttl)
             await self._tell(who, prompt)
@@ -420,10 +442,10 @@ class SlackIntegration:
                 ),
             )
         elif isinstance(decision, DoAbort):
-            await self.service.abort(ns, decision.promotion, actor=who.actor)
-            await self._tell(
-                who, m.say(f":octagonal_sign: Abort of `{decision.promotion}` requested.")
-            )
+            for promotion in decision.promotions:
+                await self.service.abort(ns, promotion, actor=who.actor)
+            names = ", ".join(f"`{p}`" for p in decision.promotions)
+            await self._tell(who, m.say(f":octagonal_sign: Abort of {names} requested."))
         elif isinstance(decision, DoReverify):
             await self.service.reverify(ns, decision.stage, actor=who.actor)
             await self._tell(who, m.say(f":mag: Re-verification of *{decision.stage}* requested."))
@@ -446,7 +468,7 @@ class SlackIntegration:
                 who,
                 m.say(
                     ":hourglass: This confirmation expired. Nothing was changed; run "
-                    f"`/promote {pending.freight[:12]} to {pending.stage}` again."
+                    f"`{pending.retry_command()}` again."
                 ),
                 replace=True,
             )

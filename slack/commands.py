@@ -1,15 +1,15 @@
-"""``/promote`` decided purely: the slash-command grammar and what a command should do.
+"""``/promote`` decided purely: what a Slack command should do.
 
-One slash command carries every chat command as its text (``/promote abort test``); the words
-mean exactly what they mean in a GitHub comment because both parse with
-:func:`promoter.chatops.parse_command`. :func:`plan` takes the project's snapshot, the user and
-their user groups and returns a plain decision; :mod:`slack.app` carries it out.
+One slash command carries every chat command as its text (``/promote abort test``), parsed by
+:func:`promoter.chatops.parse_slash` with the same grammar as a GitHub comment; the rules both
+front ends share (Freight lookup, availability, the abort rule) are the core's. :func:`plan`
+takes the project's snapshot, the user and their user groups and returns a plain decision;
+:mod:`slack.app` carries it out.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -20,55 +20,19 @@ from promoter.chatops import (
     SLACK_CONFIRM,
     SLACK_PROMOTERS,
     Command,
-    CommandError,
+    Refusal,
     Snapshot,
     StageRow,
+    abort_targets,
+    freight_label,
     listed,
-    parse_command,
+    no_verification,
+    not_available,
     resolve_freight,
     slack_may_act,
     stage_rows,
 )
-from promoter.model import describe_freight, meta, name_of, namespace_of
-from promoter.stages import phase_of
-
-SLASH = "/promote"
-SUBCOMMANDS = ("abort", "status", "verify", "help")
-USAGE = (
-    "`/promote FREIGHT to STAGE` (FREIGHT: a name, alias, commit SHA prefix or `latest`)",
-    "`/promote abort PROMOTION|STAGE`",
-    "`/promote status [STAGE]`",
-    "`/promote verify STAGE`",
-    "`/promote help`",
-)
-
-_EXPRESSION = re.compile(r"\$\{[{%]")
-
-
-def parse_slash(text: str) -> Command:
-    """The command in ``/promote``'s text. Raises CommandError (never anything else).
-
-    The first word picks a subcommand unless the text reads ``X to STAGE``: a Freight aliased
-    ``status`` can still be promoted.
-    """
-    if _EXPRESSION.search(text):
-        raise CommandError("arguments are names, not expressions: `${{` and `${%` are refused")
-    words = text.split()
-    if not words:
-        raise CommandError("tell me what to do")
-    first = words[0].lower()
-    if first in SUBCOMMANDS and not (len(words) > 1 and words[1] == "to"):
-        command = parse_command(first, " ".join(words[1:]))
-        if command.name == "abort" and command.target is None:
-            raise CommandError("which Promotion or Stage should I abort?")
-        return command
-    return parse_command("promote", " ".join(words))
-
-
-def reason_of(error: CommandError) -> str:
-    """The error without the comment-flavoured usage (``/abort ...``) that chatops appends."""
-    return str(error).split(" Usage: ")[0]
-
+from promoter.model import meta, name_of
 
 # ---- confirmations ----------------------------------------------------------------------------
 
@@ -84,12 +48,24 @@ class PendingPromotion:
     user: str
     expires_at: float
     nonce: str
+    label: str = ""  # how the Freight is shown (its alias), for a hint that works when pasted
 
     @classmethod
     def new(
-        cls, namespace: str, stage: str, freight: str, user: str, now: float, ttl: float
+        cls,
+        namespace: str,
+        stage: str,
+        freight: str,
+        user: str,
+        now: float,
+        ttl: float,
+        label: str = "",
     ) -> PendingPromotion:
-        return cls(namespace, stage, freight, user, now + ttl, secrets.token_hex(8))
+        return cls(namespace, stage, freight, user, now + ttl, secrets.token_hex(8), label)
+
+    def retry_command(self) -> str:
+        """The command that asks again: the alias or the full name, both found by lookups."""
+        return f"/promote {self.label or self.freight} to {self.stage}"
 
     def expired(self, now: float) -> bool:
         return now >= self.expires_at
@@ -111,6 +87,7 @@ class PendingPromotion:
                 user=str(data["user"]),
                 expires_at=float(data["expires_at"]),
                 nonce=str(data["nonce"]),
+                label=str(data.get("label") or ""),
             )
         except (KeyError, TypeError) as e:
             raise ValueError(f"missing {e}") from None
@@ -119,9 +96,7 @@ class PendingPromotion:
 # ---- decisions --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Refuse:
-    reason: str
+Refuse = Refusal
 
 
 @dataclass(frozen=True)
@@ -140,7 +115,7 @@ class DoPromote:
 
 @dataclass(frozen=True)
 class DoAbort:
-    promotion: str
+    promotions: tuple[str, ...]
     stage: str
 
 
@@ -220,7 +195,7 @@ def plan(
             stages = [s for s in stages if name_of(s) == command.stage]
             if not stages:
                 return Refuse(f"no Stage named `{command.stage}` in project `{ns}`")
-        return ShowStatus(tuple(stage_rows(stages, snapshot.promotions)))
+        return ShowStatus(tuple(stage_rows(stages, snapshot.promotions, snapshot.freight)))
     if command.name in ("promote", "verify"):
         stage_name = command.stage or ""
         stage = snapshot.stage(stage_name)
@@ -230,50 +205,37 @@ def plan(
         if refused:
             return refused
         if command.name == "verify":
-            return DoReverify(stage_name)
+            unverifiable = no_verification(stage)
+            return Refuse(unverifiable) if unverifiable else DoReverify(stage_name)
         try:
             freight = resolve_freight(command.freight or "latest", snapshot.freight, stage, now)
         except LookupError as e:
-            return Refuse(str(e))
-        label = describe_freight(freight)
+            return Refuse(str(e.args[0] if e.args else e))
+        # Refused before any Confirm is offered: a click must never be asked for in vain.
+        unavailable = not_available(stage, freight, now)
+        if unavailable:
+            return Refuse(unavailable)
+        label = freight_label(freight)
         if needs_confirmation(stage):
             return AskConfirm(stage_name, name_of(freight), label)
         return DoPromote(stage_name, name_of(freight), label)
     if command.name == "abort":
-        return _plan_abort(command.target or "", snapshot, user, user_groups, defaults)
+        return _plan_abort(command, snapshot, user, user_groups, defaults)
     return Refuse(f"`{command.name}` is not a Slack command")
 
 
 def _plan_abort(
-    target: str, snapshot: Snapshot, user: str, user_groups: Sequence[str], defaults: Sequence[str]
+    command: Command,
+    snapshot: Snapshot,
+    user: str,
+    user_groups: Sequence[str],
+    defaults: Sequence[str],
 ) -> Plan:
-    ns = snapshot.namespace
-    promotion = next((p for p in snapshot.promotions if name_of(p) == target), None)
-    if promotion is None:
-        stage = snapshot.stage(target)
-        if stage is None:
-            return Refuse(f"no Promotion or Stage named `{target}` in project `{ns}`")
-        mine = [
-            p
-            for p in snapshot.promotions
-            if (p.get("spec") or {}).get("stage") == target
-            and (namespace_of(p) or ns) == ns
-            and not phase_of(p).terminal
-        ]
-        if not mine:
-            return Refuse(f"nothing to abort: no Promotion is running or queued for `{target}`")
-        # The running one first; else the oldest queued one.
-        mine.sort(key=lambda p: (phase_of(p).value != "Running", _created(p), name_of(p)))
-        promotion = mine[0]
-    stage_name = str((promotion.get("spec") or {}).get("stage") or "")
+    targets = abort_targets(snapshot, command.target or "", queued=command.queued)
+    if isinstance(targets, Refusal):
+        return targets
+    stage_name = str((targets[0].get("spec") or {}).get("stage") or "")
     refused = authorize(snapshot.stage(stage_name), stage_name, user, user_groups, defaults)
     if refused:
         return refused
-    phase = phase_of(promotion)
-    if phase.terminal:
-        return Refuse(f"Promotion `{name_of(promotion)}` already finished ({phase.value})")
-    return DoAbort(name_of(promotion), stage_name)
-
-
-def _created(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("creationTimestamp") or "")
+    return DoAbort(tuple(name_of(p) for p in targets), stage_name)

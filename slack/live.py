@@ -33,6 +33,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from cachetools import LRUCache
+
 from promoter.chatops import PromotionService
 from promoter.errors import InvalidInput
 from promoter.model import meta, name_of, namespace_of
@@ -128,9 +130,12 @@ class LiveMessages:
         self._wake: dict[Key, asyncio.Event] = {}
         self._tasks: dict[Key, asyncio.Task[None]] = {}
         self._records: dict[Key, MessageRecord] = {}
-        self._shown: dict[Key, Message] = {}
+        # What each message shows and when it may next be updated; kept (bounded) after a
+        # message is final, so a Re-verify right after the final update neither repeats it nor
+        # updates sooner than update_interval.
+        self._shown: LRUCache[Key, Message] = LRUCache(maxsize=FINISHED_MEMORY)
         self._annotated: dict[Key, str] = {}
-        self._next_send: dict[Key, float] = {}
+        self._next_send: LRUCache[Key, float] = LRUCache(maxsize=FINISHED_MEMORY)
         self._finished: OrderedDict[Key, None] = OrderedDict()
         # Re-verifications being followed: the verification result they started from (None
         # until first seen); the message is not final until the result is a new one.
@@ -309,7 +314,9 @@ class LiveMessages:
         self._finished[key] = None
         while len(self._finished) > FINISHED_MEMORY:
             self._finished.popitem(last=False)
-        self._forget(key)
+        self._records.pop(key, None)
+        self._annotated.pop(key, None)
+        self._lost.pop(key, None)
 
     def _forget(self, key: Key) -> None:
         """Drop what is kept per message (the annotation has what a later change needs)."""

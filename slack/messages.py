@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from promoter.chatops import SLACK_CHANNEL, StageRow
+from promoter.chatops import FREIGHT_HELP, SLACK_CHANNEL, StageRow, usage_lines
 from promoter.model import GROUP, describe_freight, meta, name_of, parse_time
 from promoter.stages import phase_of
 from slack import blocks as b
 from slack.blocks import Message
-from slack.commands import USAGE, PendingPromotion
+from slack.commands import PendingPromotion
 
 MESSAGE_ANNOTATION = f"{GROUP}/slack-message"
 
@@ -480,7 +480,7 @@ def notable_events(
 
 
 def usage(reason: str | None = None) -> Message:
-    lines = [f"• {u}" for u in USAGE]
+    lines = [*(f"• `{u}`" for u in usage_lines("slash")), FREIGHT_HELP]
     intro = f":warning: {b.escape(reason)}\n" if reason else ""
     text = intro + "Usage:\n" + "\n".join(lines)
     return b.message(text, [b.section(text)])
@@ -508,12 +508,24 @@ def status_table(rows: Sequence[StageRow], namespace: str) -> Message:
     return b.message(text, [b.section(header), *b.chunked_sections(lines)])
 
 
+def duration_text(seconds: float) -> str:
+    """``30 seconds``, ``5 minutes``, ``1 minute 30 seconds``: the real time, not a rounding."""
+    total = max(1, round(seconds))
+
+    def unit(n: int, name: str) -> str:
+        return f"{n} {name}{'s' if n != 1 else ''}"
+
+    minutes, rest = divmod(total, 60)
+    if not minutes:
+        return unit(rest, "second")
+    return unit(minutes, "minute") + (f" {unit(rest, 'second')}" if rest else "")
+
+
 def confirm_prompt(pending: PendingPromotion, freight_label: str, ttl: float) -> Message:
-    minutes = max(1, round(ttl / 60))
     text = (
         f"Promote *{b.escape(freight_label)}* to *{b.escape(pending.stage)}*? Stage "
         f"`{b.escape(pending.stage)}` asks for confirmation. This prompt expires in "
-        f"{minutes} minute{'s' if minutes != 1 else ''}."
+        f"{duration_text(ttl)}."
     )
     value = pending.to_value()
     return b.message(

@@ -74,13 +74,13 @@ def build(st: StageSpec, tasks: Tasks | None = None, extra: tuple[Var, ...] = ()
     return build_promotion(st, FREIGHT, tasks or Tasks(), actor="tester", extra_vars=extra)
 
 
-def test_default_aliases_count_from_zero_and_keep_explicit_ones() -> None:
+def test_default_aliases_count_from_one_as_kargo_does_and_keep_explicit_ones() -> None:
     promo = build(
         stage(
             [{"uses": "compose-output"}, {"uses": "fail", "as": "stop"}, {"uses": "compose-output"}]
         )
     )
-    assert [s.alias for s in promo.steps] == ["step-0", "stop", "step-2"]
+    assert [s.alias for s in promo.steps] == ["step-1", "stop", "step-3"]
 
 
 def test_task_steps_are_inlined_with_prefixed_aliases_and_vars_in_kargo_order() -> None:
@@ -97,7 +97,7 @@ def test_task_steps_are_inlined_with_prefixed_aliases_and_vars_in_kargo_order() 
         ]
     )
     promo = build(st, Tasks(OPEN_PR))
-    assert [s.alias for s in promo.steps] == ["first", "task-1::open-pr", "task-1::step-1"]
+    assert [s.alias for s in promo.steps] == ["first", "task-2::open-pr", "task-2::step-2"]
     assert [s.uses for s in promo.steps] == ["compose-output", "git-open-pr", "git-wait-for-pr"]
     # task defaults, then the referencing step's vars (later wins when evaluated in order)
     assert [(v.name, v.value) for v in promo.steps[1].vars] == [
@@ -229,7 +229,7 @@ def test_expression_syntax_errors_are_input_errors_naming_the_step_and_field() -
 def test_syntax_errors_in_vars_and_if_are_caught_up_front() -> None:
     with pytest.raises(InvalidInput, match=re.escape("vars[0] (a)")):
         build(stage([{"uses": "compose-output"}], vars_=[{"name": "a", "value": "${{ (1 }}"}]))
-    with pytest.raises(InvalidInput, match=re.escape("(step-0).if")):
+    with pytest.raises(InvalidInput, match=re.escape("(step-1).if")):
         build(stage([{"uses": "compose-output", "if": "${{ ?? }}"}]))
 
 

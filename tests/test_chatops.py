@@ -11,14 +11,19 @@ from hypothesis import strategies as st
 from promoter.chatops import (
     Command,
     CommandError,
+    Refusal,
+    Snapshot,
+    abort_targets,
     available_to,
     github_may_act,
     markdown_table,
     parse_command,
     parse_comment,
+    parse_slash,
     resolve_freight,
     slack_may_act,
     stage_rows,
+    usage_lines,
 )
 
 
@@ -108,7 +113,7 @@ def test_freight_resolution(ref: str, stage: dict[str, Any] | None, expected: st
 
 def test_unknown_freight_and_empty_latest_say_so() -> None:
     with pytest.raises(
-        LookupError, match="no Freight named, aliased or with a commit starting 'nope'"
+        LookupError, match="no Freight named, aliased or with a name or commit starting 'nope'"
     ):
         resolve_freight("nope", [F1, F2])
     with pytest.raises(LookupError, match="no Freight is available to Stage 'uat' yet"):
@@ -171,3 +176,80 @@ def test_status_rows_and_table() -> None:
     rows = stage_rows([stage], promos)
     assert rows[0].freight == "old-one" and rows[0].running == "a" and rows[0].queued == 1
     assert "| test | old-one | a | 1 | True | - |" in markdown_table(rows)
+
+
+def test_status_shows_the_freights_alias_though_the_history_names_only_the_freight() -> None:
+    # Stage history entries (Kargo's FreightReference) carry no alias; the row looks it up.
+    stage = {
+        "metadata": {"name": "test", "namespace": "p"},
+        "status": {"freightHistory": [{"items": {"Warehouse/w": {"name": "a" * 40}}}]},
+    }
+    freight = {"metadata": {"name": "a" * 40}, "alias": "frozen-tauntaun"}
+    assert stage_rows([stage], [], [freight])[0].freight == "frozen-tauntaun"
+    assert stage_rows([stage], [])[0].freight == "a" * 40  # never a cut of the name
+
+
+def _promo(name: str, stage: str, phase: str, freight: str = "f1") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "creationTimestamp": name[-2:]},
+        "spec": {"stage": stage, "freight": freight},
+        "status": {"phase": phase},
+    }
+
+
+ABORT_SNAPSHOT = Snapshot(
+    namespace="p",
+    stages=[{"metadata": {"name": s}} for s in ("test", "prod")],
+    promotions=[
+        _promo("prod.01", "prod", "Succeeded"),
+        _promo("prod.02", "prod", "Pending"),
+        _promo("prod.03", "prod", "Running"),
+        _promo("prod.04", "prod", "Pending", freight="f2"),
+        _promo("test.01", "test", "Pending"),
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    ("target", "queued", "freight", "expected"),
+    [
+        ("prod", False, None, ["prod.03"]),  # the running one
+        ("prod", True, None, ["prod.03", "prod.02", "prod.04"]),  # and the queue when asked
+        ("test", False, None, ["test.01"]),  # nothing running: the oldest queued one
+        ("prod.02", False, None, ["prod.02"]),  # a Promotion named: that one
+        (
+            "prod.01",
+            False,
+            None,
+            "Promotion `prod.01` already finished (Succeeded); there is nothing to abort",
+        ),
+        ("ghost", False, None, "no Promotion or Stage named `ghost` in project `p`"),
+        (None, False, "f1", ["prod.03", "test.01", "prod.02"]),  # a PR's Freight (GitHub)
+        (None, False, "f9", "no Promotion of this pull request's Freight is running or queued"),
+    ],
+)
+def test_one_abort_rule_for_every_front_end(
+    target: str | None, queued: bool, freight: str | None, expected: list[str] | str
+) -> None:
+    got = abort_targets(ABORT_SNAPSHOT, target, queued=queued, freight=freight)
+    if isinstance(expected, str):
+        assert got == Refusal(expected)
+    else:
+        assert not isinstance(got, Refusal) and [p["metadata"]["name"] for p in got] == expected
+
+
+def test_abort_all_parses_on_both_front_ends() -> None:
+    assert parse_command("abort", "prod all") == Command(
+        "abort", target="prod", queued=True, raw="/abort prod all"
+    )
+    assert parse_slash("abort prod all").queued
+    with pytest.raises(CommandError):
+        parse_command("abort", "prod everything")
+
+
+def test_both_front_ends_show_the_same_usage_with_their_prefix() -> None:
+    comment, slash = usage_lines("comment"), usage_lines("slash")
+    assert comment[0] == slash[0] == "/promote [FREIGHT] to STAGE"
+    assert "/abort [PROMOTION | STAGE [all]]" in comment
+    assert "/promote abort PROMOTION | STAGE [all]" in slash
+    assert [c.split()[0] for c in comment[1:]] == [f"/{s.split()[1]}" for s in slash[1:]]

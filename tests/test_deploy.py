@@ -38,8 +38,8 @@ from app.server import create_app
 from app.settings import Settings
 from handlers.routing import ROUTER
 from handlers.webhook import WEBHOOK_PATH
+from promoter.chatops import SLASH
 from slack.app import EVENTS_PATH
-from slack.commands import SLASH
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.controller import Gate, registry_with, running_controller, wait_for_object
 from tests.support.fixtures import analysis_template

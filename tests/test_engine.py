@@ -231,7 +231,7 @@ async def test_failure_skips_later_steps_unless_their_if_says_otherwise(tmp_path
     out = await engine.advance(promo, runtime(tmp_path, clock, cleanup=cleanup, never=never))
     assert statuses(out.promotion) == [
         ("boom", "Failed"),
-        ("step-1", "Skipped"),
+        ("step-2", "Skipped"),
         ("cleanup", "Succeeded"),
         ("report", "Succeeded"),
         ("on-success", "Skipped"),
@@ -246,7 +246,7 @@ async def test_continue_on_error_does_not_fail_the_promotion(tmp_path: Path) -> 
     after = Scripted(OK)
     promo = make([{"uses": "fail", "continueOnError": True}, {"uses": "after"}])
     out = await engine.advance(promo, runtime(tmp_path, clock, after=after))
-    assert statuses(out.promotion) == [("step-0", "Failed"), ("step-1", "Succeeded")]
+    assert statuses(out.promotion) == [("step-1", "Failed"), ("step-2", "Succeeded")]
     assert out.promotion.status.phase is Phase.SUCCEEDED
 
 
@@ -403,7 +403,10 @@ async def test_abort_marks_the_running_step_and_names_the_actor(tmp_path: Path) 
     waiting = Scripted(StepResult(StepStatus.RUNNING, retry_after=5))
     rt = runtime(tmp_path, clock, waiting=waiting)
     out = await engine.advance(
-        make([{"uses": "waiting", "as": "w"}, {"uses": "compose-output"}]), rt
+        make(
+            [{"uses": "waiting", "as": "w"}, {"uses": "compose-output", "config": {"done": True}}]
+        ),
+        rt,
     )
     aborted = engine.abort(out.promotion, "slack:T1/U2", clock.now)
     assert aborted.status.phase is Phase.ABORTED
@@ -424,7 +427,15 @@ async def test_checkpoint_receives_progress_after_each_step(tmp_path: Path) -> N
 
     rt = runtime(tmp_path, clock)
     rt = replace(rt, checkpoint=checkpoint)
-    out = await engine.advance(make([{"uses": "compose-output"}, {"uses": "compose-output"}]), rt)
+    out = await engine.advance(
+        make(
+            [
+                {"uses": "compose-output", "config": {"done": True}},
+                {"uses": "compose-output", "config": {"done": True}},
+            ]
+        ),
+        rt,
+    )
     assert out.promotion.status.phase is Phase.SUCCEEDED
     assert seen == [(1, Phase.RUNNING), (2, Phase.RUNNING), (2, Phase.SUCCEEDED)]
 

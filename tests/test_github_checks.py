@@ -88,7 +88,10 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         service = FakePromotions(
             NS,
             stages=[
-                {"metadata": {"name": "staging", "namespace": NS}, "spec": {}},
+                {
+                    "metadata": {"name": "staging", "namespace": NS},
+                    "spec": {"verification": {"analysisTemplates": [{"name": "smoke"}]}},
+                },
                 {
                     "metadata": {"name": "production-eu-west-1-primary", "namespace": NS},
                     "spec": {
@@ -175,6 +178,51 @@ async def test_a_restarted_leader_updates_the_same_run(env: Env) -> None:
         await restarted.client.close()
     runs = env.fake.check_runs(REPO)
     assert [r["id"] for r in runs] == [run_id] and runs[0]["status"] == "in_progress"
+
+
+async def test_a_restart_writes_nothing_to_github_for_finished_promotions(env: Env) -> None:
+    finished = []
+    for i in range(5):
+        reply = env.fake.add_comment(
+            REPO, env.pr, "@alice: ...", user="longshoreman[bot]", bot=True
+        )
+        done = promotion("Succeeded")
+        done["metadata"]["name"] = f"staging.000{i}"
+        done["metadata"]["annotations"][REPLY_ANNOTATION] = json.dumps(
+            {
+                "repo": REPO,
+                "comment": reply["id"],
+                "user": "alice",
+                "command": "/promote to staging",
+            }
+        )
+        finished.append(done)
+    env.service.promotions[:] = finished
+    for done in finished:
+        env.integration.on_promotion(done, None)
+    await asyncio.wait_for(env.integration.queue.join(), 10)
+    assert len(env.fake.requests("PATCH", "/issues/comments/")) == 5
+    before = len(env.fake.log)
+
+    restarted = GitHubIntegration(
+        env.integration.settings, env.service, policy=RetryPolicy(backoff=0.01)
+    )
+    await restarted.client.start()
+    try:
+        for done in env.service.promotions:  # the informer's initial list, annotations and all
+            restarted.on_promotion(copy.deepcopy(done), None)
+        await asyncio.wait_for(restarted.queue.join(), 10)
+    finally:
+        await restarted.client.close()
+    writes = [r for r in env.fake.log[before:] if r.method in ("POST", "PATCH", "PUT", "DELETE")]
+    assert writes == []
+
+
+async def test_without_a_promotion_page_the_check_run_has_no_details_link(env: Env) -> None:
+    await env.change(promotion("Running", 1), None)
+    [run] = env.fake.check_runs(REPO, env.sha)
+    assert "details_url" not in run or run["details_url"] in (None, "")
+    assert "/runs/" not in run["output"]["summary"]
 
 
 async def test_failure_and_abort_conclusions_and_the_abort_button(env: Env) -> None:

@@ -35,20 +35,22 @@ APP_URL = "https://github.com/example/app.git"
 
 
 def stage(
-    name: str, *, upstream: str | None = None, promoters: str | None = None
+    name: str,
+    *,
+    upstream: str | None = None,
+    promoters: str | None = None,
+    verified: bool = False,
 ) -> dict[str, Any]:
     sources: dict[str, Any] = {"stages": [upstream]} if upstream else {"direct": True}
     meta: dict[str, Any] = {"name": name, "namespace": NS}
     if promoters is not None:
         meta["annotations"] = {"longshoreman.dev/github-promoters": promoters}
-    return {
-        "metadata": meta,
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "app"}, "sources": sources}
-            ]
-        },
+    spec: dict[str, Any] = {
+        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"}, "sources": sources}]
     }
+    if verified:
+        spec["verification"] = {"analysisTemplates": [{"name": "smoke"}]}
+    return {"metadata": meta, "spec": spec}
 
 
 @dataclass
@@ -108,7 +110,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         service = FakePromotions(
             NS,
             stages=[
-                stage("staging"),
+                stage("staging", verified=True),
                 stage("prod", upstream="staging", promoters="carol, example/release-team"),
             ],
             freight=[freight],
@@ -209,6 +211,70 @@ async def test_help_lists_usage_and_the_callers_permissions(env: Env) -> None:
     body = replies[0]["body"]
     assert "/promote [FREIGHT] to STAGE" in body and "**write**" in body
     assert "You may promote to: `staging`" in body and "`prod`" in body
+
+
+async def test_abort_of_a_stage_aborts_its_running_promotion_and_the_queue_only_when_asked(
+    env: Env,
+) -> None:
+    for _ in range(3):
+        await env.comment("/promote frozen-tauntaun to staging")
+    env.service.promotions[0]["status"]["phase"] = "Running"
+    replies = await env.comment("/abort staging")
+    assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
+    assert "abort requested for `staging.0001` (Stage `staging`)" in replies[0]["body"]
+    await env.comment("/abort staging all")
+    assert [a[1] for a in env.service.aborted[1:]] == [
+        "staging.0001",
+        "staging.0002",
+        "staging.0003",
+    ]
+
+
+async def test_abort_of_a_finished_promotion_is_refused_saying_it_finished(env: Env) -> None:
+    await env.comment("/promote frozen-tauntaun to staging")
+    env.service.promotions[0]["status"]["phase"] = "Succeeded"
+    replies = await env.comment("/abort staging.0001")
+    assert "Promotion `staging.0001` already finished (Succeeded)" in replies[0]["body"]
+    assert "Nothing was changed" in replies[0]["body"] and env.service.aborted == []
+
+
+async def test_verify_of_a_stage_without_verification_says_so(env: Env) -> None:
+    replies = await env.comment("/verify prod", user="carol")
+    assert "Stage `prod` has no verification configured" in replies[0]["body"]
+    assert env.service.reverified == []
+
+
+async def test_help_counts_team_membership(env: Env) -> None:
+    replies = await env.comment("/help", user="dave")  # prod lists example/release-team
+    body = replies[0]["body"]
+    assert "You may promote to: `prod`, `staging`." in body and "Not to" not in body
+
+
+async def test_status_shows_the_freights_alias(env: Env) -> None:
+    env.service.stages[0]["status"] = {
+        "freightHistory": [{"items": {"Warehouse/app": {"name": "f" * 40}}}]
+    }
+    replies = await env.comment("/status staging")
+    assert "| staging | frozen-tauntaun |" in replies[0]["body"]
+    assert "f" * 20 not in replies[0]["body"]
+
+
+async def test_freight_is_found_by_a_unique_name_prefix_and_an_ambiguous_one_is_refused(
+    env: Env,
+) -> None:
+    await env.comment("/promote ffff to staging")
+    assert env.service.promoted == [(NS, "staging", "f" * 40, "github:alice")]
+    env.service.freight.append(
+        {
+            "metadata": {"name": "f" * 39 + "0", "namespace": NS},
+            "alias": "wily-yak",
+            "origin": {"kind": "Warehouse", "name": "app"},
+        }
+    )
+    replies = await env.comment("/promote ffff to staging")
+    body = replies[0]["body"]
+    assert "`ffff` is ambiguous" in body
+    assert "frozen-tauntaun" in body and "wily-yak" in body and len(env.service.promoted) == 1
 
 
 @pytest.mark.parametrize(

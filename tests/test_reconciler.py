@@ -147,7 +147,7 @@ async def test_a_kubectl_promotion_with_only_stage_and_freight_is_inflated_and_r
         done = await wait_terminal(env.kube, NS, "by-hand")
         assert done["status"]["phase"] == "Succeeded", done["status"]
         aliases = [s["as"] for s in done["spec"]["steps"]]
-        assert aliases[:2] == ["deploy::step-0", "deploy::step-1"] and aliases[-1] == "summary"
+        assert aliases[:2] == ["deploy::step-1", "deploy::step-2"] and aliases[-1] == "summary"
         assert {v["name"] for v in done["spec"]["vars"]} == {"gitopsRepo", "imageRepo"}
         # Nobody announced it at creation, so the controller does (once), then the outcome.
         assert await events_for(env.kube, "by-hand") == ["PromotionCreated", "PromotionSucceeded"]
@@ -249,7 +249,10 @@ async def test_abort_annotation_aborts_with_the_actor(env: Env) -> None:
     gate = Gate()
     await env.add_stage(
         "one",
-        [{"uses": "gate", "as": "wait", "config": {"name": "never"}}, {"uses": "compose-output"}],
+        [
+            {"uses": "gate", "as": "wait", "config": {"name": "never"}},
+            {"uses": "compose-output", "config": {"done": True}},
+        ],
     )
     async with running_controller(env.server, env.work, registry=registry_with(gate=gate)):
         await env.bare_promotion("p1", "one")
@@ -283,12 +286,12 @@ async def test_abort_annotation_aborts_with_the_actor(env: Env) -> None:
         ([{"uses": "no-such-step"}], {}, "unknown step kind 'no-such-step'"),
         ([{"uses": "compose-output", "as": "x", "config": {"a": "${{ 1 + }}"}}], {}, "(x).config"),
         (
-            [{"uses": "compose-output"}],
+            [{"uses": "compose-output", "config": {"done": True}}],
             {"stage": "missing"},
             "Stage 'missing' not found in namespace 'kargo-demo'",
         ),
         (
-            [{"uses": "compose-output"}],
+            [{"uses": "compose-output", "config": {"done": True}}],
             {"freight": "nope"},
             "Freight 'nope' not found in namespace 'kargo-demo'",
         ),
@@ -317,9 +320,9 @@ async def test_running_promotion_resumes_after_the_controller_restarts(env: Env)
     await env.add_stage(
         "one",
         [
-            {"uses": "compose-output", "as": "first"},
+            {"uses": "compose-output", "as": "first", "config": {"done": True}},
             {"uses": "gate", "config": {"name": "g"}},
-            {"uses": "compose-output", "as": "last"},
+            {"uses": "compose-output", "as": "last", "config": {"done": True}},
         ],
     )
     async with running_controller(env.server, env.work, registry=registry_with(gate=gate)):
@@ -380,7 +383,7 @@ async def test_a_new_leader_shows_every_stage_and_promotion_to_the_front_ends(en
 
 
 async def test_dropped_watches_lose_no_event(env: Env) -> None:
-    await env.add_stage("one", [{"uses": "compose-output"}])
+    await env.add_stage("one", [{"uses": "compose-output", "config": {"done": True}}])
     async with running_controller(env.server, env.work):
         for i in range(5):
             env.server.close_watches(abort=i % 2 == 0)
@@ -397,7 +400,7 @@ async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: En
     async with running_controller(env.server, env.work, services=env.services) as controller:
         service = ClusterPromotions(env.kube, controller)
         freight = (await env.freight())["metadata"]["name"]
-        with pytest.raises(InvalidInput, match="is not available to Stage 'uat'"):
+        with pytest.raises(InvalidInput, match="is not available to Stage `uat`"):
             await service.promote(NS, "uat", freight, actor="slack:T/U")
         ref = await service.promote(NS, "test", freight, actor="slack:T/U")
         done = await wait_terminal(env.kube, NS, ref.name)

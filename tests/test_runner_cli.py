@@ -174,7 +174,7 @@ def test_errored_promotion_exits_1(setup: Setup) -> None:
         "--manifests", str(setup.write()), "--stage", "test", "--freight", "frozen-tauntaun"
     )
     assert code == 1
-    assert "Errored - step 'deploy::step-0' (git-clone) errored" in out
+    assert "Errored - step 'deploy::step-1' (git-clone) errored" in out
 
 
 def _bad_yaml(s: Setup) -> Path:

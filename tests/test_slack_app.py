@@ -3,7 +3,9 @@ API for everything the bot says, and an in-memory Promotion port."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -63,7 +65,7 @@ class Rig:
 async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
     async with running_fake_slack() as slack:
         service = MemoryPromotions("kargo-demo")
-        service.add_stage("test")
+        service.add_stage("test", verification={"analysisTemplates": [{"name": "smoke"}]})
         service.add_stage(
             "prod",
             {SLACK_PROMOTERS: "U1,S0OPS", SLACK_CONFIRM: "true", SLACK_CHANNEL: "C0PROD"},
@@ -71,7 +73,12 @@ async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
                 {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"stages": ["test"]}}
             ],
         )
-        service.add_freight("7c9e6b1f3a4d", "frozen-tauntaun", commits=[{"id": "7c9e6b1f3a4d5e"}])
+        service.add_freight(
+            "7c9e6b1f3a4d",
+            "frozen-tauntaun",
+            commits=[{"id": "7c9e6b1f3a4d5e"}],
+            status={"verifiedIn": {"test": {}}},
+        )
         slack.usergroups["S0OPS"] = ["U7"]
         now = [time.time()]
         settings = SlackSettings(
@@ -155,7 +162,7 @@ async def test_unknown_or_malformed_commands_get_usage_in_the_ack(
 
 async def test_help_and_status(rig: Rig) -> None:
     _, body = await rig.command("help")
-    assert "/promote abort PROMOTION|STAGE" in json.loads(body)["text"]
+    assert "/promote abort PROMOTION | STAGE [all]" in json.loads(body)["text"]
     await rig.command("status")
     [answer] = await rig.answers()
     assert "*prod*" in answer["text"] and "*test*" in answer["text"]
@@ -356,5 +363,78 @@ async def test_reverify_and_promote_next_buttons(rig: Rig) -> None:
     assert "may not act on Stage prod" in refused["text"]
     await rig.click(buttons[f"{PROMOTE_NEXT}.0"], user="U7", url="c3")
     [prompt] = await rig.answers("c3")
-    assert "Promote *7c9e6b1f3a4d (frozen-tauntaun)* to *prod*?" in prompt["text"]
+    assert "Promote *frozen-tauntaun* to *prod*?" in prompt["text"]
     assert [a[0] for a in rig.service.actions] == ["promote", "reverify"]
+
+
+async def test_reverify_right_after_the_final_update_sends_no_identical_update(rig: Rig) -> None:
+    test = rig.service.stage("test")
+    test["metadata"]["annotations"][SLACK_CHANNEL] = "C0TEST"
+    rig.integration.live.update_interval = 2.0  # SLACK_UPDATE_INTERVAL
+    await rig.command("frozen-tauntaun to test")
+    await rig.answers()
+    [message] = await rig.slack.wait_for(lambda: rig.slack.channel("C0TEST"), what="message")
+    name = next(iter(rig.service.promotions))
+    entry = {"id": "v1", "promotion": name, "phase": "Successful", "analysisRun": {"name": "r"}}
+    test["status"] = {"freightHistory": [{"verificationHistory": [entry]}]}
+    rig.service.set_status(name, phase="Succeeded", finishedAt="2024-01-01T00:00:00Z")
+    await rig.slack.wait_for(lambda: "verification passed" in message.text, what="final")
+    await rig.integration.idle()
+    updates = len(rig.slack.calls_to("chat.update"))
+    await rig.click(message.buttons[REVERIFY], url="c1")
+    await rig.slack.wait_for(lambda: rig.slack.responses["c1"], what="answer")
+    await asyncio.sleep(0.3)  # a follower that would update does so at once
+    assert len(rig.slack.calls_to("chat.update")) == updates
+    entry2 = {"id": "v2", "promotion": name, "phase": "Failed", "analysisRun": {"name": "r2"}}
+    test["status"]["freightHistory"][0]["verificationHistory"].insert(0, entry2)
+    await rig.slack.wait_for(lambda: "verification failed" in message.text, within=10, what="new")
+    await rig.integration.idle()
+
+
+async def test_freight_not_available_is_refused_before_any_confirm(rig: Rig) -> None:
+    rig.service.add_freight("0a1b2c3d4e5f", "wily-yak")  # not verified in test
+    await rig.command("wily-yak to prod")
+    [answer] = await rig.answers()
+    assert "not available to Stage `prod`" in answer["text"]
+    assert not answer.get("blocks") or all(b.get("type") != "actions" for b in answer["blocks"])
+    assert rig.service.actions == []
+
+
+async def test_the_expiry_hint_is_a_command_that_works_when_pasted(rig: Rig) -> None:
+    buttons = await confirm_prompt(rig)
+    rig.now[0] += 61
+    await rig.click(buttons[CONFIRM])
+    [answer] = await rig.answers("c1")
+    assert "`/promote frozen-tauntaun to prod`" in answer["text"]
+    await rig.command("frozen-tauntaun to prod", url="r2")  # pasted: asks again
+    [again] = await rig.answers("r2")
+    assert "asks for confirmation" in again["text"]
+
+
+async def test_the_confirm_prompt_shows_the_real_time_to_expiry(rig: Rig) -> None:
+    rig.integration.settings = replace(rig.integration.settings, confirm_ttl=30)
+    await rig.command("frozen-tauntaun to prod")
+    [prompt] = await rig.answers()
+    assert "expires in 30 seconds" in prompt["text"]
+
+
+async def test_abort_of_a_finished_promotion_is_refused_on_slack(rig: Rig) -> None:
+    rig.service.stage("prod")["metadata"]["annotations"].pop(SLACK_CONFIRM)
+    await rig.command("frozen-tauntaun to prod")
+    await rig.answers()
+    name = next(iter(rig.service.promotions))
+    rig.service.set_status(name, phase="Succeeded")
+    await rig.command(f"abort {name}", url="r2")
+    [answer] = await rig.answers("r2")
+    assert f"Promotion `{name}` already finished (Succeeded)" in answer["text"]
+    assert [a[0] for a in rig.service.actions] == ["promote"]
+
+
+def test_starting_with_a_token_in_the_environment_logs_no_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
+    settings = SlackSettings(bot_token=TOKEN, signing_secret=SIGNING_SECRET, namespace="p")
+    with caplog.at_level(logging.INFO):
+        setup_slack(web.Application(), settings, MemoryPromotions("p"))
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

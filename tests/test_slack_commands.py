@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from promoter.chatops import SLACK_CONFIRM, SLACK_PROMOTERS, Command, CommandError, Snapshot
+from promoter.chatops import (
+    SLACK_CONFIRM,
+    SLACK_PROMOTERS,
+    Command,
+    CommandError,
+    Snapshot,
+    parse_slash,
+    reason_of,
+)
 from slack.commands import (
     AskConfirm,
     DoAbort,
@@ -19,9 +27,7 @@ from slack.commands import (
     ShowHelp,
     ShowStatus,
     groups_to_resolve,
-    parse_slash,
     plan,
-    reason_of,
 )
 
 
@@ -104,6 +110,16 @@ def stage(name: str, **annotations: str) -> dict[str, Any]:
     }
 
 
+def verified(stage: dict[str, Any]) -> dict[str, Any]:
+    stage["spec"]["verification"] = {"analysisTemplates": [{"name": "smoke"}]}
+    return stage
+
+
+def downstream(stage: dict[str, Any], upstream: str) -> dict[str, Any]:
+    stage["spec"]["requestedFreight"][0]["sources"] = {"stages": [upstream]}
+    return stage
+
+
 def promotion(name: str, stage_name: str, phase: str) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": "p", "creationTimestamp": name[-2:]},
@@ -116,7 +132,8 @@ SNAPSHOT = Snapshot(
     namespace="p",
     stages=[
         stage("test"),
-        stage("prod", **{SLACK_PROMOTERS: "U1, S0OPS", SLACK_CONFIRM: "true"}),
+        verified(stage("prod", **{SLACK_PROMOTERS: "U1, S0OPS", SLACK_CONFIRM: "true"})),
+        downstream(stage("uat", **{SLACK_CONFIRM: "true"}), "test"),
     ],
     freight=[
         {
@@ -124,7 +141,16 @@ SNAPSHOT = Snapshot(
             "alias": "frozen-tauntaun",
             "origin": {"kind": "Warehouse", "name": "w"},
             "commits": [{"id": "abc1234def0"}],
-        }
+        },
+        *(
+            {
+                "metadata": {"name": name, "creationTimestamp": "2024-01-01T00:00:00Z"},
+                "alias": alias,
+                "origin": {"kind": "Warehouse", "name": "w"},
+                "commits": [{"id": "1234567abc"}],
+            }
+            for name, alias in [("0ddba11aaa", "lazy-lemur"), ("0ddba11bbb", "wily-yak")]
+        ),
     ],
     promotions=[
         promotion("prod.01", "prod", "Succeeded"),
@@ -142,28 +168,28 @@ SNAPSHOT = Snapshot(
             "U9",
             [],
             [],
-            DoPromote("test", "abc1234def", "abc1234def (frozen-tauntaun)"),
+            DoPromote("test", "abc1234def", "frozen-tauntaun"),
         ),
         (
             "abc1234 to test",
             "U9",
             [],
             [],
-            DoPromote("test", "abc1234def", "abc1234def (frozen-tauntaun)"),
+            DoPromote("test", "abc1234def", "frozen-tauntaun"),
         ),
         (
             "latest to prod",
             "U1",
             [],
             [],
-            AskConfirm("prod", "abc1234def", "abc1234def (frozen-tauntaun)"),
+            AskConfirm("prod", "abc1234def", "frozen-tauntaun"),
         ),
         (
             "latest to prod",
             "U2",
             ["S0OPS"],
             [],
-            AskConfirm("prod", "abc1234def", "abc1234def (frozen-tauntaun)"),
+            AskConfirm("prod", "abc1234def", "frozen-tauntaun"),
         ),
         ("latest to prod", "U2", [], [], Refuse("<@U2> may not act on Stage prod")),
         ("latest to test", "U2", [], ["U1"], Refuse("<@U2> may not act on Stage test")),
@@ -172,22 +198,71 @@ SNAPSHOT = Snapshot(
             "U1",
             [],
             [],
-            Refuse("no Freight named, aliased or with a commit starting 'nope'"),
+            Refuse("no Freight named, aliased or with a name or commit starting 'nope'"),
+        ),
+        # A unique prefix of the name finds it, like a git short hash; an ambiguous one lists
+        # the candidates, alias first.
+        ("abc1 to test", "U9", [], [], DoPromote("test", "abc1234def", "frozen-tauntaun")),
+        (
+            "abd to test",
+            "U9",
+            [],
+            [],
+            Refuse("no Freight named, aliased or with a name or commit starting 'abd'"),
+        ),
+        (
+            "0ddba11 to test",
+            "U9",
+            [],
+            [],
+            Refuse(
+                "`0ddba11` is ambiguous: it could be `lazy-lemur (0ddba11aaa)`, "
+                "`wily-yak (0ddba11bbb)`; use an alias or a longer prefix"
+            ),
+        ),
+        # Not available to a Stage that asks for confirmation: refused before asking.
+        (
+            "frozen-tauntaun to uat",
+            "U1",
+            [],
+            [],
+            Refuse(
+                "Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
+                "from a Warehouse the Stage requests directly, or be verified in its upstream "
+                "Stages and soaked there, if required)"
+            ),
         ),
         ("latest to nowhere", "U1", [], [], Refuse("no Stage named `nowhere` in project `p`")),
-        ("abort prod", "U1", [], [], DoAbort("prod.03", "prod")),
-        ("abort prod.02", "U1", [], [], DoAbort("prod.02", "prod")),
-        ("abort prod.01", "U1", [], [], Refuse("Promotion `prod.01` already finished (Succeeded)")),
+        ("abort prod", "U1", [], [], DoAbort(("prod.03",), "prod")),
+        ("abort prod all", "U1", [], [], DoAbort(("prod.03", "prod.02"), "prod")),
+        ("abort prod.02", "U1", [], [], DoAbort(("prod.02",), "prod")),
+        (
+            "abort prod.01",
+            "U1",
+            [],
+            [],
+            Refuse("Promotion `prod.01` already finished (Succeeded); there is nothing to abort"),
+        ),
         ("abort prod.02", "U3", [], [], Refuse("<@U3> may not act on Stage prod")),
         (
             "abort test",
             "U1",
             [],
             [],
-            Refuse("nothing to abort: no Promotion is running or queued for `test`"),
+            Refuse("nothing to abort: no Promotion is running or queued in Stage `test`"),
         ),
         ("abort ghost", "U1", [], [], Refuse("no Promotion or Stage named `ghost` in project `p`")),
         ("verify prod", "U1", [], [], DoReverify("prod")),
+        (
+            "verify test",
+            "U1",
+            [],
+            [],
+            Refuse(
+                "Stage `test` has no verification configured (spec.verification): its Freight "
+                "counts as verified once a Promotion succeeds and the Stage is healthy"
+            ),
+        ),
         ("verify prod", "U4", [], [], Refuse("<@U4> may not act on Stage prod")),
         ("help", "U4", [], [], ShowHelp()),
     ],
@@ -201,7 +276,7 @@ def test_plans(
 def test_status_rows() -> None:
     result = plan(parse_slash("status"), SNAPSHOT, "U9")
     assert isinstance(result, ShowStatus)
-    assert [r.stage for r in result.rows] == ["prod", "test"]
+    assert [r.stage for r in result.rows] == ["prod", "test", "uat"]
     assert result.rows[0].running == "prod.03" and result.rows[0].queued == 1
     assert plan(parse_slash("status qa"), SNAPSHOT, "U9") == Refuse(
         "no Stage named `qa` in project `p`"

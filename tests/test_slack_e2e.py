@@ -163,7 +163,7 @@ async def test_promote_confirm_follow_to_success_then_abort_a_second_run(world: 
     slack = world.slack
     # 1. /promote frozen-tauntaun to prod: a confirmation, and nothing created yet.
     prompt = await world.promote("frozen-tauntaun to prod", "cmd1")
-    assert "Promote *1a2b3c4d5e6f (frozen-tauntaun)* to *prod*" in prompt["text"]
+    assert "Promote *frozen-tauntaun* to *prod*" in prompt["text"]
     items, _ = await world.kube.list(k.PROMOTIONS, NS)
     assert items == []
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -409,13 +410,21 @@ async def test_clear_does_not_follow_symlinks(ctx: StepContext, tmp_path: Path) 
     assert (outside / "keep.txt").exists()
 
 
-async def test_commit_and_noop_commit(ctx: StepContext, remote: RemoteRepo) -> None:
+async def test_commit_then_nothing_to_commit_is_skipped_with_head(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
     await clone_out(ctx)
     write(ctx, "out/app.yaml", "replicas: 2\n")
     first = await run("git-commit", ctx, {"path": "out", "message": "test: bump\n\nbody #1\n"})
+    assert first.status is StepStatus.SUCCEEDED
+    # The same step entered again (a crash before its status was written): its own commit.
     again = await run("git-commit", ctx, {"path": "out", "message": "test: bump"})
-    assert again.status is StepStatus.SUCCEEDED
-    assert again.output == first.output
+    assert (again.status, again.output) == (StepStatus.SUCCEEDED, first.output)
+    # Another step with nothing to commit: Skipped, as in Kargo, still naming HEAD.
+    other = replace(ctx, alias="commit-again")
+    nothing = await run("git-commit", other, {"path": "out", "message": "test: bump"})
+    assert (nothing.status, nothing.output) == (StepStatus.SKIPPED, first.output)
+    assert nothing.message == "nothing to commit"
     await run("git-push", ctx, {"path": "out"})
     assert [msg for _, msg in remote.log("stage/test")] == ["test: bump", "Initial commit"]
     body = remote.git("log", "-1", "--format=%B", "refs/heads/stage/test")

@@ -427,7 +427,7 @@ def stage_card(
     freights: Sequence[Mapping[str, Any]],
     masker: Masker,
 ) -> StageCard:
-    (row,) = stage_rows([stage], promotions)
+    (row,) = stage_rows([stage], promotions, freights)
     status = stage.get("status") or {}
     mine = [p for p in promotions if (p.get("spec") or {}).get("stage") == name_of(stage)]
     queue = StageQueue(mine)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused, StepError
 from promoter.steps.base import (
     Config,
     Effect,
@@ -242,17 +242,14 @@ def _untar(ctx: StepContext, config: Mapping[str, Any], limits: Limits = Limits(
     out_raw = cfg.str("outPath")
     strip = cfg.int("stripComponents", 0)
     if strip < 0:
-        raise StepError(f"{KIND}: config.stripComponents must not be negative", terminal=True)
+        raise ConfigRefused(f"{KIND}: config.stripComponents must not be negative")
     ignore = cfg.str("ignore", "")
     archive = ctx.path(in_raw, field_name="inPath")
     if not archive.is_file():
-        raise StepError(
-            f"{KIND}: config.inPath {in_raw!r} is not a file in the work directory", terminal=True
-        )
+        raise ConfigRefused(f"{KIND}: config.inPath {in_raw!r} is not a file in the work directory")
     if ".git" in Path(os.path.normpath(out_raw)).parts:
-        raise StepError(
-            f"{KIND}: config.outPath {out_raw!r}: writing inside a .git directory is refused",
-            terminal=True,
+        raise ConfigRefused(
+            f"{KIND}: config.outPath {out_raw!r}: writing inside a .git directory is refused"
         )
     out = ctx.path(out_raw, field_name="outPath")
     if out.exists() and not out.is_dir():

@@ -46,7 +46,7 @@ from promoter.argocd import (
     terminate_patch,
     wait_readiness,
 )
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused, StepError
 from promoter.steps.base import (
     Effect,
     Step,
@@ -281,11 +281,10 @@ class ArgoCDUpdateStep:
             for app in authorized:
                 key = app_key(app)
                 if key in seen:
-                    raise StepError(
+                    raise ConfigRefused(
                         f"Argo CD Application {key[1]!r} in namespace {key[0]!r} is selected by "
                         f"config.apps[{seen[key]}] and config.apps[{index}]; each Application may "
-                        "be updated once per step",
-                        terminal=True,
+                        "be updated once per step"
                     )
                 seen[key] = index
                 desired = desired_revisions(update, app)

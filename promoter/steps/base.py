@@ -16,8 +16,10 @@ a replay must never make.
 
 Errors have kinds (see :mod:`promoter.errors`): a step raises :class:`StepError` for a technical
 problem that may go away (counted against ``retry.errorThreshold``), ``StepError(terminal=True)``
-for one that will not (bad config, refused by policy), and returns ``Failed`` for a business
-failure (``fail`` step, a closed pull request, an HTTP ``failureExpression``).
+for one that will not (refused by policy, a missing object; the step ends ``Errored``),
+:class:`ConfigRefused` for a config it refuses (ends ``Failed``, as in Kargo), and returns
+``Failed`` for a business failure (``fail`` step, a closed pull request, an HTTP
+``failureExpression``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused
 
 # A directory inside every work directory for the engine's own files (the git clone cache).
 PRIVATE_DIR = ".longshoreman"
@@ -211,28 +213,25 @@ class StepContext:
         a manifest must not be able to read or write the host's files.
         """
         if not isinstance(relative, str) or relative == "":
-            raise StepError(f"config.{field_name} must be a non-empty path", terminal=True)
+            raise ConfigRefused(f"config.{field_name} must be a non-empty path")
         if os.path.isabs(relative):
-            raise StepError(
+            raise ConfigRefused(
                 f"config.{field_name} {relative!r} is absolute; paths are relative to the "
-                "Promotion's work directory",
-                terminal=True,
+                "Promotion's work directory"
             )
         root = self.work_dir.resolve()
         candidate = (root / relative).resolve()
         if candidate != root and root not in candidate.parents:
-            raise StepError(
-                f"config.{field_name} {relative!r} leads outside the Promotion's work directory",
-                terminal=True,
+            raise ConfigRefused(
+                f"config.{field_name} {relative!r} leads outside the Promotion's work directory"
             )
         private = root / PRIVATE_DIR
         if candidate == private or private in candidate.parents:
             # The git steps keep their clone cache (and its config) here; letting a file step
             # write there would let a manifest make git run commands.
-            raise StepError(
+            raise ConfigRefused(
                 f"config.{field_name} {relative!r} is inside {PRIVATE_DIR}/, which is reserved for "
-                "Longshoreman's own files",
-                terminal=True,
+                "Longshoreman's own files"
             )
         return candidate
 
@@ -311,7 +310,8 @@ class FunctionStep:
 class Config:
     """Typed reads of a step's rendered config, with errors that name the field.
 
-    Every read error is terminal: retrying a step with bad config cannot help.
+    Every read error is a :class:`ConfigRefused`: retrying a step with bad config cannot help,
+    and the step ends ``Failed``.
     """
 
     def __init__(
@@ -323,15 +323,13 @@ class Config:
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
-            raise StepError(
-                f"{kind}: {prefix} must be a map, got {type(data).__name__}", terminal=True
-            )
+            raise ConfigRefused(f"{kind}: {prefix} must be a map, got {type(data).__name__}")
         self.kind = kind
         self.data = data
         self.prefix = prefix
 
-    def _err(self, key: builtins.str, problem: builtins.str) -> StepError:
-        return StepError(f"{self.kind}: {self.prefix}.{key} {problem}", terminal=True)
+    def _err(self, key: builtins.str, problem: builtins.str) -> ConfigRefused:
+        return ConfigRefused(f"{self.kind}: {self.prefix}.{key} {problem}")
 
     def has(self, key: builtins.str) -> builtins.bool:
         return self.data.get(key) is not None
@@ -341,10 +339,9 @@ class Config:
         known = set(known)
         unknown = sorted(set(self.data) - known)
         if unknown:
-            raise StepError(
+            raise ConfigRefused(
                 f"{self.kind}: unknown config field(s) {', '.join(unknown)}; known fields are "
-                f"{', '.join(sorted(known))}",
-                terminal=True,
+                f"{', '.join(sorted(known))}"
             )
 
     def str(self, key: builtins.str, default: builtins.str | None = None) -> builtins.str:

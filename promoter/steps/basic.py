@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from promoter.errors import ConfigRefused
 from promoter.steps.base import (
     Config,
     Effect,
@@ -19,6 +20,9 @@ from promoter.steps.base import (
 
 async def compose_output(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     """Publish the (rendered) config itself as the step's output."""
+    if not config:
+        # Kargo's compose-output-config.json: an object with minProperties 1.
+        raise ConfigRefused("compose-output: config must have at least one field to output")
     return succeeded(dict(config))
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused, StepError
 from promoter.steps import http
 from promoter.steps.base import (
     Config,
@@ -80,9 +80,8 @@ def parse_config(config: Mapping[str, Any]) -> DownloadSpec:
     headers = tuple(http.name_value_pairs(cfg, "headers"))
     for name, value in headers:
         if any(c in name or c in value for c in "\r\n\0"):
-            raise StepError(
-                f"{KIND}: config.headers {name!r} contains a line break or NUL character",
-                terminal=True,
+            raise ConfigRefused(
+                f"{KIND}: config.headers {name!r} contains a line break or NUL character"
             )
     request = http.HttpRequestSpec(
         method="GET",
@@ -109,10 +108,8 @@ def _target(ctx: StepContext, spec: DownloadSpec) -> Path:
     raw = spec.out_path
     target = file_target(ctx, KIND, raw, "outPath")
     if target.exists() and not spec.allow_overwrite:
-        raise StepError(
-            f"{KIND}: config.outPath {raw!r} already exists; set allowOverwrite: true to "
-            "replace it",
-            terminal=True,
+        raise ConfigRefused(
+            f"{KIND}: config.outPath {raw!r} already exists; set allowOverwrite: true to replace it"
         )
     return target
 
@@ -120,10 +117,9 @@ def _target(ctx: StepContext, spec: DownloadSpec) -> Path:
 def _move_into_place(tmp: Path, target: Path, spec: DownloadSpec) -> int:
     # Checked again: another step (or a concurrent retry) may have created it meanwhile.
     if target.exists() and not spec.allow_overwrite:
-        raise StepError(
+        raise ConfigRefused(
             f"{KIND}: config.outPath {spec.out_path!r} already exists; set allowOverwrite: "
-            "true to replace it",
-            terminal=True,
+            "true to replace it"
         )
     size = tmp.stat().st_size
     os.replace(tmp, target)

@@ -34,7 +34,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError as RuamelYAMLError
 from ruamel.yaml.scalarstring import ScalarString
 
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.steps.base import (
     Config,
@@ -84,10 +84,9 @@ def _ensure_inside(ctx: StepContext, path: Path, kind: str, field_name: str) -> 
     root = ctx.work_dir.resolve()
     resolved = path.resolve()
     if resolved != root and root not in resolved.parents:
-        raise StepError(
+        raise ConfigRefused(
             f"{kind}: config.{field_name}: {path.relative_to(root)} is a symlink leading outside "
-            "the Promotion's work directory",
-            terminal=True,
+            "the Promotion's work directory"
         )
 
 
@@ -180,14 +179,19 @@ def parse_key(key: str) -> list[KeyPart]:
 _INDEX = re.compile(r"-?\d+|\[-?\d+\]")
 
 
-def _list_index(part: KeyPart, length: int, where: str) -> int:
-    """Index into a list; ``-1`` (or ``len``) appends, as in Kargo and sjson."""
+def _list_index(part: KeyPart, length: int, where: str, *, pad: bool = False) -> int:
+    """Index into a list; ``-1`` (or ``len``) appends, as in Kargo and sjson.
+
+    With ``pad`` (json-update), an index past the end is allowed: the list is padded with nulls
+    up to it, as sjson does (``friends.4`` on ``["Andy","Carol"]`` gives
+    ``["Andy","Carol",null,null,"Sara"]``).
+    """
     if part.map_key or not _INDEX.fullmatch(part.name):
         raise ValueError(f"{where} is a list, but {part.name!r} is not a list index")
     index = int(part.name.strip("[]"))
     if index < -1:
         raise ValueError(f"{where}: negative index {index} (only -1, append, is allowed)")
-    if index > length:
+    if index > length and not pad:
         raise ValueError(f"{where}: index {index} is past the end of a list of {length} items")
     return length if index == -1 else index
 
@@ -238,7 +242,12 @@ class _SetOutcome:
 
 
 def _set_path(
-    root: Any, parts: Sequence[KeyPart], value: Any, new_map: Callable[[], Any]
+    root: Any,
+    parts: Sequence[KeyPart],
+    value: Any,
+    new_map: Callable[[], Any],
+    *,
+    pad: bool = False,
 ) -> _SetOutcome:
     """Set ``value`` at ``parts`` inside nested maps and lists, creating missing maps.
 
@@ -273,8 +282,9 @@ def _set_path(
                 created = True
             node = node[key]
         else:
-            index = _list_index(part, len(node), where)
-            if index == len(node):
+            index = _list_index(part, len(node), where, pad=pad)
+            if index >= len(node):
+                node.extend([None] * (index - len(node)))
                 node.append(value if last else new_map())
                 created = True
                 if last:
@@ -505,7 +515,7 @@ class _Update:
 def _read_updates(cfg: Config) -> list[_Update]:
     items = cfg.items("updates", required=True)
     if not items:
-        raise StepError(f"{cfg.kind}: config.updates must list at least one update", terminal=True)
+        raise ConfigRefused(f"{cfg.kind}: config.updates must list at least one update")
     updates = []
     for index, item in enumerate(items):
         key = item.str("key")
@@ -513,16 +523,18 @@ def _read_updates(cfg: Config) -> list[_Update]:
         try:
             parts = parse_key(key)
         except ValueError as err:
-            raise StepError(f"{cfg.kind}: {where} {key!r} {err}", terminal=True) from None
+            raise ConfigRefused(f"{cfg.kind}: {where} {key!r} {err}") from None
         if "value" not in item.data:
-            raise StepError(f"{cfg.kind}: config.updates[{index}].value is required", terminal=True)
+            raise ConfigRefused(f"{cfg.kind}: config.updates[{index}].value is required")
         updates.append(_Update(key, parts, item.data["value"], where))
     return updates
 
 
-def _apply_update(kind: str, root: Any, update: _Update, new_map: Callable[[], Any]) -> _SetOutcome:
+def _apply_update(
+    kind: str, root: Any, update: _Update, new_map: Callable[[], Any], *, pad: bool = False
+) -> _SetOutcome:
     try:
-        return _set_path(root, update.parts, update.value, new_map)
+        return _set_path(root, update.parts, update.value, new_map, pad=pad)
     except ValueError as err:
         raise StepError(f"{kind}: {update.where} {update.key!r}: {err}", terminal=True) from None
 
@@ -645,22 +657,22 @@ def _json_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         value = update.value
         if value is None or not isinstance(value, str | int | float | bool):
             # Kargo's json-update sets scalar values only (string, number, boolean).
-            raise StepError(
+            raise ConfigRefused(
                 f"{kind}: config.updates[{index}].value for {update.key!r} must "
-                f"be a string, number or boolean, got {type(value).__name__}",
-                terminal=True,
+                f"be a string, number or boolean, got {type(value).__name__}"
             )
     path = _existing_file(ctx, kind, raw_path)
     original = _read_text(path, kind, raw_path)
     try:
-        data = json.loads(original)
+        # Kargo (sjson) takes an empty file for an empty object.
+        data = json.loads(original) if original.strip() else {}
     except ValueError as err:
         raise StepError(f"{kind}: {raw_path!r} is not valid JSON: {err}", terminal=True) from None
     ascii_only = all(ord(char) < 128 for char in original)
     text = original
     rewrite = False
     for update in updates:
-        outcome = _apply_update(kind, data, update, dict)
+        outcome = _apply_update(kind, data, update, dict, pad=True)
         data = outcome.root
         if not outcome.changed:
             continue
@@ -739,7 +751,7 @@ def _make_parse_step(kind: str) -> StepFunction:
         raw_path = cfg.str("path")
         outputs = cfg.items("outputs", required=True)
         if not outputs:
-            raise StepError(f"{kind}: config.outputs must list at least one output", terminal=True)
+            raise ConfigRefused(f"{kind}: config.outputs must list at least one output")
         rules = [(item.str("name"), item.str("fromExpression")) for item in outputs]
         document = await asyncio.to_thread(_load_for_parse, ctx, kind, raw_path)
         # Kargo evaluates against the document alone; `ctx` is added because Kargo's own
@@ -860,10 +872,9 @@ def _image_settings(ctx: StepContext, cfg: Config) -> dict[str, _ImageSetting]:
                 continue
             repo_url = str(image["repoURL"])
             if repo_url in targets:
-                raise StepError(
+                raise ConfigRefused(
                     f"{kind}: the target Freight lists image {repo_url!r} more than once; "
-                    "list config.images explicitly",
-                    terminal=True,
+                    "list config.images explicitly"
                 )
             targets[repo_url] = _ImageSetting(
                 repo_url, new_tag=str(image.get("tag") or ""), digest=str(image.get("digest") or "")
@@ -874,13 +885,10 @@ def _image_settings(ctx: StepContext, cfg: Config) -> dict[str, _ImageSetting]:
         tag, digest = item.opt_str("tag"), item.opt_str("digest")
         use_digest = item.bool("useDigest")
         if tag and digest:
-            raise StepError(
-                f"{kind}: {item.prefix}.tag and .digest are mutually exclusive", terminal=True
-            )
+            raise ConfigRefused(f"{kind}: {item.prefix}.tag and .digest are mutually exclusive")
         if use_digest and (tag or digest):
-            raise StepError(
-                f"{kind}: {item.prefix}.useDigest is mutually exclusive with .tag and .digest",
-                terminal=True,
+            raise ConfigRefused(
+                f"{kind}: {item.prefix}.useDigest is mutually exclusive with .tag and .digest"
             )
         _check_origin(ctx, kind, item)
         if not tag and not digest:
@@ -985,11 +993,16 @@ def _apply_images(
         if current is None:
             entry = CommentedMap()
             _merge_image(entry, resolved.fields())
-            # Appended, not sorted in like Kargo does: the diff then shows only the new entry.
             images.append(entry)
             existing[name] = entry
         else:
             _merge_image(current, resolved.fields())
+    # Kargo rewrites the list sorted by name (mergeImages), the entries it did not touch too.
+    # Entries move whole, with their own comments; an already sorted list is left as it is.
+    ordered = sorted(images, key=lambda e: str(e.get("name")) if isinstance(e, dict) else "")
+    if any(a is not b for a, b in zip(ordered, images, strict=True)):
+        del images[:]
+        images.extend(ordered)
     return applied
 
 
@@ -1063,11 +1076,10 @@ def _helm_update_chart(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
     items = cfg.items("charts")
     if not items:
         # Kargo then lets helm resolve the SemVer ranges in Chart.yaml against the repositories.
-        raise StepError(
+        raise ConfigRefused(
             f"{kind}: config.charts is empty; updating dependencies to the newest versions their "
             "ranges allow needs `helm dependency update`, which Longshoreman does not run. "
-            "List the charts to update.",
-            terminal=True,
+            "List the charts to update."
         )
     directory = ctx.path(raw_dir, field_name="path")
     chart_file = directory / "Chart.yaml"
@@ -1233,8 +1245,8 @@ def _copy(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         shutil.copy(source, target)
         return succeeded(message=f"copied {in_raw} to {out_raw}")
     if target == source or source in target.parents:
-        raise StepError(
-            f"{kind}: config.outPath {out_raw!r} is inside config.inPath {in_raw!r}", terminal=True
+        raise ConfigRefused(
+            f"{kind}: config.outPath {out_raw!r} is inside config.inPath {in_raw!r}"
         )
     if target.exists() and not target.is_dir():
         raise StepError(
@@ -1289,19 +1301,15 @@ def _delete(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     cfg = Config(kind, config)
     has_path, listed = cfg.has("path"), cfg.list("paths")
     if has_path and listed:
-        raise StepError(
-            f"{kind}: config.path and config.paths are mutually exclusive", terminal=True
-        )
+        raise ConfigRefused(f"{kind}: config.path and config.paths are mutually exclusive")
     if not has_path and not listed:
-        raise StepError(f"{kind}: one of config.path or config.paths is required", terminal=True)
+        raise ConfigRefused(f"{kind}: one of config.path or config.paths is required")
     entries: list[tuple[str, str]] = []
     if has_path:
         entries.append(("path", cfg.str("path")))
     for index, raw in enumerate(listed):
         if not isinstance(raw, str) or not raw:
-            raise StepError(
-                f"{kind}: config.paths[{index}] must be a non-empty path", terminal=True
-            )
+            raise ConfigRefused(f"{kind}: config.paths[{index}] must be a non-empty path")
         entries.append((f"paths[{index}]", raw))
     globs, strict = cfg.bool("pathsAreGlobs"), cfg.bool("strict")
     root = ctx.work_dir.resolve()
@@ -1309,10 +1317,9 @@ def _delete(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     for field_name, raw in entries:
         if globs:
             if os.path.isabs(raw) or ".." in raw.replace("\\", "/").split("/"):
-                raise StepError(
+                raise ConfigRefused(
                     f"{kind}: config.{field_name} {raw!r} must stay inside the work directory "
-                    "(no absolute paths, no '..')",
-                    terminal=True,
+                    "(no absolute paths, no '..')"
                 )
             pattern = raw[2:] if raw.startswith("./") else raw
             matches = sorted(glob.glob(pattern, root_dir=root, recursive=True, include_hidden=True))
@@ -1331,10 +1338,9 @@ def _delete(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
             found = [leaf] if exists else []
         for path in found:
             if path == root:
-                raise StepError(
+                raise ConfigRefused(
                     f"{kind}: config.{field_name} {raw!r} is the work directory itself; "
-                    "refusing to delete it",
-                    terminal=True,
+                    "refusing to delete it"
                 )
             if path not in targets:
                 targets.append(path)
@@ -1356,21 +1362,18 @@ def _file_permissions(cfg: Config) -> int:
     if raw is None:
         return _DEFAULT_PERMISSIONS
     if not _PERMISSIONS.fullmatch(raw):
-        raise StepError(
-            f"{cfg.kind}: config.permissions {raw!r} must be an octal mode like 0644", terminal=True
+        raise ConfigRefused(
+            f"{cfg.kind}: config.permissions {raw!r} must be an octal mode like 0644"
         )
     mode = int(raw, 8)
     # Kargo's rules: another explicit step must make a file executable, and generated files
     # need not be world-writable.
     if mode & 0o111:
-        raise StepError(
-            f"{cfg.kind}: config.permissions {raw!r} must not include executable bits",
-            terminal=True,
+        raise ConfigRefused(
+            f"{cfg.kind}: config.permissions {raw!r} must not include executable bits"
         )
     if mode & 0o002:
-        raise StepError(
-            f"{cfg.kind}: config.permissions {raw!r} must not be world-writable", terminal=True
-        )
+        raise ConfigRefused(f"{cfg.kind}: config.permissions {raw!r} must not be world-writable")
     return mode
 
 
@@ -1379,12 +1382,12 @@ def file_target(ctx: StepContext, kind: str, raw: str, field_name: str) -> Path:
     directory, not inside a ``.git`` directory, and not an existing directory."""
     if ".git" in Path(os.path.normpath(raw)).parts:
         # A file under .git/hooks would run on the next git step.
-        raise StepError(
-            f"{kind}: config.{field_name} {raw!r}: writing inside a .git directory is refused",
-            terminal=True,
+        raise ConfigRefused(
+            f"{kind}: config.{field_name} {raw!r}: writing inside a .git directory is refused"
         )
     target = ctx.path(raw, field_name=field_name)
     if target.is_dir():
+        # Kargo: Errored, not a refusal (the work directory, not the config, is in the way).
         raise StepError(f"{kind}: config.{field_name} {raw!r} is a directory", terminal=True)
     return target
 
@@ -1395,10 +1398,9 @@ def _file_write(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     raw = cfg.str("path")
     if "contents" not in cfg.data or not isinstance(cfg.data["contents"], str):
         got = type(cfg.data.get("contents")).__name__
-        raise StepError(
+        raise ConfigRefused(
             f"{kind}: config.contents is required and must be a string, got {got} "
-            "(render structured data with asYAML() or asJSON())",
-            terminal=True,
+            "(render structured data with asYAML() or asJSON())"
         )
     contents: str = cfg.data["contents"]
     overwrite = cfg.bool("overwrite")
@@ -1409,9 +1411,8 @@ def _file_write(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         if target.read_bytes() == contents.encode("utf-8"):
             return succeeded(message=f"{raw} already has these contents")
         if not overwrite:
-            raise StepError(
-                f"{kind}: config.path {raw!r} already exists; set overwrite: true to replace it",
-                terminal=True,
+            raise ConfigRefused(
+                f"{kind}: config.path {raw!r} already exists; set overwrite: true to replace it"
             )
     target.parent.mkdir(parents=True, exist_ok=True)
     _write_text_atomic(target, contents)

@@ -14,8 +14,9 @@ checkout; see https://docs.kargo.io/user-guide/reference-docs/promotion-steps/gi
     <checkout[].path>                              `git worktree add` of the bare clone
 
 Steps discover their earlier work instead of trusting memory: ``git-clone`` reuses the bare clone
-and resets a worktree it finds at its own path, ``git-commit`` with nothing to commit returns the
-current HEAD, and ``git-push`` of a commit the remote already has is a no-op.
+and resets a worktree it finds at its own path, ``git-commit`` entered again after it committed
+reports its commit (with nothing to commit it is ``Skipped``, as in Kargo), and ``git-push`` of a
+commit the remote already has is a no-op.
 
 A replica that rebuilds the work directory (:mod:`promoter.replay`) replays ``git-clone``,
 ``git-clear``, ``git-commit`` and ``git-tag`` (``Effect.LOCAL``) and never pushes: ``git-clone``
@@ -57,7 +58,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused, StepError
 from promoter.steps.base import (
     PRIVATE_DIR,
     Config,
@@ -70,6 +71,7 @@ from promoter.steps.base import (
     StepResult,
     StepStatus,
     failed,
+    skipped,
     succeeded,
 )
 
@@ -81,6 +83,8 @@ log = logging.getLogger(__name__)
 
 STATE_DIR = PRIVATE_DIR
 CACHE_DIR = f"{STATE_DIR}/git"
+# What each git-commit step committed in this work directory, by step (see _commit_marker).
+COMMITS_DIR = f"{STATE_DIR}/commits"
 HOME_DIR = f"{STATE_DIR}/home"
 
 GENERATED_BRANCH_PREFIX = "kargo/promotion/"
@@ -548,7 +552,7 @@ def _resolve(ctx: StepContext, kind: str, relative: str, field_name: str = "path
     try:
         return ctx.path(relative, field_name=field_name)
     except StepError as exc:
-        raise StepError(f"{kind}: {exc.message}", terminal=exc.terminal) from None
+        raise exc.with_message(f"{kind}: {exc.message}") from None
 
 
 def _open_worktree(ctx: StepContext, kind: str, config: Config) -> Path:
@@ -647,14 +651,14 @@ def plan_clone(ctx: StepContext, config: Mapping[str, Any] | None) -> ClonePlan:
     repo_url = cfg.str("repoURL").strip()
     problem = repo_url_problem(repo_url)
     if problem:
-        raise StepError(f"{kind}: config.repoURL {problem}", terminal=True)
+        raise ConfigRefused(f"{kind}: config.repoURL {problem}")
     author = cfg.map("author")
     author_name = author_email = None
     if author:
         a = Config(kind, author, "config.author")
         if a.has("signingKey"):
-            raise StepError(
-                f"{kind}: config.author.signingKey: signed commits are not supported", terminal=True
+            raise ConfigRefused(
+                f"{kind}: config.author.signingKey: signed commits are not supported"
             )
         author_name, author_email = _identity(kind, a)
 
@@ -663,7 +667,7 @@ def plan_clone(ctx: StepContext, config: Mapping[str, Any] | None) -> ClonePlan:
     seen_branches: set[str] = set()
     items = cfg.items("checkout", required=True)
     if not items:
-        raise StepError(f"{kind}: config.checkout must name at least one checkout", terminal=True)
+        raise ConfigRefused(f"{kind}: config.checkout must name at least one checkout")
     # Our clones and HOME live here; a checkout inside would let git-clear delete them.
     state = (ctx.work_dir / STATE_DIR).resolve()
     item: Config
@@ -672,10 +676,9 @@ def plan_clone(ctx: StepContext, config: Mapping[str, Any] | None) -> ClonePlan:
         rel_path: str = item.str("path")
         path = _resolve(ctx, kind, rel_path, f"{field_prefix}.path")
         if path == ctx.work_dir.resolve() or path == state or state in path.parents:
-            raise StepError(
+            raise ConfigRefused(
                 f"{kind}: config.{field_prefix}.path {rel_path!r} must be a directory of its own "
-                f"inside the work directory, outside {STATE_DIR}/",
-                terminal=True,
+                f"inside the work directory, outside {STATE_DIR}/"
             )
         chosen = [
             name for name in ("branch", "tag", "commit") if item.has(name) and item.str(name) != ""
@@ -684,9 +687,8 @@ def plan_clone(ctx: StepContext, config: Mapping[str, Any] | None) -> ClonePlan:
         if from_freight:
             chosen.append("fromFreight")
         if len(chosen) > 1:
-            raise StepError(
-                f"{kind}: config.{field_prefix}: {' and '.join(chosen)} are mutually exclusive",
-                terminal=True,
+            raise ConfigRefused(
+                f"{kind}: config.{field_prefix}: {' and '.join(chosen)} are mutually exclusive"
             )
         ck_kind: CheckoutKind = "default"
         ref = ""
@@ -701,49 +703,40 @@ def plan_clone(ctx: StepContext, config: Mapping[str, Any] | None) -> ClonePlan:
         if ck_kind in ("branch", "tag"):
             problem = ref_name_problem(ref)
             if problem:
-                raise StepError(f"{kind}: config.{field_prefix}.{ck_kind} {problem}", terminal=True)
+                raise ConfigRefused(f"{kind}: config.{field_prefix}.{ck_kind} {problem}")
         if ck_kind == "commit" and not _HEX_RE.match(ref):
-            raise StepError(
-                f"{kind}: config.{field_prefix}.commit must be a commit ID (hex), got {ref!r}",
-                terminal=True,
+            raise ConfigRefused(
+                f"{kind}: config.{field_prefix}.commit must be a commit ID (hex), got {ref!r}"
             )
         create: bool = item.bool("create")
         if create and ck_kind != "branch":
-            raise StepError(f"{kind}: config.{field_prefix}.create needs a branch", terminal=True)
+            raise ConfigRefused(f"{kind}: config.{field_prefix}.create needs a branch")
         if ck_kind == "branch":
             # git cannot check one branch out in two worktrees.
             if ref in seen_branches:
-                raise StepError(
+                raise ConfigRefused(
                     f"{kind}: config.{field_prefix}.branch {ref!r} is checked out twice; git "
-                    "cannot check out one branch in two working trees",
-                    terminal=True,
+                    "cannot check out one branch in two working trees"
                 )
             seen_branches.add(ref)
         sparse: list[str] = []
         raw_entry: Any
         for j, raw_entry in enumerate(item.list("sparse")):
             if not isinstance(raw_entry, str):
-                raise StepError(
-                    f"{kind}: config.{field_prefix}.sparse[{j}] must be a string", terminal=True
-                )
+                raise ConfigRefused(f"{kind}: config.{field_prefix}.sparse[{j}] must be a string")
             entry = raw_entry.rstrip("/")
             problem = sparse_dir_problem(entry)
             if problem:
-                raise StepError(
-                    f"{kind}: config.{field_prefix}.sparse[{j}] {problem}", terminal=True
-                )
+                raise ConfigRefused(f"{kind}: config.{field_prefix}.sparse[{j}] {problem}")
             sparse.append(entry)
         key: str = item.str("as", "") or rel_path
         if key in seen_keys:
-            raise StepError(
-                f"{kind}: config.{field_prefix}: duplicate checkout key {key!r}", terminal=True
-            )
+            raise ConfigRefused(f"{kind}: config.{field_prefix}: duplicate checkout key {key!r}")
         seen_keys.add(key)
         for other in checkouts:
             if other.path == path or other.path in path.parents or path in other.path.parents:
-                raise StepError(
-                    f"{kind}: config.{field_prefix}.path {rel_path!r} overlaps {other.rel_path!r}",
-                    terminal=True,
+                raise ConfigRefused(
+                    f"{kind}: config.{field_prefix}.path {rel_path!r} overlaps {other.rel_path!r}"
                 )
         checkouts.append(CheckoutPlan(key, rel_path, path, ck_kind, ref, create, tuple(sparse)))
     return ClonePlan(
@@ -762,9 +755,8 @@ def _identity(kind: str, cfg: Config) -> tuple[str | None, str | None]:
     email = cfg.opt_str("email")
     for label, value in (("name", name), ("email", email)):
         if value is not None and (any(c in value for c in "<>\n\r\0") or value.strip() == ""):
-            raise StepError(
-                f"{kind}: {cfg.prefix}.{label} must not be blank or contain <, > or line breaks",
-                terminal=True,
+            raise ConfigRefused(
+                f"{kind}: {cfg.prefix}.{label} must not be blank or contain <, > or line breaks"
             )
     return name, email
 
@@ -1093,9 +1085,8 @@ def _commit_message(ctx: StepContext, cfg: Config) -> str:
     message = cfg.opt_str("message")
     from_steps = cfg.list("messageFromSteps")
     if message is not None and from_steps:
-        raise StepError(
-            "git-commit: config.message and config.messageFromSteps are mutually exclusive",
-            terminal=True,
+        raise ConfigRefused(
+            "git-commit: config.message and config.messageFromSteps are mutually exclusive"
         )
     if message is None and from_steps:
         # Deprecated in Kargo; kept because it is one line: join the steps' commitMessage outputs.
@@ -1106,7 +1097,7 @@ def _commit_message(ctx: StepContext, cfg: Config) -> str:
                 parts.append(str(output["commitMessage"]))
         message = "\n\n".join(parts) if parts else None
     if message is None or not message.strip():
-        raise StepError("git-commit: config.message is required", terminal=True)
+        raise ConfigRefused("git-commit: config.message is required")
     return message
 
 
@@ -1116,7 +1107,7 @@ def _recorded_date(replaying: Replaying | None, key: str) -> str | None:
 
 
 async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
-    """``git-commit``: stage everything and commit; with nothing to commit, report HEAD.
+    """``git-commit``: stage everything and commit; with nothing to commit, Skipped with HEAD.
 
     Output: ``{"commit": <sha>}``. Author: ``config.author`` > git-clone's ``author`` >
     GitSettings; the committer is always GitSettings' identity. Recorded for a replay: the
@@ -1143,10 +1134,14 @@ async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     staged = await git.try_run("diff", "--cached", "--quiet", cwd=path)
     if staged.returncode not in (0, 1):
         raise git.error("could not compare the working tree with HEAD", staged)
-    note = ""
-    if staged.returncode == 0:
-        note = "nothing to commit"
-    else:
+    marker = _commit_marker(ctx)
+    nothing = staged.returncode == 0
+    if not nothing and ctx.replay is None:
+        # HEAD before the commit, noted first: a kill after the commit but before the step's
+        # status is written leaves it behind (see below).
+        parent = await git.try_run("rev-parse", "-q", "--verify", "HEAD", cwd=path)
+        _write_marker(marker, parent.stdout.strip() if parent.ok else "-")
+    if not nothing:
         await git.run(
             "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-",
             cwd=path, stdin=message,
@@ -1157,7 +1152,37 @@ async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     data = {TREE_KEY: tree, AUTHOR_DATE_KEY: author_date, COMMITTER_DATE_KEY: committer_date}
     if ctx.replay is not None:
         return await _replayed_commit(git, path, ctx.replay, head, tree)
-    return StepResult(StepStatus.SUCCEEDED, note, {"commit": head}, replay_data=data)
+    before = _read_marker(marker)
+    if nothing and (before is None or before == head):
+        # Kargo: nothing committed is Skipped (with HEAD as the output), so later steps can
+        # say `if: ${{ status('commit') != 'Skipped' }}`.
+        return skipped("nothing to commit", {"commit": head})
+    # Committed now, or by an attempt of this same step that was killed before its status was
+    # written (HEAD moved on from what it noted): either way this step's commit.
+    return StepResult(StepStatus.SUCCEEDED, "", {"commit": head}, replay_data=data)
+
+
+def _commit_marker(ctx: StepContext) -> Path:
+    """Where this git-commit step notes HEAD just before it commits, in the work directory.
+
+    Nothing to commit on entering the step is either Kargo's Skipped or, when an earlier attempt
+    of the same step committed and was killed before its status was written, that commit. The
+    note tells them apart, and goes wherever the work directory goes (a rebuild clears it).
+    """
+    digest = hashlib.sha256(f"{ctx.promotion}\n{ctx.alias}".encode()).hexdigest()[:16]
+    return ctx.work_dir / COMMITS_DIR / digest
+
+
+def _read_marker(marker: Path) -> str | None:
+    try:
+        return marker.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _write_marker(marker: Path, head: str) -> None:
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(head)
 
 
 async def _replayed_commit(
@@ -1215,12 +1240,10 @@ async def git_tag(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     tag = cfg.str("tag")
     problem = ref_name_problem(tag)
     if problem:
-        raise StepError(f"git-tag: config.tag {problem}", terminal=True)
+        raise ConfigRefused(f"git-tag: config.tag {problem}")
     signer = cfg.map("signer")
     if signer.get("signingKey"):
-        raise StepError(
-            "git-tag: config.signer.signingKey: signed tags are not supported", terminal=True
-        )
+        raise ConfigRefused("git-tag: config.signer.signingKey: signed tags are not supported")
     message = str(signer.get("signingMessage") or cfg.opt_str("message") or tag)
     git = _Git(ctx, "git-tag")
     if signer:
@@ -1279,9 +1302,7 @@ def plan_push(ctx: StepContext, cfg: Config) -> PushPlan:
         if v
     ]
     if len(chosen) > 1:
-        raise StepError(
-            f"{kind}: config.{' and config.'.join(chosen)} are mutually exclusive", terminal=True
-        )
+        raise ConfigRefused(f"{kind}: config.{' and config.'.join(chosen)} are mutually exclusive")
     force = cfg.bool("force")
     if generate:
         # Kargo force-pushes generated branches: the name is unique to the Promotion, so the only
@@ -1296,15 +1317,13 @@ def plan_push(ctx: StepContext, cfg: Config) -> PushPlan:
                     if generate and label == "targetBranch"
                     else f"config.{label}"
                 )
-                raise StepError(f"{kind}: {what} {problem}", terminal=True)
+                raise ConfigRefused(f"{kind}: {what} {problem}")
     attempts = cfg.int("maxAttempts", DEFAULT_PUSH_ATTEMPTS)
     if attempts < 1:
-        raise StepError(f"{kind}: config.maxAttempts must be at least 1", terminal=True)
+        raise ConfigRefused(f"{kind}: config.maxAttempts must be at least 1")
     provider = cfg.opt_str("provider")
     if provider is not None and provider not in ("azure", "bitbucket", "gitea", "github", "gitlab"):
-        raise StepError(
-            f"{kind}: config.provider {provider!r} is not one Kargo knows", terminal=True
-        )
+        raise ConfigRefused(f"{kind}: config.provider {provider!r} is not one Kargo knows")
     return PushPlan(target, tag, force, attempts, provider)
 
 
@@ -1399,10 +1418,9 @@ async def git_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 
     branch = plan.target_branch or current_branch
     if branch is None:
-        raise StepError(
+        raise ConfigRefused(
             "git-push: the working tree is not on a branch (a commit or tag checkout); "
-            "set config.targetBranch or config.generateTargetBranch",
-            terminal=True,
+            "set config.targetBranch or config.generateTargetBranch"
         )
     refspec = f"{'+' if plan.force else ''}HEAD:refs/heads/{branch}"
     async with _branch_lock(f"{normalize_repo_url(repo_url)}#{branch}"):

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from promoter.errors import InvalidInput, StepError
+from promoter.errors import ConfigRefused, InvalidInput, StepError
 from promoter.model import parse_duration
 from promoter.steps.base import (
     Config,
@@ -184,13 +184,12 @@ def _repo_url(cfg: Config, kind: str) -> str:
     url = cfg.str("repoURL").strip()
     problem = repo_url_problem(url)
     if problem:
-        raise StepError(f"{kind}: config.repoURL {problem}", terminal=True)
+        raise ConfigRefused(f"{kind}: config.repoURL {problem}")
     provider = cfg.opt_str("provider")
     if provider is not None and provider != "github":
-        raise StepError(
+        raise ConfigRefused(
             f"{kind}: config.provider {provider!r} is not supported; Longshoreman opens pull "
-            "requests on GitHub only",
-            terminal=True,
+            "requests on GitHub only"
         )
     return url
 
@@ -200,14 +199,14 @@ def _branch(cfg: Config, key: str, kind: str) -> str:
     value = value.removeprefix("refs/heads/")
     problem = ref_name_problem(value)
     if problem:
-        raise StepError(f"{kind}: config.{key} {problem}", terminal=True)
+        raise ConfigRefused(f"{kind}: config.{key} {problem}")
     return value
 
 
 def _pr_number(cfg: Config, kind: str) -> int:
     number = cfg.int("prNumber")
     if number < 1:
-        raise StepError(f"{kind}: config.prNumber must be at least 1", terminal=True)
+        raise ConfigRefused(f"{kind}: config.prNumber must be at least 1")
     return number
 
 
@@ -218,9 +217,9 @@ def _poll(cfg: Config, kind: str) -> float:
     try:
         seconds = parse_duration(raw, field_name="pollInterval")
     except InvalidInput as e:
-        raise StepError(f"{kind}: config.pollInterval {e.bare_message}", terminal=True) from None
+        raise ConfigRefused(f"{kind}: config.pollInterval {e.bare_message}") from None
     if seconds <= 0:
-        raise StepError(f"{kind}: config.pollInterval must be positive", terminal=True)
+        raise ConfigRefused(f"{kind}: config.pollInterval must be positive")
     return seconds
 
 
@@ -259,12 +258,12 @@ async def git_open_pr(ctx: StepContext, config: Mapping[str, Any]) -> StepResult
     source = _branch(cfg, "sourceBranch", kind)
     target = _branch(cfg, "targetBranch", kind)
     if source == target:
-        raise StepError(f"{kind}: sourceBranch and targetBranch are both {source!r}", terminal=True)
+        raise ConfigRefused(f"{kind}: sourceBranch and targetBranch are both {source!r}")
     title = cfg.opt_str("title")
     description = cfg.opt_str("description")
     labels = [str(label) for label in cfg.list("labels")]
     if any(not label.strip() for label in labels):
-        raise StepError(f"{kind}: config.labels must not contain empty names", terminal=True)
+        raise ConfigRefused(f"{kind}: config.labels must not contain empty names")
     create_target = cfg.bool("createTargetBranch")
     port = _port(ctx, kind)
     try:
@@ -389,9 +388,8 @@ async def git_merge_pr(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
     number = _pr_number(cfg, kind)
     method = cfg.opt_str("mergeMethod")
     if method is not None and method not in MERGE_METHODS:
-        raise StepError(
-            f"{kind}: config.mergeMethod must be one of {', '.join(MERGE_METHODS)}, got {method!r}",
-            terminal=True,
+        raise ConfigRefused(
+            f"{kind}: config.mergeMethod must be one of {', '.join(MERGE_METHODS)}, got {method!r}"
         )
     wait = cfg.bool("wait")
     poll = _poll(cfg, kind)

@@ -49,7 +49,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.expressions.errors import ExpressionSyntaxError
 from promoter.steps.base import (
@@ -197,9 +197,8 @@ def parse_config(config: Mapping[str, Any], default_timeout_seconds: float) -> H
 
     method = cfg.str("method", "GET")
     if method not in _METHODS:
-        raise StepError(
-            f"{KIND}: config.method {method!r} is not one of {', '.join(sorted(_METHODS))}",
-            terminal=True,
+        raise ConfigRefused(
+            f"{KIND}: config.method {method!r} is not one of {', '.join(sorted(_METHODS))}"
         )
     url = cfg.str("url")
     check_http_url(url, "url")
@@ -208,9 +207,8 @@ def parse_config(config: Mapping[str, Any], default_timeout_seconds: float) -> H
     for name, value in headers:
         # aiohttp would refuse these too, but with a message quoting the value (a token, maybe).
         if any(c in name or c in value for c in "\r\n\0"):
-            raise StepError(
-                f"{KIND}: config.headers {name!r} contains a line break or NUL character",
-                terminal=True,
+            raise ConfigRefused(
+                f"{KIND}: config.headers {name!r} contains a line break or NUL character"
             )
     query_params = tuple(name_value_pairs(cfg, "queryParams"))
 
@@ -225,10 +223,9 @@ def parse_config(config: Mapping[str, Any], default_timeout_seconds: float) -> H
 
     content_type = cfg.opt_str("responseContentType")
     if content_type is not None and content_type not in _CONTENT_TYPES:
-        raise StepError(
+        raise ConfigRefused(
             f"{KIND}: config.responseContentType {content_type!r} is not one of "
-            f"{', '.join(sorted(_CONTENT_TYPES))}",
-            terminal=True,
+            f"{', '.join(sorted(_CONTENT_TYPES))}"
         )
 
     outputs: list[tuple[str, str]] = []
@@ -268,9 +265,8 @@ def check_http_url(url: str, field_name: str, kind: str = KIND) -> None:
         valid = False
     if not valid:
         # Never echo the URL itself: it may hold credentials or a token in its query.
-        raise StepError(
-            f"{kind}: config.{field_name} must be an absolute http:// or https:// URL",
-            terminal=True,
+        raise ConfigRefused(
+            f"{kind}: config.{field_name} must be an absolute http:// or https:// URL"
         )
 
 
@@ -295,13 +291,12 @@ def duration(cfg: Config, key: str, default: float) -> float:
     try:
         seconds = parse_duration(text)
     except ValueError:
-        raise StepError(
-            f"{cfg.kind}: config.{key} {text!r} is not a duration such as 30s, 1m or 1h30m",
-            terminal=True,
+        raise ConfigRefused(
+            f"{cfg.kind}: config.{key} {text!r} is not a duration such as 30s, 1m or 1h30m"
         ) from None
     # Go's http.Client reads a zero timeout as "wait forever"; a promotion must not hang.
     if seconds <= 0:
-        raise StepError(f"{cfg.kind}: config.{key} must be longer than zero", terminal=True)
+        raise ConfigRefused(f"{cfg.kind}: config.{key} must be longer than zero")
     return seconds
 
 

@@ -139,8 +139,8 @@ class Case:
 
 
 def _checks_out_freight_commit_and_new_branch(w: World) -> None:
-    assert w.state("step-0")["commits"]["./src"] == w.main_sha or w.main_sha in json.dumps(
-        w.state("step-0")
+    assert w.state("step-1")["commits"]["./src"] == w.main_sha or w.main_sha in json.dumps(
+        w.state("step-1")
     )
     assert "stage/test" in w.remote.branches()
     assert w.file("src/charts/my-chart/values.yaml") == MAIN_FILES["charts/my-chart/values.yaml"]
