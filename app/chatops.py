@@ -7,18 +7,16 @@ Promotions are created through the one builder.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from app import kube as k
 from app.reconciler import Controller, create_promotion
+from promoter import annotations as ann
 from promoter.chatops import PromotionRef, Snapshot, not_available
 from promoter.errors import InvalidInput
-from promoter.model import GROUP, name_of
-
-REVERIFY_ANNOTATION = f"{GROUP}/reverify"
+from promoter.model import name_of
 
 
 class ClusterPromotions:
@@ -62,13 +60,12 @@ class ClusterPromotions:
         return PromotionRef(namespace, name_of(created), stage, freight)
 
     async def abort(self, namespace: str, promotion: str, *, actor: str) -> PromotionRef:
-        request = json.dumps({"action": "terminate", "actor": actor})
         try:
             patched = await self.kube.patch(
                 k.PROMOTIONS,
                 namespace,
                 promotion,
-                {"metadata": {"annotations": {f"{GROUP}/abort": request}}},
+                {"metadata": {"annotations": ann.abort(actor)}},
             )
         except k.NotFound:
             raise InvalidInput(
@@ -86,13 +83,12 @@ class ClusterPromotions:
         )
 
     async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
-        request = json.dumps({"actor": actor, "at": datetime.now(UTC).isoformat()})
         try:
             await self.kube.patch(
                 k.STAGES,
                 namespace,
                 stage,
-                {"metadata": {"annotations": {REVERIFY_ANNOTATION: request}}},
+                {"metadata": {"annotations": ann.reverify(actor, datetime.now(UTC))}},
             )
         except k.NotFound:
             raise InvalidInput(f"Stage {stage!r} not found in namespace {namespace!r}") from None

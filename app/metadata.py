@@ -1,5 +1,5 @@
-"""The metadata port of ``set-metadata`` and ``stageMetadata()``/``freightMetadata()``, over the
-Kubernetes API.
+"""The metadata port of ``set-metadata`` and ``stageMetadata()``/``freightMetadata()``, and the
+Freight alias port of ``set-freight-alias``, over the Kubernetes API.
 
 Reads come from the controller's Stage and Freight informers (expression functions are
 synchronous and must not wait on the network). A merge is one status merge patch with the
@@ -13,12 +13,13 @@ wrote.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from app import kube as k
 from app.informer import Informer
-from promoter.errors import StepError
+from promoter.errors import ConfigRefused, StepError
+from promoter.freight_alias import alias_patch, go_quote
 from promoter.metadata import FREIGHT, STAGE, MetadataObjectMissing, merged, metadata_of
 from promoter.model import meta
 
@@ -79,3 +80,37 @@ class KubeMetadataStore:
             raise StepError(f"reading {kind} {namespace}/{name}: {e}") from e
         self._informers[kind].observe(obj)
         return obj
+
+
+class KubeFreightAliases:
+    """:class:`promoter.freight_alias.FreightAliases` over Freight in the cluster.
+
+    Reads come from the controller's Freight informer; the write is Kargo's one merge patch of
+    the ``alias`` field and label (not status, so no resourceVersion precondition: the patch
+    touches nothing another writer sets). The written object goes into the cache at once, so
+    the uniqueness check of the next ``set-freight-alias`` sees it.
+    """
+
+    def __init__(self, kube: k.Kube, *, freight: Informer) -> None:
+        self.kube = kube
+        self._freight = freight
+
+    def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._freight.get(namespace, name)
+
+    def list(self, namespace: str) -> Iterable[Mapping[str, Any]]:
+        return self._freight.items(namespace)
+
+    async def write_alias(self, namespace: str, name: str, alias: str) -> None:
+        try:
+            written = await self.kube.patch(k.FREIGHT, namespace, name, alias_patch(alias))
+        except k.NotFound:
+            raise ConfigRefused(
+                f"freight {go_quote(name)} not found in project {go_quote(namespace)}"
+            ) from None
+        except k.KubeError as e:
+            raise StepError(
+                f"failed to patch alias for Freight {go_quote(name)} in project "
+                f"{go_quote(namespace)}: {e}"
+            ) from e
+        self._freight.observe(written)

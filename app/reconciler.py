@@ -12,7 +12,6 @@ retry-after. Only the leader runs the queue; standbys keep warm caches.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import shutil
 import time
@@ -24,16 +23,16 @@ from typing import Any, cast
 
 from app import kube as k
 from app.informer import Informer
-from app.metadata import KubeMetadataStore
+from app.metadata import KubeFreightAliases, KubeMetadataStore
 from app.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_promote_enabled
 from app.workqueue import WorkQueue
+from promoter import annotations as ann
 from promoter import engine
 from promoter.argocd import health_of
 from promoter.builder import TaskSource, build_promotion, ensure_inflated
 from promoter.errors import InvalidInput, StepError
 from promoter.metadata import metadata_functions
 from promoter.model import (
-    GROUP,
     Phase,
     Promotion,
     StageSpec,
@@ -57,47 +56,15 @@ from promoter.stages import (
 )
 from promoter.steps.argocd import ApplicationConflict
 from promoter.steps.base import StepServices
+from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry
 from promoter.telemetry import log_context, set_log_context
 
 log = logging.getLogger(__name__)
 
-ABORT_ANNOTATIONS = (f"{GROUP}/abort", "kargo.akuity.io/abort")
-CREATE_ACTOR_ANNOTATIONS = (f"{GROUP}/create-actor", "kargo.akuity.io/create-actor")
-REFRESH_ANNOTATIONS = (f"{GROUP}/refresh", "kargo.akuity.io/refresh")
 
 StageKey = tuple[str, str]
-
-
-def abort_request(obj: Mapping[str, Any]) -> str | None:
-    """The actor asking to abort this Promotion, or None when nobody is.
-
-    Accepts ``terminate`` or Kargo's JSON form ``{"action": "terminate", "actor": "..."}``.
-    """
-    annotations = meta(obj).get("annotations") or {}
-    for key in ABORT_ANNOTATIONS:
-        raw = annotations.get(key)
-        if not raw:
-            continue
-        raw = str(raw).strip()
-        if raw == "terminate":
-            return "unknown"
-        try:
-            request = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(request, Mapping) and request.get("action") == "terminate":
-            return str(request.get("actor") or "unknown")
-    return None
-
-
-def refresh_token(obj: Mapping[str, Any] | None) -> str | None:
-    annotations = meta(obj or {}).get("annotations") or {}
-    for key in REFRESH_ANNOTATIONS:
-        if annotations.get(key):
-            return str(annotations[key])
-    return None
 
 
 def waiting_apps(promotion: Mapping[str, Any]) -> list[str]:
@@ -240,6 +207,8 @@ class Controller:
             self.services,
             extra={
                 METADATA_PORT: KubeMetadataStore(kube, stages=self.stages, freight=self.freight),
+                # set-freight-alias writes Freight's alias field and label.
+                ALIAS_PORT: KubeFreightAliases(kube, freight=self.freight),
                 **self.services.extra,
             },
         )
@@ -332,8 +301,10 @@ class Controller:
         stage = (obj.get("spec") or {}).get("stage")
         if not stage:
             return
-        wake = refresh_token(obj) != refresh_token(old) and refresh_token(obj) is not None
-        wake = wake or (abort_request(obj) is not None and abort_request(old or {}) is None)
+        wake = (
+            ann.refresh_token(obj) != ann.refresh_token(old) and ann.refresh_token(obj) is not None
+        )
+        wake = wake or (ann.abort_request(obj) is not None and ann.abort_request(old or {}) is None)
         self._enqueue_stage(namespace_of(obj) or "default", stage, wake=wake)
 
     def _on_stage(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -352,7 +323,7 @@ class Controller:
         self._enqueue_stage(
             namespace_of(obj) or "default",
             name_of(obj),
-            wake=refresh_token(obj) != refresh_token(old),
+            wake=ann.refresh_token(obj) != ann.refresh_token(old),
         )
 
     def _on_freight(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -468,13 +439,13 @@ class Controller:
             # only Promotions created otherwise (kubectl) are announced here, once per process.
             if (
                 phase_of(promotion) is Phase.PENDING
-                and not created_by(promotion)
+                and not ann.created_by(promotion)
                 and meta(promotion).get("uid") not in self._announced
             ):
                 self._announced.add(str(meta(promotion).get("uid")))
                 await announce_created(self.kube, promotion)
         for promotion in promotions:
-            actor = abort_request(promotion)
+            actor = ann.abort_request(promotion)
             if actor is not None and not phase_of(promotion).terminal:
                 await self._abort(promotion, stage_obj, actor)
         requeue: float | None = None
@@ -654,7 +625,7 @@ class Controller:
                 except k.NotFound:
                     return None
                 self._observe(fresh)
-                if phase_of(fresh).terminal or abort_request(fresh) is not None:
+                if phase_of(fresh).terminal or ann.abort_request(fresh) is not None:
                     return None
                 if (fresh.get("status") or {}) != old:
                     # Someone else moved it on (another replica?): let the next pass decide.
@@ -859,19 +830,10 @@ def _without_times(status: Mapping[str, Any]) -> Any:
     return out
 
 
-def created_by(promotion: Mapping[str, Any]) -> str | None:
-    """The actor recorded by whoever created the Promotion (our builder, Kargo's API), if any."""
-    annotations = meta(promotion).get("annotations") or {}
-    for key in CREATE_ACTOR_ANNOTATIONS:
-        if annotations.get(key):
-            return str(annotations[key])
-    return None
-
-
 async def announce_created(kube: k.Kube, promotion: Mapping[str, Any]) -> None:
     """The PromotionCreated Event (best effort, like every Event)."""
     spec = promotion.get("spec") or {}
-    actor = created_by(promotion)
+    actor = ann.created_by(promotion)
     await kube.emit_event(
         dict(promotion),
         reason="PromotionCreated",

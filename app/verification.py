@@ -22,6 +22,7 @@ from typing import Any
 
 from app import kube as k
 from app.informer import Informer
+from promoter import annotations as ann
 from promoter.model import GROUP, format_time, meta, name_of, namespace_of
 from promoter.stages import (
     Condition,
@@ -44,25 +45,16 @@ from promoter.verification import (
 
 log = logging.getLogger(__name__)
 
-REVERIFY_ANNOTATIONS = (f"{GROUP}/reverify", "kargo.akuity.io/reverify")
-ABORT_VERIFICATION_ANNOTATIONS = (f"{GROUP}/abort-verification", "kargo.akuity.io/abort")
-AUTO_PROMOTE_ANNOTATION = f"{GROUP}/auto-promote"
+REVERIFY_ANNOTATIONS = ann.REVERIFY_ANNOTATIONS
+ABORT_VERIFICATION_ANNOTATIONS = ann.ABORT_VERIFICATION_ANNOTATIONS
+AUTO_PROMOTE_ANNOTATION = ann.AUTO_PROMOTE
 AUTO_PROMOTION_ACTOR = "longshoreman:auto-promotion"
 STAGE_LABEL = f"{GROUP}/stage"
-# On AnalysisRuns started by a re-verify request: which request, so a retry adopts the run.
-REQUEST_ANNOTATION = f"{GROUP}/verification-request"
+REQUEST_ANNOTATION = ann.VERIFICATION_REQUEST
 CRD_MISSING = (
     "cannot verify: the AnalysisRun CRD (analysisruns.argoproj.io) is not installed in this "
     "cluster; install Argo Rollouts' CRDs"
 )
-
-
-def _annotation(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
-    annotations = meta(obj).get("annotations") or {}
-    for key in keys:
-        if annotations.get(key):
-            return str(annotations[key])
-    return None
 
 
 def _actor_of(request: str) -> str:
@@ -197,7 +189,7 @@ class Verifier:
         now: datetime,
     ) -> tuple[list[Any], dict[str, Any] | None, dict[str, Any]]:
         handled: dict[str, Any] = {}
-        abort = _annotation(stage, ABORT_VERIFICATION_ANNOTATIONS)
+        abort = ann.first(stage, ABORT_VERIFICATION_ANNOTATIONS)
         if abort and abort != status.get("lastHandledAbortVerification"):
             handled["lastHandledAbortVerification"] = abort
             if latest is not None and latest.get("phase") in ("Pending", "Running"):
@@ -220,7 +212,7 @@ class Verifier:
                     "finishTime": format_time(now),
                 }
                 entries = record_verification(entries, latest)
-        reverify = _annotation(stage, REVERIFY_ANNOTATIONS)
+        reverify = ann.reverify_request(stage)
         if reverify and reverify != status.get("lastHandledReverify"):
             # Start a new verification on the next step, whatever the last one said. The
             # request counts as handled only once that verification starts (see reconcile):

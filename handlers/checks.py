@@ -19,10 +19,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from promoter.model import name_of, namespace_of
+from promoter.views import StepLine, promotion_view
 
 CHECK_PREFIX = "promote: "
 VERIFY_PREFIX = "verify: "
@@ -44,15 +44,6 @@ _STATUS = {
     "Errored": ("completed", "failure"),
     "Aborted": ("completed", "cancelled"),
 }
-
-
-@dataclass(frozen=True)
-class StepLine:
-    index: int
-    alias: str
-    uses: str
-    status: str
-    message: str
 
 
 def phase(promotion: Mapping[str, Any]) -> str:
@@ -78,28 +69,16 @@ def parse_external_id(value: str) -> tuple[str, str] | None:
     return (namespace, name) if sep and namespace and name and "/" not in name else None
 
 
-def step_lines(promotion: Mapping[str, Any]) -> list[StepLine]:
-    steps = (promotion.get("spec") or {}).get("steps") or []
-    status = promotion.get("status") or {}
-    executions = status.get("stepExecutionMetadata") or []
-    out = []
-    for i, step in enumerate(steps):
-        execution = (
-            executions[i] if i < len(executions) and isinstance(executions[i], Mapping) else {}
-        )
-        step = step if isinstance(step, Mapping) else {}
-        alias = str(execution.get("alias") or step.get("as") or f"step-{i + 1}")
-        uses = str(step.get("uses") or ("task" if step.get("task") else ""))
-        out.append(
-            StepLine(
-                i + 1,
-                alias,
-                uses,
-                str(execution.get("status") or "Pending"),
-                str(execution.get("message") or ""),
-            )
-        )
-    return out
+def step_lines(promotion: Mapping[str, Any]) -> tuple[StepLine, ...]:
+    return promotion_view(promotion).steps
+
+
+def _kind(line: StepLine) -> str:
+    return line.uses or ("task" if line.task else "")
+
+
+def _status(line: StepLine) -> str:
+    return line.status or "Pending"
 
 
 def clip(text: str, limit: int) -> str:
@@ -130,7 +109,7 @@ def progress_line(promotion: Mapping[str, Any]) -> str:
     if current == "Running" and lines:
         index = min(int(status.get("currentStep") or 0), len(lines) - 1)
         step = lines[index]
-        return f"**{current}**: step {step.index} of {len(lines)}, `{step.alias}` ({step.uses})"
+        return f"**{current}**: step {step.index} of {len(lines)}, `{step.alias}` ({_kind(step)})"
     return f"**{current}**"
 
 
@@ -149,8 +128,8 @@ def summary(promotion: Mapping[str, Any], *, freight_label: str, link: str | Non
         parts.append("| --- | --- | --- | --- | --- |")
         for line in lines:
             parts.append(
-                f"| {line.index} | `{_cell(line.alias)}` | {_cell(line.uses)} | {line.status} | "
-                f"{_cell(line.message)} |"
+                f"| {line.index} | `{_cell(line.alias)}` | {_cell(_kind(line))} | "
+                f"{_status(line)} | {_cell(line.message)} |"
             )
     if link:
         parts.append("")
@@ -164,7 +143,7 @@ def text(promotion: Mapping[str, Any]) -> str | None:
     if not lines:
         return None
     body = "\n\n".join(
-        f"**{line.alias}** ({line.status}):\n```\n{_unfence(line.message)}\n```" for line in lines
+        f"**{line.alias}** ({_status(line)}):\n```\n{_unfence(line.message)}\n```" for line in lines
     )
     return clip(body, MAX_OUTPUT)
 
@@ -281,11 +260,11 @@ def reply_body(
         f"@{user}: `{_cell(command)}`: Promotion `{name_of(promotion)}` of Freight "
         f"`{freight_label}` to Stage `{stage_of(promotion)}`: {progress_line(promotion)}"
     ]
-    done = [line for line in step_lines(promotion) if line.status not in ("Pending",)]
+    done = [line for line in step_lines(promotion) if _status(line) != "Pending"]
     if done:
         parts.append("")
         for line in done:
-            parts.append(f"- `{_cell(line.alias)}` ({line.uses}): {line.status}")
+            parts.append(f"- `{_cell(line.alias)}` ({_kind(line)}): {_status(line)}")
     if status.get("message") and phase(promotion) not in ("Pending", "Running", "Succeeded"):
         parts.append("")
         parts.append("> " + _cell(str(status["message"])))

@@ -7,7 +7,6 @@ away (:meth:`Deps.gh`), and everything that changes the cluster goes through the
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,17 +17,16 @@ from cachetools import TTLCache
 
 from handlers.client import GitHubAPI, GitHubClient
 from handlers.settings import GitHubSettings
+from promoter import annotations as ann
 from promoter.chatops import GITHUB_PROMOTERS, Decision, PromotionService, github_may_act, listed
-from promoter.model import GROUP, meta
+from promoter.model import meta
 
 log = logging.getLogger(__name__)
 
 # Annotations the GitHub front end keeps on a Promotion, so any replica continues after a restart.
-REPLY_ANNOTATION = f"{GROUP}/github-reply"
-CHECKS_ANNOTATION = f"{GROUP}/github-checks"
-# A digest of what a finished Promotion's check runs and reply last showed, so a restarted or new
-# leader that replays every Promotion writes nothing to GitHub for those that did not change.
-SHOWN_ANNOTATION = f"{GROUP}/github-shown"
+REPLY_ANNOTATION = ann.GITHUB_REPLY
+CHECKS_ANNOTATION = ann.GITHUB_CHECKS
+SHOWN_ANNOTATION = ann.GITHUB_SHOWN
 # Repository permissions change rarely; a minute of caching spares a request per command.
 PERMISSION_TTL = 60.0
 
@@ -38,17 +36,6 @@ def event_repo(data: Mapping[str, Any]) -> str:
     one: a signed but odd delivery must not turn into a 500)."""
     repository = data.get("repository")
     return str(repository.get("full_name") or "") if isinstance(repository, Mapping) else ""
-
-
-def read_json_annotation(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
-    raw = (meta(obj).get("annotations") or {}).get(key)
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 class Permissions:

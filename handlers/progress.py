@@ -40,14 +40,15 @@ from handlers.context import (
     REPLY_ANNOTATION,
     SHOWN_ANNOTATION,
     Deps,
-    read_json_annotation,
 )
 from handlers.queue import KeyedQueue
+from promoter import annotations as ann
 from promoter.chatops import Snapshot
 from promoter.errors import LongshoremanError, StepError
 from promoter.model import meta, name_of, namespace_of
 from promoter.stages import phase_of
 from promoter.steps.github import repo_full_name
+from promoter.views import freight_label
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +58,6 @@ class AnalysisRunSource(Protocol):
     """What a PromotionService may also offer: AnalysisRuns to read, for ``verify:`` runs."""
 
     async def analysis_run(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
-
-
-def freight_label(freight: Mapping[str, Any] | None, name: str) -> str:
-    if freight and freight.get("alias"):
-        return str(freight["alias"])
-    return name[:12] or "?"
 
 
 def commit_targets(freight: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -124,7 +119,7 @@ class Progress:
         if not self.deps.service.is_leader():
             return
         key = checks.external_id(promotion)
-        view = (checks.progress_key(promotion), read_json_annotation(promotion, REPLY_ANNOTATION))
+        view = (checks.progress_key(promotion), ann.read_json(promotion, REPLY_ANNOTATION))
         if self._views.get(key) == view:
             return
         self._views[key] = view
@@ -177,7 +172,7 @@ class Progress:
             (f for f in snapshot.freight if name_of(f) == checks.freight_of(promotion)),
             (promotion.get("status") or {}).get("freight"),
         )
-        label = freight_label(freight, checks.freight_of(promotion))
+        label = freight_label(checks.freight_of(promotion), fallback=freight).short
         shown = self._shown(promotion, snapshot, label)
         if shown is not None and shown == _annotation(promotion, SHOWN_ANNOTATION):
             # Finished, and GitHub shows exactly this already (a replay after a restart or a
@@ -218,7 +213,7 @@ class Progress:
             checks.progress_key(promotion),
             label,
             checks.downstream_stages(checks.stage_of(promotion), snapshot.stages),
-            read_json_annotation(promotion, REPLY_ANNOTATION),
+            ann.read_json(promotion, REPLY_ANNOTATION),
             self.deps.settings.link_for(namespace_of(promotion) or "default", name_of(promotion)),
         ]
         return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
@@ -263,7 +258,7 @@ class Progress:
         label: str,
     ) -> None:
         key = checks.external_id(promotion)
-        ids = dict(read_json_annotation(promotion, CHECKS_ANNOTATION))
+        ids = dict(ann.read_json(promotion, CHECKS_ANNOTATION))
         ids.update(self._check_ids.get(key) or {})
         downstream = checks.downstream_stages(checks.stage_of(promotion), snapshot.stages)
         created = False
@@ -307,7 +302,7 @@ class Progress:
             )
 
     async def _sync_reply(self, promotion: Mapping[str, Any], label: str) -> None:
-        reply = read_json_annotation(promotion, REPLY_ANNOTATION)
+        reply = ann.read_json(promotion, REPLY_ANNOTATION)
         repo, comment = reply.get("repo"), reply.get("comment")
         if not repo or not comment:
             return
@@ -355,7 +350,7 @@ class Progress:
             entry,
             run,
             external=external,
-            freight_label=freight_label(freight, freight_name),
+            freight_label=freight_label(freight_name, fallback=freight).short,
             link=link,
             downstream=checks.downstream_stages(stage_name, snapshot.stages),
         )

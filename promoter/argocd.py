@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from promoter import annotations as ann
 from promoter.errors import StepError
 from promoter.steps.base import Config
 from promoter.steps.git import normalize_repo_url
@@ -39,13 +40,13 @@ from promoter.steps.git import normalize_repo_url
 
 # Kargo's default: the namespace the Argo CD control plane (and its Applications) lives in.
 DEFAULT_NAMESPACE = "argocd"
-AUTHORIZED_STAGE_ANNOTATION = "longshoreman.dev/authorized-stage"
-KARGO_AUTHORIZED_STAGE_ANNOTATION = "kargo.akuity.io/authorized-stage"
-AUTHORIZATION_ANNOTATIONS = (AUTHORIZED_STAGE_ANNOTATION, KARGO_AUTHORIZED_STAGE_ANNOTATION)
+AUTHORIZED_STAGE_ANNOTATION = ann.AUTHORIZED_STAGE
+KARGO_AUTHORIZED_STAGE_ANNOTATION = ann.KARGO_AUTHORIZED_STAGE
+AUTHORIZATION_ANNOTATIONS = ann.AUTHORIZATION_ANNOTATIONS
 # The operation.info entry naming the Promotion that started an operation.
-PROMOTION_INFO_KEY = "longshoreman.dev/promotion"
-KARGO_PROMOTION_INFO_KEY = "kargo.akuity.io/promotion"
-PROMOTION_INFO_KEYS = (PROMOTION_INFO_KEY, KARGO_PROMOTION_INFO_KEY)
+PROMOTION_INFO_KEY = ann.PROMOTION_INFO
+KARGO_PROMOTION_INFO_KEY = ann.KARGO_PROMOTION_INFO
+PROMOTION_INFO_KEYS = ann.PROMOTION_INFO_KEYS
 DEFAULT_INITIATOR = "longshoreman"
 SYNC_REASON = "Promotion triggered a sync of this Application resource."
 # Setting it makes Argo CD re-read the sources before syncing, so a commit pushed a moment ago

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from promoter.model import GROUP, describe_freight, meta, name_of, namespace_of
+from promoter import annotations as ann
+from promoter.model import describe_freight, meta, name_of, namespace_of
 from promoter.stages import available_to, freight_created
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
@@ -346,10 +347,10 @@ def _spec(promotion: Mapping[str, Any], key: str) -> str:
 
 # ---- authorization ----------------------------------------------------------------------------
 
-GITHUB_PROMOTERS = f"{GROUP}/github-promoters"
-SLACK_PROMOTERS = f"{GROUP}/slack-promoters"
-SLACK_CONFIRM = f"{GROUP}/slack-confirm"
-SLACK_CHANNEL = f"{GROUP}/slack-channel"
+GITHUB_PROMOTERS = ann.GITHUB_PROMOTERS
+SLACK_PROMOTERS = ann.SLACK_PROMOTERS
+SLACK_CONFIRM = ann.SLACK_CONFIRM
+SLACK_CHANNEL = ann.SLACK_CHANNEL
 
 
 def listed(annotation: str | None) -> list[str]:

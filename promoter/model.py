@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from promoter.annotations import GROUP as GROUP  # also the API group
+from promoter.annotations import create_actor, created_by
 from promoter.errors import InvalidInput
 
-GROUP = "longshoreman.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KARGO_API_VERSION = "kargo.akuity.io/v1alpha1"
@@ -526,7 +527,7 @@ class Promotion:
     ) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if self.actor:
-            metadata["annotations"] = {f"{GROUP}/create-actor": self.actor}
+            metadata["annotations"] = create_actor(self.actor)
         if extra_meta:
             metadata.update(extra_meta)
         spec: dict[str, Any] = {"stage": self.stage, "freight": self.freight}
@@ -545,12 +546,7 @@ class Promotion:
     def from_object(cls, obj: Mapping[str, Any]) -> Promotion:
         spec = obj.get("spec") or {}
         name = name_of(obj)
-        annotations = meta(obj).get("annotations") or {}
-        actor = ""
-        for key in (f"{GROUP}/create-actor", "kargo.akuity.io/create-actor"):
-            if annotations.get(key):
-                actor = str(annotations[key])
-                break
+        actor = created_by(obj) or ""
         return cls(
             name=name,
             namespace=namespace_of(obj) or "default",

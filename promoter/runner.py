@@ -17,11 +17,13 @@ from pathlib import Path
 
 from promoter import engine
 from promoter.builder import build_promotion
+from promoter.freight_alias import InMemoryFreightAliases
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
 from promoter.stages import stage_freights
 from promoter.steps.base import StepServices
+from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry, builtin_registry
 
@@ -62,12 +64,14 @@ async def run_promotion(
         stage, freight, manifests, actor=options.actor, extra_vars=options.vars
     )
     registry = registry if registry is not None else builtin_registry()
-    # set-metadata and stageMetadata()/freightMetadata() work on the loaded Stages and Freight;
-    # what the steps write lives as long as this run (the manifest files are not changed).
+    # set-metadata, set-freight-alias and stageMetadata()/freightMetadata() work on the loaded
+    # Stages and Freight; what the steps write lives as long as this run (the manifest files are
+    # not changed).
     services = replace(
         options.services,
         extra={
             METADATA_PORT: InMemoryMetadata((o.obj for o in manifests), promotion.namespace),
+            ALIAS_PORT: InMemoryFreightAliases((o.obj for o in manifests), promotion.namespace),
             **options.services.extra,
         },
     )

@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from promoter import annotations as ann
 from promoter.builder import new_ulid
 from promoter.errors import LongshoremanError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
@@ -61,11 +62,10 @@ TEMPLATE_KINDS = ("AnalysisTemplate", "ClusterAnalysisTemplate")
 STAGE_LABEL = f"{GROUP}/stage"
 FREIGHT_LABEL = f"{GROUP}/freight"
 PROMOTION_LABEL = f"{GROUP}/promotion"
-ACTOR_ANNOTATION = f"{GROUP}/actor"
-# Full values of labels that had to be shortened (and the Promotion, as Kargo annotates it).
-STAGE_ANNOTATION = f"{GROUP}/stage"
-FREIGHT_ANNOTATION = f"{GROUP}/freight"
-PROMOTION_ANNOTATION = f"{GROUP}/promotion"
+ACTOR_ANNOTATION = ann.VERIFICATION_ACTOR
+STAGE_ANNOTATION = ann.VERIFICATION_STAGE
+FREIGHT_ANNOTATION = ann.VERIFICATION_FREIGHT
+PROMOTION_ANNOTATION = ann.VERIFICATION_PROMOTION
 
 # Argo Rollouts' AnalysisRun phases; the last four are final.
 ANALYSIS_PHASES = ("Pending", "Running", "Successful", "Failed", "Error", "Inconclusive")

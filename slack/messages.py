@@ -10,14 +10,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from promoter import annotations as ann
 from promoter.chatops import FREIGHT_HELP, SLACK_CHANNEL, StageRow, usage_lines
-from promoter.model import GROUP, describe_freight, meta, name_of, parse_time
+from promoter.model import meta, name_of, parse_time
 from promoter.stages import phase_of
+from promoter.views import StepLine, freight_label, promotion_view
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion
 
-MESSAGE_ANNOTATION = f"{GROUP}/slack-message"
+MESSAGE_ANNOTATION = ann.SLACK_MESSAGE
 
 ABORT = "longshoreman.abort"
 REVERIFY = "longshoreman.reverify"
@@ -285,35 +287,8 @@ def verified_in(
 # ---- the live message -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StepLine:
-    alias: str
-    uses: str
-    status: str  # "" while not started
-    message: str
-
-
-def step_lines(promotion: Mapping[str, Any]) -> list[StepLine]:
-    spec_steps = (promotion.get("spec") or {}).get("steps") or []
-    executions = (promotion.get("status") or {}).get("stepExecutionMetadata") or []
-    out = []
-    for i, step in enumerate(spec_steps):
-        step = step if isinstance(step, Mapping) else {}
-        task = step.get("task") or {}
-        uses = str(step.get("uses") or (task.get("name") if isinstance(task, Mapping) else ""))
-        alias = str(step.get("as") or f"{'task' if task else 'step'}-{i}")
-        execution = (
-            executions[i] if i < len(executions) and isinstance(executions[i], Mapping) else {}
-        )
-        out.append(
-            StepLine(
-                alias,
-                uses,
-                str(execution.get("status") or ""),
-                str(execution.get("message") or ""),
-            )
-        )
-    return out
+def step_lines(promotion: Mapping[str, Any]) -> tuple[StepLine, ...]:
+    return promotion_view(promotion).steps
 
 
 def _progress(lines: Sequence[StepLine]) -> tuple[int, int]:
@@ -324,8 +299,8 @@ def _progress(lines: Sequence[StepLine]) -> tuple[int, int]:
 def _step_text(step: StepLine) -> str:
     icon = STEP_ICON.get(step.status, PENDING_STEP_ICON)
     text = f"{icon} `{b.escape(step.alias)}`"
-    if step.uses and step.uses != step.alias:
-        text += f" {b.escape(step.uses)}"
+    if step.kind and step.kind != step.alias:
+        text += f" {b.escape(step.kind)}"
     if step.message and step.status in ("Running", "Failed", "Errored"):
         text += f" — {b.escape(b.clip(step.message, 300))}"
     return text
@@ -360,11 +335,11 @@ def render_promotion(
     status = promotion.get("status") or {}
     stage_name = str(spec.get("stage") or "")
     phase = phase_of(promotion).value
-    label = describe_freight(freight) if freight else str(spec.get("freight") or "")
+    label = freight_label(str(spec.get("freight") or ""), fallback=freight).full
     label = b.clip(label, 120)
     lines = step_lines(promotion)
     done, total = _progress(lines)
-    actor = str((meta(promotion).get("annotations") or {}).get(f"{GROUP}/create-actor") or "")
+    actor = ann.created_by(promotion) or ""
     verification = verification_of(promotion, stage)
 
     head = f"{PHASE_ICON.get(phase, '')} *{b.escape(label)}* to *{b.escape(stage_name)}*: *{phase}*"
@@ -451,7 +426,7 @@ def notable_events(
     lists the keys already posted, so a restart posts none twice)."""
     out: list[tuple[str, Message]] = []
     for step in step_lines(promotion):
-        if step.uses in ARGOCD_STEPS and step.status in ("Succeeded", "Failed", "Errored"):
+        if step.kind in ARGOCD_STEPS and step.status in ("Succeeded", "Failed", "Errored"):
             ok = step.status == "Succeeded"
             icon = ":white_check_mark:" if ok else ":x:"
             text = f"{icon} Argo CD sync {'done' if ok else step.status.lower()}"
@@ -461,7 +436,7 @@ def notable_events(
             out.append((f"argocd/{step.alias}/{step.status}", b.message(text, [b.section(text)])))
         elif step.status in ("Failed", "Errored"):
             text = (
-                f":x: Step `{b.escape(step.alias)}` ({b.escape(step.uses)}) {step.status.lower()}"
+                f":x: Step `{b.escape(step.alias)}` ({b.escape(step.kind)}) {step.status.lower()}"
             )
             if step.message:
                 text += f": {b.escape(step.message)}"

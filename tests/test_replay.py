@@ -161,16 +161,17 @@ def test_every_built_in_step_says_whether_a_replay_runs_it_again_or_only_checks_
     assert local == {
         "git-clone", "git-clear", "git-commit", "git-tag", "yaml-update", "json-update",
         "yaml-parse", "json-parse", "kustomize-set-image", "helm-update-chart", "copy", "delete",
-        "file-write", "compose-output", "fail", "http-download", "untar",
+        "file-write", "compose-output", "fail", "http-download", "untar", "tar", "yaml-merge",
+        "toml-parse", "toml-update",
     }  # fmt: skip
     assert external == {
         "git-push", "git-open-pr", "git-wait-for-pr", "git-merge-pr", "argocd-update",
-        "argocd-wait", "http", "set-metadata",
+        "argocd-wait", "http", "set-metadata", "set-freight-alias",
     }  # fmt: skip
     outside = {kind for kind, step in registry.items() if not uses_work_dir_of(step)}
     assert outside == {
         "compose-output", "fail", "http", "set-metadata", "git-open-pr", "git-wait-for-pr",
-        "git-merge-pr", "argocd-update", "argocd-wait",
+        "git-merge-pr", "argocd-update", "argocd-wait", "set-freight-alias",
     }  # fmt: skip
     checked = {kind for kind, step in registry.items() if verifier_of(step) is not None}
     assert checked == {

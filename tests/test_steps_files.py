@@ -89,6 +89,7 @@ def test_registry_lists_every_step() -> None:
         "copy",
         "delete",
         "file-write",
+        "yaml-merge",
     }
 
 

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from promoter.annotations import created_by
 from promoter.chatops import stage_rows
-from promoter.model import describe_freight, meta, name_of, namespace_of, parse_time
+from promoter.model import meta, name_of, namespace_of, parse_time
 from promoter.stages import StageQueue, get_condition, phase_of
+from promoter.views import freight_label, step_lines
 
 MASK = "••••••"
 # Words that make an output key secret. Keys are split into words first (camelCase, snake_case,
@@ -119,11 +121,8 @@ def _time(value: Any) -> str:
     return parsed.strftime("%Y-%m-%d %H:%M:%S UTC") if parsed else ""
 
 
-def freight_label(ref: str, freights: Iterable[Mapping[str, Any]]) -> str:
-    for f in freights:
-        if name_of(f) == ref or f.get("alias") == ref:
-            return describe_freight(f)
-    return ref
+def _freight(ref: str, freights: Iterable[Mapping[str, Any]]) -> str:
+    return freight_label(ref, freights).full
 
 
 def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
@@ -199,35 +198,20 @@ class PromotionView:
 
 
 def _actor(obj: Mapping[str, Any]) -> str:
-    annotations = meta(obj).get("annotations") or {}
-    for key in ("longshoreman.dev/create-actor", "kargo.akuity.io/create-actor"):
-        if annotations.get(key):
-            return str(annotations[key])
-    return ""
+    return created_by(obj) or ""
 
 
 def _steps(
     promotion: Mapping[str, Any], masker: Masker, now: datetime
 ) -> tuple[list[StepView], list[tuple[str, str, str]]]:
     """Step views, and every http(s) URL found in the outputs as (alias, key path, url)."""
-    spec_steps = (promotion.get("spec") or {}).get("steps") or []
-    status = promotion.get("status") or {}
-    executions = status.get("stepExecutionMetadata") or []
-    state = status.get("state") or {}
+    state = (promotion.get("status") or {}).get("state") or {}
     views: list[StepView] = []
     urls: list[tuple[str, str, str]] = []
-    for i, raw in enumerate(spec_steps):
-        step = raw if isinstance(raw, Mapping) else {}
-        execution = (
-            executions[i] if i < len(executions) and isinstance(executions[i], Mapping) else {}
-        )
-        task = step.get("task") or {}
-        alias = str(execution.get("alias") or step.get("as") or f"step-{i + 1}")
-        uses = str(step.get("uses") or (task.get("name") if isinstance(task, Mapping) else ""))
-        started = parse_time(execution.get("startedAt"))
-        finished = parse_time(execution.get("finishedAt"))
-        st = str(execution.get("status") or "Pending")
-        took = duration(started, finished or (now if st == "Running" else None))
+    for line in step_lines(promotion):
+        alias = line.alias
+        st = line.status or "Pending"
+        took = duration(line.started_at, line.finished_at or (now if st == "Running" else None))
         output = state.get(alias) if isinstance(state, Mapping) else None
         shown: list[tuple[str, str]] = []
         if isinstance(output, Mapping):
@@ -239,15 +223,15 @@ def _steps(
                     urls.append((alias, path, value))
         views.append(
             StepView(
-                index=i + 1,
+                index=line.index,
                 alias=alias,
-                uses=uses,
+                uses=line.kind,
                 status=st,
-                started=_time(execution.get("startedAt")),
-                finished=_time(execution.get("finishedAt")),
+                started=_time(line.started_at),
+                finished=_time(line.finished_at),
                 took=took,
-                message=masker.text(str(execution.get("message") or "")),
-                errors=int(execution.get("errorCount") or 0),
+                message=masker.text(line.message),
+                errors=line.errors,
                 outputs=shown,
             )
         )
@@ -347,7 +331,7 @@ def promotion_view(
         namespace=namespace_of(promotion) or "default",
         name=name_of(promotion),
         stage=str(spec.get("stage") or ""),
-        freight=freight_label(str(spec.get("freight") or ""), freights),
+        freight=_freight(str(spec.get("freight") or ""), freights),
         phase=phase,
         message=masker.text(str(status.get("message") or "")),
         actor=_actor(promotion),
@@ -405,7 +389,7 @@ def _item(promotion: Mapping[str, Any], freights: Sequence[Mapping[str, Any]]) -
     return PromotionItem(
         name=name_of(promotion),
         stage=str(spec.get("stage") or ""),
-        freight=freight_label(str(spec.get("freight") or ""), freights),
+        freight=_freight(str(spec.get("freight") or ""), freights),
         phase=phase_of(promotion).value,
         when=_time(when),
     )
@@ -502,7 +486,7 @@ def stage_view(
         items = (collection or {}).get("items") or {} if isinstance(collection, Mapping) else {}
         history.append(
             ", ".join(
-                freight_label(str(v.get("name") or ""), freights)
+                _freight(str(v.get("name") or ""), freights)
                 for v in items.values()
                 if isinstance(v, Mapping)
             )

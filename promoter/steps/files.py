@@ -1,9 +1,9 @@
 """Kargo-compatible steps that read and edit files in the Promotion's work directory.
 
 ``yaml-update``, ``json-update``, ``yaml-parse``, ``json-parse``, ``kustomize-set-image``,
-``helm-update-chart``, ``copy``, ``delete`` and ``file-write``. Config fields and outputs follow
-Kargo's reference docs (docs/50-user-guide/60-reference-docs/30-promotion-steps/*.md); deviations
-are called out where they are made.
+``helm-update-chart``, ``copy``, ``delete``, ``file-write`` and ``yaml-merge``. Config fields and
+outputs follow Kargo's reference docs (docs/50-user-guide/60-reference-docs/30-promotion-steps/
+*.md); deviations are called out where they are made.
 
 Every config path goes through :meth:`StepContext.path`, so absolute paths, ``..`` and symlinks
 leading out of the work directory are refused with a terminal error naming the field. Edits keep
@@ -729,23 +729,39 @@ def _string_keys(value: Any) -> Any:
     return value
 
 
-def _load_for_parse(ctx: StepContext, kind: str, raw_path: str) -> dict[str, Any]:
+# ``(text, path as configured) -> document``; raises a terminal StepError for text it cannot read.
+Loader = Callable[[str, str], Any]
+
+
+def _load_for_parse(ctx: StepContext, kind: str, raw_path: str, load: Loader) -> dict[str, Any]:
     text = _read_text(_existing_file(ctx, kind, raw_path), kind, raw_path)
     if not text.strip():
         raise StepError(f"{kind}: {raw_path!r} is empty", terminal=True)
-    try:
-        data = json.loads(text) if kind == "json-parse" else pyyaml.load(text, _PlainYamlLoader)
-    except (ValueError, pyyaml.YAMLError) as err:
-        fmt = "JSON" if kind == "json-parse" else "YAML"
-        raise StepError(
-            f"{kind}: {raw_path!r} is not valid {fmt}: {_one_line(err)}", terminal=True
-        ) from None
-    data = _string_keys(data)
+    data = _string_keys(load(text, raw_path))
     # Like Kargo: a document whose root is not a map is reachable as `root`.
     return data if isinstance(data, dict) else {"root": data}
 
 
-def _make_parse_step(kind: str) -> StepFunction:
+def _load_json_or_yaml(kind: str) -> Loader:
+    def load(text: str, raw_path: str) -> Any:
+        try:
+            if kind == "json-parse":
+                return json.loads(text)
+            return pyyaml.load(text, _PlainYamlLoader)
+        except (ValueError, pyyaml.YAMLError) as err:
+            fmt = "JSON" if kind == "json-parse" else "YAML"
+            raise StepError(
+                f"{kind}: {raw_path!r} is not valid {fmt}: {_one_line(err)}", terminal=True
+            ) from None
+
+    return load
+
+
+def make_parse_step(kind: str, load: Loader | None = None) -> StepFunction:
+    """A ``<format>-parse`` step: read ``config.path`` with ``load`` (JSON or YAML by default)
+    and publish ``config.outputs[]`` (``name``, ``fromExpression``) evaluated against it."""
+    loader = load or _load_json_or_yaml(kind)
+
     async def parse(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         cfg = Config(kind, config)
         raw_path = cfg.str("path")
@@ -753,7 +769,7 @@ def _make_parse_step(kind: str) -> StepFunction:
         if not outputs:
             raise ConfigRefused(f"{kind}: config.outputs must list at least one output")
         rules = [(item.str("name"), item.str("fromExpression")) for item in outputs]
-        document = await asyncio.to_thread(_load_for_parse, ctx, kind, raw_path)
+        document = await asyncio.to_thread(_load_for_parse, ctx, kind, raw_path, loader)
         # Kargo evaluates against the document alone; `ctx` is added because Kargo's own
         # file-write example uses `apps[ctx.stage]`. A document key named `ctx` wins: it is
         # what the file's author meant.
@@ -1421,6 +1437,102 @@ def _file_write(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 
 
 # --------------------------------------------------------------------------------------------
+# yaml-merge
+# --------------------------------------------------------------------------------------------
+
+
+def _merge_yaml(base: Any, patch: Any) -> Any:
+    """Apply ``patch`` over ``base`` the way Kargo's yaml-merge (kyaml's merge2) does.
+
+    Maps merge key by key, recursively; anything else in ``patch`` (a scalar, a list) replaces
+    what ``base`` has, so lists are replaced whole, as Helm does with values files; a ``null``
+    in ``patch`` removes the key. ``base`` is edited in place so its comments stay.
+    """
+    if not (isinstance(base, dict) and isinstance(patch, dict)):
+        return patch
+    for key, value in patch.items():
+        if value is None:
+            base.pop(key, None)
+            continue
+        base[key] = _merge_yaml(base[key], value) if key in base else value
+        # The later file's comment on a key it sets is the one that explains the value.
+        comment = getattr(patch, "ca", None)
+        if comment is not None and key in comment.items and isinstance(base, CommentedMap):
+            base.ca.items[key] = comment.items[key]
+    return base
+
+
+def _merge_message(in_paths: Sequence[str], out_path: str) -> str:
+    """Kargo's yaml-merge commit message fragment (empty when no file was merged)."""
+    if not in_paths:
+        return ""
+    if len(in_paths) == 1:
+        return f"Wrote {in_paths[0]} to {out_path}"
+    return f"Merged {len(in_paths)} YAML files to {out_path}" + "".join(
+        f"\n- {path}" for path in in_paths
+    )
+
+
+def _yaml_merge(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    kind = "yaml-merge"
+    cfg = Config(kind, config)
+    cfg.only(("inFiles", "outFile", "ignoreMissingFiles"))
+    in_files = cfg.list("inFiles", required=True)
+    if not in_files:
+        raise ConfigRefused(f"{kind}: config.inFiles must list at least one file")
+    for index, item in enumerate(in_files):
+        if not isinstance(item, str):
+            raise ConfigRefused(
+                f"{kind}: config.inFiles[{index}] must be a string, got {type(item).__name__}"
+            )
+    out_raw = cfg.str("outFile")
+    if not out_raw:
+        raise ConfigRefused(f"{kind}: config.outFile must be a non-empty path")
+    ignore_missing = cfg.bool("ignoreMissingFiles")
+    merged: list[str] = []
+    result: Any = None
+    for index, raw in enumerate(in_files):
+        path = ctx.path(raw, field_name=f"inFiles[{index}]")
+        if not path.exists():
+            if ignore_missing:
+                continue
+            raise StepError(f"{kind}: input file {raw!r} not found", terminal=True)
+        if not path.is_file():
+            raise StepError(f"{kind}: input file {raw!r} is not a regular file", terminal=True)
+        text = _read_text(path, kind, raw, f"inFiles[{index}]")
+        try:
+            document = _ruamel(_LAYOUTS[0]).load(text)
+        except RuamelYAMLError as err:
+            raise StepError(
+                f"{kind}: error merging YAML files: error reading input file {raw}: "
+                f"{_one_line(err)}",
+                terminal=True,
+            ) from None
+        if isinstance(document, dict) and None in document:
+            # ruamel reads ``:`` as {null: null}; kyaml, and so Kargo, refuses it.
+            raise StepError(
+                f"{kind}: error merging YAML files: error reading input file {raw}: "
+                "a map key is empty",
+                terminal=True,
+            )
+        merged.append(raw)
+        if document is None:
+            continue  # an empty file (or only comments) adds nothing, as in Kargo
+        result = document if result is None else _merge_yaml(result, document)
+    target = file_target(ctx, kind, out_raw, "outFile")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = ""
+    if result is not None:
+        # Two-space maps and unindented list dashes: kyaml's layout, which Kargo writes.
+        buffer = io.StringIO()
+        _ruamel(_LAYOUTS[0]).dump(result, buffer)
+        text = buffer.getvalue()
+    _write_text_atomic(target, text)
+    message = _merge_message(merged, out_raw)
+    return succeeded({"commitMessage": message} if message else {}, message=f"wrote {out_raw}")
+
+
+# --------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------
 
@@ -1435,13 +1547,14 @@ def _in_thread(fn: Callable[[StepContext, Mapping[str, Any]], StepResult]) -> St
 
 yaml_update = _in_thread(_yaml_update)
 json_update = _in_thread(_json_update)
-yaml_parse = _make_parse_step("yaml-parse")
-json_parse = _make_parse_step("json-parse")
+yaml_parse = make_parse_step("yaml-parse")
+json_parse = make_parse_step("json-parse")
 kustomize_set_image = _in_thread(_kustomize_set_image)
 helm_update_chart = _in_thread(_helm_update_chart)
 copy = _in_thread(_copy)
 delete = _in_thread(_delete)
 file_write = _in_thread(_file_write)
+yaml_merge = _in_thread(_yaml_merge)
 
 # All of them read and write the work directory only: a replay runs them again.
 STEPS: dict[str, Step] = {
@@ -1454,4 +1567,5 @@ STEPS: dict[str, Step] = {
     "copy": FunctionStep(copy, effect=Effect.LOCAL),
     "delete": FunctionStep(delete, effect=Effect.LOCAL),
     "file-write": FunctionStep(file_write, effect=Effect.LOCAL),
+    "yaml-merge": FunctionStep(yaml_merge, effect=Effect.LOCAL),
 }

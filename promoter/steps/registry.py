@@ -14,12 +14,16 @@ _MODULES = (
     "promoter.steps.basic",
     "promoter.steps.git",
     "promoter.steps.files",
+    "promoter.steps.tomlfiles",
     "promoter.steps.http",
     "promoter.steps.download",
     "promoter.steps.archive",
     # Needs the metadata port (StepServices.extra["metadata"]), which the server and the local
     # runner provide.
     "promoter.steps.metadata",
+    # Needs the Freight alias port (StepServices.extra["freight-aliases"]), which the server and
+    # the local runner provide.
+    "promoter.steps.freight_alias",
     # Needs the Argo CD port (StepServices.extra["argocd"]), which the server provides; in the
     # local runner it errors with a message saying so.
     "promoter.steps.argocd",

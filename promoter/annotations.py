@@ -1,0 +1,150 @@
+"""Every annotation Longshoreman reads or writes, with the code that encodes and parses it.
+
+Annotations are how front ends, the controller and people talk through the cluster: a chat
+command asks for an abort by annotating the Promotion and the controller, maybe on another
+replica, acts on it; a Stage lists who may promote; the GitHub and Slack front ends remember
+which comment, check runs and message belong to a Promotion. A writer and its reader must agree
+on a key and a format, so both live here, next to each other, and nothing else spells a key.
+
+Where Kargo has its own key (``kargo.akuity.io/...``) we accept it too, ours first, so objects
+written for Kargo (or by its CLI and UI) work unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+# Also our API group (promoter.model.GROUP is this): annotation keys share its prefix.
+GROUP = "longshoreman.dev"
+KARGO_GROUP = "kargo.akuity.io"
+
+# ---- on Promotions ------------------------------------------------------------------------------
+
+CREATE_ACTOR_ANNOTATIONS = (f"{GROUP}/create-actor", f"{KARGO_GROUP}/create-actor")
+ABORT_ANNOTATIONS = (f"{GROUP}/abort", f"{KARGO_GROUP}/abort")
+# The GitHub front end's comment, check runs and last shown digest; the Slack front end's
+# message. Kept on the Promotion so any replica carries on after a restart.
+GITHUB_REPLY = f"{GROUP}/github-reply"
+GITHUB_CHECKS = f"{GROUP}/github-checks"
+# A digest of what a finished Promotion's check runs and reply last showed, so a restarted or new
+# leader that replays every Promotion writes nothing to GitHub for those that did not change.
+GITHUB_SHOWN = f"{GROUP}/github-shown"
+SLACK_MESSAGE = f"{GROUP}/slack-message"
+
+# ---- on Stages and Warehouses -------------------------------------------------------------------
+
+REFRESH_ANNOTATIONS = (f"{GROUP}/refresh", f"{KARGO_GROUP}/refresh")
+REVERIFY_ANNOTATIONS = (f"{GROUP}/reverify", f"{KARGO_GROUP}/reverify")
+# Kargo spells "abort the verification" as ``kargo.akuity.io/abort`` on the Stage.
+ABORT_VERIFICATION_ANNOTATIONS = (f"{GROUP}/abort-verification", f"{KARGO_GROUP}/abort")
+AUTO_PROMOTE = f"{GROUP}/auto-promote"
+GITHUB_PROMOTERS = f"{GROUP}/github-promoters"
+SLACK_PROMOTERS = f"{GROUP}/slack-promoters"
+SLACK_CONFIRM = f"{GROUP}/slack-confirm"
+SLACK_CHANNEL = f"{GROUP}/slack-channel"
+
+# ---- on AnalysisRuns ----------------------------------------------------------------------------
+
+# On AnalysisRuns started by a re-verify request: which request, so a retry adopts the run.
+VERIFICATION_REQUEST = f"{GROUP}/verification-request"
+VERIFICATION_ACTOR = f"{GROUP}/actor"
+# Full values of labels that had to be shortened (and the Promotion, as Kargo annotates it).
+VERIFICATION_STAGE = f"{GROUP}/stage"
+VERIFICATION_FREIGHT = f"{GROUP}/freight"
+VERIFICATION_PROMOTION = f"{GROUP}/promotion"
+
+# ---- on Argo CD Applications --------------------------------------------------------------------
+
+AUTHORIZED_STAGE = f"{GROUP}/authorized-stage"
+KARGO_AUTHORIZED_STAGE = f"{KARGO_GROUP}/authorized-stage"
+AUTHORIZATION_ANNOTATIONS = (AUTHORIZED_STAGE, KARGO_AUTHORIZED_STAGE)
+# The operation.info entry naming the Promotion that started an operation.
+PROMOTION_INFO = f"{GROUP}/promotion"
+KARGO_PROMOTION_INFO = f"{KARGO_GROUP}/promotion"
+PROMOTION_INFO_KEYS = (PROMOTION_INFO, KARGO_PROMOTION_INFO)
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+
+def annotations_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    metadata = (obj or {}).get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def first(obj: Mapping[str, Any] | None, keys: Sequence[str]) -> str | None:
+    """The value of the first of ``keys`` set (non-empty) on ``obj``."""
+    annotations = annotations_of(obj)
+    for key in keys:
+        if annotations.get(key):
+            return str(annotations[key])
+    return None
+
+
+def read_json(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A JSON object kept in an annotation; ``{}`` when absent or not a JSON object (a person
+    may have edited it)."""
+    raw = annotations_of(obj).get(key)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+# ---- pairs: what a writer puts, what the reader gets back ---------------------------------------
+
+
+def create_actor(actor: str) -> dict[str, str]:
+    return {CREATE_ACTOR_ANNOTATIONS[0]: actor}
+
+
+def created_by(promotion: Mapping[str, Any]) -> str | None:
+    """The actor recorded by whoever created the Promotion (our builder, Kargo's API), if any."""
+    return first(promotion, CREATE_ACTOR_ANNOTATIONS)
+
+
+def abort(actor: str) -> dict[str, str]:
+    """Ask the controller to abort a Promotion, in Kargo's JSON form."""
+    return {ABORT_ANNOTATIONS[0]: json.dumps({"action": "terminate", "actor": actor})}
+
+
+def abort_request(obj: Mapping[str, Any]) -> str | None:
+    """The actor asking to abort this Promotion, or None when nobody is.
+
+    Accepts ``terminate`` or Kargo's JSON form ``{"action": "terminate", "actor": "..."}``.
+    """
+    annotations = annotations_of(obj)
+    for key in ABORT_ANNOTATIONS:
+        raw = annotations.get(key)
+        if not raw:
+            continue
+        raw = str(raw).strip()
+        if raw == "terminate":
+            return "unknown"
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(request, Mapping) and request.get("action") == "terminate":
+            return str(request.get("actor") or "unknown")
+    return None
+
+
+def reverify(actor: str, now: datetime) -> dict[str, str]:
+    """Ask for the Stage's verification to run again; the time makes each request new."""
+    return {REVERIFY_ANNOTATIONS[0]: json.dumps({"actor": actor, "at": now.isoformat()})}
+
+
+def reverify_request(stage: Mapping[str, Any]) -> str | None:
+    return first(stage, REVERIFY_ANNOTATIONS)
+
+
+def refresh_token(obj: Mapping[str, Any] | None) -> str | None:
+    return first(obj, REFRESH_ANNOTATIONS)

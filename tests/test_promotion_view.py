@@ -1,0 +1,113 @@
+"""The one read model of a Promotion that check runs, Slack messages and pages format."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from handlers import checks
+from promoter.views import FreightLabel, freight_label, promotion_view
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _promotion(steps: list[Any], executions: list[Any] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "prod.01", "namespace": "demo"},
+        "spec": {"stage": "prod", "freight": "abc123", "steps": steps},
+        "status": {"phase": "Running", "stepExecutionMetadata": executions or []},
+    }
+
+
+@pytest.mark.parametrize(
+    ("step", "execution", "alias", "kind", "status"),
+    [
+        ({"uses": "git-clone"}, {}, "step-2", "git-clone", ""),
+        ({"task": {"name": "deploy"}}, {}, "task-2", "deploy", ""),
+        (
+            {"uses": "git-clone", "as": "clone"},
+            {"status": "Running"},
+            "clone",
+            "git-clone",
+            "Running",
+        ),
+        ({"task": {"name": "deploy"}, "as": "ship"}, {}, "ship", "deploy", ""),
+        # The engine's recorded alias wins: a Promotion keeps the names it ran with.
+        ({"uses": "http"}, {"alias": "old-name"}, "old-name", "http", ""),
+        ("junk", {}, "step-2", "", ""),
+    ],
+)
+def test_step_lines_name_steps_as_kargo_does(
+    step: Any, execution: dict[str, Any], alias: str, kind: str, status: str
+) -> None:
+    view = promotion_view(_promotion([{"uses": "first"}, step], [{}, execution]))
+    line = view.steps[1]
+    assert (line.index, line.alias, line.kind, line.status) == (2, alias, kind, status)
+
+
+def test_the_view_carries_timing_and_phase_as_plain_data() -> None:
+    execution = {
+        "status": "Succeeded",
+        "message": "ok",
+        "startedAt": "2024-01-01T00:00:00Z",
+        "finishedAt": "2024-01-01T00:00:05Z",
+        "errorCount": 1,
+    }
+    view = promotion_view(_promotion([{"uses": "http"}], [execution]))
+    [line] = view.steps
+    assert (view.namespace, view.name, view.stage, view.freight, view.phase) == (
+        "demo",
+        "prod.01",
+        "prod",
+        "abc123",
+        "Running",
+    )
+    assert (line.started_at, line.finished_at, line.errors, line.message) == (
+        T0,
+        T0.replace(second=5),
+        1,
+        "ok",
+    )
+    assert view.done == 1
+
+
+@pytest.mark.parametrize(
+    ("ref", "freights", "fallback", "short", "full"),
+    [
+        (
+            "a" * 40,
+            [{"metadata": {"name": "a" * 40}, "alias": "tauntaun"}],
+            None,
+            "tauntaun",
+            f"tauntaun ({'a' * 40})",
+        ),
+        (
+            "tauntaun",
+            [{"metadata": {"name": "n1"}, "alias": "tauntaun"}],
+            None,
+            "tauntaun",
+            "tauntaun (n1)",
+        ),
+        ("a" * 40, [], None, "a" * 12, "a" * 40),
+        ("n1", [], {"metadata": {"name": "n1"}, "alias": "gone"}, "gone", "gone (n1)"),
+        ("", [], None, "?", ""),
+    ],
+)
+def test_freight_label_puts_the_alias_first(
+    ref: str, freights: list[Any], fallback: Any, short: str, full: str
+) -> None:
+    label = freight_label(ref, freights, fallback)
+    assert (label.short, label.full) == (short, full)
+    assert isinstance(label, FreightLabel)
+
+
+def test_a_task_step_shows_as_task_n_in_the_check_run() -> None:
+    promotion = _promotion(
+        [{"uses": "git-clone"}, {"task": {"name": "deploy"}}],
+        [{"status": "Succeeded"}, {"status": "Running"}],
+    )
+    summary = checks.summary(promotion, freight_label="x", link=None)
+    assert "| 2 | `task-2` | task | Running |" in summary
+    assert "step-2" not in summary
