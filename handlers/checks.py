@@ -183,14 +183,19 @@ def downstream_stages(stage: str, stages: Sequence[Mapping[str, Any]]) -> list[s
     return sorted(set(out))
 
 
-def actions(promotion: Mapping[str, Any], downstream: Sequence[str]) -> list[dict[str, str]]:
-    """Buttons: Abort while it may still run; after success Re-verify and Promote to NEXT."""
+def actions(
+    promotion: Mapping[str, Any], downstream: Sequence[str], *, verifiable: bool = True
+) -> list[dict[str, str]]:
+    """Buttons: Abort while it may still run; after success Re-verify (when the Stage has
+    verification: otherwise the button could only refuse) and Promote to NEXT."""
     current = phase(promotion)
     if current in ("Pending", "Running"):
         return [action("Abort", "Stop this Promotion", ABORT)]
     if current != "Succeeded":
         return []
-    out = [action("Re-verify", f"Verify {stage_of(promotion)} again", REVERIFY)]
+    out = []
+    if verifiable:
+        out.append(action("Re-verify", f"Verify {stage_of(promotion)} again", REVERIFY))
     for stage in downstream[: MAX_ACTIONS - 1]:
         out.append(
             action(
@@ -206,6 +211,7 @@ def check_run_fields(
     freight_label: str,
     link: str | None,
     downstream: Sequence[str] = (),
+    verifiable: bool = True,
 ) -> dict[str, Any]:
     """The body of a create/update check run request (without ``head_sha``)."""
     status, conclusion = _STATUS.get(phase(promotion), ("queued", None))
@@ -217,7 +223,7 @@ def check_run_fields(
         title=f"{phase(promotion)}: {freight_label} to {stage_of(promotion)}",
         summary_md=summary(promotion, freight_label=freight_label, link=link),
         body=text(promotion),
-        buttons=actions(promotion, downstream),
+        buttons=actions(promotion, downstream, verifiable=verifiable),
         link=link,
     )
 

@@ -43,7 +43,7 @@ from handlers.context import (
 )
 from handlers.queue import KeyedQueue
 from promoter import annotations as ann
-from promoter.chatops import Snapshot
+from promoter.chatops import Snapshot, no_verification
 from promoter.errors import LongshoremanError, StepError
 from promoter.model import meta, name_of, namespace_of
 from promoter.stages import phase_of
@@ -260,7 +260,10 @@ class Progress:
         key = checks.external_id(promotion)
         ids = dict(ann.read_json(promotion, CHECKS_ANNOTATION))
         ids.update(self._check_ids.get(key) or {})
-        downstream = checks.downstream_stages(checks.stage_of(promotion), snapshot.stages)
+        stage_name = checks.stage_of(promotion)
+        downstream = checks.downstream_stages(stage_name, snapshot.stages)
+        stage = next((s for s in snapshot.stages if name_of(s) == stage_name), None)
+        verifiable = stage is None or no_verification(stage) is None
         created = False
         targets = await self._targets(promotion, freight)
         for repo, sha in targets:
@@ -276,6 +279,7 @@ class Progress:
                     namespace_of(promotion) or "default", name_of(promotion)
                 ),
                 downstream=downstream,
+                verifiable=verifiable,
             )
             target = f"{repo}@{sha}"
             digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()

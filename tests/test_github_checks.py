@@ -286,6 +286,18 @@ async def test_buttons_run_the_same_authorization(env: Env) -> None:
     assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
 
 
+async def test_a_stage_without_verification_gets_no_reverify_button(env: Env) -> None:
+    # The button could only be refused ("no verification configured"): it is not offered.
+    done = promotion("Succeeded")
+    done["metadata"]["name"] = "production-eu-west-1-primary.0001"
+    done["spec"]["stage"] = "production-eu-west-1-primary"
+    await env.change(done, None)
+    [run] = env.fake.check_runs(REPO, env.sha)
+    assert run["name"] == "promote: production-eu-west-1-primary"
+    assert run["conclusion"] == "success"
+    assert [a["identifier"] for a in run["actions"]] == []
+
+
 async def test_promote_to_next_and_reverify_buttons(env: Env) -> None:
     await env.change(promotion("Succeeded"), None)
     run = env.fake.check_runs(REPO)[0]
