@@ -301,9 +301,8 @@ class Controller:
         stage = (obj.get("spec") or {}).get("stage")
         if not stage:
             return
-        wake = (
-            ann.refresh_token(obj) != ann.refresh_token(old) and ann.refresh_token(obj) is not None
-        )
+        token = ann.refresh_token(obj)
+        wake = token is not None and token != ann.refresh_token(old)
         wake = wake or (ann.abort_request(obj) is not None and ann.abort_request(old or {}) is None)
         self._enqueue_stage(namespace_of(obj) or "default", stage, wake=wake)
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from promoter.model import name_of, namespace_of
-from promoter.views import StepLine, promotion_view
+from promoter.views import StepLine, step_lines
 
 CHECK_PREFIX = "promote: "
 VERIFY_PREFIX = "verify: "
@@ -67,10 +67,6 @@ def parse_external_id(value: str) -> tuple[str, str] | None:
     namespace, sep, name = value.partition("/")
     name = name.partition("#")[0]  # verify runs: "<namespace>/<promotion>#<verification id>"
     return (namespace, name) if sep and namespace and name and "/" not in name else None
-
-
-def step_lines(promotion: Mapping[str, Any]) -> tuple[StepLine, ...]:
-    return promotion_view(promotion).steps
 
 
 def _kind(line: StepLine) -> str:

@@ -45,7 +45,7 @@ from handlers.queue import KeyedQueue
 from promoter import annotations as ann
 from promoter.chatops import Snapshot, no_verification
 from promoter.errors import LongshoremanError, StepError
-from promoter.model import meta, name_of, namespace_of
+from promoter.model import name_of, namespace_of
 from promoter.stages import phase_of
 from promoter.steps.github import repo_full_name
 from promoter.views import freight_label
@@ -174,7 +174,7 @@ class Progress:
         )
         label = freight_label(checks.freight_of(promotion), fallback=freight).short
         shown = self._shown(promotion, snapshot, label)
-        if shown is not None and shown == _annotation(promotion, SHOWN_ANNOTATION):
+        if shown is not None and shown == ann.first(promotion, (SHOWN_ANNOTATION,)):
             # Finished, and GitHub shows exactly this already (a replay after a restart or a
             # change of leader): writing it again would cost requests in proportion to history.
             self.synced += 1
@@ -214,15 +214,17 @@ class Progress:
             label,
             checks.downstream_stages(checks.stage_of(promotion), snapshot.stages),
             ann.read_json(promotion, REPLY_ANNOTATION),
-            self.deps.settings.link_for(namespace_of(promotion) or "default", name_of(promotion)),
+            self.page(promotion),
         ]
         return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
 
+    def page(self, promotion: Mapping[str, Any]) -> str | None:
+        """The Promotion's status page, when a public URL is configured."""
+        return self.deps.settings.link_for(namespace_of(promotion) or "default", name_of(promotion))
+
     def link(self, promotion: Mapping[str, Any]) -> str | None:
-        key = checks.external_id(promotion)
-        return self.deps.settings.link_for(
-            namespace_of(promotion) or "default", name_of(promotion)
-        ) or self._check_urls.get(key)
+        """Where a reply links: the status page, else the check run."""
+        return self.page(promotion) or self._check_urls.get(checks.external_id(promotion))
 
     async def _api_for(self, repo: str) -> GitHubAPI | None:
         if repo.lower() in self._not_installed:
@@ -262,7 +264,7 @@ class Progress:
         ids.update(self._check_ids.get(key) or {})
         stage_name = checks.stage_of(promotion)
         downstream = checks.downstream_stages(stage_name, snapshot.stages)
-        stage = next((s for s in snapshot.stages if name_of(s) == stage_name), None)
+        stage = snapshot.stage(stage_name)
         verifiable = stage is None or no_verification(stage) is None
         created = False
         targets = await self._targets(promotion, freight)
@@ -275,9 +277,7 @@ class Progress:
             fields = checks.check_run_fields(
                 promotion,
                 freight_label=label,
-                link=self.deps.settings.link_for(
-                    namespace_of(promotion) or "default", name_of(promotion)
-                ),
+                link=self.page(promotion),
                 downstream=downstream,
                 verifiable=verifiable,
             )
@@ -402,8 +402,3 @@ class Progress:
             ):
                 return int(run["id"])
         return None
-
-
-def _annotation(obj: Mapping[str, Any], key: str) -> str | None:
-    value = (meta(obj).get("annotations") or {}).get(key)
-    return str(value) if value is not None else None

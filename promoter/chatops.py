@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from promoter import annotations as ann
-from promoter.model import describe_freight, meta, name_of, namespace_of
-from promoter.stages import available_to, freight_created
+from promoter.model import Phase, describe_freight, meta, name_of, namespace_of
+from promoter.stages import available_to, freight_created, phase_of, queue_key
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
 FREIGHT_HELP = (
@@ -286,21 +286,10 @@ class Refusal:
     reason: str
 
 
-def _phase(promotion: Mapping[str, Any]) -> str:
-    return str((promotion.get("status") or {}).get("phase") or "Pending")
-
-
 def _active_first(promotions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Pending and Running ones; the running one first, then the queue oldest first."""
-    active = [p for p in promotions if _phase(p) in ("Pending", "Running")]
-    return sorted(
-        active,
-        key=lambda p: (
-            _phase(p) != "Running",
-            str(meta(p).get("creationTimestamp") or ""),
-            name_of(p),
-        ),
-    )
+    """Pending and Running ones; the running one first, then the queue in its order."""
+    active = [p for p in promotions if not phase_of(p).terminal]
+    return sorted(active, key=lambda p: (phase_of(p) is not Phase.RUNNING, queue_key(p)))
 
 
 def abort_targets(
@@ -327,9 +316,9 @@ def abort_targets(
         return mine
     named = next((p for p in snapshot.promotions if name_of(p) == target), None)
     if named is not None:
-        if _phase(named) not in ("Pending", "Running"):
+        if phase_of(named).terminal:
             return Refusal(
-                f"Promotion `{target}` already finished ({_phase(named)}); "
+                f"Promotion `{target}` already finished ({phase_of(named).value}); "
                 "there is nothing to abort"
             )
         return [named]

@@ -14,7 +14,7 @@ from promoter import annotations as ann
 from promoter.chatops import FREIGHT_HELP, SLACK_CHANNEL, StageRow, usage_lines
 from promoter.model import meta, name_of, parse_time
 from promoter.stages import phase_of
-from promoter.views import StepLine, freight_label, promotion_view
+from promoter.views import StepLine, freight_label, step_lines
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion
@@ -285,10 +285,6 @@ def verified_in(
 
 
 # ---- the live message -------------------------------------------------------------------------
-
-
-def step_lines(promotion: Mapping[str, Any]) -> tuple[StepLine, ...]:
-    return promotion_view(promotion).steps
 
 
 def _progress(lines: Sequence[StepLine]) -> tuple[int, int]:

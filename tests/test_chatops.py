@@ -191,7 +191,8 @@ def test_status_shows_the_freights_alias_though_the_history_names_only_the_freig
 
 def _promo(name: str, stage: str, phase: str, freight: str = "f1") -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "creationTimestamp": name[-2:]},
+        # Created in the order of the names' last two digits, a second apart.
+        "metadata": {"name": name, "creationTimestamp": f"2026-01-01T00:00:{name[-2:]}Z"},
         "spec": {"stage": stage, "freight": freight},
         "status": {"phase": phase},
     }
