@@ -21,9 +21,9 @@ from typing import Any, TextIO
 
 from aiohttp import web
 
-from app import kube as k
+from app.controller import kube as k
+from app.controller.reconciler import create_promotion
 from app.logs import configure_logging
-from app.reconciler import create_promotion
 from app.server import SERVER, create_app, wait_started
 from app.settings import Settings, SettingsError
 from promoter.model import Phase, name_of

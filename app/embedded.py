@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from app import kube as k
 from app.apiserver import create_apiserver_app, serve_apiserver, write_kubeconfig
+from app.controller import kube as k
 
 log = logging.getLogger(__name__)
 

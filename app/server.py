@@ -16,13 +16,13 @@ from typing import Any
 
 from aiohttp import web
 
-from app import kube as k
-from app.chatops import ClusterPromotions, DeferredPromotions
+from app.controller import kube as k
+from app.controller.leader import LeaderElector
+from app.controller.promotions import ClusterPromotions, DeferredPromotions
+from app.controller.reconciler import Controller
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
-from app.leader import LeaderElector
 from app.logs import REDACTOR
 from app.metrics import Metrics
-from app.reconciler import Controller
 from app.settings import Settings
 from app.ui.pages import setup_pages
 from handlers.webhook import setup_github
@@ -107,7 +107,7 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
-    pages = setup_pages(app, settings, lambda: state.controller)
+    pages = setup_pages(app, settings.ui, lambda: state.controller, secrets=settings.secrets())
     state.listeners.append(pages.on_promotion)
     extra = dict(extra_services or {})
 

@@ -137,6 +137,7 @@ class Settings:
             values += [self.github.webhook_secret, self.github.private_key]
         if self.slack is not None:
             values += [self.slack.bot_token, self.slack.signing_secret]
+        values += [self.ui.github_client_secret, self.ui.session_secret]
         return tuple(v for v in values if v)
 
     def with_overrides(self, **changes: Any) -> Settings:

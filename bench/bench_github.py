@@ -43,8 +43,8 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app import kube as k
-from app.chatops import ClusterPromotions
+from app.controller import kube as k
+from app.controller.promotions import ClusterPromotions
 from handlers.client import GitHubClient, RetryPolicy
 from handlers.pull_requests import GitHubPullRequests
 from handlers.webhook import WEBHOOK_PATH, setup_github

@@ -48,9 +48,9 @@ from kubernetes.aio import client as aio_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app import kube as k
-from app.informer import Informer
-from app.reconciler import Controller
+from app.controller import kube as k
+from app.controller.informer import Informer
+from app.controller.reconciler import Controller
 from bench.realserver import cpu_readers, machine_cpu_seconds, real_apiserver
 from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry

@@ -52,9 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kubernetes.aio import client as aio_client
 
-from app import kube as k
 from app.apiserver import create_apiserver_app, serve_apiserver
-from app.reconciler import Controller, create_promotion
+from app.controller import kube as k
+from app.controller.reconciler import Controller, create_promotion
 from bench.realserver import cpu_readers, cpu_seconds, machine_cpu_seconds, real_apiserver
 from promoter.model import TaskRef, TaskSpec
 from promoter.steps.base import StepServices

@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app import kube as k
+from app.controller import kube as k
 from tests.support.controller import running_controller
 from tests.support.kube import running_apiserver
 

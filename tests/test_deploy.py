@@ -29,11 +29,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from app import kube as k
 from app.__main__ import build_parser
-from app.chatops import ClusterPromotions
+from app.controller import kube as k
+from app.controller.leader import LeaderElector
+from app.controller.promotions import ClusterPromotions
 from app.embedded import CRD_DIRS, DEFAULT_SEED, seed
-from app.leader import LeaderElector
 from app.server import create_app
 from app.settings import Settings
 from handlers.routing import ROUTER
@@ -352,11 +352,11 @@ NS = "kargo-demo"
 # each is still needed.
 NOT_EXERCISED = {
     ("longshoreman.dev", "promotions", "get"): (
-        "re-read a Promotion after a Conflict on its status write (app/reconciler.py): only "
-        "when a chat command's annotation races the reconciler's write"
+        "re-read a Promotion after a Conflict on its status write (app/controller/reconciler.py): "
+        "only when a chat command's annotation races the reconciler's write"
     ),
     ("longshoreman.dev", "stages", "get"): (
-        "re-read a Stage after a Conflict on its status write (app/reconciler.py)"
+        "re-read a Stage after a Conflict on its status write (app/controller/reconciler.py)"
     ),
 }
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import aiohttp
 
-from app import kube as k
 from app.apiserver import RequestInfo
+from app.controller import kube as k
 from app.embedded import seed
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, Outcome, make_app
 from tests.support.controller import (

@@ -23,8 +23,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from app import kube as k
-from app.chatops import ClusterPromotions
+from app.controller import kube as k
+from app.controller.promotions import ClusterPromotions
 from handlers.client import GitHubClient, RetryPolicy
 from handlers.pull_requests import GitHubPullRequests
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from app import kube as k
+from app.controller import kube as k
 from handlers.client import GitHubClient, RetryPolicy
 from handlers.git_credentials import GitHubGitCredentials, github_repo
 from handlers.pull_requests import GitHubPullRequests

@@ -22,8 +22,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from app import kube as k
-from app.chatops import ClusterPromotions
+from app.controller import kube as k
+from app.controller.promotions import ClusterPromotions
 from handlers import checks
 from handlers.client import GitHubClient, RetryPolicy
 from handlers.context import Deps, Permissions

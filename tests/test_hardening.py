@@ -32,7 +32,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from app import kube as k
+from app.controller import kube as k
 from app.server import create_app, wait_started
 from app.settings import Settings, SettingsError
 from handlers.client import GitHubClient, GitHubUnreachable, RetryPolicy

@@ -1,5 +1,5 @@
-"""``app.informer.Informer`` against the API server emulator: sync, events, indexes, and not
-losing a change across watch reconnects, 410 relists and server errors."""
+"""``app.controller.informer.Informer`` against the API server emulator: sync, events, indexes,
+and not losing a change across watch reconnects, 410 relists and server errors."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from app.apiserver import RequestInfo
-from app.informer import Backoff, Informer, ObjectKey, diff_snapshot
-from app.kube import PROMOTIONS, Kube
+from app.controller.informer import Backoff, Informer, ObjectKey, diff_snapshot
+from app.controller.kube import PROMOTIONS, Kube
 from tests.support.kube import RunningApiServer, running_apiserver
 
 NS = "demo"

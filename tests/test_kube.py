@@ -1,4 +1,4 @@
-"""``app.kube.Kube`` over real HTTP against the API server emulator.
+"""``app.controller.kube.Kube`` over real HTTP against the API server emulator.
 
 Each test starts its own emulator (tests/support/kube.py) and drives it through ``Kube`` only,
 so what is checked is the request the real ``kubernetes.aio`` transport sends and the error
@@ -20,7 +20,7 @@ from aiohttp import web
 from kubernetes.aio.client import Configuration
 
 from app.apiserver.patching import merge_patch
-from app.kube import (
+from app.controller.kube import (
     APPLICATIONS,
     CLUSTER_PROMOTION_TASKS,
     EVENTS,

@@ -1,4 +1,4 @@
-"""``app.leader.LeaderElector`` with real Leases on the API server emulator.
+"""``app.controller.leader.LeaderElector`` with real Leases on the API server emulator.
 
 Durations are short (lease 1.0 s, renew deadline 0.6 s, retry 0.1 s) and every timing
 assertion leaves room for one retry period of jitter plus request latency.
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from app.apiserver import RequestInfo
-from app.kube import LEASES, Kube
-from app.leader import LeaderElector, LeaseRecord, claim, released
+from app.controller.kube import LEASES, Kube
+from app.controller.leader import LeaderElector, LeaseRecord, claim, released
 from tests.support.kube import RunningApiServer, running_apiserver
 
 NS = "demo"

@@ -24,7 +24,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import kube as k
+from app.controller import kube as k
 from app.logs import REDACTOR, Redactor, handler_for
 from app.metrics import Metrics
 from app.server import SERVER, create_app, wait_started

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from app import kube as k
+from app.controller import kube as k
 from app.server import ServerState, create_app, wait_started
 from app.settings import Settings, SettingsError
 from app.ui.views import MASK, Masker

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from app import kube as k
+from app.controller import kube as k
+from app.controller.reconciler import Controller, create_promotion
 from app.embedded import seed
-from app.reconciler import Controller, create_promotion
 from promoter.steps.base import GitSettings, StepServices
 from promoter.steps.registry import builtin_registry
 from tests.support.controller import (
@@ -394,7 +394,7 @@ async def test_dropped_watches_lose_no_event(env: Env) -> None:
 
 
 async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: Env) -> None:
-    from app.chatops import ClusterPromotions
+    from app.controller.promotions import ClusterPromotions
     from promoter.errors import InvalidInput
 
     async with running_controller(env.server, env.work, services=env.services) as controller:
@@ -409,7 +409,7 @@ async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: En
 
 
 async def test_push_webhooks_make_freight_in_the_cluster_once_per_commit(env: Env) -> None:
-    from app.chatops import ClusterPromotions
+    from app.controller.promotions import ClusterPromotions
     from handlers.push import FreightSink, freight_for_push
 
     payload = fixture("push.with-new-branch")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app import kube as k
+from app.controller import kube as k
 from app.embedded import seed
 from tests.support.argocd import (
     FAIL_MESSAGE,

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app import kube as k
 from app.apiserver import RequestInfo
+from app.controller import kube as k
 from app.embedded import seed
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, Outcome, make_app
 from tests.support.controller import wait_for_object, wait_terminal

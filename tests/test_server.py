@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from app import kube as k
+from app.controller import kube as k
 from app.settings import Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,10 +15,10 @@ from typing import Any, cast
 
 import pytest
 
-from app import kube as k
+from app.controller import kube as k
+from app.controller.informer import Informer
+from app.controller.metadata import KubeMetadataStore
 from app.embedded import seed
-from app.informer import Informer
-from app.metadata import KubeMetadataStore
 from promoter.errors import StepError
 from promoter.expressions import ExpressionError, Scope, render
 from promoter.metadata import MAX_VALUES_BYTES, InMemoryMetadata, metadata_functions

@@ -18,9 +18,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from app import kube as k
-from app.chatops import ClusterPromotions
-from app.reconciler import Controller
+from app.controller import kube as k
+from app.controller.promotions import ClusterPromotions
+from app.controller.reconciler import Controller
 from promoter.chatops import SLACK_CHANNEL, SLACK_CONFIRM, SLACK_PROMOTERS
 from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CONFIRM, MESSAGE_ANNOTATION

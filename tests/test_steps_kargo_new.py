@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from app import kube as k
-from app.informer import Informer
-from app.metadata import KubeFreightAliases
+from app.controller import kube as k
+from app.controller.informer import Informer
+from app.controller.metadata import KubeFreightAliases
 from promoter.errors import ConfigRefused, StepError
 from promoter.freight_alias import ALIAS_LABEL, InMemoryFreightAliases
 from promoter.steps.archive import ArchiveLimits, _tar

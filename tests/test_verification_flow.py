@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from app import kube as k
+from app.controller import kube as k
 from promoter.model import parse_time
 from tests.support.controller import running_controller, wait_for_object, wait_terminal
 from tests.support.fixtures import analysis_template

@@ -1,4 +1,5 @@
-"""``app.workqueue.WorkQueue``: per-key serial processing, merging, and backoff of failing keys.
+"""``app.controller.workqueue.WorkQueue``: per-key serial processing, merging, and backoff of
+failing keys.
 
 The queue runs real handlers on the running loop; retry delays come from an injected
 deterministic backoff of a few milliseconds, so the tests observe which delays were chosen and
@@ -11,8 +12,8 @@ import asyncio
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 
-from app.informer import Backoff
-from app.workqueue import Handler, WorkQueue
+from app.controller.informer import Backoff
+from app.controller.workqueue import Handler, WorkQueue
 
 
 class RecordingBackoff(Backoff):

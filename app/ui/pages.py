@@ -18,22 +18,44 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from app.ui import html as h
 from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
+from app.ui.settings import UiSettings
 from app.ui.views import Masker, project_view, promotion_view, stage_view
 from promoter.model import Phase, namespace_of
 from promoter.stages import phase_of
 
-if TYPE_CHECKING:
-    from app.reconciler import Controller
-    from app.settings import Settings
+
+class Cache(Protocol):
+    """One kind's objects as the controller's informers hold them."""
+
+    def items(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class Caches(Protocol):
+    """What the pages read: the caches every replica keeps warm (the controller provides them;
+    the pages never import it, so they stay a front end like handlers/ and slack/)."""
+
+    @property
+    def stages(self) -> Cache: ...
+
+    @property
+    def promotions(self) -> Cache: ...
+
+    @property
+    def freight(self) -> Cache: ...
+
+    def synced(self) -> bool: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -84,22 +106,20 @@ class NotFound(Exception):
 
 
 class Pages:
-    def __init__(self, settings: Settings, controller: Callable[[], Controller | None]) -> None:
-        self.ui = settings.ui
-        self.controller = controller
-        self.auth = Auth(settings.ui)
+    def __init__(
+        self,
+        ui: UiSettings,
+        caches: Callable[[], Caches | None],
+        *,
+        secrets: Iterable[str | None],
+    ) -> None:
+        self.ui = ui
+        self.controller = caches
+        self.auth = Auth(ui)
         self.events = PageEvents()
-        github, slack = settings.github, settings.slack
-        self.masker = Masker(
-            [
-                github.webhook_secret if github else None,
-                github.private_key if github else None,
-                slack.bot_token if slack else None,
-                slack.signing_secret if slack else None,
-                settings.ui.github_client_secret,
-                settings.ui.session_secret,
-            ]
-        )
+        # Every secret the server holds, so no page can echo one (a step's message may quote
+        # a URL with a token in it).
+        self.masker = Masker([*secrets, ui.github_client_secret, ui.session_secret])
 
     def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         self.events.on_promotion(obj, old)
@@ -132,7 +152,7 @@ class Pages:
 
     # ---- rendering --------------------------------------------------------------------------
 
-    def _controller(self) -> Controller:
+    def _controller(self) -> Caches:
         controller = self.controller()
         if controller is None or not controller.synced():
             raise web.HTTPServiceUnavailable(
@@ -364,9 +384,13 @@ def _event(name: str, data: str) -> bytes:
 
 
 def setup_pages(
-    app: web.Application, settings: Settings, controller: Callable[[], Controller | None]
+    app: web.Application,
+    ui: UiSettings,
+    caches: Callable[[], Caches | None],
+    *,
+    secrets: Iterable[str | None],
 ) -> Pages:
     """Mount the status pages; feed :meth:`Pages.on_promotion` from the controller."""
-    pages = Pages(settings, controller)
+    pages = Pages(ui, caches, secrets=secrets)
     pages.setup(app)
     return pages

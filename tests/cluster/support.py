@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import yaml
 from kubernetes.aio import client as aio_client
 
-from app import kube as k
 from app.apiserver.kubeconfig import write_kubeconfig
+from app.controller import kube as k
 from tests.support.kube import RunningApiServer
 from tests.support.rbac import Rbac, ServiceAccount, authorizing_proxy
 from tests.support.realcluster import CONTROLLER, RealApiServer

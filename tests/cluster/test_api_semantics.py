@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from app import kube as k
-from app.informer import Backoff, Informer
+from app.controller import kube as k
+from app.controller.informer import Backoff, Informer
 from tests.cluster.support import Cluster
 from tests.support.tcpproxy import tcp_proxy
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from app import kube as k
-from app.chatops import ClusterPromotions
+from app.controller import kube as k
+from app.controller.promotions import ClusterPromotions
 from app.embedded import seed
 from slack.app import setup_slack
 from slack.settings import SlackSettings

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from app import kube as k
+from app.controller import kube as k
 from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
 

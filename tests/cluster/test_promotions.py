@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app import kube as k
+from app.controller import kube as k
 from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
 from tests.support.argocd import KubernetesApps, Outcome, make_app

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app import kube as k
+from app.controller import kube as k
 from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app

@@ -1,9 +1,9 @@
 """Run the real reconciler against the API server emulator, for end-to-end tests.
 
-``running_controller`` wires a :class:`app.reconciler.Controller` to a running emulator exactly
-as the server does (informers + leader work loop) and tears it down cleanly. ``Gate`` is a step
-kind for tests: it reports Running until the test opens its gate, which makes queueing and
-timing observable without sleeping on real external systems.
+``running_controller`` wires a :class:`app.controller.reconciler.Controller` to a running
+emulator exactly as the server does (informers + leader work loop) and tears it down cleanly.
+``Gate`` is a step kind for tests: it reports Running until the test opens its gate, which
+makes queueing and timing observable without sleeping on real external systems.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from app import kube as k
-from app.reconciler import Controller
+from app.controller import kube as k
+from app.controller.reconciler import Controller
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
 from tests.support.kube import RunningApiServer

@@ -1312,8 +1312,8 @@ async def running_fake_github(**options: Any) -> AsyncIterator[FakeGitHub]:
 class FakePromotions:
     """:class:`promoter.chatops.PromotionService` over plain lists, recording what was asked.
 
-    End-to-end tests use ``app.chatops.ClusterPromotions`` with the real controller instead; this
-    one lets handler tests check "what would have changed" in milliseconds.
+    End-to-end tests use ``app.controller.promotions.ClusterPromotions`` with the real controller
+    instead; this one lets handler tests check "what would have changed" in milliseconds.
     """
 
     def __init__(

@@ -51,8 +51,8 @@ from aiohttp import web
 from kubernetes.aio import client as aio_client
 from kubernetes.aio.client.exceptions import ApiException
 
-from app import kube as k
 from app.apiserver import RequestInfo
+from app.controller import kube as k
 from app.embedded import seed
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.github import FakeGitHub

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from app import kube as k
-from app.informer import Informer
+from app.controller import kube as k
+from app.controller.informer import Informer
 from promoter import annotations as ann
 from promoter.model import GROUP, format_time, meta, name_of, namespace_of
 from promoter.stages import (

@@ -21,11 +21,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from app import kube as k
-from app.informer import Informer
-from app.metadata import KubeFreightAliases, KubeMetadataStore
-from app.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_promote_enabled
-from app.workqueue import WorkQueue
+from app.controller import kube as k
+from app.controller.informer import Informer
+from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
+from app.controller.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_promote_enabled
+from app.controller.workqueue import WorkQueue
 from promoter import annotations as ann
 from promoter import engine
 from promoter.argocd import health_of

@@ -1,7 +1,7 @@
 """The chat front ends' port to the cluster (:class:`promoter.chatops.PromotionService`).
 
 Reads come from the controller's informer caches (every replica keeps them warm, so a webhook
-answered by a standby sees what the leader sees); writes go through :mod:`app.kube`, and
+answered by a standby sees what the leader sees); writes go through :mod:`app.controller.kube`, and
 Promotions are created through the one builder.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from app import kube as k
-from app.reconciler import Controller, create_promotion
+from app.controller import kube as k
+from app.controller.reconciler import Controller, create_promotion
 from promoter import annotations as ann
 from promoter.chatops import PromotionRef, Snapshot, not_available
 from promoter.errors import InvalidInput

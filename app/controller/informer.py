@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from app.kube import Gone, JsonObject, Kube, KubeError, ResourceType, TemporaryError
+from app.controller.kube import Gone, JsonObject, Kube, KubeError, ResourceType, TemporaryError
 
 logger = logging.getLogger(__name__)
 

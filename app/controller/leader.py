@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from app.kube import LEASES, Conflict, JsonObject, Kube, KubeError, NotFound, micro_time
+from app.controller.kube import LEASES, Conflict, JsonObject, Kube, KubeError, NotFound, micro_time
 
 logger = logging.getLogger(__name__)
 

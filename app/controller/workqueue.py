@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
-from app.informer import Backoff
+from app.controller.informer import Backoff
 
 log = logging.getLogger(__name__)
 

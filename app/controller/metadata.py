@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from app import kube as k
-from app.informer import Informer
+from app.controller import kube as k
+from app.controller.informer import Informer
 from promoter.errors import ConfigRefused, StepError
 from promoter.freight_alias import alias_patch, go_quote
 from promoter.metadata import FREIGHT, STAGE, MetadataObjectMissing, merged, metadata_of
