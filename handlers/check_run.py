@@ -24,14 +24,16 @@ from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo
 from promoter.chatops import (
+    GITHUB_PROMOTERS,
+    Command,
+    Decision,
     Refusal,
     Snapshot,
-    abort_targets,
-    freight_of_name,
-    no_verification,
-    not_available,
+    github_may_act,
+    listed,
 )
-from promoter.model import name_of
+from promoter.commands import DoAbort, DoPromote, DoReverify, Facts, plan, stages_to_authorize
+from promoter.model import meta, name_of
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,7 @@ async def _tell(gh: GitHubAPI, repo: str, run: Mapping[str, Any], body: str) -> 
 class _Pressed:
     """Who acted on which of our check runs, and the Promotion that run is about."""
 
+    deps: Deps
     gh: GitHubAPI
     repo: str
     run: Mapping[str, Any]
@@ -73,6 +76,35 @@ class _Pressed:
 
     async def tell(self, body: str) -> None:
         await _tell(self.gh, self.repo, self.run, f"@{self.user}: {body}")
+
+    async def carry_out(self, command: Command) -> None:
+        """Decide ``command`` with the same planner as comments, then act or say why not."""
+        permission = await self.deps.permissions.permission(self.gh, self.repo, self.user)
+        slugs = {
+            entry
+            for stage in stages_to_authorize(command, self.snapshot)
+            for entry in listed((meta(stage).get("annotations") or {}).get(GITHUB_PROMOTERS))
+            if "/" in entry
+        }
+        teams = await self.deps.permissions.teams(self.gh, self.user, sorted(slugs))
+
+        def may_act(stage: Mapping[str, Any] | None) -> Decision:
+            return github_may_act(stage or {}, self.user, permission, teams)
+
+        decision = plan(command, Facts(self.snapshot, may_act, now=datetime.now(UTC)))
+        actor = self.deps.actor(self.user)
+        if isinstance(decision, Refusal):
+            await self.tell(f"refused: {checks.quiet(decision.reason)}. Nothing was changed.")
+        elif isinstance(decision, DoPromote):
+            ref = await self.deps.service.promote(
+                self.namespace, decision.stage, decision.freight, actor=actor
+            )
+            log.info("%s promoted %s to %s from a check run", self.user, ref.freight, ref.stage)
+        elif isinstance(decision, DoAbort):
+            for name in decision.promotions:
+                await self.deps.service.abort(self.namespace, name, actor=actor)
+        elif isinstance(decision, DoReverify):
+            await self.deps.service.reverify(self.namespace, decision.stage, actor=actor)
 
 
 def _our_run(
@@ -99,7 +131,34 @@ async def _pressed(
     if promotion is None:
         await _tell(gh, repo, run, f"@{user}: Promotion `{name}` no longer exists")
         return None
-    return _Pressed(gh, repo, run, user, namespace, snapshot, promotion)
+    return _Pressed(deps, gh, repo, run, user, namespace, snapshot, promotion)
+
+
+def _button_command(identifier: str, pressed: _Pressed) -> Command | None:
+    """A button as the command it stands for; None for one we do not know."""
+    if identifier == checks.ABORT:
+        return Command("abort", target=name_of(pressed.promotion), raw="Abort")
+    if identifier == checks.REVERIFY:
+        return Command("verify", stage=pressed.stage, raw="Re-verify")
+    if identifier.startswith(checks.NEXT_PREFIX):
+        # The identifier carries a digest of the Stage's name (identifiers are 20 characters);
+        # a Stage that no longer exists is named by nothing, and the planner says so.
+        chosen = next(
+            (
+                name_of(s)
+                for s in pressed.snapshot.stages
+                if checks.next_identifier(name_of(s)) == identifier
+            ),
+            "",
+        )
+        return Command(
+            "promote",
+            freight=checks.freight_of(pressed.promotion),
+            stage=chosen,
+            after=pressed.stage,
+            raw="Promote",
+        )
+    return None
 
 
 @router.register("check_run", action="requested_action")
@@ -113,54 +172,14 @@ async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
     pressed = await _pressed(data, run, target, deps)
     if pressed is None:
         return
-    gh, repo, user = pressed.gh, pressed.repo, pressed.user
-    snapshot, promotion = pressed.snapshot, pressed.promotion
-    namespace, name = target
-    stage_name = pressed.stage
-    actor = deps.actor(user)
-    if identifier.startswith(checks.NEXT_PREFIX):
-        downstream = checks.downstream_stages(stage_name, snapshot.stages)
-        chosen = next((s for s in downstream if checks.next_identifier(s) == identifier), None)
-        if chosen is None:
-            await _tell(gh, repo, run, f"@{user}: that Stage no longer follows `{stage_name}`")
-            return
-        next_stage = snapshot.stage(chosen)
-        decision = await deps.permissions.decide(gh, repo, user, next_stage)
-        if not decision.allowed:
-            await _tell(gh, repo, run, f"@{user}: refused: {decision.reason}. Nothing was changed.")
-            return
-        freight = freight_of_name(checks.freight_of(promotion), snapshot.freight)
-        if next_stage is None or freight is None:
-            await pressed.tell(f"Stage `{chosen}` or this Freight no longer exists")
-            return
-        refusal = not_available(next_stage, freight, datetime.now(UTC))
-        if refusal is not None:
-            await pressed.tell(f"refused: {refusal}. Nothing was changed.")
-            return
-        ref = await deps.service.promote(
-            namespace, chosen, checks.freight_of(promotion), actor=actor
-        )
-        log.info("%s promoted %s to %s from a check run", user, ref.freight, chosen)
-        return
-    decision = await deps.permissions.decide(gh, repo, user, snapshot.stage(stage_name))
-    if not decision.allowed:
-        await _tell(gh, repo, run, f"@{user}: refused: {decision.reason}. Nothing was changed.")
-        return
-    if identifier == checks.ABORT:
-        targets = abort_targets(snapshot, name)
-        if isinstance(targets, Refusal):
-            await pressed.tell(f"refused: {targets.reason}. Nothing was changed.")
-            return
-        await deps.service.abort(namespace, name, actor=actor)
-    elif identifier == checks.REVERIFY:
-        stage = snapshot.stage(stage_name)
-        refusal = no_verification(stage) if stage is not None else None
-        if refusal is not None:
-            await pressed.tell(f"refused: {refusal}. Nothing was changed.")
-            return
-        await deps.service.reverify(namespace, stage_name, actor=actor)
-    else:
+    command = _button_command(identifier, pressed)
+    if command is None:
         log.info("unknown check run action %r", identifier)
+        return
+    if command.name == "promote" and not command.stage:
+        await pressed.tell(f"that Stage no longer follows `{pressed.stage}`")
+        return
+    await pressed.carry_out(command)
 
 
 @router.register("check_run", action="rerequested")
@@ -171,22 +190,16 @@ async def on_rerequested(event: sansio.Event, deps: Deps) -> None:
         return
     run, target = found
     retry_on: tuple[str, ...] = ("failure", "cancelled", "timed_out")
-    if str(run.get("name", "")).startswith(checks.VERIFY_PREFIX):
+    verify = str(run.get("name", "")).startswith(checks.VERIFY_PREFIX)
+    if verify:
         retry_on += ("neutral",)  # an inconclusive analysis is worth running again too
     if run.get("conclusion") not in retry_on:
         return  # only a failed promotion (or verification) is worth repeating
     pressed = await _pressed(data, run, target, deps)
     if pressed is None:
         return
-    stage = pressed.snapshot.stage(pressed.stage)
-    decision = await deps.permissions.decide(pressed.gh, pressed.repo, pressed.user, stage)
-    if not decision.allowed:
-        await pressed.tell(f"refused: {decision.reason}. Nothing was changed.")
+    if verify:
+        await pressed.carry_out(Command("verify", stage=pressed.stage, raw="Re-run"))
         return
-    actor = deps.actor(pressed.user)
-    if str(run.get("name", "")).startswith(checks.VERIFY_PREFIX):
-        await deps.service.reverify(pressed.namespace, pressed.stage, actor=actor)
-        return
-    await deps.service.promote(
-        pressed.namespace, pressed.stage, checks.freight_of(pressed.promotion), actor=actor
-    )
+    freight = checks.freight_of(pressed.promotion)
+    await pressed.carry_out(Command("promote", freight=freight, stage=pressed.stage, raw="Re-run"))

@@ -167,18 +167,6 @@ def next_identifier(stage: str) -> str:
     return NEXT_PREFIX + hashlib.sha256(stage.encode()).hexdigest()[:12]
 
 
-def downstream_stages(stage: str, stages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Stages that request Freight from ``stage`` (``sources.stages``)."""
-    out = []
-    for candidate in stages:
-        for request in (candidate.get("spec") or {}).get("requestedFreight") or ():
-            upstream = ((request or {}).get("sources") or {}).get("stages") or ()
-            if stage in upstream:
-                out.append(name_of(candidate))
-                break
-    return sorted(set(out))
-
-
 def actions(
     promotion: Mapping[str, Any], downstream: Sequence[str], *, verifiable: bool = True
 ) -> list[dict[str, str]]:

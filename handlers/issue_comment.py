@@ -29,20 +29,27 @@ from promoter.chatops import (
     GITHUB_PROMOTERS,
     USAGE,
     Command,
+    Decision,
     Refusal,
     Snapshot,
-    abort_targets,
     freight_for_commit,
-    freight_label,
     github_may_act,
     help_text,
     listed,
     markdown_table,
-    no_verification,
-    not_available,
     parse_comment,
-    resolve_freight,
-    stage_rows,
+)
+from promoter.commands import (
+    DoAbort,
+    DoPromote,
+    DoReverify,
+    Facts,
+    Plan,
+    ShowHelp,
+    ShowStatus,
+    needs_pr_freight,
+    plan,
+    stages_to_authorize,
 )
 from promoter.errors import LongshoremanError
 from promoter.model import meta, name_of
@@ -141,89 +148,84 @@ class CommandSession:
         return self._merge_commit if isinstance(self._merge_commit, str) else None
 
     async def run(self, command: Command) -> None:
-        handler = {
-            "promote": self.promote,
-            "abort": self.abort,
-            "status": self.status,
-            "verify": self.verify,
-            "help": self.help,
-        }[command.name]
         try:
-            await handler(command)
+            decision = plan(command, await self._facts(command))
+            await self._carry_out(command, decision)
         except LongshoremanError as e:
             # The service refused (a name not found, an invalid object): tell the user.
             await self.reply(f"@{self.user}: `{checks.quiet(command.raw)}`: {checks.quiet(str(e))}")
 
-    async def _snapshot(self) -> Snapshot:
-        return await self.deps.service.snapshot(self.namespace)
+    async def _facts(self, command: Command) -> Facts:
+        """Everything :func:`promoter.commands.plan` needs, looked up now (the I/O is here)."""
+        snapshot = await self.deps.service.snapshot(self.namespace)
+        pr_freight = None
+        if needs_pr_freight(command):
+            pr_freight = await self._pr_freight(snapshot, command)
+        permission = await self.deps.permissions.permission(self.gh, self.repo, self.user)
+        # Team memberships only for the promoter lists this command will consult.
+        slugs = {
+            entry
+            for stage in stages_to_authorize(command, snapshot, pr_freight)
+            for entry in listed((meta(stage).get("annotations") or {}).get(GITHUB_PROMOTERS))
+            if "/" in entry
+        }
+        teams = await self.deps.permissions.teams(self.gh, self.user, sorted(slugs))
 
-    async def _authorize(self, stage: Mapping[str, Any] | None) -> bool:
-        decision = await self.deps.permissions.decide(self.gh, self.repo, self.user, stage)
-        if not decision.allowed:
-            await self.refuse(decision.reason)
-        return decision.allowed
+        def may_act(stage: Mapping[str, Any] | None) -> Decision:
+            return github_may_act(stage or {}, self.user, permission, teams)
 
-    async def _pr_freight(self, snapshot: Snapshot, what: str) -> Mapping[str, Any] | None:
-        """The Freight whose commits include this PR's merge commit, or a reply saying why not."""
+        return Facts(snapshot, may_act, now=datetime.now(UTC), pr_freight=pr_freight)
+
+    async def _pr_freight(self, snapshot: Snapshot, command: Command) -> str | Refusal:
+        """The Freight whose commits include this PR's merge commit, or why there is none."""
+        what = (
+            f"name a Freight. Usage: {USAGE['promote']}"
+            if command.name == "promote"
+            else f"name a Promotion or Stage. Usage: {USAGE['abort']}"
+        )
         if not self.is_pr:
-            await self.reply(f"@{self.user}: this is not a pull request: {what}")
-            return None
+            return Refusal(f"this is not a pull request: {what}")
         sha = await self.merge_commit()
         if sha is None:
-            await self.reply(f"@{self.user}: this pull request is not merged yet: {what}")
-            return None
+            return Refusal(f"this pull request is not merged yet: {what}")
         freight = freight_for_commit(sha, snapshot.freight)
         if freight is None:
-            await self.reply(
-                f"@{self.user}: no Freight in project `{self.namespace}` contains this pull "
-                f"request's merge commit `{sha[:12]}` yet (has the Warehouse seen it?): {what}"
+            return Refusal(
+                f"no Freight in project `{self.namespace}` contains this pull request's merge "
+                f"commit `{sha[:12]}` yet (has the Warehouse seen it?): {what}"
             )
-        return freight
+        return name_of(freight)
 
-    # ---- commands -------------------------------------------------------------------------
-
-    async def _authorized_stage(
-        self, command: Command
-    ) -> tuple[Snapshot, Mapping[str, Any]] | None:
-        """The command's Stage if it exists and the commenter may act on it; else says why."""
-        assert command.stage is not None
-        snapshot = await self._snapshot()
-        stage = snapshot.stage(command.stage)
-        if stage is None:
+    async def _carry_out(self, command: Command, decision: Plan) -> None:
+        actor = self.deps.actor(self.user)
+        if isinstance(decision, Refusal):
+            await self.refuse(checks.quiet(decision.reason))
+        elif isinstance(decision, DoPromote):  # GitHub never asks to confirm (Facts.confirm)
+            await self._promote(command, decision.stage, decision.freight, decision.label)
+        elif isinstance(decision, DoAbort):
+            aborted = []
+            for name in decision.promotions:
+                ref = await self.deps.service.abort(self.namespace, name, actor=actor)
+                aborted.append(f"`{ref.name}` (Stage `{ref.stage}`)")
+            await self.reply(f"@{self.user}: abort requested for {', '.join(aborted)}")
+        elif isinstance(decision, DoReverify):
+            await self.deps.service.reverify(self.namespace, decision.stage, actor=actor)
             await self.reply(
-                f"@{self.user}: there is no Stage `{command.stage}` in project `{self.namespace}`"
+                f"@{self.user}: verification of the current Freight in Stage `{decision.stage}` "
+                "requested"
             )
-            return None
-        if not await self._authorize(stage):
-            return None
-        return snapshot, stage
+        elif isinstance(decision, ShowStatus):
+            if not decision.rows:
+                await self.reply(f"@{self.user}: project `{self.namespace}` has no Stages")
+                return
+            table = markdown_table(decision.rows)
+            await self.reply(f"@{self.user}: status of project `{self.namespace}`\n\n{table}")
+        elif isinstance(decision, ShowHelp):
+            await self._help(decision)
 
-    async def promote(self, command: Command) -> None:
-        assert command.stage is not None
-        authorized = await self._authorized_stage(command)
-        if authorized is None:
-            return
-        snapshot, stage = authorized
-        if command.freight is not None:
-            try:
-                freight = resolve_freight(
-                    command.freight, snapshot.freight, stage, datetime.now(UTC)
-                )
-            except LookupError as e:
-                await self.reply(f"@{self.user}: {checks.quiet(str(e.args[0] if e.args else e))}")
-                return
-        else:
-            found = await self._pr_freight(snapshot, f"name a Freight. Usage: {USAGE['promote']}")
-            if found is None:
-                return
-            freight = found
-        label = freight_label(freight)
-        refusal = not_available(stage, freight, datetime.now(UTC))
-        if refusal is not None:
-            await self.refuse(refusal)
-            return
+    async def _promote(self, command: Command, stage: str, freight: str, label: str) -> None:
         ref = await self.deps.service.promote(
-            self.namespace, command.stage, name_of(freight), actor=self.deps.actor(self.user)
+            self.namespace, stage, freight, actor=self.deps.actor(self.user)
         )
         promotion = {
             "metadata": {"name": ref.name, "namespace": ref.namespace},
@@ -249,96 +251,20 @@ class CommandSession:
             ref.namespace, ref.name, REPLY_ANNOTATION, json.dumps(reply, sort_keys=True)
         )
 
-    async def abort(self, command: Command) -> None:
-        snapshot = await self._snapshot()
-        freight: str | None = None
-        if command.target is None:
-            found = await self._pr_freight(
-                snapshot, f"name a Promotion or Stage. Usage: {USAGE['abort']}"
-            )
-            if found is None:
-                return
-            freight = name_of(found)
-        targets = abort_targets(snapshot, command.target, queued=command.queued, freight=freight)
-        if isinstance(targets, Refusal):
-            await self.refuse(targets.reason)
-            return
-        for promotion in targets:
-            stage = snapshot.stage(checks.stage_of(promotion))
-            if not await self._authorize(stage):
-                return
-        aborted = []
-        for promotion in targets:
-            ref = await self.deps.service.abort(
-                self.namespace, name_of(promotion), actor=self.deps.actor(self.user)
-            )
-            aborted.append(f"`{ref.name}` (Stage `{ref.stage}`)")
-        await self.reply(f"@{self.user}: abort requested for {', '.join(aborted)}")
-
-    async def status(self, command: Command) -> None:
-        if not await self._authorize(None):
-            return
-        snapshot = await self._snapshot()
-        stages = snapshot.stages
-        if command.stage is not None:
-            stage = snapshot.stage(command.stage)
-            if stage is None:
-                await self.reply(
-                    f"@{self.user}: there is no Stage `{command.stage}` in project "
-                    f"`{self.namespace}`"
-                )
-                return
-            stages = [stage]
-        if not stages:
-            await self.reply(f"@{self.user}: project `{self.namespace}` has no Stages")
-            return
-        table = markdown_table(stage_rows(stages, snapshot.promotions, snapshot.freight))
-        await self.reply(f"@{self.user}: status of project `{self.namespace}`\n\n{table}")
-
-    async def verify(self, command: Command) -> None:
-        assert command.stage is not None
-        authorized = await self._authorized_stage(command)
-        if authorized is None:
-            return
-        refusal = no_verification(authorized[1])
-        if refusal is not None:
-            await self.refuse(refusal)
-            return
-        await self.deps.service.reverify(
-            self.namespace, command.stage, actor=self.deps.actor(self.user)
-        )
-        await self.reply(
-            f"@{self.user}: verification of the current Freight in Stage `{command.stage}` "
-            "requested"
-        )
-
-    async def help(self, command: Command) -> None:
+    async def _help(self, decision: ShowHelp) -> None:
         permission = await self.deps.permissions.permission(self.gh, self.repo, self.user)
-        snapshot = await self._snapshot()
-        allowed: list[str] = []
-        refused: list[str] = []
-        # Resolve the team memberships the Stages name, so the lists say what is true now.
-        slugs = {
-            entry
-            for stage in snapshot.stages
-            for entry in listed((meta(stage).get("annotations") or {}).get(GITHUB_PROMOTERS))
-            if "/" in entry
-        }
-        teams = await self.deps.permissions.teams(self.gh, self.user, sorted(slugs))
-        for stage in snapshot.stages:
-            decision = github_may_act(stage, self.user, permission, teams)
-            (allowed if decision.allowed else refused).append(f"`{name_of(stage)}`")
         lines = [
             f"@{self.user}: commands (one per line; project `{self.namespace}`):",
             help_text(),
             "",
             f"Your permission on `{self.repo}`: **{permission}**.",
         ]
-        if allowed:
-            lines.append(f"You may promote to: {', '.join(sorted(allowed))}.")
-        if refused:
+        if decision.allowed:
+            lines.append(f"You may promote to: {', '.join(f'`{s}`' for s in decision.allowed)}.")
+        if decision.refused:
             lines.append(
-                f"Not to: {', '.join(sorted(refused))} (write access and, where a Stage lists "
-                "promoters, being one of them directly or through a team are required)."
+                f"Not to: {', '.join(f'`{s}`' for s in decision.refused)} (write access and, "
+                "where a Stage lists promoters, being one of them directly or through a team "
+                "are required)."
             )
         await self.reply("\n".join(lines))

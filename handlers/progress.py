@@ -46,7 +46,7 @@ from promoter import annotations as ann
 from promoter.chatops import Snapshot, no_verification
 from promoter.errors import LongshoremanError, StepError
 from promoter.model import name_of, namespace_of
-from promoter.stages import phase_of
+from promoter.stages import downstream_stages, phase_of
 from promoter.steps.github import repo_full_name
 from promoter.views import freight_label
 
@@ -212,7 +212,7 @@ class Progress:
         shown = [
             checks.progress_key(promotion),
             label,
-            checks.downstream_stages(checks.stage_of(promotion), snapshot.stages),
+            downstream_stages(checks.stage_of(promotion), snapshot.stages),
             ann.read_json(promotion, REPLY_ANNOTATION),
             self.page(promotion),
         ]
@@ -263,7 +263,7 @@ class Progress:
         ids = dict(ann.read_json(promotion, CHECKS_ANNOTATION))
         ids.update(self._check_ids.get(key) or {})
         stage_name = checks.stage_of(promotion)
-        downstream = checks.downstream_stages(stage_name, snapshot.stages)
+        downstream = downstream_stages(stage_name, snapshot.stages)
         stage = snapshot.stage(stage_name)
         verifiable = stage is None or no_verification(stage) is None
         created = False
@@ -356,7 +356,7 @@ class Progress:
             external=external,
             freight_label=freight_label(freight_name, fallback=freight).short,
             link=link,
-            downstream=checks.downstream_stages(stage_name, snapshot.stages),
+            downstream=downstream_stages(stage_name, snapshot.stages),
         )
         digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
         for repo, sha in await self._targets(promotion, freight):

@@ -42,12 +42,20 @@ class CommandError(ValueError):
 
 @dataclass(frozen=True)
 class Command:
-    name: Literal["promote", "abort", "status", "verify", "help"]
-    freight: str | None = None  # promote: None means "the Freight of this PR's merge commit"
+    """One command, typed or pressed (buttons map to the same commands, see promoter.commands).
+
+    ``cancel`` and the two fields after ``raw`` come only from buttons, never from text.
+    """
+
+    name: Literal["promote", "abort", "status", "verify", "help", "cancel"]
+    # promote: None means this PR's merge commit's Freight on GitHub, `latest` elsewhere
+    freight: str | None = None
     stage: str | None = None
     target: str | None = None  # abort: a Promotion or Stage name
     queued: bool = False  # abort STAGE all: the queued Promotions too
     raw: str = ""
+    confirmed: bool = False  # promote: the requester already pressed Confirm
+    after: str | None = None  # promote: a "Promote to NEXT" button's Stage, which it must follow
 
 
 def _check_arg(value: str, command: str) -> str:
@@ -185,11 +193,6 @@ def reason_of(error: CommandError) -> str:
 # ---- Freight ----------------------------------------------------------------------------------
 
 
-def freight_label(freight: Mapping[str, Any]) -> str:
-    """How a Freight is shown: its alias (the short name people say), else its name."""
-    return str(freight.get("alias") or name_of(freight))
-
-
 def freight_of_name(name: str, freights: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     return next((f for f in freights if name_of(f) == name), None)
 
@@ -251,8 +254,9 @@ def not_available(
     """
     if available_to(stage, freight, now):
         return None
+    label = freight.get("alias") or name_of(freight)
     return (
-        f"Freight `{freight_label(freight)}` is not available to Stage `{name_of(stage)}` yet "
+        f"Freight `{label}` is not available to Stage `{name_of(stage)}` yet "
         "(it must come from a Warehouse the Stage requests directly, or be verified in its "
         "upstream Stages and soaked there, if required)"
     )

@@ -407,3 +407,15 @@ def stage_freights(
                 continue
             out.append({"metadata": {"name": ref.get("name", "")}, **ref})
     return out
+
+
+def downstream_stages(stage: str, stages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Stages that request Freight from ``stage`` (``sources.stages``)."""
+    out = []
+    for candidate in stages:
+        for request in (candidate.get("spec") or {}).get("requestedFreight") or ():
+            upstream = ((request or {}).get("sources") or {}).get("stages") or ()
+            if stage in upstream:
+                out.append(name_of(candidate))
+                break
+    return sorted(set(out))

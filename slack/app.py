@@ -37,8 +37,22 @@ from promoter.chatops import (
     Command,
     CommandError,
     PromotionService,
+    Refusal,
     parse_slash,
     reason_of,
+)
+from promoter.commands import (
+    AskConfirm,
+    Cancelled,
+    DoAbort,
+    DoPromote,
+    DoReverify,
+    Facts,
+    Plan,
+    ShowHelp,
+    ShowStatus,
+    plan,
+    stages_to_authorize,
 )
 from promoter.errors import InvalidInput
 from promoter.model import name_of
@@ -47,19 +61,10 @@ from slack import messages as m
 from slack.api import SlackApi, SlackError
 from slack.blocks import Message
 from slack.commands import (
-    AskConfirm,
-    DoAbort,
-    DoPromote,
-    DoReverify,
     PendingPromotion,
-    Plan,
-    Refuse,
-    ShowHelp,
-    ShowStatus,
-    authorize,
+    authorizer,
     groups_to_resolve,
-    plan,
-    stage_of_target,
+    needs_confirmation,
 )
 from slack.groups import UserGroups
 from slack.live import LiveMessages
@@ -312,9 +317,6 @@ class SlackIntegration:
         except CommandError as e:
             await self._ack_with(ack, m.usage(reason_of(e)))
             return
-        if command.name == "help":
-            await self._ack_with(ack, m.usage())
-            return
         await ack()
         self._spawn(self._run(command, Requester.of_command(body)))
 
@@ -338,7 +340,10 @@ class SlackIntegration:
         value = self._value(body)
         if value is not None:
             command = Command(
-                "promote", freight=str(value.get("freight") or ""), stage=str(value.get("stage"))
+                "promote",
+                freight=str(value.get("freight") or ""),
+                stage=str(value.get("stage") or ""),
+                after=str(value.get("after") or "") or None,
             )
             self._spawn(self._run(command, Requester.of_action(body)))
 
@@ -348,8 +353,7 @@ class SlackIntegration:
 
     async def _on_cancel(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        who = Requester.of_action(body)
-        self._spawn(self._tell(who, m.say("Cancelled. Nothing was changed."), replace=True))
+        self._spawn(self._run(Command("cancel"), Requester.of_action(body)))
 
     @staticmethod
     async def _ack_with(ack: AsyncAck, message: Message) -> None:
@@ -367,26 +371,32 @@ class SlackIntegration:
 
     # ---- the work -----------------------------------------------------------------------------
 
+    async def _decide(self, command: Command, who: Requester) -> Plan:
+        """Gather the facts (the project, the user's groups where a promoter list names
+        groups, the time) and ask the planner every front end shares."""
+        ns = self.settings.namespace
+        defaults = self.settings.default_promoters
+        snapshot = await self.service.snapshot(ns)
+        groups: list[str] = []
+        wanted = groups_to_resolve(stages_to_authorize(command, snapshot), defaults)
+        if wanted:
+            assert self.groups is not None
+            groups = await self.groups.of(who.user, wanted)
+        facts = Facts(
+            snapshot,
+            authorizer(who.user, groups, defaults),
+            now=datetime.fromtimestamp(self.clock(), UTC),
+            confirm=needs_confirmation,
+        )
+        return plan(command, facts)
+
     async def _run(self, command: Command, who: Requester, *, follow: str | None = None) -> None:
         """Decide and carry out one command; every outcome is told to ``who``."""
-        ns = self.settings.namespace
         try:
-            snapshot = await self.service.snapshot(ns)
-            stage_name = stage_of_target(command, snapshot)
-            groups: list[str] = []
-            if stage_name is not None:
-                wanted = groups_to_resolve(
-                    snapshot.stage(stage_name), self.settings.default_promoters
-                )
-                if wanted:
-                    assert self.groups is not None
-                    groups = await self.groups.of(who.user, wanted)
-            now = datetime.fromtimestamp(self.clock(), UTC)
-            decision = plan(
-                command, snapshot, who.user, groups, self.settings.default_promoters, now
-            )
-            await self._carry_out(decision, who)
+            decision = await self._decide(command, who)
+            await self._carry_out(decision, who, confirmed=command.confirmed)
             if follow and isinstance(decision, DoReverify):
+                snapshot = await self.service.snapshot(self.settings.namespace)
                 watched = next((p for p in snapshot.promotions if name_of(p) == follow), None)
                 if watched is not None:
                     self.live.watch_again(dict(watched))
@@ -397,25 +407,30 @@ class SlackIntegration:
                     f":warning: Could not check your user groups with Slack ({e}). "
                     "Nothing was changed; try again in a moment."
                 ),
+                replace=command.confirmed,
             )
         except InvalidInput as e:
-            await self._tell(who, m.refused(str(e)))
+            await self._tell(who, m.refused(str(e)), replace=command.confirmed)
         except asyncio.CancelledError:
             raise
         except Exception as e:
             log.exception("slack command failed", extra={"command": command.raw, "user": who.user})
             await self._tell(
-                who, m.say(f":warning: That failed ({type(e).__name__}); see the server log.")
+                who,
+                m.say(f":warning: That failed ({type(e).__name__}); see the server log."),
+                replace=command.confirmed,
             )
 
-    async def _carry_out(self, decision: Plan, who: Requester) -> None:
+    async def _carry_out(self, decision: Plan, who: Requester, *, confirmed: bool = False) -> None:
         ns = self.settings.namespace
-        if isinstance(decision, Refuse):
-            await self._tell(who, m.refused(decision.reason))
+        if isinstance(decision, Refusal):
+            await self._tell(who, m.refused(decision.reason), replace=confirmed)
         elif isinstance(decision, ShowHelp):
-            await self._tell(who, m.usage())
+            await self._tell(who, m.usage(allowed=decision.allowed, refused=decision.refused))
         elif isinstance(decision, ShowStatus):
             await self._tell(who, m.status_table(decision.rows, ns))
+        elif isinstance(decision, Cancelled):
+            await self._tell(who, m.say("Cancelled. Nothing was changed."), replace=True)
         elif isinstance(decision, AskConfirm):
             pending = PendingPromotion.new(
                 ns,
@@ -424,9 +439,9 @@ class SlackIntegration:
                 who.user,
                 self.clock(),
                 self.settings.confirm_ttl,
-                label=decision.freight_label,
+                label=decision.label,
             )
-            prompt = m.confirm_prompt(pending, decision.freight_label, self.settings.confirm_ttl)
+            prompt = m.confirm_prompt(pending, decision.label, self.settings.confirm_ttl)
             await self._tell(who, prompt)
         elif isinstance(decision, DoPromote):
             ref = await self.service.promote(ns, decision.stage, decision.freight, actor=who.actor)
@@ -434,13 +449,14 @@ class SlackIntegration:
                 "promotion created from Slack",
                 extra={"promotion": ref.name, "stage": ref.stage, "actor": who.actor},
             )
-            await self._tell(
-                who,
-                m.say(
-                    f":rocket: Promotion `{ref.name}` of *{decision.freight_label}* to "
+            if confirmed:
+                text = f":rocket: Confirmed: Promotion `{ref.name}` to *{decision.stage}* created."
+            else:
+                text = (
+                    f":rocket: Promotion `{ref.name}` of *{decision.label}* to "
                     f"*{decision.stage}* created."
-                ),
-            )
+                )
+            await self._tell(who, m.say(text), replace=confirmed)
         elif isinstance(decision, DoAbort):
             for promotion in decision.promotions:
                 await self.service.abort(ns, promotion, actor=who.actor)
@@ -451,6 +467,8 @@ class SlackIntegration:
             await self._tell(who, m.say(f":mag: Re-verification of *{decision.stage}* requested."))
 
     async def _confirm(self, raw: str, who: Requester) -> None:
+        """A Confirm press: the button's own checks, then the planner decides again (the
+        promoters, the Stage and the Freight's availability may have changed since)."""
         try:
             pending = PendingPromotion.from_value(raw)
         except ValueError:
@@ -478,27 +496,19 @@ class SlackIntegration:
             await self._tell(who, m.say("Already confirmed."), replace=True)
             return
         self._confirmed[pending.nonce] = pending.expires_at
+        command = Command(
+            "promote",
+            freight=pending.freight,
+            stage=pending.stage,
+            confirmed=True,
+            raw=pending.retry_command(),
+        )
         try:
-            snapshot = await self.service.snapshot(pending.namespace)
-            stage = snapshot.stage(pending.stage)
-            groups: list[str] = []
-            wanted = groups_to_resolve(stage, self.settings.default_promoters)
-            if wanted:
-                assert self.groups is not None
-                groups = await self.groups.of(who.user, wanted)
-            # Decide again: the promoters may have changed since the prompt.
-            refused = authorize(
-                stage, pending.stage, who.user, groups, self.settings.default_promoters
-            )
-            if stage is None:
-                refused = Refuse(f"no Stage named `{pending.stage}` any more")
-            if refused is not None:
+            decision = await self._decide(command, who)
+            if not isinstance(decision, DoPromote):
+                # Refused now: the button may be pressed again once that changes.
                 self._confirmed.pop(pending.nonce, None)
-                await self._tell(who, m.refused(refused.reason), replace=True)
-                return
-            ref = await self.service.promote(
-                pending.namespace, pending.stage, pending.freight, actor=who.actor
-            )
+            await self._carry_out(decision, who, confirmed=True)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -506,16 +516,6 @@ class SlackIntegration:
             log.exception("confirmed promotion failed", extra={"user": who.user})
             reason = str(e) if isinstance(e, InvalidInput | SlackError) else type(e).__name__
             await self._tell(who, m.say(f":warning: Promotion failed: {reason}"), replace=True)
-            return
-        log.info(
-            "promotion confirmed in Slack",
-            extra={"promotion": ref.name, "stage": ref.stage, "actor": who.actor},
-        )
-        await self._tell(
-            who,
-            m.say(f":rocket: Confirmed: Promotion `{ref.name}` to *{pending.stage}* created."),
-            replace=True,
-        )
 
     async def _tell(self, who: Requester, message: Message, *, replace: bool = False) -> None:
         """An ephemeral answer: through response_url, else chat.postEphemeral."""

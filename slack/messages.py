@@ -450,10 +450,22 @@ def notable_events(
 # ---- command replies --------------------------------------------------------------------------
 
 
-def usage(reason: str | None = None) -> Message:
+def usage(
+    reason: str | None = None, *, allowed: Sequence[str] = (), refused: Sequence[str] = ()
+) -> Message:
+    """The usage text; for ``/promote help``, also where the asker may promote (the planner's
+    answer, the same as on GitHub)."""
     lines = [*(f"• `{u}`" for u in usage_lines("slash")), FREIGHT_HELP]
     intro = f":warning: {b.escape(reason)}\n" if reason else ""
     text = intro + "Usage:\n" + "\n".join(lines)
+    if allowed:
+        text += "\nYou may promote to: " + ", ".join(f"`{b.escape(s)}`" for s in allowed) + "."
+    if refused:
+        text += (
+            "\nNot to: "
+            + ", ".join(f"`{b.escape(s)}`" for s in refused)
+            + " (a Stage's promoters, or the server's defaults, must name you or a group of yours)."
+        )
     return b.message(text, [b.section(text)])
 
 

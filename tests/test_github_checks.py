@@ -90,7 +90,15 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
             stages=[
                 {
                     "metadata": {"name": "staging", "namespace": NS},
-                    "spec": {"verification": {"analysisTemplates": [{"name": "smoke"}]}},
+                    "spec": {
+                        "requestedFreight": [
+                            {
+                                "origin": {"kind": "Warehouse", "name": "app"},
+                                "sources": {"direct": True},
+                            }
+                        ],
+                        "verification": {"analysisTemplates": [{"name": "smoke"}]},
+                    },
                 },
                 {
                     "metadata": {"name": "production-eu-west-1-primary", "namespace": NS},

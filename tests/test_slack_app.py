@@ -161,10 +161,14 @@ async def test_unknown_or_malformed_commands_get_usage_in_the_ack(
 
 
 async def test_help_and_status(rig: Rig) -> None:
-    _, body = await rig.command("help")
-    assert "/promote abort PROMOTION | STAGE [all]" in json.loads(body)["text"]
+    await rig.command("help", user="U2")
+    [helped] = await rig.answers()
+    assert "/promote abort PROMOTION | STAGE [all]" in helped["text"]
+    # Help says where this user may promote, as it does on GitHub (prod lists its promoters).
+    assert "You may promote to: `test`" in helped["text"]
+    assert "Not to: `prod`" in helped["text"]
     await rig.command("status")
-    [answer] = await rig.answers()
+    answer = (await rig.answers(count=2))[1]
     assert "*prod*" in answer["text"] and "*test*" in answer["text"]
 
 

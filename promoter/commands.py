@@ -1,0 +1,241 @@
+"""The one planner of chat commands: a command plus the facts a front end gathered -> a decision.
+
+Every way a person acts on Longshoreman goes through :func:`plan`: a GitHub comment, a GitHub
+check-run button or "Re-run", a ``/promote`` slash command in Slack and Slack's buttons
+(Abort, Re-verify, Promote to NEXT, Confirm, Cancel). A front end
+
+1. parses (:func:`promoter.chatops.parse_comment` / :func:`~promoter.chatops.parse_slash`) or
+   maps its button to a :class:`~promoter.chatops.Command`;
+2. gathers :class:`Facts`: the project's :class:`~promoter.chatops.Snapshot`, the actor's
+   standing as a pure function of a Stage (the I/O of permissions, teams and user groups is done
+   before, for the Stages :func:`stages_to_authorize` names), the time, and on GitHub the Freight
+   of the pull request's merge commit;
+3. calls :func:`plan`, carries out the decision through the
+   :class:`~promoter.chatops.PromotionService` port, and renders it in its own words.
+
+So GitHub and Slack cannot disagree on a rule: which Freight a name means, whether it is
+available to the Stage, what ``/abort`` aborts, who may act, when to ask for a Confirm. Nothing
+here does I/O or reads the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from promoter.chatops import (
+    Command,
+    Decision,
+    Refusal,
+    Snapshot,
+    StageRow,
+    abort_targets,
+    no_verification,
+    not_available,
+    resolve_freight,
+    stage_rows,
+)
+from promoter.model import name_of
+from promoter.stages import downstream_stages
+from promoter.views import freight_label
+
+Authorizer = Callable[[Mapping[str, Any] | None], Decision]
+"""The actor's standing on a Stage; ``None`` asks about the project as a whole (``/status``)."""
+
+
+def _never(stage: Mapping[str, Any]) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a front end knows when it asks :func:`plan` to decide."""
+
+    snapshot: Snapshot
+    may_act: Authorizer
+    now: datetime | None = None
+    # GitHub, on a pull request: the name of the Freight holding its merge commit, or a Refusal
+    # saying why there is none (not a PR, not merged, not discovered yet). None elsewhere: a
+    # promote without a Freight then means `latest`.
+    pr_freight: str | Refusal | None = None
+    # Whether this front end asks for a Confirm before promoting to the Stage (Slack's
+    # longshoreman.dev/slack-confirm); GitHub comments are deliberate enough as they are.
+    confirm: Callable[[Mapping[str, Any]], bool] = _never
+
+
+# ---- decisions --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AskConfirm:
+    stage: str
+    freight: str  # the Freight's full name (what the Promotion will carry)
+    label: str  # how it is shown: the alias first
+
+
+@dataclass(frozen=True)
+class DoPromote:
+    stage: str
+    freight: str
+    label: str
+
+
+@dataclass(frozen=True)
+class DoAbort:
+    promotions: tuple[str, ...]  # the running one first, then the queue in its order
+    stages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DoReverify:
+    stage: str
+
+
+@dataclass(frozen=True)
+class ShowStatus:
+    namespace: str
+    rows: tuple[StageRow, ...]  # empty: the project has no Stages
+
+
+@dataclass(frozen=True)
+class ShowHelp:
+    namespace: str
+    allowed: tuple[str, ...]  # Stages the actor may act on
+    refused: tuple[str, ...]  # and those they may not, so help says what is true for them
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    pass
+
+
+Plan = Refusal | AskConfirm | DoPromote | DoAbort | DoReverify | ShowStatus | ShowHelp | Cancelled
+
+
+# ---- what to look up first --------------------------------------------------------------------
+
+
+def stages_to_authorize(
+    command: Command, snapshot: Snapshot, pr_freight: str | Refusal | None = None
+) -> list[Mapping[str, Any]]:
+    """The Stages whose promoter lists :func:`plan` will consult for ``command``: a front end
+    resolves the teams or user groups those lists name (I/O) before it builds ``may_act``."""
+    if command.name == "help":
+        return list(snapshot.stages)
+    if command.name in ("promote", "verify"):
+        stage = snapshot.stage(command.stage or "")
+        return [stage] if stage is not None else []
+    if command.name == "abort":
+        targets = abort_targets(
+            snapshot,
+            command.target,
+            queued=command.queued,
+            freight=pr_freight if isinstance(pr_freight, str) else None,
+        )
+        if isinstance(targets, Refusal):
+            return []
+        names = {_spec(p, "stage") for p in targets}
+        return [s for s in snapshot.stages if name_of(s) in names]
+    return []
+
+
+def needs_pr_freight(command: Command) -> bool:
+    """Whether the command means "this pull request's Freight" (GitHub looks it up, with I/O)."""
+    return (command.name == "promote" and command.freight is None) or (
+        command.name == "abort" and command.target is None
+    )
+
+
+# ---- the planner ------------------------------------------------------------------------------
+
+
+def plan(command: Command, facts: Facts) -> Plan:
+    """What ``command`` should do, given ``facts``. Never raises for a user's mistake: every
+    reason to do nothing is a :class:`~promoter.chatops.Refusal` that names it."""
+    snapshot = facts.snapshot
+    if command.name == "cancel":
+        return Cancelled()
+    if command.name == "help":
+        allowed: list[str] = []
+        refused: list[str] = []
+        for stage in sorted(snapshot.stages, key=name_of):
+            (allowed if facts.may_act(stage).allowed else refused).append(name_of(stage))
+        return ShowHelp(snapshot.namespace, tuple(allowed), tuple(refused))
+    if command.name == "status":
+        return _status(command, facts)
+    if command.name == "abort":
+        return _abort(command, facts)
+    found = snapshot.stage(command.stage or "")
+    if found is None:
+        return Refusal(f"there is no Stage `{command.stage}` in project `{snapshot.namespace}`")
+    stage = found
+    if command.name == "promote" and command.after is not None:
+        # A "Promote to NEXT" button: the pipeline may have changed since it was drawn.
+        if name_of(stage) not in downstream_stages(command.after, snapshot.stages):
+            return Refusal(f"Stage `{name_of(stage)}` no longer follows `{command.after}`")
+    decision = facts.may_act(stage)
+    if not decision.allowed:
+        return Refusal(decision.reason)
+    if command.name == "verify":
+        unverifiable = no_verification(stage)
+        return Refusal(unverifiable) if unverifiable else DoReverify(name_of(stage))
+    return _promote(command, stage, facts)
+
+
+def _promote(command: Command, stage: Mapping[str, Any], facts: Facts) -> Plan:
+    snapshot = facts.snapshot
+    ref = command.freight
+    if ref is None:
+        if isinstance(facts.pr_freight, Refusal):
+            return facts.pr_freight
+        ref = facts.pr_freight or "latest"
+    try:
+        freight = resolve_freight(ref, snapshot.freight, stage, facts.now)
+    except LookupError as e:
+        return Refusal(str(e.args[0] if e.args else e))
+    # Refused before any Confirm is offered: a click must never be asked for in vain.
+    unavailable = not_available(stage, freight, facts.now)
+    if unavailable:
+        return Refusal(unavailable)
+    label = freight_label(name_of(freight), fallback=freight).short
+    if facts.confirm(stage) and not command.confirmed:
+        return AskConfirm(name_of(stage), name_of(freight), label)
+    return DoPromote(name_of(stage), name_of(freight), label)
+
+
+def _status(command: Command, facts: Facts) -> Plan:
+    snapshot = facts.snapshot
+    decision = facts.may_act(None)
+    if not decision.allowed:
+        return Refusal(decision.reason)
+    stages: Sequence[Mapping[str, Any]] = snapshot.stages
+    if command.stage:
+        stage = snapshot.stage(command.stage)
+        if stage is None:
+            return Refusal(f"there is no Stage `{command.stage}` in project `{snapshot.namespace}`")
+        stages = [stage]
+    rows = stage_rows(stages, snapshot.promotions, snapshot.freight)
+    return ShowStatus(snapshot.namespace, tuple(rows))
+
+
+def _abort(command: Command, facts: Facts) -> Plan:
+    snapshot = facts.snapshot
+    if command.target is None and isinstance(facts.pr_freight, Refusal):
+        return facts.pr_freight
+    freight = facts.pr_freight if isinstance(facts.pr_freight, str) else None
+    targets = abort_targets(snapshot, command.target, queued=command.queued, freight=freight)
+    if isinstance(targets, Refusal):
+        return targets
+    stages = tuple(dict.fromkeys(_spec(p, "stage") for p in targets))
+    for stage_name in stages:
+        stage = snapshot.stage(stage_name)
+        decision = facts.may_act(stage if stage is not None else {"metadata": {"name": stage_name}})
+        if not decision.allowed:
+            return Refusal(decision.reason)
+    return DoAbort(tuple(name_of(p) for p in targets), stages)
+
+
+def _spec(promotion: Mapping[str, Any], key: str) -> str:
+    return str((promotion.get("spec") or {}).get(key) or "")

@@ -1,0 +1,387 @@
+"""The one planner every front end shares (promoter.commands), table-driven.
+
+Each rule is decided once; these tables check it with Slack's authorizer (user IDs, user groups,
+the server's default promoters) and GitHub's (repository permission, promoter lists naming users
+and ``org/team``), with the facts only GitHub has (a pull request's Freight) and those only
+buttons carry (Confirm, "Promote to NEXT"). The front ends' own tests go through signed webhooks
+and slash commands; these run in microseconds and cover every branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from promoter.chatops import (
+    GITHUB_PROMOTERS,
+    SLACK_CONFIRM,
+    SLACK_PROMOTERS,
+    Command,
+    Decision,
+    Refusal,
+    Snapshot,
+    github_may_act,
+    parse_comment,
+    parse_slash,
+)
+from promoter.commands import (
+    AskConfirm,
+    Cancelled,
+    DoAbort,
+    DoPromote,
+    DoReverify,
+    Facts,
+    Plan,
+    ShowHelp,
+    ShowStatus,
+    needs_pr_freight,
+    plan,
+    stages_to_authorize,
+)
+from slack.commands import authorizer, needs_confirmation
+
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
+
+
+def stage(name: str, **annotations: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "p", "annotations": annotations},
+        "spec": {
+            "requestedFreight": [
+                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}
+            ]
+        },
+    }
+
+
+def verified(stage: dict[str, Any]) -> dict[str, Any]:
+    stage["spec"]["verification"] = {"analysisTemplates": [{"name": "smoke"}]}
+    return stage
+
+
+def downstream(stage: dict[str, Any], upstream: str) -> dict[str, Any]:
+    stage["spec"]["requestedFreight"][0]["sources"] = {"stages": [upstream]}
+    return stage
+
+
+def promotion(name: str, stage_name: str, phase: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "p", "creationTimestamp": name[-2:]},
+        "spec": {"stage": stage_name, "freight": "f1"},
+        "status": {"phase": phase},
+    }
+
+
+SNAPSHOT = Snapshot(
+    namespace="p",
+    stages=[
+        stage("test"),
+        verified(stage("prod", **{SLACK_PROMOTERS: "U1, S0OPS", SLACK_CONFIRM: "true"})),
+        downstream(stage("uat", **{SLACK_CONFIRM: "true"}), "test"),
+    ],
+    freight=[
+        {
+            "metadata": {"name": "abc1234def", "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "alias": "frozen-tauntaun",
+            "origin": {"kind": "Warehouse", "name": "w"},
+            "commits": [{"id": "abc1234def0"}],
+        },
+        *(
+            {
+                "metadata": {"name": name, "creationTimestamp": "2024-01-01T00:00:00Z"},
+                "alias": alias,
+                "origin": {"kind": "Warehouse", "name": "w"},
+                "commits": [{"id": "1234567abc"}],
+            }
+            for name, alias in [("0ddba11aaa", "lazy-lemur"), ("0ddba11bbb", "wily-yak")]
+        ),
+    ],
+    promotions=[
+        promotion("prod.01", "prod", "Succeeded"),
+        promotion("prod.02", "prod", "Pending"),
+        promotion("prod.03", "prod", "Running"),
+    ],
+)
+
+
+def slack_facts(
+    user: str,
+    groups: Sequence[str] = (),
+    defaults: Sequence[str] = (),
+    snapshot: Snapshot = SNAPSHOT,
+) -> Facts:
+    return Facts(snapshot, authorizer(user, groups, defaults), now=NOW, confirm=needs_confirmation)
+
+
+def github_facts(
+    user: str,
+    permission: str = "write",
+    teams: Sequence[str] = (),
+    pr_freight: str | Refusal | None = None,
+    snapshot: Snapshot = SNAPSHOT,
+) -> Facts:
+    def may_act(stage: Mapping[str, Any] | None) -> Decision:
+        return github_may_act(stage or {}, user, permission, teams)
+
+    return Facts(snapshot, may_act, now=NOW, pr_freight=pr_freight)
+
+
+SLACK_CASES = [
+    (
+        "frozen-tauntaun to test",
+        "U9",
+        [],
+        [],
+        DoPromote("test", "abc1234def", "frozen-tauntaun"),
+    ),
+    (
+        "abc1234 to test",
+        "U9",
+        [],
+        [],
+        DoPromote("test", "abc1234def", "frozen-tauntaun"),
+    ),
+    (
+        "latest to prod",
+        "U1",
+        [],
+        [],
+        AskConfirm("prod", "abc1234def", "frozen-tauntaun"),
+    ),
+    (
+        "latest to prod",
+        "U2",
+        ["S0OPS"],
+        [],
+        AskConfirm("prod", "abc1234def", "frozen-tauntaun"),
+    ),
+    ("latest to prod", "U2", [], [], Refusal("<@U2> may not act on Stage prod")),
+    ("latest to test", "U2", [], ["U1"], Refusal("<@U2> may not act on Stage test")),
+    (
+        "nope to test",
+        "U1",
+        [],
+        [],
+        Refusal("no Freight named, aliased or with a name or commit starting 'nope'"),
+    ),
+    # A unique prefix of the name finds it, like a git short hash; an ambiguous one lists
+    # the candidates, alias first.
+    ("abc1 to test", "U9", [], [], DoPromote("test", "abc1234def", "frozen-tauntaun")),
+    (
+        "abd to test",
+        "U9",
+        [],
+        [],
+        Refusal("no Freight named, aliased or with a name or commit starting 'abd'"),
+    ),
+    (
+        "0ddba11 to test",
+        "U9",
+        [],
+        [],
+        Refusal(
+            "`0ddba11` is ambiguous: it could be `lazy-lemur (0ddba11aaa)`, "
+            "`wily-yak (0ddba11bbb)`; use an alias or a longer prefix"
+        ),
+    ),
+    # Not available to a Stage that asks for confirmation: refused before asking.
+    (
+        "frozen-tauntaun to uat",
+        "U1",
+        [],
+        [],
+        Refusal(
+            "Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
+            "from a Warehouse the Stage requests directly, or be verified in its upstream "
+            "Stages and soaked there, if required)"
+        ),
+    ),
+    ("latest to nowhere", "U1", [], [], Refusal("there is no Stage `nowhere` in project `p`")),
+    ("abort prod", "U1", [], [], DoAbort(("prod.03",), ("prod",))),
+    ("abort prod all", "U1", [], [], DoAbort(("prod.03", "prod.02"), ("prod",))),
+    ("abort prod.02", "U1", [], [], DoAbort(("prod.02",), ("prod",))),
+    (
+        "abort prod.01",
+        "U1",
+        [],
+        [],
+        Refusal("Promotion `prod.01` already finished (Succeeded); there is nothing to abort"),
+    ),
+    ("abort prod.02", "U3", [], [], Refusal("<@U3> may not act on Stage prod")),
+    (
+        "abort test",
+        "U1",
+        [],
+        [],
+        Refusal("nothing to abort: no Promotion is running or queued in Stage `test`"),
+    ),
+    ("abort ghost", "U1", [], [], Refusal("no Promotion or Stage named `ghost` in project `p`")),
+    ("verify prod", "U1", [], [], DoReverify("prod")),
+    (
+        "verify test",
+        "U1",
+        [],
+        [],
+        Refusal(
+            "Stage `test` has no verification configured (spec.verification): its Freight "
+            "counts as verified once a Promotion succeeds and the Stage is healthy"
+        ),
+    ),
+    ("verify prod", "U4", [], [], Refusal("<@U4> may not act on Stage prod")),
+    ("help", "U4", [], [], ShowHelp("p", ("test", "uat"), ("prod",))),
+    ("help", "U1", [], [], ShowHelp("p", ("prod", "test", "uat"), ())),
+]
+
+
+@pytest.mark.parametrize(("text", "user", "groups", "defaults", "expected"), SLACK_CASES)
+def test_slack_rules(
+    text: str, user: str, groups: list[str], defaults: list[str], expected: Plan
+) -> None:
+    assert plan(parse_slash(text), slack_facts(user, groups, defaults)) == expected
+
+
+def comment(text: str) -> Command:
+    (line,) = parse_comment(text)
+    assert line.command is not None, line.error
+    return line.command
+
+
+GITHUB_SNAPSHOT = Snapshot(
+    namespace="p",
+    stages=[
+        stage("test"),
+        verified(stage("prod", **{GITHUB_PROMOTERS: "alice, acme/ops"})),
+        downstream(stage("uat"), "test"),
+    ],
+    freight=SNAPSHOT.freight,
+    promotions=SNAPSHOT.promotions,
+)
+
+NOT_A_PR = Refusal("this is not a pull request: name a Freight. Usage: /promote [FREIGHT] to STAGE")
+
+
+@pytest.mark.parametrize(
+    ("text", "user", "permission", "teams", "pr_freight", "expected"),
+    [
+        # The same lookups as Slack; GitHub never asks to confirm.
+        ("/promote frozen-tauntaun to test", "bob", "write", [], None,
+         DoPromote("test", "abc1234def", "frozen-tauntaun")),
+        ("/promote abc1 to test", "bob", "admin", [], None,
+         DoPromote("test", "abc1234def", "frozen-tauntaun")),
+        ("/promote frozen-tauntaun to test", "bob", "read", [], None,
+         Refusal("@bob needs write access to this repository (has read)")),
+        ("/promote frozen-tauntaun to prod", "bob", "write", [], None,
+         Refusal("@bob is not listed in Stage prod's longshoreman.dev/github-promoters "
+                 "annotation")),
+        ("/promote frozen-tauntaun to prod", "bob", "write", ["acme/ops"], None,
+         DoPromote("prod", "abc1234def", "frozen-tauntaun")),
+        ("/promote frozen-tauntaun to prod", "Alice", "maintain", [], None,
+         DoPromote("prod", "abc1234def", "frozen-tauntaun")),
+        # On a merged pull request, no Freight named means the PR's own.
+        ("/promote to test", "bob", "write", [], "abc1234def",
+         DoPromote("test", "abc1234def", "frozen-tauntaun")),
+        ("/promote to test", "bob", "write", [], NOT_A_PR, NOT_A_PR),
+        # Availability is checked before anything else changes, as on Slack.
+        ("/promote frozen-tauntaun to uat", "bob", "write", [], None,
+         Refusal("Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
+                 "from a Warehouse the Stage requests directly, or be verified in its upstream "
+                 "Stages and soaked there, if required)")),
+        ("/promote frozen-tauntaun to nowhere", "bob", "write", [], None,
+         Refusal("there is no Stage `nowhere` in project `p`")),
+        # One abort rule: the running Promotion; `all` adds the queue; a finished one is refused.
+        ("/abort prod", "alice", "write", [], None, DoAbort(("prod.03",), ("prod",))),
+        ("/abort prod all", "alice", "write", [], None,
+         DoAbort(("prod.03", "prod.02"), ("prod",))),
+        ("/abort prod.01", "alice", "write", [], None,
+         Refusal("Promotion `prod.01` already finished (Succeeded); there is nothing to abort")),
+        ("/abort prod", "bob", "write", [], None,
+         Refusal("@bob is not listed in Stage prod's longshoreman.dev/github-promoters "
+                 "annotation")),
+        # Without a name, on a pull request: the active Promotions of its Freight.
+        ("/abort", "alice", "write", [], "f1", DoAbort(("prod.03", "prod.02"), ("prod",))),
+        ("/abort", "alice", "write", [], "abc1234def",
+         Refusal("no Promotion of this pull request's Freight is running or queued")),
+        ("/verify prod", "alice", "write", [], None, DoReverify("prod")),
+        ("/verify test", "alice", "write", [], None,
+         Refusal("Stage `test` has no verification configured (spec.verification): its Freight "
+                 "counts as verified once a Promotion succeeds and the Stage is healthy")),
+        ("/status", "bob", "read", [], None,
+         Refusal("@bob needs write access to this repository (has read)")),
+        ("/status qa", "bob", "write", [], None, Refusal("there is no Stage `qa` in project `p`")),
+        # Help says what is true for the asker, team memberships resolved.
+        ("/help", "bob", "write", [], None, ShowHelp("p", ("test", "uat"), ("prod",))),
+        ("/help", "bob", "write", ["acme/ops"], None, ShowHelp("p", ("prod", "test", "uat"), ())),
+        ("/help", "bob", "read", [], None, ShowHelp("p", (), ("prod", "test", "uat"))),
+    ],
+)  # fmt: skip
+def test_github_rules(
+    text: str,
+    user: str,
+    permission: str,
+    teams: list[str],
+    pr_freight: str | Refusal | None,
+    expected: Plan,
+) -> None:
+    facts = github_facts(user, permission, teams, pr_freight, snapshot=GITHUB_SNAPSHOT)
+    assert plan(comment(text), facts) == expected
+
+
+def test_status_rows_show_aliases_and_the_queue() -> None:
+    result = plan(parse_slash("status"), slack_facts("U9"))
+    assert isinstance(result, ShowStatus)
+    assert [r.stage for r in result.rows] == ["prod", "test", "uat"]
+    assert result.rows[0].running == "prod.03" and result.rows[0].queued == 1
+    empty = Snapshot(namespace="q")
+    assert plan(parse_slash("status"), slack_facts("U9", snapshot=empty)) == ShowStatus("q", ())
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # Confirm: decided again, and no second Confirm is asked for.
+        (Command("promote", freight="abc1234def", stage="prod", confirmed=True),
+         DoPromote("prod", "abc1234def", "frozen-tauntaun")),
+        # "Promote to NEXT": only while the Stage still follows the one the button was drawn in.
+        (Command("promote", freight="abc1234def", stage="uat", after="test", confirmed=True),
+         Refusal("Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
+                 "from a Warehouse the Stage requests directly, or be verified in its upstream "
+                 "Stages and soaked there, if required)")),
+        (Command("promote", freight="abc1234def", stage="prod", after="test"),
+         Refusal("Stage `prod` no longer follows `test`")),
+        (Command("abort", target="prod.03"), DoAbort(("prod.03",), ("prod",))),
+        (Command("verify", stage="prod"), DoReverify("prod")),
+        (Command("cancel"), Cancelled()),
+    ],
+)  # fmt: skip
+def test_buttons_are_commands(command: Command, expected: Plan) -> None:
+    assert plan(command, slack_facts("U1")) == expected
+
+
+def test_a_confirm_is_asked_only_where_the_front_end_asks() -> None:
+    ask = plan(parse_slash("latest to prod"), slack_facts("U1"))
+    assert ask == AskConfirm("prod", "abc1234def", "frozen-tauntaun")
+    github = github_facts("alice", snapshot=SNAPSHOT)
+    assert plan(comment("/promote latest to prod"), github) == DoPromote(
+        "prod", "abc1234def", "frozen-tauntaun"
+    )
+
+
+def test_only_the_consulted_stages_are_looked_up() -> None:
+    names = lambda stages: sorted(s["metadata"]["name"] for s in stages)  # noqa: E731
+    assert names(stages_to_authorize(parse_slash("latest to prod"), SNAPSHOT)) == ["prod"]
+    assert names(stages_to_authorize(parse_slash("abort prod.02"), SNAPSHOT)) == ["prod"]
+    assert names(stages_to_authorize(parse_slash("abort ghost"), SNAPSHOT)) == []
+    assert names(stages_to_authorize(parse_slash("status"), SNAPSHOT)) == []
+    assert names(stages_to_authorize(parse_slash("help"), SNAPSHOT)) == ["prod", "test", "uat"]
+    assert names(stages_to_authorize(comment("/abort"), SNAPSHOT, "f1")) == ["prod"]
+
+
+def test_which_commands_need_the_pull_requests_freight() -> None:
+    assert needs_pr_freight(comment("/promote to test"))
+    assert needs_pr_freight(comment("/abort"))
+    assert not needs_pr_freight(comment("/promote latest to test"))
+    assert not needs_pr_freight(comment("/abort prod"))
+    assert not needs_pr_freight(parse_slash("status"))
