@@ -26,9 +26,11 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from promoter import annotations as ann
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from promoter.chatops import SLACK_CHANNEL
+
 from slack.app import setup_slack
 from slack.settings import SlackSettings
 from tests.support.slack import (
@@ -74,7 +76,7 @@ async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
 def world(slack: FakeSlack, update_interval: float) -> tuple[web.Application, MemoryPromotions]:
     service = MemoryPromotions("bench")
     service.add_stage("test")
-    service.add_stage("prod", {SLACK_CHANNEL: "C0PROD"})
+    service.add_stage("prod", {ann.SLACK_CHANNEL: "C0PROD"})
     service.add_freight("7c9e6b1f3a4d", "frozen-tauntaun")
     settings = SlackSettings(
         bot_token=TOKEN,

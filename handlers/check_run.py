@@ -23,8 +23,8 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo
+from promoter import annotations as ann
 from promoter.chatops import (
-    GITHUB_PROMOTERS,
     Command,
     Decision,
     Refusal,
@@ -83,7 +83,7 @@ class _Pressed:
         slugs = {
             entry
             for stage in stages_to_authorize(command, self.snapshot)
-            for entry in listed((meta(stage).get("annotations") or {}).get(GITHUB_PROMOTERS))
+            for entry in listed((meta(stage).get("annotations") or {}).get(ann.GITHUB_PROMOTERS))
             if "/" in entry
         }
         teams = await self.deps.permissions.teams(self.gh, self.user, sorted(slugs))

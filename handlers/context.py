@@ -18,15 +18,17 @@ from cachetools import TTLCache
 from handlers.client import GitHubAPI, GitHubClient
 from handlers.settings import GitHubSettings
 from promoter import annotations as ann
-from promoter.chatops import GITHUB_PROMOTERS, Decision, PromotionService, github_may_act, listed
+from promoter.chatops import (
+    Decision,
+    PromotionService,
+    github_may_act,
+    listed,
+)
 from promoter.model import meta
 
 log = logging.getLogger(__name__)
 
 # Annotations the GitHub front end keeps on a Promotion, so any replica continues after a restart.
-REPLY_ANNOTATION = ann.GITHUB_REPLY
-CHECKS_ANNOTATION = ann.GITHUB_CHECKS
-SHOWN_ANNOTATION = ann.GITHUB_SHOWN
 # Repository permissions change rarely; a minute of caching spares a request per command.
 PERMISSION_TTL = 60.0
 
@@ -99,7 +101,7 @@ class Permissions:
         permission = await self.permission(gh, repo, user)
         if stage is None:
             return github_may_act({}, user, permission)
-        entries = listed((meta(stage).get("annotations") or {}).get(GITHUB_PROMOTERS))
+        entries = listed((meta(stage).get("annotations") or {}).get(ann.GITHUB_PROMOTERS))
         teams = await self.teams(gh, user, [e for e in entries if "/" in e])
         return github_may_act(stage, user, permission, teams)
 

@@ -24,9 +24,9 @@ from gidgethub import routing, sansio
 
 from handlers import checks
 from handlers.client import GitHubAPI
-from handlers.context import REPLY_ANNOTATION, Deps, event_repo
+from handlers.context import Deps, event_repo
+from promoter import annotations as ann
 from promoter.chatops import (
-    GITHUB_PROMOTERS,
     USAGE,
     Command,
     Decision,
@@ -166,7 +166,7 @@ class CommandSession:
         slugs = {
             entry
             for stage in stages_to_authorize(command, snapshot, pr_freight)
-            for entry in listed((meta(stage).get("annotations") or {}).get(GITHUB_PROMOTERS))
+            for entry in listed((meta(stage).get("annotations") or {}).get(ann.GITHUB_PROMOTERS))
             if "/" in entry
         }
         teams = await self.deps.permissions.teams(self.gh, self.user, sorted(slugs))
@@ -248,7 +248,7 @@ class CommandSession:
             "command": command.raw,
         }
         await self.deps.service.annotate(
-            ref.namespace, ref.name, REPLY_ANNOTATION, json.dumps(reply, sort_keys=True)
+            ref.namespace, ref.name, ann.GITHUB_REPLY, json.dumps(reply, sort_keys=True)
         )
 
     async def _help(self, decision: ShowHelp) -> None:

@@ -35,12 +35,7 @@ from cachetools import LRUCache, TTLCache
 
 from handlers import checks
 from handlers.client import GitHubAPI
-from handlers.context import (
-    CHECKS_ANNOTATION,
-    REPLY_ANNOTATION,
-    SHOWN_ANNOTATION,
-    Deps,
-)
+from handlers.context import Deps
 from handlers.queue import KeyedQueue
 from promoter import annotations as ann
 from promoter.chatops import Snapshot, no_verification
@@ -119,7 +114,7 @@ class Progress:
         if not self.deps.service.is_leader():
             return
         key = checks.external_id(promotion)
-        view = (checks.progress_key(promotion), ann.read_json(promotion, REPLY_ANNOTATION))
+        view = (checks.progress_key(promotion), ann.read_json(promotion, ann.GITHUB_REPLY))
         if self._views.get(key) == view:
             return
         self._views[key] = view
@@ -174,7 +169,7 @@ class Progress:
         )
         label = freight_label(checks.freight_of(promotion), fallback=freight).short
         shown = self._shown(promotion, snapshot, label)
-        if shown is not None and shown == ann.first(promotion, (SHOWN_ANNOTATION,)):
+        if shown is not None and shown == ann.first(promotion, (ann.GITHUB_SHOWN,)):
             # Finished, and GitHub shows exactly this already (a replay after a restart or a
             # change of leader): writing it again would cost requests in proportion to history.
             self.synced += 1
@@ -195,7 +190,7 @@ class Progress:
                 await self.deps.service.annotate(
                     namespace_of(promotion) or "default",
                     name_of(promotion),
-                    SHOWN_ANNOTATION,
+                    ann.GITHUB_SHOWN,
                     shown,
                 )
             except LongshoremanError as e:  # gone, or the cluster refused: shown again later
@@ -213,7 +208,7 @@ class Progress:
             checks.progress_key(promotion),
             label,
             downstream_stages(checks.stage_of(promotion), snapshot.stages),
-            ann.read_json(promotion, REPLY_ANNOTATION),
+            ann.read_json(promotion, ann.GITHUB_REPLY),
             self.page(promotion),
         ]
         return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
@@ -260,7 +255,7 @@ class Progress:
         label: str,
     ) -> None:
         key = checks.external_id(promotion)
-        ids = dict(ann.read_json(promotion, CHECKS_ANNOTATION))
+        ids = dict(ann.read_json(promotion, ann.GITHUB_CHECKS))
         ids.update(self._check_ids.get(key) or {})
         stage_name = checks.stage_of(promotion)
         downstream = downstream_stages(stage_name, snapshot.stages)
@@ -301,12 +296,12 @@ class Progress:
             await self.deps.service.annotate(
                 namespace_of(promotion) or "default",
                 name_of(promotion),
-                CHECKS_ANNOTATION,
+                ann.GITHUB_CHECKS,
                 json.dumps(ids, sort_keys=True),
             )
 
     async def _sync_reply(self, promotion: Mapping[str, Any], label: str) -> None:
-        reply = ann.read_json(promotion, REPLY_ANNOTATION)
+        reply = ann.read_json(promotion, ann.GITHUB_REPLY)
         repo, comment = reply.get("repo"), reply.get("comment")
         if not repo or not comment:
             return

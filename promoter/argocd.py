@@ -40,13 +40,7 @@ from promoter.steps.git import normalize_repo_url
 
 # Kargo's default: the namespace the Argo CD control plane (and its Applications) lives in.
 DEFAULT_NAMESPACE = "argocd"
-AUTHORIZED_STAGE_ANNOTATION = ann.AUTHORIZED_STAGE
-KARGO_AUTHORIZED_STAGE_ANNOTATION = ann.KARGO_AUTHORIZED_STAGE
-AUTHORIZATION_ANNOTATIONS = ann.AUTHORIZATION_ANNOTATIONS
 # The operation.info entry naming the Promotion that started an operation.
-PROMOTION_INFO_KEY = ann.PROMOTION_INFO
-KARGO_PROMOTION_INFO_KEY = ann.KARGO_PROMOTION_INFO
-PROMOTION_INFO_KEYS = ann.PROMOTION_INFO_KEYS
 DEFAULT_INITIATOR = "longshoreman"
 SYNC_REASON = "Promotion triggered a sync of this Application resource."
 # Setting it makes Argo CD re-read the sources before syncing, so a commit pushed a moment ago
@@ -135,7 +129,7 @@ def promotion_of(operation: Mapping[str, Any] | None) -> str | None:
     """The Promotion named in an operation's ``info``, or None if a person or Argo CD started it."""
     for entry in _list(_map(operation).get("info")):
         entry = _map(entry)
-        if entry.get("name") in PROMOTION_INFO_KEYS:
+        if entry.get("name") in ann.PROMOTION_INFO_KEYS:
             return _str(entry.get("value"))
     return None
 
@@ -486,7 +480,7 @@ def authorization_problem(app: Mapping[str, Any], project: str, stage: str) -> s
     expected = f"{project}:{stage}"
     annotations = _map(_map(app.get("metadata")).get("annotations"))
     problems: list[str] = []
-    for annotation in AUTHORIZATION_ANNOTATIONS:
+    for annotation in ann.AUTHORIZATION_ANNOTATIONS:
         value = annotations.get(annotation)
         if not isinstance(value, str):
             continue
@@ -507,7 +501,7 @@ def authorization_problem(app: Mapping[str, Any], project: str, stage: str) -> s
     return (
         f"Argo CD Application {key[1]!r} in namespace {key[0]!r} does not permit mutation by "
         f"Stage {stage!r} of project {project!r}: {found}; annotate it with "
-        f"{AUTHORIZED_STAGE_ANNOTATION}: {expected!r} (or {KARGO_AUTHORIZED_STAGE_ANNOTATION})"
+        f"{ann.AUTHORIZED_STAGE}: {expected!r} (or {ann.KARGO_AUTHORIZED_STAGE})"
     )
 
 
@@ -705,7 +699,7 @@ def sync_patch(
         "initiatedBy": {"username": actor or DEFAULT_INITIATOR, "automated": False},
         "info": [
             {"name": "Reason", "value": SYNC_REASON},
-            {"name": PROMOTION_INFO_KEY, "value": promotion},
+            {"name": ann.PROMOTION_INFO, "value": promotion},
         ],
         "sync": sync,
     }

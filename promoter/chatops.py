@@ -340,11 +340,6 @@ def _spec(promotion: Mapping[str, Any], key: str) -> str:
 
 # ---- authorization ----------------------------------------------------------------------------
 
-GITHUB_PROMOTERS = ann.GITHUB_PROMOTERS
-SLACK_PROMOTERS = ann.SLACK_PROMOTERS
-SLACK_CONFIRM = ann.SLACK_CONFIRM
-SLACK_CHANNEL = ann.SLACK_CHANNEL
-
 
 def listed(annotation: str | None) -> list[str]:
     if not annotation:
@@ -367,15 +362,16 @@ def github_may_act(
         return Decision(
             False, f"@{user} needs write access to this repository (has {permission or 'none'})"
         )
-    allowed = listed((meta(stage).get("annotations") or {}).get(GITHUB_PROMOTERS))
+    allowed = listed((meta(stage).get("annotations") or {}).get(ann.GITHUB_PROMOTERS))
     if not allowed:
         return Decision(True, "repository writer")
     teams = {t.lower() for t in user_teams}
     for entry in allowed:
         if entry.lower() == user.lower() or entry.lower() in teams:
-            return Decision(True, f"listed in {GITHUB_PROMOTERS}")
+            return Decision(True, f"listed in {ann.GITHUB_PROMOTERS}")
     return Decision(
-        False, f"@{user} is not listed in Stage {name_of(stage)}'s {GITHUB_PROMOTERS} annotation"
+        False,
+        f"@{user} is not listed in Stage {name_of(stage)}'s {ann.GITHUB_PROMOTERS} annotation",
     )
 
 
@@ -387,7 +383,7 @@ def slack_may_act(
 ) -> Decision:
     """A Slack user may act when listed (user ID or user-group ID) in the Stage's annotation,
     else in the server-wide default list; an empty default allows everyone."""
-    allowed = listed((meta(stage).get("annotations") or {}).get(SLACK_PROMOTERS)) or list(
+    allowed = listed((meta(stage).get("annotations") or {}).get(ann.SLACK_PROMOTERS)) or list(
         default_promoters
     )
     if not allowed:

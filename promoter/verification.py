@@ -62,10 +62,6 @@ TEMPLATE_KINDS = ("AnalysisTemplate", "ClusterAnalysisTemplate")
 STAGE_LABEL = f"{GROUP}/stage"
 FREIGHT_LABEL = f"{GROUP}/freight"
 PROMOTION_LABEL = f"{GROUP}/promotion"
-ACTOR_ANNOTATION = ann.VERIFICATION_ACTOR
-STAGE_ANNOTATION = ann.VERIFICATION_STAGE
-FREIGHT_ANNOTATION = ann.VERIFICATION_FREIGHT
-PROMOTION_ANNOTATION = ann.VERIFICATION_PROMOTION
 
 # Argo Rollouts' AnalysisRun phases; the last four are final.
 ANALYSIS_PHASES = ("Pending", "Running", "Successful", "Failed", "Error", "Inconclusive")
@@ -619,15 +615,15 @@ def build_analysis_run(
     }
     labels.update(ours)  # ours win: the controller finds its runs by them
     for key, full, annotation in (
-        (STAGE_LABEL, stage_name, STAGE_ANNOTATION),
-        (FREIGHT_LABEL, freight_name, FREIGHT_ANNOTATION),
+        (STAGE_LABEL, stage_name, ann.VERIFICATION_STAGE),
+        (FREIGHT_LABEL, freight_name, ann.VERIFICATION_FREIGHT),
     ):
         if ours[key] != full:
             annotations[annotation] = full
     if promotion:
-        annotations[PROMOTION_ANNOTATION] = promotion
+        annotations[ann.VERIFICATION_PROMOTION] = promotion
     if actor:
-        annotations[ACTOR_ANNOTATION] = actor
+        annotations[ann.VERIFICATION_ACTOR] = actor
 
     metadata: dict[str, Any] = {
         "name": analysis_run_name(stage_name, freight_name, ulid or new_ulid()),

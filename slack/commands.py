@@ -16,13 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from promoter.chatops import (
-    SLACK_CONFIRM,
-    SLACK_PROMOTERS,
-    Decision,
-    listed,
-    slack_may_act,
-)
+from promoter import annotations as ann
+from promoter.chatops import Decision, listed, slack_may_act
 from promoter.model import meta
 
 # ---- confirmations ----------------------------------------------------------------------------
@@ -88,7 +83,7 @@ class PendingPromotion:
 
 
 def promoters_of(stage: Mapping[str, Any] | None, defaults: Sequence[str]) -> list[str]:
-    return listed((meta(stage or {}).get("annotations") or {}).get(SLACK_PROMOTERS)) or list(
+    return listed((meta(stage or {}).get("annotations") or {}).get(ann.SLACK_PROMOTERS)) or list(
         defaults
     )
 
@@ -104,7 +99,7 @@ def groups_to_resolve(stages: Sequence[Mapping[str, Any]], defaults: Sequence[st
 
 
 def needs_confirmation(stage: Mapping[str, Any]) -> bool:
-    return str((meta(stage).get("annotations") or {}).get(SLACK_CONFIRM, "")).lower() == "true"
+    return str((meta(stage).get("annotations") or {}).get(ann.SLACK_CONFIRM, "")).lower() == "true"
 
 
 def authorizer(

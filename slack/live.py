@@ -35,6 +35,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from promoter import annotations as ann
 from promoter.chatops import PromotionService
 from promoter.errors import InvalidInput
 from promoter.model import meta, name_of, namespace_of
@@ -50,7 +51,6 @@ from slack.api import (
 )
 from slack.blocks import Message
 from slack.messages import (
-    MESSAGE_ANNOTATION,
     LiveTag,
     MessageRecord,
     Verification,
@@ -452,10 +452,10 @@ class LiveMessages:
         record = replace(record, final=final)
         self._records[key] = record
         value = record.to_annotation()
-        current = (meta(obj).get("annotations") or {}).get(MESSAGE_ANNOTATION)
+        current = (meta(obj).get("annotations") or {}).get(ann.SLACK_MESSAGE)
         if value != current and value != self._annotated.get(key):
             try:
-                await self.service.annotate(namespace, name, MESSAGE_ANNOTATION, value)
+                await self.service.annotate(namespace, name, ann.SLACK_MESSAGE, value)
             except InvalidInput:
                 return Outcome.FINAL  # the Promotion is gone
             self._annotated[key] = value

@@ -11,15 +11,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from promoter import annotations as ann
-from promoter.chatops import FREIGHT_HELP, SLACK_CHANNEL, StageRow, usage_lines
+from promoter.chatops import FREIGHT_HELP, StageRow, usage_lines
 from promoter.model import meta, name_of, parse_time
 from promoter.stages import phase_of
 from promoter.views import StepLine, freight_label, step_lines
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion
-
-MESSAGE_ANNOTATION = ann.SLACK_MESSAGE
 
 ABORT = "longshoreman.abort"
 REVERIFY = "longshoreman.reverify"
@@ -49,7 +47,7 @@ ARGOCD_STEPS = ("argocd-update",)
 
 def channel_of(stage: Mapping[str, Any] | None) -> str | None:
     """The channel a Stage's Promotions are announced in (its slack-channel annotation)."""
-    value = str((meta(stage or {}).get("annotations") or {}).get(SLACK_CHANNEL) or "").strip()
+    value = str((meta(stage or {}).get("annotations") or {}).get(ann.SLACK_CHANNEL) or "").strip()
     return value or None
 
 
@@ -89,7 +87,7 @@ class MessageRecord:
 
     @classmethod
     def of(cls, promotion: Mapping[str, Any]) -> MessageRecord | None:
-        raw = (meta(promotion).get("annotations") or {}).get(MESSAGE_ANNOTATION)
+        raw = (meta(promotion).get("annotations") or {}).get(ann.SLACK_MESSAGE)
         if not raw:
             return None
         try:

@@ -14,12 +14,9 @@ from typing import Any
 
 import pytest
 
+from promoter import annotations as ann
 from promoter.argocd import (
-    AUTHORIZED_STAGE_ANNOTATION,
-    KARGO_AUTHORIZED_STAGE_ANNOTATION,
-    KARGO_PROMOTION_INFO_KEY,
     MAX_SYNC_ATTEMPTS,
-    PROMOTION_INFO_KEY,
     REFRESH_ANNOTATION,
     Action,
     AppUpdate,
@@ -81,7 +78,7 @@ def app(
     return obj
 
 
-def op(promotion: str | None = PROMO, *, user: str = "tester", key: str = PROMOTION_INFO_KEY):
+def op(promotion: str | None = PROMO, *, user: str = "tester", key: str = ann.PROMOTION_INFO):
     info = [{"name": "Reason", "value": "x"}]
     if promotion is not None:
         info.append({"name": key, "value": promotion})
@@ -294,29 +291,29 @@ def test_wait_config_errors(config: Mapping[str, Any], problem: str) -> None:
 @pytest.mark.parametrize(
     ("annotations", "allowed", "problem"),
     [
-        ({KARGO_AUTHORIZED_STAGE_ANNOTATION: "demo:test"}, True, ""),
-        ({AUTHORIZED_STAGE_ANNOTATION: "demo:test"}, True, ""),
-        ({AUTHORIZED_STAGE_ANNOTATION: " demo:test "}, True, ""),
+        ({ann.KARGO_AUTHORIZED_STAGE: "demo:test"}, True, ""),
+        ({ann.AUTHORIZED_STAGE: "demo:test"}, True, ""),
+        ({ann.AUTHORIZED_STAGE: " demo:test "}, True, ""),
         (
             {
-                AUTHORIZED_STAGE_ANNOTATION: "demo:prod",
-                KARGO_AUTHORIZED_STAGE_ANNOTATION: "demo:test",
+                ann.AUTHORIZED_STAGE: "demo:prod",
+                ann.KARGO_AUTHORIZED_STAGE: "demo:test",
             },
             True,
             "",
         ),
         ({}, False, "it has no authorization annotation"),
         (
-            {KARGO_AUTHORIZED_STAGE_ANNOTATION: "demo:prod"},
+            {ann.KARGO_AUTHORIZED_STAGE: "demo:prod"},
             False,
-            f"its annotation {KARGO_AUTHORIZED_STAGE_ANNOTATION} authorizes 'demo:prod'",
+            f"its annotation {ann.KARGO_AUTHORIZED_STAGE} authorizes 'demo:prod'",
         ),
-        ({KARGO_AUTHORIZED_STAGE_ANNOTATION: "other:test"}, False, "authorizes 'other:test'"),
-        ({KARGO_AUTHORIZED_STAGE_ANNOTATION: "demo:*"}, False, "uses a glob"),
-        ({AUTHORIZED_STAGE_ANNOTATION: "*:*"}, False, "uses a glob"),
-        ({KARGO_AUTHORIZED_STAGE_ANNOTATION: "demo-test"}, False, "is not <project>:<stage>"),
+        ({ann.KARGO_AUTHORIZED_STAGE: "other:test"}, False, "authorizes 'other:test'"),
+        ({ann.KARGO_AUTHORIZED_STAGE: "demo:*"}, False, "uses a glob"),
+        ({ann.AUTHORIZED_STAGE: "*:*"}, False, "uses a glob"),
+        ({ann.KARGO_AUTHORIZED_STAGE: "demo-test"}, False, "is not <project>:<stage>"),
         # Kargo takes one value, not a list: "test,demo:prod" is not the Stage "test".
-        ({KARGO_AUTHORIZED_STAGE_ANNOTATION: "demo:test,demo:prod"}, False, "authorizes"),
+        ({ann.KARGO_AUTHORIZED_STAGE: "demo:test,demo:prod"}, False, "authorizes"),
         ({"unrelated": "demo:test"}, False, "no authorization annotation"),
     ],
 )
@@ -328,7 +325,7 @@ def test_authorization(annotations: Mapping[str, str], allowed: bool, problem: s
     assert found is not None
     assert problem in found
     # The denial says how to fix it: the annotation and the exact expected value.
-    assert f"{AUTHORIZED_STAGE_ANNOTATION}: 'demo:test'" in found
+    assert f"{ann.AUTHORIZED_STAGE}: 'demo:test'" in found
     assert "'web' in namespace 'argocd'" in found
 
 
@@ -505,7 +502,7 @@ DONE_OURS = state("Succeeded", op(), revision="abc", message="successfully synce
         ),
         (
             "another Promotion's running (Kargo's key)",
-            {"operationState": state("Running", op("older", key=KARGO_PROMOTION_INFO_KEY))},
+            {"operationState": state("Running", op("older", key=ann.KARGO_PROMOTION_INFO))},
             None,
             ["abc"],
             0,
@@ -552,7 +549,7 @@ DONE_OURS = state("Succeeded", op(), revision="abc", message="successfully synce
             "ours done at desired, started by Kargo",
             {
                 "operationState": state(
-                    "Succeeded", op(key=KARGO_PROMOTION_INFO_KEY), revision="abc"
+                    "Succeeded", op(key=ann.KARGO_PROMOTION_INFO), revision="abc"
                 )
             },
             None,
@@ -656,7 +653,7 @@ def test_decide(
 
 def test_ownership_needs_the_promotion_not_the_user() -> None:
     assert owns_operation(op(user="someone"), PROMO)
-    assert owns_operation(op(key=KARGO_PROMOTION_INFO_KEY), PROMO)
+    assert owns_operation(op(key=ann.KARGO_PROMOTION_INFO), PROMO)
     assert not owns_operation(op("other"), PROMO)
     assert not owns_operation(op(None), PROMO)
     assert not owns_operation(None, PROMO)
@@ -701,7 +698,7 @@ def test_sync_patch_single_source() -> None:
                     "name": "Reason",
                     "value": "Promotion triggered a sync of this Application resource.",
                 },
-                {"name": PROMOTION_INFO_KEY, "value": PROMO},
+                {"name": ann.PROMOTION_INFO, "value": PROMO},
             ],
             "sync": {"revision": "2.0.0", "syncOptions": ["CreateNamespace=true"]},
             "retry": {"limit": 2},

@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 
+from promoter import annotations as ann
 from promoter.chatops import (
-    GITHUB_PROMOTERS,
-    SLACK_CONFIRM,
-    SLACK_PROMOTERS,
     Command,
     Decision,
     Refusal,
@@ -79,8 +77,8 @@ SNAPSHOT = Snapshot(
     namespace="p",
     stages=[
         stage("test"),
-        verified(stage("prod", **{SLACK_PROMOTERS: "U1, S0OPS", SLACK_CONFIRM: "true"})),
-        downstream(stage("uat", **{SLACK_CONFIRM: "true"}), "test"),
+        verified(stage("prod", **{ann.SLACK_PROMOTERS: "U1, S0OPS", ann.SLACK_CONFIRM: "true"})),
+        downstream(stage("uat", **{ann.SLACK_CONFIRM: "true"}), "test"),
     ],
     freight=[
         {
@@ -253,7 +251,7 @@ GITHUB_SNAPSHOT = Snapshot(
     namespace="p",
     stages=[
         stage("test"),
-        verified(stage("prod", **{GITHUB_PROMOTERS: "alice, acme/ops"})),
+        verified(stage("prod", **{ann.GITHUB_PROMOTERS: "alice, acme/ops"})),
         downstream(stage("uat"), "test"),
     ],
     freight=SNAPSHOT.freight,

@@ -19,8 +19,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from handlers import checks
 from handlers.client import RetryPolicy
-from handlers.context import CHECKS_ANNOTATION, REPLY_ANNOTATION
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from promoter import annotations as ann
 from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
 
@@ -165,7 +165,7 @@ async def test_a_check_run_follows_the_promotion_from_queued_to_success(env: Env
         checks.next_identifier("production-eu-west-1-primary"),
     ]
     # The id is kept on the Promotion, so a new leader updates this run instead of adding one.
-    ids = json.loads(env.service.annotations[(NS, "staging.0001")][CHECKS_ANNOTATION])
+    ids = json.loads(env.service.annotations[(NS, "staging.0001")][ann.GITHUB_CHECKS])
     assert ids == {f"{REPO}@{env.sha}": run["id"]}
 
 
@@ -196,7 +196,7 @@ async def test_a_restart_writes_nothing_to_github_for_finished_promotions(env: E
         )
         done = promotion("Succeeded")
         done["metadata"]["name"] = f"staging.000{i}"
-        done["metadata"]["annotations"][REPLY_ANNOTATION] = json.dumps(
+        done["metadata"]["annotations"][ann.GITHUB_REPLY] = json.dumps(
             {
                 "repo": REPO,
                 "comment": reply["id"],
@@ -258,7 +258,7 @@ async def test_standbys_post_nothing_and_unchanged_progress_is_not_resent(env: E
 async def test_the_command_reply_is_edited_in_place(env: Env) -> None:
     reply = env.fake.add_comment(REPO, env.pr, "@alice: ...", user="longshoreman[bot]", bot=True)
     annotated = promotion("Running", 1)
-    annotated["metadata"]["annotations"][REPLY_ANNOTATION] = json.dumps(
+    annotated["metadata"]["annotations"][ann.GITHUB_REPLY] = json.dumps(
         {"repo": REPO, "comment": reply["id"], "user": "alice", "command": "/promote to staging"}
     )
     await env.change(annotated, None)

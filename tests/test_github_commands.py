@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from handlers.client import RetryPolicy
-from handlers.context import REPLY_ANNOTATION
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from promoter import annotations as ann
 from tests.support.github import (
     FakeGitHub,
     FakePromotions,
@@ -142,7 +142,7 @@ async def test_promote_on_a_merged_pr_promotes_the_freight_of_its_merge_commit(e
     body = replies[0]["body"]
     assert body.startswith("@alice: `/promote to staging`")
     assert "staging.0001" in body and "frozen-tauntaun" in body
-    reply = json.loads(env.service.annotations[(NS, "staging.0001")][REPLY_ANNOTATION])
+    reply = json.loads(env.service.annotations[(NS, "staging.0001")][ann.GITHUB_REPLY])
     assert reply == {
         "repo": REPO,
         "comment": replies[0]["id"],

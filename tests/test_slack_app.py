@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from promoter.chatops import SLACK_CHANNEL, SLACK_CONFIRM, SLACK_PROMOTERS
+from promoter import annotations as ann
 from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CANCEL, CONFIRM, PROMOTE_NEXT, REVERIFY
 from slack.settings import SlackSettings
@@ -68,7 +68,11 @@ async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
         service.add_stage("test", verification={"analysisTemplates": [{"name": "smoke"}]})
         service.add_stage(
             "prod",
-            {SLACK_PROMOTERS: "U1,S0OPS", SLACK_CONFIRM: "true", SLACK_CHANNEL: "C0PROD"},
+            {
+                ann.SLACK_PROMOTERS: "U1,S0OPS",
+                ann.SLACK_CONFIRM: "true",
+                ann.SLACK_CHANNEL: "C0PROD",
+            },
             requested=[
                 {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"stages": ["test"]}}
             ],
@@ -173,7 +177,7 @@ async def test_help_and_status(rig: Rig) -> None:
 
 
 async def test_unauthorized_user_is_refused_with_reason(rig: Rig) -> None:
-    rig.service.stage("prod")["metadata"]["annotations"].pop(SLACK_CONFIRM)
+    rig.service.stage("prod")["metadata"]["annotations"].pop(ann.SLACK_CONFIRM)
     await rig.command("frozen-tauntaun to prod", user="U2")
     [answer] = await rig.answers()
     assert "<@U2> may not act on Stage prod" in answer["text"]
@@ -182,7 +186,7 @@ async def test_unauthorized_user_is_refused_with_reason(rig: Rig) -> None:
 
 
 async def test_user_group_membership_is_looked_up_and_cached(rig: Rig) -> None:
-    rig.service.stage("prod")["metadata"]["annotations"].pop(SLACK_CONFIRM)
+    rig.service.stage("prod")["metadata"]["annotations"].pop(ann.SLACK_CONFIRM)
     await rig.command("frozen-tauntaun to prod", user="U7")
     await rig.command("abort prod", user="U7")
     answers = await rig.answers(count=2)
@@ -192,7 +196,7 @@ async def test_user_group_membership_is_looked_up_and_cached(rig: Rig) -> None:
 
 
 async def test_slack_failing_on_the_group_lookup_refuses_safely(rig: Rig) -> None:
-    rig.service.stage("prod")["metadata"]["annotations"].pop(SLACK_CONFIRM)
+    rig.service.stage("prod")["metadata"]["annotations"].pop(ann.SLACK_CONFIRM)
     rig.slack.fail("usergroups.users.list", 503)
     await rig.command("frozen-tauntaun to prod", user="U7")
     [answer] = await rig.answers()
@@ -263,7 +267,7 @@ async def test_cancel_and_someone_elses_confirm(rig: Rig) -> None:
 
 async def test_confirm_rechecks_authorization(rig: Rig) -> None:
     buttons = await confirm_prompt(rig)
-    rig.service.stage("prod")["metadata"]["annotations"][SLACK_PROMOTERS] = "U9"
+    rig.service.stage("prod")["metadata"]["annotations"][ann.SLACK_PROMOTERS] = "U9"
     await rig.click(buttons[CONFIRM])
     [answer] = await rig.answers("c1")
     assert "may not act" in answer["text"] and rig.service.actions == []
@@ -273,7 +277,7 @@ async def test_confirm_rechecks_authorization(rig: Rig) -> None:
 
 
 async def test_abort_button_checks_authorization(rig: Rig) -> None:
-    rig.service.stage("prod")["metadata"]["annotations"].pop(SLACK_CONFIRM)
+    rig.service.stage("prod")["metadata"]["annotations"].pop(ann.SLACK_CONFIRM)
     await rig.command("frozen-tauntaun to prod")
     await rig.answers()
     [message] = await rig.slack.wait_for(lambda: rig.slack.channel("C0PROD"), what="message")
@@ -320,7 +324,7 @@ async def test_a_forged_button_click_is_refused(rig: Rig) -> None:
 
 async def test_reverify_and_promote_next_buttons(rig: Rig) -> None:
     test = rig.service.stage("test")
-    test["metadata"]["annotations"][SLACK_CHANNEL] = "C0TEST"
+    test["metadata"]["annotations"][ann.SLACK_CHANNEL] = "C0TEST"
     await rig.command("frozen-tauntaun to test", user="U1")
     await rig.answers()
     [message] = await rig.slack.wait_for(lambda: rig.slack.channel("C0TEST"), what="message")
@@ -373,7 +377,7 @@ async def test_reverify_and_promote_next_buttons(rig: Rig) -> None:
 
 async def test_reverify_right_after_the_final_update_sends_no_identical_update(rig: Rig) -> None:
     test = rig.service.stage("test")
-    test["metadata"]["annotations"][SLACK_CHANNEL] = "C0TEST"
+    test["metadata"]["annotations"][ann.SLACK_CHANNEL] = "C0TEST"
     rig.integration.live.update_interval = 2.0  # SLACK_UPDATE_INTERVAL
     await rig.command("frozen-tauntaun to test")
     await rig.answers()
@@ -423,7 +427,7 @@ async def test_the_confirm_prompt_shows_the_real_time_to_expiry(rig: Rig) -> Non
 
 
 async def test_abort_of_a_finished_promotion_is_refused_on_slack(rig: Rig) -> None:
-    rig.service.stage("prod")["metadata"]["annotations"].pop(SLACK_CONFIRM)
+    rig.service.stage("prod")["metadata"]["annotations"].pop(ann.SLACK_CONFIRM)
     await rig.command("frozen-tauntaun to prod")
     await rig.answers()
     name = next(iter(rig.service.promotions))

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from promoter import annotations as ann
 from promoter.chatops import (
-    SLACK_PROMOTERS,
     Command,
     CommandError,
     parse_slash,
@@ -89,7 +89,7 @@ def test_parsing_grammar_words_never_raises(words: list[str]) -> None:
 
 
 def test_only_listed_groups_are_looked_up() -> None:
-    prod = stage("prod", **{SLACK_PROMOTERS: "U1, S0OPS"})
+    prod = stage("prod", **{ann.SLACK_PROMOTERS: "U1, S0OPS"})
     test = stage("test")
     assert groups_to_resolve([prod], ["S0DEFAULT"]) == ["S0OPS"]
     assert groups_to_resolve([test], ["U1", "S0DEFAULT"]) == ["S0DEFAULT"]

@@ -21,9 +21,9 @@ from aiohttp.test_utils import TestClient
 from app.controller import kube as k
 from app.controller.promotions import ClusterPromotions
 from app.controller.reconciler import Controller
-from promoter.chatops import SLACK_CHANNEL, SLACK_CONFIRM, SLACK_PROMOTERS
+from promoter import annotations as ann
 from slack.app import SlackIntegration, setup_slack
-from slack.messages import ABORT, CONFIRM, MESSAGE_ANNOTATION
+from slack.messages import ABORT, CONFIRM
 from slack.settings import SlackSettings
 from tests.support.controller import Gate, registry_with, running_controller, wait_for_object
 from tests.support.kube import running_apiserver
@@ -98,9 +98,9 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
                     "name": "prod",
                     "namespace": NS,
                     "annotations": {
-                        SLACK_CONFIRM: "true",
-                        SLACK_CHANNEL: CHANNEL,
-                        SLACK_PROMOTERS: "U0ALICE",
+                        ann.SLACK_CONFIRM: "true",
+                        ann.SLACK_CHANNEL: CHANNEL,
+                        ann.SLACK_PROMOTERS: "U0ALICE",
                     },
                 },
                 "spec": {
@@ -191,10 +191,10 @@ async def test_promote_confirm_follow_to_success_then_abort_a_second_run(world: 
         NS,
         name,
         lambda o: (
-            '"final":true' in (o["metadata"].get("annotations") or {}).get(MESSAGE_ANNOTATION, "")
+            '"final":true' in (o["metadata"].get("annotations") or {}).get(ann.SLACK_MESSAGE, "")
         ),
     )
-    record = json.loads(stored["metadata"]["annotations"][MESSAGE_ANNOTATION])
+    record = json.loads(stored["metadata"]["annotations"][ann.SLACK_MESSAGE])
     assert (record["channel"], record["ts"]) == (CHANNEL, done.ts)
 
     # 4. A second run stops at the gate; its Abort button aborts it, and its own message says so.
@@ -223,7 +223,7 @@ async def test_a_restarted_bot_continues_the_same_message(world: World) -> None:
         k.PROMOTIONS,
         NS,
         name,
-        lambda o: MESSAGE_ANNOTATION in o["metadata"]["annotations"],
+        lambda o: ann.SLACK_MESSAGE in o["metadata"]["annotations"],
     )
     # The bot restarts: a new integration that knows nothing but what is on the Promotion.
     world.controller.listeners.remove(world.integration.on_promotion)
@@ -270,6 +270,6 @@ async def test_a_lost_answer_to_the_first_post_still_makes_one_message(world: Wo
         k.PROMOTIONS,
         NS,
         name,
-        lambda o: MESSAGE_ANNOTATION in (o["metadata"].get("annotations") or {}),
+        lambda o: ann.SLACK_MESSAGE in (o["metadata"].get("annotations") or {}),
     )
-    assert json.loads(stored["metadata"]["annotations"][MESSAGE_ANNOTATION])["ts"] == done.ts
+    assert json.loads(stored["metadata"]["annotations"][ann.SLACK_MESSAGE])["ts"] == done.ts

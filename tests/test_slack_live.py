@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from promoter.chatops import SLACK_CHANNEL
+from promoter import annotations as ann
 from slack.api import SlackApi
 from slack.app import SlackIntegration
 from slack.live import LiveMessages
-from slack.messages import ABORT, MESSAGE_ANNOTATION, PROMOTE_NEXT, REVERIFY
+from slack.messages import ABORT, PROMOTE_NEXT, REVERIFY
 from slack.settings import SlackSettings
 from tests.support.slack import (
     SIGNING_SECRET,
@@ -87,7 +87,7 @@ async def live(request: pytest.FixtureRequest) -> AsyncIterator[Live]:
     async with running_fake_slack() as slack:
         service = MemoryPromotions("kargo-demo")
         service.add_stage("test")
-        service.add_stage("prod", {SLACK_CHANNEL: CHANNEL})
+        service.add_stage("prod", {ann.SLACK_CHANNEL: CHANNEL})
         service.add_stage(
             "final",
             requested=[
@@ -135,7 +135,7 @@ async def test_one_message_follows_a_promotion_to_success(live: Live) -> None:
     assert len(live.slack.calls_to("chat.postMessage")) == 2  # the message + the Argo CD reply
     [reply] = live.slack.replies(done.ts)
     assert "Argo CD sync done" in reply.text and "synced argocd/app" in reply.text
-    record = json.loads(live.service.annotation(ref.name, MESSAGE_ANNOTATION) or "{}")
+    record = json.loads(live.service.annotation(ref.name, ann.SLACK_MESSAGE) or "{}")
     assert record == {
         "channel": CHANNEL,
         "ts": done.ts,
@@ -238,7 +238,7 @@ async def test_the_record_survives_an_api_server_blip(live: Live) -> None:
     await live.message_where(lambda m: "Running" in m.text)
     await live.settle()
     assert len(live.slack.calls_to("chat.postMessage")) == 1
-    assert live.service.annotation(ref.name, MESSAGE_ANNOTATION)
+    assert live.service.annotation(ref.name, ann.SLACK_MESSAGE)
 
 
 async def test_a_restart_mid_promotion_keeps_updating_the_same_message(live: Live) -> None:
@@ -295,7 +295,7 @@ async def test_verification_result_buttons_and_promote_next(live: Live) -> None:
     assert done.buttons[f"{PROMOTE_NEXT}.0"]["text"]["text"] == "Promote to final"
     replies = [r.text for r in live.slack.replies(done.ts)]
     assert any("Verification passed: 3/3 passed" in r for r in replies)
-    record = json.loads(live.service.annotation(ref.name, MESSAGE_ANNOTATION) or "{}")
+    record = json.loads(live.service.annotation(ref.name, ann.SLACK_MESSAGE) or "{}")
     assert record["final"] is True
 
 
@@ -360,7 +360,7 @@ async def test_a_post_whose_answer_was_lost_is_found_not_posted_again(live: Live
         assert looked.args["include_all_metadata"] in ("1", "true")
         assert int(looked.args["limit"]) <= 20
         assert float(looked.args["oldest"]) < float(first.ts) < float(looked.args["latest"])
-        record = json.loads(live.service.annotation(ref.name, MESSAGE_ANNOTATION) or "{}")
+        record = json.loads(live.service.annotation(ref.name, ann.SLACK_MESSAGE) or "{}")
         assert record["ts"] == first.ts
         # Later changes edit the one message.
         await run_to_success(live, ref.name)
@@ -380,7 +380,7 @@ async def test_a_lost_post_that_slack_did_not_make_is_posted_after_looking(live:
     # The retry carried the same tag: a later lost answer would find either attempt.
     tags = [c.args["metadata"] for c in live.slack.calls_to("chat.postMessage")]
     assert tags[0] == tags[1] == first.metadata
-    assert live.service.annotation(ref.name, MESSAGE_ANNOTATION)
+    assert live.service.annotation(ref.name, ann.SLACK_MESSAGE)
 
 
 async def test_a_clear_refusal_does_not_look_in_the_history(live: Live) -> None:
@@ -402,7 +402,7 @@ async def test_without_history_scopes_a_lost_post_is_posted_again_and_the_log_sa
             lambda n=n: len(live.messages()) == 2 * (n + 1), what="the message, twice"
         )
         await live.settle()
-        record = json.loads(live.service.annotation(ref.name, MESSAGE_ANNOTATION) or "{}")
+        record = json.loads(live.service.annotation(ref.name, ann.SLACK_MESSAGE) or "{}")
         assert record["ts"] == live.messages()[-1].ts  # the one it knows of is kept up to date
     looked = live.slack.calls_to("conversations.history")
     assert len(looked) == 2

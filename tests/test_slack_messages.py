@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from promoter.chatops import SLACK_CHANNEL
+from promoter import annotations as ann
 from slack.messages import (
     ABORT,
     PROMOTE_NEXT,
@@ -80,7 +80,10 @@ def promotion(phase: str, **status: Any) -> dict[str, Any]:
 
 
 def stage(**status: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "prod", "annotations": {SLACK_CHANNEL: " C1 "}}, "status": status}
+    return {
+        "metadata": {"name": "prod", "annotations": {ann.SLACK_CHANNEL: " C1 "}},
+        "status": status,
+    }
 
 
 LAST = {"lastPromotion": {"name": "prod.01", "finishedAt": "2024-01-01T00:01:00Z"}}

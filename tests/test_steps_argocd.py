@@ -17,12 +17,8 @@ from typing import Any
 
 import pytest
 
-from promoter.argocd import (
-    KARGO_AUTHORIZED_STAGE_ANNOTATION,
-    MAX_SYNC_ATTEMPTS,
-    PROMOTION_INFO_KEY,
-    health_of,
-)
+from promoter import annotations as ann
+from promoter.argocd import MAX_SYNC_ATTEMPTS, health_of
 from promoter.errors import StepError
 from promoter.steps.argocd import (
     ARGOCD_UPDATE,
@@ -136,7 +132,7 @@ async def test_sync_succeeds_then_registers_a_health_check(tmp_path: Path) -> No
     assert "sync started" in first.message
     ((_, _, patch),) = requests(store)
     assert patch["operation"]["initiatedBy"] == {"username": "tester", "automated": False}
-    assert {"name": PROMOTION_INFO_KEY, "value": PROMOTION} in patch["operation"]["info"]
+    assert {"name": ann.PROMOTION_INFO, "value": PROMOTION} in patch["operation"]["info"]
 
     # Re-entered before Argo CD picked the sync up: it waits, and does not sync again.
     again = await run_update(tmp_path, store, config(), first.output)
@@ -288,7 +284,7 @@ async def test_unauthorized_application_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StepError) as e:
         await run_update(tmp_path, store, config())
     assert e.value.terminal
-    assert KARGO_AUTHORIZED_STAGE_ANNOTATION in e.value.message
+    assert ann.KARGO_AUTHORIZED_STAGE in e.value.message
     assert "longshoreman.dev/authorized-stage: 'demo:test'" in e.value.message
     assert store.patches == []
 

@@ -45,12 +45,8 @@ from promoter.verification import (
 
 log = logging.getLogger(__name__)
 
-REVERIFY_ANNOTATIONS = ann.REVERIFY_ANNOTATIONS
-ABORT_VERIFICATION_ANNOTATIONS = ann.ABORT_VERIFICATION_ANNOTATIONS
-AUTO_PROMOTE_ANNOTATION = ann.AUTO_PROMOTE
 AUTO_PROMOTION_ACTOR = "longshoreman:auto-promotion"
 STAGE_LABEL = f"{GROUP}/stage"
-REQUEST_ANNOTATION = ann.VERIFICATION_REQUEST
 CRD_MISSING = (
     "cannot verify: the AnalysisRun CRD (analysisruns.argoproj.io) is not installed in this "
     "cluster; install Argo Rollouts' CRDs"
@@ -68,7 +64,7 @@ def _actor_of(request: str) -> str:
 
 
 def auto_promote_enabled(stage: Mapping[str, Any]) -> bool:
-    value = (meta(stage).get("annotations") or {}).get(AUTO_PROMOTE_ANNOTATION, "")
+    value = (meta(stage).get("annotations") or {}).get(ann.AUTO_PROMOTE, "")
     return str(value).lower() == "true"
 
 
@@ -189,7 +185,7 @@ class Verifier:
         now: datetime,
     ) -> tuple[list[Any], dict[str, Any] | None, dict[str, Any]]:
         handled: dict[str, Any] = {}
-        abort = ann.first(stage, ABORT_VERIFICATION_ANNOTATIONS)
+        abort = ann.first(stage, ann.ABORT_VERIFICATION_ANNOTATIONS)
         if abort and abort != status.get("lastHandledAbortVerification"):
             handled["lastHandledAbortVerification"] = abort
             if latest is not None and latest.get("phase") in ("Pending", "Running"):
@@ -314,7 +310,7 @@ class Verifier:
         except VerificationError as e:
             return entry("Error", str(e))
         if request:
-            run["metadata"].setdefault("annotations", {})[REQUEST_ANNOTATION] = request
+            run["metadata"].setdefault("annotations", {})[ann.VERIFICATION_REQUEST] = request
         try:
             created = await self.kube.create(k.ANALYSIS_RUNS, run)
         except k.NotFound:
@@ -336,7 +332,7 @@ class Verifier:
             if (
                 labels.get(STAGE_LABEL) == label_value(stage)
                 and labels.get(f"{GROUP}/promotion") == label_value(promotion)
-                and str(annotations.get(REQUEST_ANNOTATION) or "") == request
+                and str(annotations.get(ann.VERIFICATION_REQUEST) or "") == request
             ):
                 found.append(run)
         if not found:

@@ -13,12 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from promoter.argocd import (
-    KARGO_AUTHORIZED_STAGE_ANNOTATION,
-    authorization_problem,
-    parse_update_config,
-    parse_wait_config,
-)
+from promoter import annotations as ann
+from promoter.argocd import authorization_problem, parse_update_config, parse_wait_config
 from tests.support import conformance
 
 FIXTURES = conformance.root() / "kargo-docs"
@@ -108,4 +104,4 @@ def test_kargo_documentation_application_is_authorized_for_its_stage() -> None:
     assert denied is not None and "authorizes 'kargo-demo:test'" in denied
     # Example 1 documents the annotation's name and value form.
     (annotation,) = yaml.safe_load((FIXTURES / "argocd-update.1.yaml").read_text())
-    assert annotation == KARGO_AUTHORIZED_STAGE_ANNOTATION
+    assert annotation == ann.KARGO_AUTHORIZED_STAGE

@@ -40,10 +40,10 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from app.apiserver.patching import merge_patch
 from app.apiserver.selectors import labels_match, parse_label_selector
+from promoter import annotations as ann
 from promoter.argocd import (
     COMPLETED_PHASES,
     DEFAULT_NAMESPACE,
-    KARGO_AUTHORIZED_STAGE_ANNOTATION,
     PHASE_ERROR,
     PHASE_FAILED,
     PHASE_RUNNING,
@@ -79,7 +79,7 @@ def make_app(
     namespace: str = DEFAULT_NAMESPACE,
     *,
     authorized: str | None = "demo:test",
-    annotation: str = KARGO_AUTHORIZED_STAGE_ANNOTATION,
+    annotation: str = ann.KARGO_AUTHORIZED_STAGE,
     repo_url: str = "https://github.com/example/repo.git",
     target_revision: str = "main",
     sources: Sequence[Mapping[str, Any]] | None = None,
