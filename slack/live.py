@@ -55,6 +55,7 @@ from slack.messages import (
     MessageRecord,
     Verification,
     channel_of,
+    message_digest,
     message_final,
     notable_events,
     render_promotion,
@@ -436,6 +437,9 @@ class LiveMessages:
             )
         else:
             self._records[key] = record
+        digest = message_digest(message)
+        if key not in self._shown and record.shown == digest:
+            self._shown[key] = message  # shown before a restart: nothing to send
         if self._shown.get(key) != message:
             await self.api.update(record.channel, record.ts, message)
             self._shown[key] = message
@@ -449,7 +453,8 @@ class LiveMessages:
             self._records[key] = record
 
         final = message_final(obj, verification) and not self._awaiting_reverify(key, verification)
-        record = replace(record, final=final)
+        # Finished Promotions record what their message shows (see MessageRecord.shown).
+        record = replace(record, final=final, shown=digest if phase_of(obj).terminal else "")
         self._records[key] = record
         value = record.to_annotation()
         current = (meta(obj).get("annotations") or {}).get(ann.SLACK_MESSAGE)

@@ -5,6 +5,7 @@ replies and the confirmation prompt. Each function takes plain objects and retur
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,12 @@ def actor_label(actor: str) -> str:
 # ---- the record kept on the Promotion ---------------------------------------------------------
 
 
+def message_digest(message: Message) -> str:
+    """A short digest of a message's content (text and blocks), to tell "unchanged" apart."""
+    content = json.dumps([message.text, list(message.blocks)], sort_keys=True, default=str)
+    return hashlib.sha256(content.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class MessageRecord:
     """Where a Promotion's message is and what has been said in its thread.
@@ -73,17 +80,21 @@ class MessageRecord:
     ts: str
     events: tuple[str, ...] = ()
     final: bool = False
+    # A digest of what the message shows, kept once the Promotion has finished: a restarted
+    # replica that renders the same message sends no chat.update (the count of writes must not
+    # grow with history at every restart). Running messages change anyway; they carry none.
+    shown: str = ""
 
     def to_annotation(self) -> str:
-        return json.dumps(
-            {
-                "channel": self.channel,
-                "ts": self.ts,
-                "events": list(self.events),
-                "final": self.final,
-            },
-            separators=(",", ":"),
-        )
+        data: dict[str, Any] = {
+            "channel": self.channel,
+            "ts": self.ts,
+            "events": list(self.events),
+            "final": self.final,
+        }
+        if self.shown:
+            data["shown"] = self.shown
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def of(cls, promotion: Mapping[str, Any]) -> MessageRecord | None:
@@ -99,6 +110,7 @@ class MessageRecord:
                 str(data["ts"]),
                 tuple(str(e) for e in data.get("events") or ()),
                 bool(data.get("final")),
+                str(data.get("shown") or ""),
             )
         except (ValueError, TypeError):
             return None

@@ -3,6 +3,7 @@ coalesced, thread replies, rate limits and outages, restarts and leadership."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -141,7 +142,9 @@ async def test_one_message_follows_a_promotion_to_success(live: Live) -> None:
         "ts": done.ts,
         "events": ["argocd/sync/Succeeded"],
         "final": True,
+        "shown": record["shown"],
     }
+    assert len(record["shown"]) == 16  # a digest of what it shows, not the content
     # Later events for a finished message cost nothing.
     calls = len(live.slack.calls)
     live.service.set_status(ref.name, message="late")
@@ -262,6 +265,53 @@ async def test_a_restart_mid_promotion_keeps_updating_the_same_message(live: Liv
         ":x:",
         ":white_check_mark:",
     ]
+
+
+async def test_a_restart_while_verification_runs_sends_nothing_unchanged(live: Live) -> None:
+    """A finished Promotion waiting for its verification is followed again by a new leader;
+    a message that would look the same is neither updated nor re-annotated."""
+    ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
+    prod = live.service.stage("prod")
+    prod["status"] = {
+        "lastPromotion": {"name": ref.name, "finishedAt": "2024-01-01T00:01:05Z"},
+        "conditions": [
+            verified("Unknown", "Verifying", "AnalysisRun r1 is Running", "2024-01-01T00:01:06Z")
+        ],
+    }
+    await run_to_success(live, ref.name)
+    shown = await live.message_where(lambda m: "verification running" in m.text)
+    await live.settle()
+    await live.stop()
+
+    def chat() -> list[str]:
+        return [c.method for c in live.slack.calls if c.method.startswith("chat.")]
+
+    before = chat()
+    annotated = live.service.annotation(ref.name, ann.SLACK_MESSAGE)
+    async with live.replica() as restarted:
+        # What a new leader's informers replay at start: the Promotion as it is.
+        looks = 0
+        snapshot = live.service.snapshot
+
+        async def counted(namespace: str) -> Any:
+            nonlocal looks
+            looks += 1
+            return await snapshot(namespace)
+
+        live.service.snapshot = counted  # type: ignore[method-assign]
+        restarted.on_promotion(copy.deepcopy(live.service.promotions[ref.name]), None)
+        # Several verify polls: each renders the message again, none writes.
+        await live.slack.wait_for(lambda: looks >= 3, what="three looks at the Promotion")
+        assert chat() == before
+        assert live.service.annotation(ref.name, ann.SLACK_MESSAGE) == annotated
+        # And it still follows: the result arrives and the message changes once.
+        prod["status"]["conditions"] = [
+            verified("True", "Verified", "3/3 passed", "2024-01-01T00:02:00Z")
+        ]
+        done = await live.message_where(lambda m: "verification passed" in m.text)
+        await restarted.idle()
+    assert done.ts == shown.ts
+    assert chat() == [*before, "chat.update", "chat.postMessage"]  # the result, its reply
 
 
 def verified(status: str, reason: str, message: str, at: str) -> dict[str, Any]:
