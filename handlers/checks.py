@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from promoter.model import name_of, namespace_of
-from promoter.views import StepLine, step_lines
+from promoter.views import PromotionView, StepLine
 
 CHECK_PREFIX = "promote: "
 VERIFY_PREFIX = "verify: "
@@ -97,45 +97,40 @@ def _cell(text: str) -> str:
     return clip(flat, _CELL_LIMIT)
 
 
-def progress_line(promotion: Mapping[str, Any]) -> str:
+def progress_line(view: PromotionView) -> str:
     """One line: the phase and, while running, where it is."""
-    current = phase(promotion)
-    lines = step_lines(promotion)
-    status = promotion.get("status") or {}
-    if current == "Running" and lines:
-        index = min(int(status.get("currentStep") or 0), len(lines) - 1)
-        step = lines[index]
-        return f"**{current}**: step {step.index} of {len(lines)}, `{step.alias}` ({_kind(step)})"
-    return f"**{current}**"
+    step = view.running_step
+    if step is not None:
+        where = f"step {step.index} of {view.total}, `{step.alias}` ({_kind(step)})"
+        return f"**{view.phase}**: {where}"
+    return f"**{view.phase}**"
 
 
-def summary(promotion: Mapping[str, Any], *, freight_label: str, link: str | None) -> str:
-    status = promotion.get("status") or {}
+def summary(view: PromotionView) -> str:
     parts = [
-        f"Promotion `{name_of(promotion)}` of Freight `{freight_label}` to Stage "
-        f"`{stage_of(promotion)}`: {progress_line(promotion)}"
+        f"Promotion `{view.name}` of Freight `{view.label.short}` to Stage "
+        f"`{view.stage}`: {progress_line(view)}"
     ]
-    if status.get("message"):
-        parts.append("> " + _cell(str(status["message"])))
-    lines = step_lines(promotion)
-    if lines:
+    if view.message:
+        parts.append("> " + _cell(view.message))
+    if view.steps:
         parts.append("")
         parts.append("| # | Step | Kind | Status | Message |")
         parts.append("| --- | --- | --- | --- | --- |")
-        for line in lines:
+        for line in view.steps:
             parts.append(
                 f"| {line.index} | `{_cell(line.alias)}` | {_cell(_kind(line))} | "
                 f"{_status(line)} | {_cell(line.message)} |"
             )
-    if link:
+    if view.link:
         parts.append("")
-        parts.append(f"[Details]({link})")
+        parts.append(f"[Details]({view.link})")
     return clip("\n".join(parts), MAX_OUTPUT)
 
 
-def text(promotion: Mapping[str, Any]) -> str | None:
+def text(view: PromotionView) -> str | None:
     """Full step messages (the summary's table cuts them short)."""
-    lines = [line for line in step_lines(promotion) if line.message]
+    lines = [line for line in view.steps if line.message]
     if not lines:
         return None
     body = "\n\n".join(
@@ -167,20 +162,17 @@ def next_identifier(stage: str) -> str:
     return NEXT_PREFIX + hashlib.sha256(stage.encode()).hexdigest()[:12]
 
 
-def actions(
-    promotion: Mapping[str, Any], downstream: Sequence[str], *, verifiable: bool = True
-) -> list[dict[str, str]]:
+def actions(view: PromotionView) -> list[dict[str, str]]:
     """Buttons: Abort while it may still run; after success Re-verify (when the Stage has
     verification: otherwise the button could only refuse) and Promote to NEXT."""
-    current = phase(promotion)
-    if current in ("Pending", "Running"):
+    if view.active:
         return [action("Abort", "Stop this Promotion", ABORT)]
-    if current != "Succeeded":
+    if view.phase != "Succeeded":
         return []
     out = []
-    if verifiable:
-        out.append(action("Re-verify", f"Verify {stage_of(promotion)} again", REVERIFY))
-    for stage in downstream[: MAX_ACTIONS - 1]:
+    if view.verifiable:
+        out.append(action("Re-verify", f"Verify {view.stage} again", REVERIFY))
+    for stage in view.next_stages[: MAX_ACTIONS - len(out)]:
         out.append(
             action(
                 f"Promote to {stage}", f"Promote this Freight to {stage}", next_identifier(stage)
@@ -189,26 +181,19 @@ def actions(
     return out
 
 
-def check_run_fields(
-    promotion: Mapping[str, Any],
-    *,
-    freight_label: str,
-    link: str | None,
-    downstream: Sequence[str] = (),
-    verifiable: bool = True,
-) -> dict[str, Any]:
+def check_run_fields(view: PromotionView) -> dict[str, Any]:
     """The body of a create/update check run request (without ``head_sha``)."""
-    status, conclusion = _STATUS.get(phase(promotion), ("queued", None))
+    status, conclusion = _STATUS.get(view.phase, ("queued", None))
     return _fields(
-        name=CHECK_PREFIX + stage_of(promotion),
-        external=external_id(promotion),
+        name=CHECK_PREFIX + view.stage,
+        external=f"{view.namespace}/{view.name}",
         status=status,
         conclusion=conclusion,
-        title=f"{phase(promotion)}: {freight_label} to {stage_of(promotion)}",
-        summary_md=summary(promotion, freight_label=freight_label, link=link),
-        body=text(promotion),
-        buttons=actions(promotion, downstream, verifiable=verifiable),
-        link=link,
+        title=f"{view.phase}: {view.label.short} to {view.stage}",
+        summary_md=summary(view),
+        body=text(view),
+        buttons=actions(view),
+        link=view.link,
     )
 
 
@@ -241,26 +226,23 @@ def _fields(
     return fields
 
 
-def reply_body(
-    user: str, command: str, promotion: Mapping[str, Any], *, freight_label: str, link: str | None
-) -> str:
+def reply_body(user: str, command: str, view: PromotionView) -> str:
     """The one reply to a command, edited in place as the Promotion moves on."""
-    status = promotion.get("status") or {}
     parts = [
-        f"@{user}: `{_cell(command)}`: Promotion `{name_of(promotion)}` of Freight "
-        f"`{freight_label}` to Stage `{stage_of(promotion)}`: {progress_line(promotion)}"
+        f"@{user}: `{_cell(command)}`: Promotion `{view.name}` of Freight "
+        f"`{view.label.short}` to Stage `{view.stage}`: {progress_line(view)}"
     ]
-    done = [line for line in step_lines(promotion) if _status(line) != "Pending"]
+    done = [line for line in view.steps if _status(line) != "Pending"]
     if done:
         parts.append("")
         for line in done:
             parts.append(f"- `{_cell(line.alias)}` ({_kind(line)}): {_status(line)}")
-    if status.get("message") and phase(promotion) not in ("Pending", "Running", "Succeeded"):
+    if view.message and view.phase not in ("Pending", "Running", "Succeeded"):
         parts.append("")
-        parts.append("> " + _cell(str(status["message"])))
-    if link:
+        parts.append("> " + _cell(view.message))
+    if view.link:
         parts.append("")
-        parts.append(f"[Details]({link})")
+        parts.append(f"[Details]({view.link})")
     return clip("\n".join(parts), MAX_OUTPUT)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,6 +54,7 @@ from promoter.commands import (
 )
 from promoter.errors import LongshoremanError
 from promoter.model import meta, name_of
+from promoter.views import promotion_view
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +203,7 @@ class CommandSession:
         if isinstance(decision, Refusal):
             await self.refuse(checks.quiet(decision.reason))
         elif isinstance(decision, DoPromote):  # GitHub never asks to confirm (Facts.confirm)
-            await self._promote(command, decision.stage, decision.freight, decision.label)
+            await self._promote(command, decision)
         elif isinstance(decision, DoAbort):
             aborted = []
             for name in decision.promotions:
@@ -223,24 +225,20 @@ class CommandSession:
         elif isinstance(decision, ShowHelp):
             await self._help(decision)
 
-    async def _promote(self, command: Command, stage: str, freight: str, label: str) -> None:
+    async def _promote(self, command: Command, decision: DoPromote) -> None:
         ref = await self.deps.service.promote(
-            self.namespace, stage, freight, actor=self.deps.actor(self.user)
+            self.namespace, decision.stage, decision.freight, actor=self.deps.actor(self.user)
         )
         promotion = {
             "metadata": {"name": ref.name, "namespace": ref.namespace},
             "spec": {"stage": ref.stage, "freight": ref.freight},
             "status": {"phase": ref.phase},
         }
-        comment = await self.reply(
-            checks.reply_body(
-                self.user,
-                command.raw,
-                promotion,
-                freight_label=label,
-                link=self.deps.settings.link_for(ref.namespace, ref.name),
-            )
+        view = replace(
+            promotion_view(promotion, link=self.deps.settings.link_for(ref.namespace, ref.name)),
+            label=decision.label,
         )
+        comment = await self.reply(checks.reply_body(self.user, command.raw, view))
         reply = {
             "repo": self.repo,
             "comment": int(comment["id"]),

@@ -28,6 +28,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 import gidgethub
@@ -38,12 +39,11 @@ from handlers.client import GitHubAPI
 from handlers.context import Deps
 from handlers.queue import KeyedQueue
 from promoter import annotations as ann
-from promoter.chatops import Snapshot, no_verification
 from promoter.errors import LongshoremanError, StepError
 from promoter.model import name_of, namespace_of
 from promoter.stages import downstream_stages, phase_of
 from promoter.steps.github import repo_full_name
-from promoter.views import freight_label
+from promoter.views import PromotionView, freight_label, promotion_view
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +167,17 @@ class Progress:
             (f for f in snapshot.freight if name_of(f) == checks.freight_of(promotion)),
             (promotion.get("status") or {}).get("freight"),
         )
-        label = freight_label(checks.freight_of(promotion), fallback=freight).short
-        shown = self._shown(promotion, snapshot, label)
+        # The one read model, built once; the check runs and the reply only format it.
+        view = promotion_view(
+            promotion,
+            stage=snapshot.stage(checks.stage_of(promotion)),
+            stages=snapshot.stages,
+            freights=snapshot.freight,
+            # Without a Promotion page the run has no better place to link to than itself,
+            # which GitHub already shows: no Details link then.
+            link=self.page(promotion),
+        )
+        shown = self._shown(promotion, view)
         if shown is not None and shown == ann.first(promotion, (ann.GITHUB_SHOWN,)):
             # Finished, and GitHub shows exactly this already (a replay after a restart or a
             # change of leader): writing it again would cost requests in proportion to history.
@@ -176,12 +185,12 @@ class Progress:
             return
         done = True
         try:
-            await self._sync_checks(promotion, snapshot, freight, label)
+            await self._sync_checks(promotion, view, freight)
         except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
             done = False
             log.warning("updating check runs of %s failed: %s", checks.external_id(promotion), e)
         try:
-            await self._sync_reply(promotion, label)
+            await self._sync_reply(promotion, view)
         except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
             done = False
             log.warning("updating the reply for %s failed: %s", checks.external_id(promotion), e)
@@ -197,7 +206,7 @@ class Progress:
                 log.info("recording what %s shows failed: %s", checks.external_id(promotion), e)
         self.synced += 1
 
-    def _shown(self, promotion: Mapping[str, Any], snapshot: Snapshot, label: str) -> str | None:
+    def _shown(self, promotion: Mapping[str, Any], view: PromotionView) -> str | None:
         """A digest of what a finished Promotion's check runs and reply show (None while it
         runs: an active Promotion is resent after a restart, which costs one write per Stage at
         most). Only inputs that survive a restart go in, so the same Promotion digests the same
@@ -206,10 +215,11 @@ class Progress:
             return None
         shown = [
             checks.progress_key(promotion),
-            label,
-            downstream_stages(checks.stage_of(promotion), snapshot.stages),
+            view.label.short,
+            view.next_stages,
+            view.verifiable,
             ann.read_json(promotion, ann.GITHUB_REPLY),
-            self.page(promotion),
+            view.link,
         ]
         return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -250,34 +260,21 @@ class Progress:
     async def _sync_checks(
         self,
         promotion: Mapping[str, Any],
-        snapshot: Snapshot,
+        view: PromotionView,
         freight: Mapping[str, Any] | None,
-        label: str,
     ) -> None:
         key = checks.external_id(promotion)
         ids = dict(ann.read_json(promotion, ann.GITHUB_CHECKS))
         ids.update(self._check_ids.get(key) or {})
-        stage_name = checks.stage_of(promotion)
-        downstream = downstream_stages(stage_name, snapshot.stages)
-        stage = snapshot.stage(stage_name)
-        verifiable = stage is None or no_verification(stage) is None
+        fields = checks.check_run_fields(view)
+        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
         created = False
         targets = await self._targets(promotion, freight)
         for repo, sha in targets:
             api = await self._api_for(repo)
             if api is None:
                 continue
-            # Without a Promotion page the run has no better place to link to than itself,
-            # which GitHub already shows: no Details link then.
-            fields = checks.check_run_fields(
-                promotion,
-                freight_label=label,
-                link=self.page(promotion),
-                downstream=downstream,
-                verifiable=verifiable,
-            )
             target = f"{repo}@{sha}"
-            digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
             if self._sent.get((key, target)) == digest:
                 continue
             run_id = ids.get(target)
@@ -300,7 +297,7 @@ class Progress:
                 json.dumps(ids, sort_keys=True),
             )
 
-    async def _sync_reply(self, promotion: Mapping[str, Any], label: str) -> None:
+    async def _sync_reply(self, promotion: Mapping[str, Any], view: PromotionView) -> None:
         reply = ann.read_json(promotion, ann.GITHUB_REPLY)
         repo, comment = reply.get("repo"), reply.get("comment")
         if not repo or not comment:
@@ -308,9 +305,7 @@ class Progress:
         body = checks.reply_body(
             str(reply.get("user") or "someone"),
             str(reply.get("command") or ""),
-            promotion,
-            freight_label=label,
-            link=self.link(promotion),
+            replace(view, link=self.link(promotion)),
         )
         key = (checks.external_id(promotion), f"reply:{comment}")
         digest = hashlib.sha256(body.encode()).hexdigest()

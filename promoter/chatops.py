@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 from promoter import annotations as ann
 from promoter.model import Phase, describe_freight, meta, name_of, namespace_of
-from promoter.stages import available_to, freight_created, phase_of, queue_key
+from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
 FREIGHT_HELP = (
@@ -264,8 +264,7 @@ def not_available(
 
 def no_verification(stage: Mapping[str, Any]) -> str | None:
     """Why re-verifying ``stage`` would do nothing, or None when it has verification."""
-    verification = (stage.get("spec") or {}).get("verification") or {}
-    if verification.get("analysisTemplates"):
+    if has_verification(stage):
         return None
     return (
         f"Stage `{name_of(stage)}` has no verification configured (spec.verification): its "

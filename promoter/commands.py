@@ -39,7 +39,7 @@ from promoter.chatops import (
 )
 from promoter.model import name_of
 from promoter.stages import downstream_stages
-from promoter.views import freight_label
+from promoter.views import FreightLabel, freight_label
 
 Authorizer = Callable[[Mapping[str, Any] | None], Decision]
 """The actor's standing on a Stage; ``None`` asks about the project as a whole (``/status``)."""
@@ -72,14 +72,14 @@ class Facts:
 class AskConfirm:
     stage: str
     freight: str  # the Freight's full name (what the Promotion will carry)
-    label: str  # how it is shown: the alias first
+    label: FreightLabel  # how it is shown: the alias first
 
 
 @dataclass(frozen=True)
 class DoPromote:
     stage: str
     freight: str
-    label: str
+    label: FreightLabel
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def _promote(command: Command, stage: Mapping[str, Any], facts: Facts) -> Plan:
     unavailable = not_available(stage, freight, facts.now)
     if unavailable:
         return Refusal(unavailable)
-    label = freight_label(name_of(freight), fallback=freight).short
+    label = freight_label(name_of(freight), fallback=freight)
     if facts.confirm(stage) and not command.confirmed:
         return AskConfirm(name_of(stage), name_of(freight), label)
     return DoPromote(name_of(stage), name_of(freight), label)

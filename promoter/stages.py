@@ -409,13 +409,28 @@ def stage_freights(
     return out
 
 
-def downstream_stages(stage: str, stages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Stages that request Freight from ``stage`` (``sources.stages``)."""
+def downstream_stages(
+    stage: str, stages: Sequence[Mapping[str, Any]], origin: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Stages that request Freight from ``stage`` (``sources.stages``); with ``origin`` (a
+    Freight's), only those requesting Freight of that origin."""
     out = []
     for candidate in stages:
         for request in (candidate.get("spec") or {}).get("requestedFreight") or ():
-            upstream = ((request or {}).get("sources") or {}).get("stages") or ()
-            if stage in upstream:
+            request = request or {}
+            wanted = request.get("origin") or {}
+            if origin and (
+                wanted.get("name") != origin.get("name")
+                or wanted.get("kind", "Warehouse") != origin.get("kind", "Warehouse")
+            ):
+                continue
+            if stage in ((request.get("sources") or {}).get("stages") or ()):
                 out.append(name_of(candidate))
                 break
     return sorted(set(out))
+
+
+def has_verification(stage: Mapping[str, Any] | None) -> bool:
+    """Whether the Stage configures verification (``spec.verification.analysisTemplates``)."""
+    verification = ((stage or {}).get("spec") or {}).get("verification") or {}
+    return bool(verification.get("analysisTemplates"))

@@ -10,13 +10,14 @@ own fallback alias, and they disagreed: a ``task:`` step showed as ``step-N`` wh
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
+from promoter.annotations import created_by
 from promoter.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
-from promoter.stages import phase_of
+from promoter.stages import downstream_stages, has_verification, phase_of
 
 # A Freight name is a 40-hex digest; this much of it tells Freights apart in a one-line title
 # (like a git short hash) where the alias is missing.
@@ -76,9 +77,118 @@ class StepLine:
         return self.uses or self.task
 
 
+# ---- verification ---------------------------------------------------------------------------
+
+VerificationState = Literal["none", "superseded", "pending", "running", "passed", "failed"]
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Where the verification that follows a succeeded Promotion stands, read from its Stage."""
+
+    state: VerificationState
+    message: str = ""
+    since: str = ""
+
+    @property
+    def final(self) -> bool:
+        return self.state in ("none", "superseded", "passed", "failed")
+
+
+def _condition(stage: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for c in (stage.get("status") or {}).get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == kind:
+            return c
+    return None
+
+
+_ENTRY_STATE: dict[str, VerificationState] = {
+    "Successful": "passed",
+    "Failed": "failed",
+    "Error": "failed",
+    "Inconclusive": "failed",
+    "Aborted": "failed",
+    "Running": "running",
+    "Pending": "pending",
+    "Requested": "pending",
+}
+
+
+def verification_of(
+    promotion: Mapping[str, Any], stage: Mapping[str, Any] | None
+) -> Verification | None:
+    """The verification that follows a succeeded Promotion; None before it succeeds.
+
+    Read from the Stage: the newest ``freightHistory[0].verificationHistory`` entry naming this
+    Promotion, else (a Stage written by something else) its ``Verified`` condition.
+    """
+    if phase_of(promotion).value != "Succeeded":
+        return None
+    if stage is None:
+        return Verification("none")
+    name = name_of(promotion)
+    stage_status = stage.get("status") or {}
+    history = stage_status.get("freightHistory") or [{}]
+    entries = (history[0] if isinstance(history[0], Mapping) else {}).get("verificationHistory")
+    for entry in entries or ():
+        if not isinstance(entry, Mapping) or entry.get("promotion") != name:
+            continue
+        phase = str(entry.get("phase") or "")
+        state = _ENTRY_STATE.get(phase, "running")
+        if state == "passed" and not entry.get("analysisRun"):
+            # Verified on promotion because the Stage configures no verification.
+            return Verification("none", str(entry.get("message") or ""))
+        message = str(entry.get("message") or "")
+        if state == "failed" and phase != "Failed":
+            message = f"{phase}: {message}".rstrip(": ")
+        return Verification(state, message, f"{entry.get('id', '')}/{phase}")
+
+    status = promotion.get("status") or {}
+    last = stage_status.get("lastPromotion") or {}
+    if last.get("name") != name:
+        theirs = parse_time(last.get("finishedAt"))
+        ours = parse_time(status.get("finishedAt"))
+        if theirs and ours and theirs > ours:
+            return Verification("superseded")
+        # The Stage's status has not caught up with this Promotion yet.
+        return Verification("pending", "waiting for the Stage to record this Promotion")
+    condition = _condition(stage, "Verified")
+    if condition is None:
+        return Verification("none")
+    since = str(condition.get("lastTransitionTime") or "")
+    message = str(condition.get("message") or "")
+    started = parse_time(status.get("startedAt"))
+    moved = parse_time(since)
+    if started and moved and moved < started:
+        # Still the previous Freight's result: verification of this one has not begun.
+        return Verification("pending", "verification has not started yet", since)
+    value = condition.get("status")
+    if value == "True":
+        return Verification("passed", message, since)
+    if value == "False":
+        return Verification("failed", message or str(condition.get("reason") or ""), since)
+    reason = str(condition.get("reason") or "")
+    return Verification("running" if reason == "Verifying" else "pending", message, since)
+
+
+def verified_in(
+    stage_name: str, freight: Mapping[str, Any] | None, verification: Verification | None
+) -> bool:
+    if verification is None or verification.state in ("superseded", "failed"):
+        return False
+    if verification.state in ("passed", "none"):
+        return True
+    return stage_name in (((freight or {}).get("status") or {}).get("verifiedIn") or {})
+
+
+TERMINAL = ("Succeeded", "Failed", "Errored", "Aborted")
+
+
 @dataclass(frozen=True)
 class PromotionView:
-    """What any front end may show of one Promotion, as plain data."""
+    """What any front end may show of one Promotion, as plain data: check runs and replies
+    (handlers/checks.py), the live Slack message (slack/messages.py) and the status pages format
+    this and read nothing else of the Promotion."""
 
     namespace: str
     name: str
@@ -90,10 +200,50 @@ class PromotionView:
     started_at: datetime | None
     finished_at: datetime | None
     steps: tuple[StepLine, ...]
+    label: FreightLabel = FreightLabel("")
+    actor: str = ""  # who asked for it (``github:alice``, ``slack:T1/U1``), "" when unknown
+    downstream: tuple[str, ...] = ()  # Stages that take this Freight from this one
+    verifiable: bool = False  # the Stage configures verification
+    link: str | None = None  # the Promotion's status page, when the server has a public URL
+    verification: Verification | None = None  # None until it succeeds
+    verified_here: bool = False  # its Freight counts as verified in this Stage
+
+    @property
+    def next_stages(self) -> tuple[str, ...]:
+        """Where this Freight may go next from here: the downstream Stages, once it is verified
+        in this one (before that, a "Promote to NEXT" could only be refused)."""
+        return self.downstream if self.verified_here else ()
 
     @property
     def done(self) -> int:
         return sum(1 for s in self.steps if s.status in ("Succeeded", "Skipped"))
+
+    @property
+    def total(self) -> int:
+        return len(self.steps)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL
+
+    @property
+    def active(self) -> bool:
+        """Still queued or running: it may be aborted."""
+        return not self.terminal
+
+    @property
+    def running_step(self) -> StepLine | None:
+        """The step a Running Promotion is at (the engine's ``currentStep``)."""
+        if self.phase != "Running" or not self.steps:
+            return None
+        return self.steps[min(self.current_step, len(self.steps) - 1)]
+
+    @property
+    def seconds(self) -> int | None:
+        """How long it ran, once finished."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return int((self.finished_at - self.started_at).total_seconds())
 
 
 def _step_spec(step: Mapping[str, Any]) -> StepSpec:
@@ -134,18 +284,44 @@ def step_lines(promotion: Mapping[str, Any]) -> tuple[StepLine, ...]:
     return tuple(out)
 
 
-def promotion_view(promotion: Mapping[str, Any]) -> PromotionView:
+def promotion_view(
+    promotion: Mapping[str, Any],
+    *,
+    stage: Mapping[str, Any] | None = None,
+    stages: Sequence[Mapping[str, Any]] = (),
+    freights: Iterable[Mapping[str, Any]] = (),
+    link: str | None = None,
+) -> PromotionView:
+    """The view of ``promotion``, built once from the objects a front end has at hand: its
+    ``stage`` (verification), the project's ``stages`` (what follows this one) and ``freights``
+    (the alias; a Promotion's ``status.freight`` stands in for a deleted Freight)."""
     spec = promotion.get("spec") or {}
     status = promotion.get("status") or {}
+    stage_name = str(spec.get("stage") or "")
+    ref = str(spec.get("freight") or "")
+    found = next((f for f in freights if name_of(f) == ref or f.get("alias") == ref), None)
+    recorded = status.get("freight") if isinstance(status.get("freight"), Mapping) else None
+    freight = found if found is not None else recorded
+    origin = (freight or {}).get("origin")
+    verification = verification_of(promotion, stage)
     return PromotionView(
         namespace=namespace_of(promotion) or "default",
         name=name_of(promotion),
-        stage=str(spec.get("stage") or ""),
-        freight=str(spec.get("freight") or ""),
+        stage=stage_name,
+        freight=ref,
         phase=phase_of(promotion).value,
         message=str(status.get("message") or ""),
         current_step=int(status.get("currentStep") or 0),
         started_at=parse_time(status.get("startedAt")),
         finished_at=parse_time(status.get("finishedAt")),
         steps=step_lines(promotion),
+        label=freight_label(ref, (), fallback=freight),
+        actor=created_by(promotion) or "",
+        downstream=tuple(
+            downstream_stages(stage_name, stages, origin if isinstance(origin, Mapping) else None)
+        ),
+        verifiable=has_verification(stage),
+        link=link,
+        verification=verification,
+        verified_here=verified_in(stage_name, freight, verification),
     )

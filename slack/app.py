@@ -439,9 +439,9 @@ class SlackIntegration:
                 who.user,
                 self.clock(),
                 self.settings.confirm_ttl,
-                label=decision.label,
+                label=decision.label.short,
             )
-            prompt = m.confirm_prompt(pending, decision.label, self.settings.confirm_ttl)
+            prompt = m.confirm_prompt(pending, decision.label.short, self.settings.confirm_ttl)
             await self._tell(who, prompt)
         elif isinstance(decision, DoPromote):
             ref = await self.service.promote(ns, decision.stage, decision.freight, actor=who.actor)
@@ -453,7 +453,7 @@ class SlackIntegration:
                 text = f":rocket: Confirmed: Promotion `{ref.name}` to *{decision.stage}* created."
             else:
                 text = (
-                    f":rocket: Promotion `{ref.name}` of *{decision.label}* to "
+                    f":rocket: Promotion `{ref.name}` of *{decision.label.short}* to "
                     f"*{decision.stage}* created."
                 )
             await self._tell(who, m.say(text), replace=confirmed)

@@ -40,6 +40,7 @@ from promoter.chatops import PromotionService
 from promoter.errors import InvalidInput
 from promoter.model import meta, name_of, namespace_of
 from promoter.stages import phase_of
+from promoter.views import Verification, promotion_view
 from slack.api import (
     Posted,
     RateLimited,
@@ -53,14 +54,12 @@ from slack.blocks import Message
 from slack.messages import (
     LiveTag,
     MessageRecord,
-    Verification,
     channel_of,
     message_digest,
     message_final,
     notable_events,
     render_promotion,
     tagged,
-    verification_of,
 )
 
 log = logging.getLogger(__name__)
@@ -400,20 +399,20 @@ class LiveMessages:
             cached = next((p for p in snapshot.promotions if name_of(p) == name), None)
             if cached is not None:
                 obj = dict(cached)
-        spec = obj.get("spec") or {}
-        stage = snapshot.stage(str(spec.get("stage") or ""))
-        freight_ref = str(spec.get("freight") or "")
-        freight = next(
-            (f for f in snapshot.freight if name_of(f) == freight_ref),
-            next((f for f in snapshot.freight if f.get("alias") == freight_ref), None),
-        )
-        verification = verification_of(obj, stage)
         link = None
         if self.promotion_url:
             link = self.promotion_url.format(namespace=namespace, promotion=name)
-        message = render_promotion(
-            obj, stage=stage, stages=snapshot.stages, freight=freight, link=link
+        # The one read model, built once; the message only formats it.
+        stage = snapshot.stage(str((obj.get("spec") or {}).get("stage") or ""))
+        view = promotion_view(
+            obj,
+            stage=stage,
+            stages=snapshot.stages,
+            freights=snapshot.freight,
+            link=link,
         )
+        verification = view.verification
+        message = render_promotion(view)
 
         record = self._records.get(key) or MessageRecord.of(obj)
         if record is None:

@@ -9,13 +9,13 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from promoter import annotations as ann
 from promoter.chatops import FREIGHT_HELP, StageRow, usage_lines
-from promoter.model import meta, name_of, parse_time
+from promoter.model import meta
 from promoter.stages import phase_of
-from promoter.views import StepLine, freight_label, step_lines
+from promoter.views import PromotionView, StepLine, Verification, step_lines
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion
@@ -164,96 +164,7 @@ def tagged(history: Sequence[tuple[str, Mapping[str, Any]]], tag: LiveTag) -> st
     return min(found, key=float) if found else None
 
 
-# ---- verification -----------------------------------------------------------------------------
-
-VerificationState = Literal["none", "superseded", "pending", "running", "passed", "failed"]
-
-
-@dataclass(frozen=True)
-class Verification:
-    state: VerificationState
-    message: str = ""
-    since: str = ""
-
-    @property
-    def final(self) -> bool:
-        return self.state in ("none", "superseded", "passed", "failed")
-
-
-def _condition(stage: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for c in (stage.get("status") or {}).get("conditions") or ():
-        if isinstance(c, Mapping) and c.get("type") == kind:
-            return c
-    return None
-
-
-_ENTRY_STATE: dict[str, VerificationState] = {
-    "Successful": "passed",
-    "Failed": "failed",
-    "Error": "failed",
-    "Inconclusive": "failed",
-    "Aborted": "failed",
-    "Running": "running",
-    "Pending": "pending",
-    "Requested": "pending",
-}
-
-
-def verification_of(
-    promotion: Mapping[str, Any], stage: Mapping[str, Any] | None
-) -> Verification | None:
-    """The verification that follows a succeeded Promotion; None before it succeeds.
-
-    Read from the Stage: the newest ``freightHistory[0].verificationHistory`` entry naming this
-    Promotion, else (a Stage written by something else) its ``Verified`` condition.
-    """
-    if phase_of(promotion).value != "Succeeded":
-        return None
-    if stage is None:
-        return Verification("none")
-    name = name_of(promotion)
-    stage_status = stage.get("status") or {}
-    history = stage_status.get("freightHistory") or [{}]
-    entries = (history[0] if isinstance(history[0], Mapping) else {}).get("verificationHistory")
-    for entry in entries or ():
-        if not isinstance(entry, Mapping) or entry.get("promotion") != name:
-            continue
-        phase = str(entry.get("phase") or "")
-        state = _ENTRY_STATE.get(phase, "running")
-        if state == "passed" and not entry.get("analysisRun"):
-            # Verified on promotion because the Stage configures no verification.
-            return Verification("none", str(entry.get("message") or ""))
-        message = str(entry.get("message") or "")
-        if state == "failed" and phase != "Failed":
-            message = f"{phase}: {message}".rstrip(": ")
-        return Verification(state, message, f"{entry.get('id', '')}/{phase}")
-
-    status = promotion.get("status") or {}
-    last = stage_status.get("lastPromotion") or {}
-    if last.get("name") != name:
-        theirs = parse_time(last.get("finishedAt"))
-        ours = parse_time(status.get("finishedAt"))
-        if theirs and ours and theirs > ours:
-            return Verification("superseded")
-        # The Stage's status has not caught up with this Promotion yet.
-        return Verification("pending", "waiting for the Stage to record this Promotion")
-    condition = _condition(stage, "Verified")
-    if condition is None:
-        return Verification("none")
-    since = str(condition.get("lastTransitionTime") or "")
-    message = str(condition.get("message") or "")
-    started = parse_time(status.get("startedAt"))
-    moved = parse_time(since)
-    if started and moved and moved < started:
-        # Still the previous Freight's result: verification of this one has not begun.
-        return Verification("pending", "verification has not started yet", since)
-    value = condition.get("status")
-    if value == "True":
-        return Verification("passed", message, since)
-    if value == "False":
-        return Verification("failed", message or str(condition.get("reason") or ""), since)
-    reason = str(condition.get("reason") or "")
-    return Verification("running" if reason == "Verifying" else "pending", message, since)
+# ---- verification ---------------------------------------------------------------------------
 
 
 def message_final(promotion: Mapping[str, Any], verification: Verification | None) -> bool:
@@ -262,36 +173,6 @@ def message_final(promotion: Mapping[str, Any], verification: Verification | Non
     if not phase.terminal:
         return False
     return verification is None or verification.final
-
-
-def downstream_of(
-    stage_name: str, freight: Mapping[str, Any] | None, stages: Sequence[Mapping[str, Any]]
-) -> list[str]:
-    """Stages that request Freight from ``stage_name`` (for this Freight's origin)."""
-    origin = (freight or {}).get("origin") or {}
-    out = []
-    for stage in stages:
-        for request in (stage.get("spec") or {}).get("requestedFreight") or ():
-            wanted = request.get("origin") or {}
-            if origin and (
-                wanted.get("name") != origin.get("name")
-                or wanted.get("kind", "Warehouse") != origin.get("kind", "Warehouse")
-            ):
-                continue
-            if stage_name in ((request.get("sources") or {}).get("stages") or ()):
-                out.append(name_of(stage))
-                break
-    return sorted(set(out))
-
-
-def verified_in(
-    stage_name: str, freight: Mapping[str, Any] | None, verification: Verification | None
-) -> bool:
-    if verification is None or verification.state in ("superseded", "failed"):
-        return False
-    if verification.state in ("passed", "none"):
-        return True
-    return stage_name in (((freight or {}).get("status") or {}).get("verifiedIn") or {})
 
 
 # ---- the live message -------------------------------------------------------------------------
@@ -316,37 +197,21 @@ def _value(**data: str) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
-def _duration(status: Mapping[str, Any]) -> str:
-    started = parse_time(status.get("startedAt"))
-    finished = parse_time(status.get("finishedAt"))
-    if not started or not finished:
+def _duration(view: PromotionView) -> str:
+    seconds = view.seconds
+    if seconds is None:
         return ""
-    seconds = int((finished - started).total_seconds())
     return f"took {seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"took {seconds}s"
 
 
-def render_promotion(
-    promotion: Mapping[str, Any],
-    *,
-    stage: Mapping[str, Any] | None = None,
-    stages: Sequence[Mapping[str, Any]] = (),
-    freight: Mapping[str, Any] | None = None,
-    link: str | None = None,
-) -> Message:
-    """The one message that follows a Promotion from creation to verification; ``link`` (the
-    Promotion's status page) goes in its facts line."""
-    name = name_of(promotion)
-    namespace = str(meta(promotion).get("namespace") or "default")
-    spec = promotion.get("spec") or {}
-    status = promotion.get("status") or {}
-    stage_name = str(spec.get("stage") or "")
-    phase = phase_of(promotion).value
-    label = freight_label(str(spec.get("freight") or ""), fallback=freight).full
-    label = b.clip(label, 120)
-    lines = step_lines(promotion)
-    done, total = _progress(lines)
-    actor = ann.created_by(promotion) or ""
-    verification = verification_of(promotion, stage)
+def render_promotion(view: PromotionView) -> Message:
+    """The one message that follows a Promotion from creation to verification; the view's
+    ``link`` (the Promotion's status page) goes in its facts line."""
+    name, namespace, stage_name, phase = view.name, view.namespace, view.stage, view.phase
+    label = b.clip(view.label.full, 120)
+    lines = view.steps
+    done, total = view.done, view.total
+    verification = view.verification
 
     head = f"{PHASE_ICON.get(phase, '')} *{b.escape(label)}* to *{b.escape(stage_name)}*: *{phase}*"
     if phase == "Running" and total:
@@ -355,16 +220,16 @@ def render_promotion(
         if current:
             head += f" (`{b.escape(current.alias)}`)"
     blocks: list[b.Block] = [b.section(head)]
-    facts = [f"Promotion `{b.escape(name)}`", f"by {actor_label(actor)}"]
-    if _duration(status):
-        facts.append(_duration(status))
-    if link:
-        facts.append(f"<{b.escape(link)}|Details>")
+    facts = [f"Promotion `{b.escape(name)}`", f"by {actor_label(view.actor)}"]
+    if _duration(view):
+        facts.append(_duration(view))
+    if view.link:
+        facts.append(f"<{b.escape(view.link)}|Details>")
     blocks.append(b.context(" · ".join(facts)))
     if lines:
         blocks.extend(b.chunked_sections(_step_text(s) for s in lines))
-    if status.get("message") and phase in ("Failed", "Errored", "Aborted"):
-        blocks.append(b.section(f"> {b.escape(b.clip(str(status['message']), 2500))}"))
+    if view.message and phase in ("Failed", "Errored", "Aborted"):
+        blocks.append(b.section(f"> {b.escape(b.clip(view.message, 2500))}"))
     if verification is not None and verification.state in ("pending", "running"):
         blocks.append(
             b.context(
@@ -380,7 +245,7 @@ def render_promotion(
         blocks.append(b.section(text))
 
     buttons: list[b.Block] = []
-    if not phase_of(promotion).terminal:
+    if view.active:
         buttons.append(
             b.button(
                 "Abort",
@@ -398,17 +263,17 @@ def render_promotion(
         buttons.append(
             b.button("Re-verify", REVERIFY, _value(ns=namespace, stage=stage_name, promotion=name))
         )
-    if verified_in(stage_name, freight, verification):
-        freight_name = str(spec.get("freight") or "")
-        for i, nxt in enumerate(downstream_of(stage_name, freight, stages)[:5]):
-            buttons.append(
-                b.button(
-                    f"Promote to {nxt}",
-                    f"{PROMOTE_NEXT}.{i}",
-                    _value(ns=namespace, stage=nxt, freight=freight_name, promotion=name),
-                    style="primary",
-                )
+    for i, nxt in enumerate(view.next_stages[:5]):
+        buttons.append(
+            b.button(
+                f"Promote to {nxt}",
+                f"{PROMOTE_NEXT}.{i}",
+                _value(
+                    ns=namespace, stage=nxt, freight=view.freight, promotion=name, after=stage_name
+                ),
+                style="primary",
             )
+        )
     reserve = 1 if buttons else 0
     blocks = b.fit(blocks, reserve, overflow="… more steps than fit in one message")
     if buttons:

@@ -39,9 +39,11 @@ from promoter.commands import (
     plan,
     stages_to_authorize,
 )
+from promoter.views import FreightLabel
 from slack.commands import authorizer, needs_confirmation
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
+TAUNTAUN = FreightLabel("abc1234def", "frozen-tauntaun")
 
 
 def stage(name: str, **annotations: str) -> dict[str, Any]:
@@ -133,28 +135,28 @@ SLACK_CASES = [
         "U9",
         [],
         [],
-        DoPromote("test", "abc1234def", "frozen-tauntaun"),
+        DoPromote("test", "abc1234def", TAUNTAUN),
     ),
     (
         "abc1234 to test",
         "U9",
         [],
         [],
-        DoPromote("test", "abc1234def", "frozen-tauntaun"),
+        DoPromote("test", "abc1234def", TAUNTAUN),
     ),
     (
         "latest to prod",
         "U1",
         [],
         [],
-        AskConfirm("prod", "abc1234def", "frozen-tauntaun"),
+        AskConfirm("prod", "abc1234def", TAUNTAUN),
     ),
     (
         "latest to prod",
         "U2",
         ["S0OPS"],
         [],
-        AskConfirm("prod", "abc1234def", "frozen-tauntaun"),
+        AskConfirm("prod", "abc1234def", TAUNTAUN),
     ),
     ("latest to prod", "U2", [], [], Refusal("<@U2> may not act on Stage prod")),
     ("latest to test", "U2", [], ["U1"], Refusal("<@U2> may not act on Stage test")),
@@ -167,7 +169,7 @@ SLACK_CASES = [
     ),
     # A unique prefix of the name finds it, like a git short hash; an ambiguous one lists
     # the candidates, alias first.
-    ("abc1 to test", "U9", [], [], DoPromote("test", "abc1234def", "frozen-tauntaun")),
+    ("abc1 to test", "U9", [], [], DoPromote("test", "abc1234def", TAUNTAUN)),
     (
         "abd to test",
         "U9",
@@ -266,21 +268,21 @@ NOT_A_PR = Refusal("this is not a pull request: name a Freight. Usage: /promote 
     [
         # The same lookups as Slack; GitHub never asks to confirm.
         ("/promote frozen-tauntaun to test", "bob", "write", [], None,
-         DoPromote("test", "abc1234def", "frozen-tauntaun")),
+         DoPromote("test", "abc1234def", TAUNTAUN)),
         ("/promote abc1 to test", "bob", "admin", [], None,
-         DoPromote("test", "abc1234def", "frozen-tauntaun")),
+         DoPromote("test", "abc1234def", TAUNTAUN)),
         ("/promote frozen-tauntaun to test", "bob", "read", [], None,
          Refusal("@bob needs write access to this repository (has read)")),
         ("/promote frozen-tauntaun to prod", "bob", "write", [], None,
          Refusal("@bob is not listed in Stage prod's longshoreman.dev/github-promoters "
                  "annotation")),
         ("/promote frozen-tauntaun to prod", "bob", "write", ["acme/ops"], None,
-         DoPromote("prod", "abc1234def", "frozen-tauntaun")),
+         DoPromote("prod", "abc1234def", TAUNTAUN)),
         ("/promote frozen-tauntaun to prod", "Alice", "maintain", [], None,
-         DoPromote("prod", "abc1234def", "frozen-tauntaun")),
+         DoPromote("prod", "abc1234def", TAUNTAUN)),
         # On a merged pull request, no Freight named means the PR's own.
         ("/promote to test", "bob", "write", [], "abc1234def",
-         DoPromote("test", "abc1234def", "frozen-tauntaun")),
+         DoPromote("test", "abc1234def", TAUNTAUN)),
         ("/promote to test", "bob", "write", [], NOT_A_PR, NOT_A_PR),
         # Availability is checked before anything else changes, as on Slack.
         ("/promote frozen-tauntaun to uat", "bob", "write", [], None,
@@ -341,7 +343,7 @@ def test_status_rows_show_aliases_and_the_queue() -> None:
     [
         # Confirm: decided again, and no second Confirm is asked for.
         (Command("promote", freight="abc1234def", stage="prod", confirmed=True),
-         DoPromote("prod", "abc1234def", "frozen-tauntaun")),
+         DoPromote("prod", "abc1234def", TAUNTAUN)),
         # "Promote to NEXT": only while the Stage still follows the one the button was drawn in.
         (Command("promote", freight="abc1234def", stage="uat", after="test", confirmed=True),
          Refusal("Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
@@ -360,10 +362,10 @@ def test_buttons_are_commands(command: Command, expected: Plan) -> None:
 
 def test_a_confirm_is_asked_only_where_the_front_end_asks() -> None:
     ask = plan(parse_slash("latest to prod"), slack_facts("U1"))
-    assert ask == AskConfirm("prod", "abc1234def", "frozen-tauntaun")
+    assert ask == AskConfirm("prod", "abc1234def", TAUNTAUN)
     github = github_facts("alice", snapshot=SNAPSHOT)
     assert plan(comment("/promote latest to prod"), github) == DoPromote(
-        "prod", "abc1234def", "frozen-tauntaun"
+        "prod", "abc1234def", TAUNTAUN
     )
 
 

@@ -9,7 +9,7 @@ import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from handlers import checks
 from handlers.client import RetryPolicy
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter import annotations as ann
+from promoter.views import FreightLabel, promotion_view
 from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
 
@@ -160,10 +161,8 @@ async def test_a_check_run_follows_the_promotion_from_queued_to_success(env: Env
     ]
     assert run["conclusion"] == "success"
     assert "| 3 | `wait-for-pr` | git-wait-for-pr | Succeeded |" in run["output"]["summary"]
-    assert [a["identifier"] for a in run["actions"]] == [
-        "reverify",
-        checks.next_identifier("production-eu-west-1-primary"),
-    ]
+    # Not verified in staging yet: no "Promote to NEXT" (it could only be refused).
+    assert [a["identifier"] for a in run["actions"]] == ["reverify"]
     # The id is kept on the Promotion, so a new leader updates this run instead of adding one.
     ids = json.loads(env.service.annotations[(NS, "staging.0001")][ann.GITHUB_CHECKS])
     assert ids == {f"{REPO}@{env.sha}": run["id"]}
@@ -309,7 +308,8 @@ async def test_a_stage_without_verification_gets_no_reverify_button(env: Env) ->
 async def test_promote_to_next_and_reverify_buttons(env: Env) -> None:
     await env.change(promotion("Succeeded"), None)
     run = env.fake.check_runs(REPO)[0]
-    identifiers = [a["identifier"] for a in run["actions"]]
+    assert [a["identifier"] for a in run["actions"]] == ["reverify"]
+    next_stage = checks.next_identifier("production-eu-west-1-primary")
 
     async def press(identifier: str) -> None:
         await env.deliver(
@@ -319,12 +319,17 @@ async def test_promote_to_next_and_reverify_buttons(env: Env) -> None:
             ),
         )
 
-    # Not verified in staging yet: the next Stage may not take it.
-    await press(identifiers[1])
+    # A button from elsewhere (an older render) before the Freight is verified in staging: the
+    # next Stage may not take it, and the planner says why.
+    await press(next_stage)
     assert env.service.promoted == []
     assert "not available" in env.fake.comments(REPO, env.pr)[-1]["body"]
+    # Verified: the run offers the next Stage, and both buttons act.
     env.service.freight[0]["status"] = {"verifiedIn": {"staging": {}}}
-    for identifier in identifiers:
+    await env.change(promotion("Succeeded", message="verified"), promotion("Succeeded"))
+    run = env.fake.check_runs(REPO)[0]
+    assert [a["identifier"] for a in run["actions"]] == ["reverify", next_stage]
+    for identifier in ("reverify", next_stage):
         await press(identifier)
     assert env.service.reverified == [(NS, "staging", "github:alice")]
     assert env.service.promoted == [(NS, "production-eu-west-1-primary", "f" * 40, "github:alice")]
@@ -344,8 +349,9 @@ def test_check_run_fields_stay_within_githubs_limits() -> None:
     long = promotion("Running", 1, "x" * 200_000)
     long["spec"]["stage"] = "s" * 253
     long["status"]["stepExecutionMetadata"][1]["message"] = "y" * 100_000
+    wide = {"downstream": ("n" * 253,) * 5, "verifiable": True, "verified_here": True}
     fields = checks.check_run_fields(
-        long, freight_label="frozen-tauntaun", link=None, downstream=["n" * 253] * 5
+        replace(promotion_view(long), label=FreightLabel("f", "frozen-tauntaun"), **wide)
     )
     assert len(fields["output"]["summary"]) <= 65535
     assert len(fields["output"]["text"]) <= 65535
@@ -353,7 +359,7 @@ def test_check_run_fields_stay_within_githubs_limits() -> None:
     done["status"]["phase"] = "Succeeded"
     for f in (
         fields,
-        checks.check_run_fields(done, freight_label="x", link=None, downstream=["n" * 253] * 5),
+        checks.check_run_fields(replace(promotion_view(done), **wide)),
     ):
         assert len(f["actions"]) <= 3
         for a in f["actions"]:

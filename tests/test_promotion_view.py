@@ -108,6 +108,40 @@ def test_a_task_step_shows_as_task_n_in_the_check_run() -> None:
         [{"uses": "git-clone"}, {"task": {"name": "deploy"}}],
         [{"status": "Succeeded"}, {"status": "Running"}],
     )
-    summary = checks.summary(promotion, freight_label="x", link=None)
+    summary = checks.summary(promotion_view(promotion))
     assert "| 2 | `task-2` | task | Running |" in summary
     assert "step-2" not in summary
+
+
+def test_next_stages_are_offered_once_the_freight_is_verified_here() -> None:
+    """One rule for GitHub's and Slack's "Promote to NEXT": only Freight verified in this Stage
+    can go on (before that the click could only be refused), and only to Stages that request
+    Freight of its origin."""
+    promotion = _promotion([{"uses": "http"}], [{"status": "Succeeded"}])
+    promotion["status"].update(phase="Succeeded", finishedAt="2024-01-01T00:01:00Z")
+    stage = {
+        "metadata": {"name": "prod", "namespace": "demo"},
+        "spec": {"verification": {"analysisTemplates": [{"name": "smoke"}]}},
+        "status": {"lastPromotion": {"name": "prod.01"}},
+    }
+    after = {
+        "metadata": {"name": "final", "namespace": "demo"},
+        "spec": {"requestedFreight": [{"origin": {"name": "w"}, "sources": {"stages": ["prod"]}}]},
+    }
+    other = {
+        "metadata": {"name": "elsewhere", "namespace": "demo"},
+        "spec": {"requestedFreight": [{"origin": {"name": "x"}, "sources": {"stages": ["prod"]}}]},
+    }
+    freight = {"metadata": {"name": "abc123"}, "alias": "a", "origin": {"name": "w"}}
+
+    def view_with(condition: dict[str, Any]) -> Any:
+        stage["status"]["conditions"] = [{"type": "Verified", **condition}]
+        return promotion_view(promotion, stage=stage, stages=[after, other], freights=[freight])
+
+    running = view_with({"status": "Unknown", "reason": "Verifying"})
+    assert running.downstream == ("final",) and running.next_stages == ()
+    assert [a["label"] for a in checks.actions(running)] == ["Re-verify"]
+    passed = view_with({"status": "True", "lastTransitionTime": "2024-01-01T00:02:00Z"})
+    assert passed.next_stages == ("final",)
+    assert [a["label"] for a in checks.actions(passed)] == ["Re-verify", "Promote to final"]
+    assert passed.label == FreightLabel("abc123", "a") and passed.verifiable

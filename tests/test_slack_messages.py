@@ -10,20 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promoter import annotations as ann
+from promoter.stages import downstream_stages
+from promoter.views import Verification, promotion_view, verification_of
 from slack.messages import (
     ABORT,
     PROMOTE_NEXT,
     REVERIFY,
     LiveTag,
     MessageRecord,
-    Verification,
     channel_of,
-    downstream_of,
     message_final,
     notable_events,
     render_promotion,
     tagged,
-    verification_of,
 )
 from tests.support.slack import block_kit_errors
 
@@ -55,7 +54,7 @@ def promotions(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None)
 @given(promotions())
 def test_any_promotion_renders_within_block_kit_limits(promotion: dict[str, Any]) -> None:
-    message = render_promotion(promotion)
+    message = render_promotion(promotion_view(promotion))
     assert block_kit_errors(list(message.blocks)) == []
     assert 0 < len(message.text) <= 4000
     for _key, reply in notable_events(promotion, None):
@@ -202,7 +201,8 @@ def test_buttons_follow_the_lifecycle() -> None:
     }
 
     def buttons(obj: dict[str, Any], stage_obj: dict[str, Any]) -> set[str]:
-        msg = render_promotion(obj, stage=stage_obj, stages=[downstream], freight=freight)
+        view = promotion_view(obj, stage=stage_obj, stages=[downstream], freights=[freight])
+        msg = render_promotion(view)
         return {
             e["action_id"]
             for b in msg.blocks
@@ -224,10 +224,7 @@ def test_buttons_follow_the_lifecycle() -> None:
     )
     assert buttons(promotion("Succeeded"), stage(**failed)) == {REVERIFY}
     assert buttons(promotion("Failed"), stage(**LAST)) == set()
-    assert (
-        downstream_of("prod", {"origin": {"kind": "Warehouse", "name": "other"}}, [downstream])
-        == []
-    )
+    assert downstream_stages("prod", [downstream], {"kind": "Warehouse", "name": "other"}) == []
 
 
 def test_thread_replies_have_stable_keys() -> None:
