@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from promoter import annotations as ann
-from promoter.model import Phase, describe_freight, meta, name_of, namespace_of
+from promoter.model import Phase, describe_freight, meta, name_of
 from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
+from promoter.views import StageView
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
 FREIGHT_HELP = (
@@ -397,58 +398,9 @@ def slack_may_act(
 # ---- status -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StageRow:
-    stage: str
-    freight: str
-    running: str
-    queued: int
-    health: str
-    verification: str
-
-
-def stage_rows(
-    stages: Iterable[Mapping[str, Any]],
-    promotions: Iterable[Mapping[str, Any]],
-    freights: Iterable[Mapping[str, Any]] = (),
-) -> list[StageRow]:
-    """One row per Stage. The Stage's history names its Freight but (as in Kargo) carries no
-    alias, so the alias is looked up in ``freights``."""
-    aliases = {name_of(f): str(f["alias"]) for f in freights if f.get("alias")}
-    by_stage: dict[tuple[str | None, str], list[Mapping[str, Any]]] = {}
-    for p in promotions:
-        by_stage.setdefault((namespace_of(p), (p.get("spec") or {}).get("stage", "")), []).append(p)
-    rows = []
-    for stage in sorted(stages, key=name_of):
-        status = stage.get("status") or {}
-        history = status.get("freightHistory") or []
-        current = ""
-        if history:
-            items = history[0].get("items") or {}
-            current = ", ".join(
-                str(v.get("alias") or aliases.get(str(v.get("name"))) or v.get("name", ""))
-                for v in items.values()
-            )
-        conditions = {c.get("type"): c for c in status.get("conditions") or ()}
-        mine = by_stage.get((namespace_of(stage), name_of(stage)), [])
-        running = [name_of(p) for p in mine if (p.get("status") or {}).get("phase") == "Running"]
-        queued = [p for p in mine if (p.get("status") or {}).get("phase", "Pending") == "Pending"]
-        rows.append(
-            StageRow(
-                stage=name_of(stage),
-                freight=current or "-",
-                running=running[0] if running else "-",
-                queued=len(queued),
-                health=str((conditions.get("Healthy") or {}).get("status", "Unknown")),
-                verification=str((conditions.get("Verified") or {}).get("reason", "-")),
-            )
-        )
-    return rows
-
-
-def markdown_table(rows: Sequence[StageRow]) -> str:
+def markdown_table(rows: Sequence[StageView]) -> str:
     lines = [
-        "| Stage | Freight | Running | Queued | Healthy | Verification |",
+        "| Stage | Freight | Running | Queued | Health | Verification |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:

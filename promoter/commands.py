@@ -30,16 +30,14 @@ from promoter.chatops import (
     Decision,
     Refusal,
     Snapshot,
-    StageRow,
     abort_targets,
     no_verification,
     not_available,
     resolve_freight,
-    stage_rows,
 )
 from promoter.model import name_of
 from promoter.stages import downstream_stages
-from promoter.views import FreightLabel, freight_label
+from promoter.views import FreightLabel, StageView, freight_label, stage_views
 
 Authorizer = Callable[[Mapping[str, Any] | None], Decision]
 """The actor's standing on a Stage; ``None`` asks about the project as a whole (``/status``)."""
@@ -96,7 +94,7 @@ class DoReverify:
 @dataclass(frozen=True)
 class ShowStatus:
     namespace: str
-    rows: tuple[StageRow, ...]  # empty: the project has no Stages
+    rows: tuple[StageView, ...]  # empty: the project has no Stages
 
 
 @dataclass(frozen=True)
@@ -216,7 +214,7 @@ def _status(command: Command, facts: Facts) -> Plan:
         if stage is None:
             return Refusal(f"there is no Stage `{command.stage}` in project `{snapshot.namespace}`")
         stages = [stage]
-    rows = stage_rows(stages, snapshot.promotions, snapshot.freight)
+    rows = stage_views(stages, snapshot.promotions, snapshot.freight, snapshot.stages)
     return ShowStatus(snapshot.namespace, tuple(rows))
 
 

@@ -325,3 +325,81 @@ def promotion_view(
         verification=verification,
         verified_here=verified_in(stage_name, freight, verification),
     )
+
+
+# ---- Stages -----------------------------------------------------------------------------------
+
+# Kargo's words for a Stage's health (status.health.status); the Healthy condition says True or
+# False, which people should never have to translate.
+_HEALTH_WORDS = {"True": "Healthy", "False": "Unhealthy", "Unknown": "Unknown"}
+
+
+@dataclass(frozen=True)
+class StageView:
+    """What any front end may show of one Stage (``/status`` on GitHub and Slack, the pages)."""
+
+    stage: str
+    freight: str  # the current Freight by alias (", "-joined with several origins); "-": none
+    running: str  # the running Promotion's name, "-" when none
+    queued: int
+    health: str  # Healthy | Progressing | Unhealthy | Unknown (Kargo's words)
+    verification: str  # the Verified condition's reason (Verified, Verifying...), "-" when none
+    labels: tuple[FreightLabel, ...] = ()
+    downstream: tuple[str, ...] = ()
+
+
+def health_word(status: Mapping[str, Any]) -> str:
+    """The Stage's health in Kargo's words: ``status.health.status`` when recorded, else what
+    the ``Healthy`` condition implies."""
+    recorded = (status.get("health") or {}).get("status") if isinstance(status, Mapping) else None
+    if recorded:
+        return str(recorded)
+    for c in status.get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == "Healthy":
+            if c.get("reason") == "Progressing":
+                return "Progressing"
+            return _HEALTH_WORDS.get(str(c.get("status")), "Unknown")
+    return "Unknown"
+
+
+def stage_views(
+    stages: Iterable[Mapping[str, Any]],
+    promotions: Iterable[Mapping[str, Any]],
+    freights: Iterable[Mapping[str, Any]] = (),
+    all_stages: Sequence[Mapping[str, Any]] = (),
+) -> list[StageView]:
+    """One view per Stage, by name. The Stage's history names its Freight but (as in Kargo)
+    carries no alias, so the alias is looked up in ``freights``; ``all_stages`` (the project's)
+    gives each its downstream Stages."""
+    freights = list(freights)
+    by_stage: dict[tuple[str | None, str], list[Mapping[str, Any]]] = {}
+    for p in promotions:
+        by_stage.setdefault((namespace_of(p), (p.get("spec") or {}).get("stage", "")), []).append(p)
+    rows = []
+    for stage in sorted(stages, key=name_of):
+        status = stage.get("status") or {}
+        history = status.get("freightHistory") or []
+        labels: list[FreightLabel] = []
+        if history:
+            items = history[0].get("items") or {}
+            for v in items.values():
+                name = str(v.get("name") or "")
+                label = freight_label(name, freights, fallback=v if v.get("alias") else None)
+                labels.append(label)
+        conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+        mine = by_stage.get((namespace_of(stage), name_of(stage)), [])
+        running = [name_of(p) for p in mine if phase_of(p).value == "Running"]
+        queued = [p for p in mine if phase_of(p).value == "Pending"]
+        rows.append(
+            StageView(
+                stage=name_of(stage),
+                freight=", ".join(label.alias or label.name for label in labels) or "-",
+                running=running[0] if running else "-",
+                queued=len(queued),
+                health=health_word(status),
+                verification=str((conditions.get("Verified") or {}).get("reason", "-")),
+                labels=tuple(labels),
+                downstream=tuple(downstream_stages(name_of(stage), all_stages)),
+            )
+        )
+    return rows

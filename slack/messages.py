@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from promoter import annotations as ann
-from promoter.chatops import FREIGHT_HELP, StageRow, usage_lines
+from promoter.chatops import FREIGHT_HELP, usage_lines
 from promoter.model import meta
 from promoter.stages import phase_of
-from promoter.views import PromotionView, StepLine, Verification, step_lines
+from promoter.views import PromotionView, StageView, StepLine, Verification, step_lines
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion
@@ -352,13 +352,13 @@ def refused(reason: str) -> Message:
     return say(f":no_entry: {reason}. Nothing was changed.")
 
 
-def status_table(rows: Sequence[StageRow], namespace: str) -> Message:
+def status_table(rows: Sequence[StageView], namespace: str) -> Message:
     if not rows:
         return say(f"No Stages in project `{b.escape(namespace)}`.")
     header = f"*Stages in `{b.escape(namespace)}`*"
     lines = [
         f"*{b.escape(r.stage)}* · Freight `{b.escape(r.freight)}` · running `{b.escape(r.running)}`"
-        f" · {r.queued} queued · healthy {b.escape(r.health)} · verification "
+        f" · {r.queued} queued · {b.escape(r.health)} · verification "
         f"{b.escape(r.verification)}"
         for r in rows
     ]

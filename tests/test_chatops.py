@@ -22,9 +22,9 @@ from promoter.chatops import (
     parse_slash,
     resolve_freight,
     slack_may_act,
-    stage_rows,
     usage_lines,
 )
+from promoter.views import stage_views
 
 
 @pytest.mark.parametrize(
@@ -173,9 +173,12 @@ def test_status_rows_and_table() -> None:
         },
         {"metadata": {"name": "b", "namespace": "p"}, "spec": {"stage": "test"}},
     ]
-    rows = stage_rows([stage], promos)
+    rows = stage_views([stage], promos)
     assert rows[0].freight == "old-one" and rows[0].running == "a" and rows[0].queued == 1
-    assert "| test | old-one | a | 1 | True | - |" in markdown_table(rows)
+    # Health in Kargo's words, never the condition's "True".
+    assert "| test | old-one | a | 1 | Healthy | - |" in markdown_table(rows)
+    stage["status"]["health"] = {"status": "Progressing"}
+    assert stage_views([stage], promos)[0].health == "Progressing"
 
 
 def test_status_shows_the_freights_alias_though_the_history_names_only_the_freight() -> None:
@@ -185,8 +188,8 @@ def test_status_shows_the_freights_alias_though_the_history_names_only_the_freig
         "status": {"freightHistory": [{"items": {"Warehouse/w": {"name": "a" * 40}}}]},
     }
     freight = {"metadata": {"name": "a" * 40}, "alias": "frozen-tauntaun"}
-    assert stage_rows([stage], [], [freight])[0].freight == "frozen-tauntaun"
-    assert stage_rows([stage], [])[0].freight == "a" * 40  # never a cut of the name
+    assert stage_views([stage], [], [freight])[0].freight == "frozen-tauntaun"
+    assert stage_views([stage], [])[0].freight == "a" * 40  # never a cut of the name
 
 
 def _promo(name: str, stage: str, phase: str, freight: str = "f1") -> dict[str, Any]:

@@ -23,6 +23,7 @@ from app.settings import Settings, SettingsError
 from app.ui.views import MASK, Masker
 from handlers.checks import check_run_fields
 from promoter.stages import phase_of
+from promoter.views import promotion_view
 from slack.messages import render_promotion
 from tests.support.controller import Gate, registry_with, wait_for_object
 from tests.support.github import FakeGitHub, app_private_key, running_fake_github
@@ -113,9 +114,9 @@ def test_public_url_links_check_runs_and_slack_messages_to_the_promotion_page() 
     assert settings.github.link_for(NS, "test.01abc") == page
     assert settings.slack.link_for(NS, "test.01abc") == page
     obj = promotion("test.01abc", [gate_step("g")])
-    fields = check_run_fields(obj, freight_label="frozen-tauntaun", link=page)
+    fields = check_run_fields(promotion_view(obj, link=page))
     assert fields["details_url"] == page
-    message = render_promotion(obj, link=settings.slack.link_for(NS, "test.01abc"))
+    message = render_promotion(promotion_view(obj, link=settings.slack.link_for(NS, "test.01abc")))
     assert f"<{page}|Details>" in str(message)
 
     # An explicit GITHUB_PROMOTION_URL (a Kargo UI, a dashboard) still wins for GitHub.

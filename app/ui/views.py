@@ -1,7 +1,7 @@
 """What the status pages show, decided purely: plain objects and ``now`` in, view models out.
 
 Nothing here renders HTML or does I/O, so every rule (masking, links, timings, the queue) is
-tested without a server. Stage rows reuse :func:`promoter.chatops.stage_rows` (what ``/status``
+tested without a server. Stage rows reuse :func:`promoter.views.stage_views` (what ``/status``
 prints in chat) and the queue order is :class:`promoter.stages.StageQueue`'s, so the pages and
 the chat commands always agree.
 
@@ -19,10 +19,9 @@ from datetime import datetime
 from typing import Any
 
 from promoter.annotations import created_by
-from promoter.chatops import stage_rows
 from promoter.model import meta, name_of, namespace_of, parse_time
 from promoter.stages import StageQueue, get_condition, phase_of
-from promoter.views import freight_label, step_lines
+from promoter.views import freight_label, stage_views, step_lines
 
 MASK = "••••••"
 # Words that make an output key secret. Keys are split into words first (camelCase, snake_case,
@@ -411,7 +410,7 @@ def stage_card(
     freights: Sequence[Mapping[str, Any]],
     masker: Masker,
 ) -> StageCard:
-    (row,) = stage_rows([stage], promotions, freights)
+    (row,) = stage_views([stage], promotions, freights)
     status = stage.get("status") or {}
     mine = [p for p in promotions if (p.get("spec") or {}).get("stage") == name_of(stage)]
     queue = StageQueue(mine)
