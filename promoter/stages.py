@@ -269,6 +269,7 @@ def stage_status(
 
 
 _HEALTH = {"True": "Healthy", "False": "Unhealthy", "Unknown": "Unknown"}
+_HEALTH_WORDS = ("Healthy", "Progressing", "Unhealthy", "Unknown")
 
 
 def _summaries(stage: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
@@ -287,7 +288,9 @@ def _summaries(stage: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str,
             out["freightSummary"] = f"{len(items)}/{requested} Fulfilled"
     healthy = get_condition(status, "Healthy")
     if healthy is not None and history:
-        out["health"] = {"status": _HEALTH.get(str(healthy.get("status")), "Unknown")}
+        reason = str(healthy.get("reason") or "")
+        word = reason if reason in _HEALTH_WORDS else _HEALTH.get(str(healthy.get("status")))
+        out["health"] = {"status": word or "Unknown"}
     return out
 
 
@@ -297,9 +300,12 @@ def with_health(
     message: str,
     now: datetime,
     generation: int | None,
+    *,
+    state: str | None = None,
 ) -> dict[str, Any]:
-    """Record the result of the Stage's health checks as its ``Healthy`` condition."""
-    reason = {"True": "Healthy", "False": "Unhealthy", "Unknown": "Unknown"}[healthy]
+    """Record the result of the Stage's health checks as its ``Healthy`` condition; ``state``
+    (Kargo's word: Progressing is not False's only cause) becomes its reason."""
+    reason = state or {"True": "Healthy", "False": "Unhealthy", "Unknown": "Unknown"}[healthy]
     status = dict(stage_status_)
     status["conditions"] = set_condition(
         status.get("conditions") or [],

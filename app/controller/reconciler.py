@@ -28,7 +28,6 @@ from app.controller.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_pro
 from app.controller.workqueue import WorkQueue
 from promoter import annotations as ann
 from promoter import engine
-from promoter.argocd import health_of
 from promoter.builder import TaskSource, build_promotion, ensure_inflated
 from promoter.errors import InvalidInput, StepError
 from promoter.metadata import metadata_functions
@@ -46,13 +45,12 @@ from promoter.model import (
     parse_stage,
     parse_task,
 )
+from promoter.stage_planner import plan_queue, plan_status
 from promoter.stages import (
-    StageQueue,
     available_at,
     phase_of,
     stage_freights,
     stage_status,
-    with_health,
 )
 from promoter.steps.argocd import ApplicationConflict
 from promoter.steps.base import StepServices
@@ -432,37 +430,28 @@ class Controller:
     ) -> float | None:
         self.reconciles += 1
         stage_obj = self.stages.get(namespace, stage_name)
-        promotions = self.promotions.by_index("stage", f"{namespace}/{stage_name}")
-        for promotion in promotions:
-            # Whoever creates a Promotion through the builder announces it (create_promotion);
-            # only Promotions created otherwise (kubectl) are announced here, once per process.
-            if (
-                phase_of(promotion) is Phase.PENDING
-                and not ann.created_by(promotion)
-                and meta(promotion).get("uid") not in self._announced
-            ):
-                self._announced.add(str(meta(promotion).get("uid")))
-                await announce_created(self.kube, promotion)
-        for promotion in promotions:
-            actor = ann.abort_request(promotion)
-            if actor is not None and not phase_of(promotion).terminal:
-                await self._abort(promotion, stage_obj, actor)
+        key = f"{namespace}/{stage_name}"
+        # Decide (promoter.stage_planner), then apply: announce, abort, then run the queue.
+        plan = plan_queue(
+            stage_obj, self.promotions.by_index("stage", key), announced=self._announced
+        )
+        for promotion in plan.announce:
+            self._announced.add(str(meta(promotion).get("uid")))
+            await announce_created(self.kube, promotion)
+        for promotion, actor in plan.aborts:
+            await self._abort(promotion, stage_obj, actor)
         requeue: float | None = None
         succeeded_freight: Mapping[str, Any] | None = None
         finished_last: str | None = None
         for _ in range(1000):  # a Stage's queue drains within one reconcile, one at a time
-            queue = StageQueue(self.promotions.by_index("stage", f"{namespace}/{stage_name}"))
-            current = queue.next()
-            if current is None:
+            plan = plan_queue(
+                self.stages.get(namespace, stage_name),
+                self.promotions.by_index("stage", key),
+                announced=self._announced,
+            )
+            if plan.run is None:
                 break
-            latest_stage = self.stages.get(namespace, stage_name)
-            if (
-                phase_of(current) is Phase.PENDING
-                and latest_stage is not None
-                and self.verifier.in_progress(latest_stage)
-            ):
-                break  # the verification's end wakes the Stage again
-            requeue, finished = await self._run(current, stage_obj, wake=wake)
+            requeue, finished = await self._run(plan.run, stage_obj, wake=wake)
             wake = False
             if finished is None:
                 break
@@ -735,16 +724,14 @@ class Controller:
         for _ in range(3):
             promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
             now = self.clock()
-            generation = meta(current).get("generation")
-            new = stage_status(
+            new = plan_status(
                 current,
                 promotions,
+                self.applications.items(),
                 now,
                 succeeded_freight=succeeded_freight,
                 finished_last=finished_last,
             )
-            healthy, message = self._stage_health(new, promotions)
-            new = with_health(new, healthy, message, now, generation)
             new.update(
                 await self.verifier.reconcile(
                     {**current, "status": new}, promotions, self._find_freight
@@ -780,39 +767,6 @@ class Controller:
             return written
         # Still conflicting: the write that beat us comes back as an event and a new reconcile.
         return None
-
-    def _stage_health(
-        self, status: Mapping[str, Any], promotions: Iterable[Mapping[str, Any]]
-    ) -> tuple[str, str]:
-        last = (status.get("lastPromotion") or {}).get("name")
-        source = None
-        for p in promotions:
-            if name_of(p) == last and phase_of(p) is Phase.SUCCEEDED:
-                source = p
-        # The health checks of the Promotion that put the current Freight in place.
-        if source is None:
-            history = status.get("freightHistory") or []
-            if not history:
-                return "Unknown", "no Freight has been promoted to this Stage yet"
-            return "True", "no health checks"
-        checks = (source.get("status") or {}).get("healthChecks") or []
-        if not checks:
-            return "True", "no health checks"
-        apps: dict[tuple[str, str], Mapping[str, Any] | None] = {
-            (namespace_of(a) or "argocd", name_of(a)): a for a in self.applications.items()
-        }
-        worst = "True"
-        messages = []
-        for check in checks:
-            health, message = health_of((check or {}).get("config") or {}, apps)
-            if health != "Healthy":
-                messages.append(message)
-                worst = (
-                    "False"
-                    if health in ("Unhealthy", "Progressing")
-                    else ("Unknown" if worst == "True" else worst)
-                )
-        return worst, "; ".join(messages) or "all Applications healthy and synced"
 
 
 def _freight_content(freight: Mapping[str, Any]) -> dict[str, Any]:

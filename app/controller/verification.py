@@ -107,26 +107,6 @@ class Verifier:
 
     # ---- queries ----------------------------------------------------------------------------
 
-    @staticmethod
-    def latest(stage: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        history = (stage.get("status") or {}).get("freightHistory") or []
-        if not history:
-            return None
-        entries = history[0].get("verificationHistory") or []
-        return entries[0] if entries else None
-
-    def in_progress(self, stage: Mapping[str, Any]) -> bool:
-        """Is a verification running that other Promotions must wait for?
-
-        They wait only while the Stage is healthy: an unhealthy Stage needs a fix more than it
-        needs its verification finished.
-        """
-        latest = self.latest(stage)
-        if latest is None or latest.get("phase") not in ("Pending", "Running"):
-            return False
-        healthy = get_condition(stage.get("status") or {}, "Healthy")
-        return healthy is None or healthy.get("status") == "True"
-
     # ---- the reconcile ----------------------------------------------------------------------
 
     async def reconcile(

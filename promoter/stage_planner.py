@@ -1,0 +1,181 @@
+"""The pure planner of one Stage: what the controller should do next, decided from objects.
+
+The controller (``app/controller/reconciler.py``) gathers a Stage, its Promotions and the Argo
+CD Applications from its caches, asks this module, and applies the answer through its one write
+path. Nothing here does I/O or reads a clock, so every rule has a table test
+(tests/test_stage_planner.py):
+
+- :func:`plan_queue`: which Promotions to announce (created with kubectl, so nobody announced
+  them), which to abort (an abort was requested on them), and which one runs next: the Stage's
+  queue head, oldest first, unless the Freight just promoted is still being verified;
+- :func:`stage_health`: the Stage's health in Kargo's words (Healthy, Progressing, Unhealthy,
+  Unknown), from the health checks of the Promotion that put its current Freight in place;
+- :func:`plan_status`: the Stage's status from its Promotions and that health (verification is
+  then added by the Verifier, which creates and follows AnalysisRuns);
+- :func:`verification_in_progress`: whether a verification holds the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from promoter import annotations as ann
+from promoter.argocd import HEALTHY, UNKNOWN, app_key, health_of, merge_health
+from promoter.model import Phase, meta, name_of
+from promoter.stages import (
+    StageQueue,
+    get_condition,
+    phase_of,
+    stage_status,
+    with_health,
+)
+
+# ---- the queue --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueuePlan:
+    """What to do with a Stage's Promotions now, in this order."""
+
+    announce: tuple[Mapping[str, Any], ...] = ()  # PromotionCreated, once per process
+    aborts: tuple[tuple[Mapping[str, Any], str], ...] = ()  # (Promotion, who asked)
+    run: Mapping[str, Any] | None = None  # advance this one
+    waiting_for_verification: bool = False  # the queue head waits for the Stage's verification
+
+
+def plan_queue(
+    stage: Mapping[str, Any] | None,
+    promotions: Sequence[Mapping[str, Any]],
+    *,
+    announced: Container[str] = frozenset(),
+) -> QueuePlan:
+    """Decide the Stage's queue. ``announced`` holds the uids already announced by this process.
+
+    Whoever creates a Promotion through the builder announces it; only Promotions created
+    otherwise (kubectl: no ``created-by`` annotation) are announced here. A Promotion with an
+    abort request is aborted and never run. The next one to run is the running one, else the
+    oldest queued one (:class:`~promoter.stages.StageQueue`), except that a queued one waits
+    while the Stage verifies the Freight promoted before it.
+    """
+    announce = tuple(
+        p
+        for p in promotions
+        if phase_of(p) is Phase.PENDING
+        and not ann.created_by(p)
+        and str(meta(p).get("uid")) not in announced
+    )
+    aborts: list[tuple[Mapping[str, Any], str]] = []
+    for p in promotions:
+        actor = ann.abort_request(p)
+        if actor is not None and not phase_of(p).terminal:
+            aborts.append((p, actor))
+    aborted = {name_of(p) for p, _ in aborts}
+    head = StageQueue([p for p in promotions if name_of(p) not in aborted]).next()
+    if (
+        head is not None
+        and phase_of(head) is Phase.PENDING
+        and stage is not None
+        and verification_in_progress(stage)
+    ):
+        # The verification's end wakes the Stage again.
+        return QueuePlan(announce, tuple(aborts), None, waiting_for_verification=True)
+    return QueuePlan(announce, tuple(aborts), head)
+
+
+def latest_verification(stage: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The newest verification of the Stage's current Freight (Kargo's verificationHistory)."""
+    history = (stage.get("status") or {}).get("freightHistory") or []
+    if not history:
+        return None
+    entries = history[0].get("verificationHistory") or []
+    return entries[0] if entries else None
+
+
+def verification_in_progress(stage: Mapping[str, Any]) -> bool:
+    """Is a verification running that queued Promotions must wait for?
+
+    They wait only while the Stage is healthy: an unhealthy Stage needs a fix more than it
+    needs its verification finished.
+    """
+    latest = latest_verification(stage)
+    if latest is None or latest.get("phase") not in ("Pending", "Running"):
+        return False
+    healthy = get_condition(stage.get("status") or {}, "Healthy")
+    return healthy is None or healthy.get("status") == "True"
+
+
+# ---- health -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Health:
+    """A Stage's health: Kargo's state word and why."""
+
+    state: str  # Healthy | Progressing | Unhealthy | Unknown
+    message: str
+
+    @property
+    def condition(self) -> str:
+        """The ``Healthy`` condition's status: Progressing is not healthy yet."""
+        if self.state == HEALTHY:
+            return "True"
+        return "Unknown" if self.state == UNKNOWN else "False"
+
+
+def stage_health(
+    status: Mapping[str, Any],
+    promotions: Iterable[Mapping[str, Any]],
+    applications: Iterable[Mapping[str, Any]],
+    now: datetime | None = None,
+) -> Health:
+    """The health of the Stage whose (about to be written) status is ``status``: the health
+    checks recorded by the Promotion that put its current Freight in place, each against the
+    Argo CD Applications it names, merged as Kargo merges them (the most severe wins)."""
+    last = (status.get("lastPromotion") or {}).get("name")
+    source = None
+    for p in promotions:
+        if name_of(p) == last and phase_of(p) is Phase.SUCCEEDED:
+            source = p
+    if source is None:
+        if not status.get("freightHistory"):
+            return Health(UNKNOWN, "no Freight has been promoted to this Stage yet")
+        return Health(HEALTHY, "no health checks")
+    checks = (source.get("status") or {}).get("healthChecks") or []
+    if not checks:
+        return Health(HEALTHY, "no health checks")
+    apps: dict[tuple[str, str], Mapping[str, Any] | None] = {app_key(a): a for a in applications}
+    overall = HEALTHY
+    messages = []
+    for check in checks:
+        state, message = health_of((check or {}).get("config") or {}, apps, now=now)
+        overall = merge_health(overall, state)
+        if state != HEALTHY:
+            messages.append(message)
+    return Health(overall, "; ".join(messages) or "all Applications healthy and synced")
+
+
+# ---- status -----------------------------------------------------------------------------------
+
+
+def plan_status(
+    stage: Mapping[str, Any],
+    promotions: Sequence[Mapping[str, Any]],
+    applications: Iterable[Mapping[str, Any]],
+    now: datetime,
+    *,
+    succeeded_freight: Mapping[str, Any] | None = None,
+    finished_last: str | None = None,
+) -> dict[str, Any]:
+    """The Stage's status from its Promotions' outcome (current Freight, last Promotion,
+    conditions) and its health, before verification adds its part."""
+    generation = meta(stage).get("generation")
+    new = stage_status(
+        stage, promotions, now, succeeded_freight=succeeded_freight, finished_last=finished_last
+    )
+    health = stage_health(new, promotions, applications)
+    new = with_health(new, health.condition, health.message, now, generation, state=health.state)
+    # Ready and the printer columns (health.status) follow the health just decided.
+    return stage_status({**stage, "status": new}, promotions, now)
