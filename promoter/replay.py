@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promoter.expressions import revive_result
 from promoter.steps.base import PRIVATE_DIR
 
 MARKER = "replay.json"
@@ -172,7 +173,9 @@ def replaying_functions(
     def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def replayed(*args: Any) -> Any:
             recorded = calls.get(call_text(name, args))
-            return json.loads(recorded) if recorded is not None else fn(*args)
+            if recorded is None:
+                return fn(*args)
+            return revive_result(name, json.loads(recorded))
 
         return replayed
 

@@ -46,22 +46,31 @@ def ev(source: str, freights: list[dict[str, Any]], **kwargs: Any) -> Any:
         ('imageFrom("ghcr.io/example/frontend/").Digest', "sha256:fe"),
         (
             'imageFrom("ghcr.io/example/backend")',
-            {"RepoURL": "ghcr.io/example/backend", "Tag": "2.0.0", "Digest": "sha256:be"},
+            {"repoURL": "ghcr.io/example/backend", "tag": "2.0.0", "digest": "sha256:be"},
         ),
         ('commitFrom("https://github.com/example/app", warehouse("frontend")).ID', "fe01"),
         ('commitFrom("https://GitHub.com/example/app.git/", warehouse("backend")).ID', "be02"),
         (
             'commitFrom("https://github.com/example/app.git", warehouse("backend"))',
-            {
-                "RepoURL": "https://github.com/example/app.git",
-                "ID": "be02",
-                "Branch": "",
-                "Tag": "",
-                "Message": "",
-                "Author": "",
-                "Committer": "",
-            },
+            # Kargo's GitCommit JSON: its field names, empty fields left out (omitempty).
+            {"repoURL": "https://github.com/example/app.git", "id": "be02"},
         ),
+        ('commitFrom("https://github.com/example/app.git", warehouse("backend")).Branch', ""),
+        (
+            'commitFrom("https://github.com/example/app.git", warehouse("backend")).RepoURL',
+            "https://github.com/example/app.git",
+        ),
+        ('imageFrom("ghcr.io/example/backend").Annotations', {}),
+        (
+            'toJSON(imageFrom("ghcr.io/example/backend"))',
+            '{\n  "digest": "sha256:be",\n  "repoURL": "ghcr.io/example/backend",\n'
+            '  "tag": "2.0.0"\n}',
+        ),
+        (
+            'asYAML(commitFrom("https://github.com/example/app.git", warehouse("backend")))',
+            '"id: be02\nrepoURL: https://github.com/example/app.git\n"',
+        ),
+        ('warehouse("w").Name', "w"),
         ('chartFrom("oci://ghcr.io/example/charts/frontend").Version', "0.1.0"),
         ('chartFrom("oci://ghcr.io/example/charts/backend").Version', "0.2.0"),
         ('chartFrom("oci://ghcr.io/example/charts", "backend").Version', "0.2.0"),

@@ -11,7 +11,7 @@ The public API, which the engine and steps code against:
 * :func:`render` / :func:`render_string` for templates, :func:`has_expression` and
   :func:`check_syntax` to inspect and validate manifests up front;
 * :class:`Scope` (variables plus extra functions), :func:`freight_functions` for
-  ``commitFrom()`` and friends;
+  ``commitFrom()`` and friends, :func:`revive_result` to restore their results from JSON;
 * :class:`ExpressionError` and :class:`ExpressionSyntaxError`.
 
 This package decides purely: it imports no web, GitHub, Slack or Kubernetes library.
@@ -24,7 +24,7 @@ from typing import Any
 
 from promoter.expressions.compiler import Compiled, Scope, compile_expression
 from promoter.expressions.errors import ExpressionError, ExpressionSyntaxError
-from promoter.expressions.freight import freight_functions
+from promoter.expressions.freight import freight_functions, revive_result
 from promoter.expressions.templates import check_syntax, has_expression, render, render_string
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "has_expression",
     "render",
     "render_string",
+    "revive_result",
 ]
 
 

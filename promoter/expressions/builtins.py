@@ -1,9 +1,11 @@
 """Builtin functions available to every expression.
 
-A subset of expr-lang's builtins (string, list and conversion helpers), Kargo's template
-functions (``quote``, ``unsafeQuote``, ``asJSON``, ``asYAML``) and utility functions
-(``semverParse``, ``semverDiff``). Status functions (``success()``...) and Freight functions come
-from the caller through ``Scope.functions``, which may also shadow anything here.
+expr-lang's builtins as of v1.17 (strings, numbers, arrays, maps, conversions, dates, bitwise
+operations; the closure builtins such as ``filter`` are compiled in
+:mod:`promoter.expressions.compiler`), Kargo's template functions (``quote``, ``unsafeQuote``,
+``asJSON``, ``asYAML``) and utility functions (``semverParse``, ``semverDiff``). Status
+functions (``success()``...) and Freight functions come from the caller through
+``Scope.functions``, which may also shadow anything here.
 
 Every function checks its argument types itself and raises :class:`ExpressionError` with a
 message an author can act on; every result is bounded (see :mod:`promoter.expressions.values`).
@@ -21,6 +23,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from promoter.expressions import dates
 from promoter.expressions.errors import ExpressionError
 from promoter.expressions.semver import semver_diff, semver_parse
 from promoter.expressions.values import (
@@ -232,12 +235,11 @@ def trim_suffix(value: Any, suffix: Any = " ") -> str:
     )
 
 
-@_builtin("split", 2, 3)
-def split(value: Any, separator: Any, limit: Any = -1) -> list[str]:
-    """Go ``strings.SplitN``: ``limit`` 0 gives [], a negative limit splits everywhere."""
-    text = _string_arg("split", value)
-    sep = _string_arg("split", separator, "second argument")
-    n = _int_arg("split", limit, "third argument")
+def _go_split(function: str, value: Any, separator: Any, limit: Any, keep: bool) -> list[str]:
+    """Go's ``strings.SplitN`` / ``SplitAfterN``: ``limit`` 0 gives [], negative splits all."""
+    text = _string_arg(function, value)
+    sep = _string_arg(function, separator, "second argument")
+    n = _int_arg(function, limit, "third argument")
     if n == 0:
         return []
     pieces = len(text) if sep == "" else text.count(sep) + 1
@@ -247,7 +249,21 @@ def split(value: Any, separator: Any, limit: Any = -1) -> list[str]:
         if 0 < n < len(chars):
             return [*chars[: n - 1], text[n - 1 :]]
         return chars
-    return text.split(sep, n - 1 if n > 0 else -1)
+    parts = text.split(sep, n - 1 if n > 0 else -1)
+    if keep:
+        return [part + sep for part in parts[:-1]] + parts[-1:]
+    return parts
+
+
+@_builtin("split", 2, 3)
+def split(value: Any, separator: Any, limit: Any = -1) -> list[str]:
+    return _go_split("split", value, separator, limit, keep=False)
+
+
+@_builtin("splitAfter", 2, 3)
+def split_after(value: Any, separator: Any, limit: Any = -1) -> list[str]:
+    """Go ``strings.SplitAfterN``: like split, but each piece keeps its separator."""
+    return _go_split("splitAfter", value, separator, limit, keep=True)
 
 
 @_builtin("join", 1, 2)
@@ -265,14 +281,18 @@ def join(values: Any, glue: Any = "") -> str:
     return separator.join(items)
 
 
-@_builtin("replace", 3)
-def replace(value: Any, old: Any, new: Any) -> str:
+@_builtin("replace", 3, 4)
+def replace(value: Any, old: Any, new: Any, limit: Any = -1) -> str:
+    """Go ``strings.Replace`` (``strings.ReplaceAll`` without ``limit``)."""
     text = _string_arg("replace", value)
     before = _string_arg("replace", old, "second argument")
     after = _string_arg("replace", new, "third argument")
+    n = _int_arg("replace", limit, "fourth argument")
     count = len(text) + 1 if before == "" else text.count(before)
+    if n >= 0:
+        count = min(count, n)
     check_string_length(len(text) + count * (len(after) - len(before)))
-    return text.replace(before, after)
+    return text.replace(before, after, n if n >= 0 else -1)
 
 
 @_builtin("repeat", 2)
@@ -349,6 +369,8 @@ def to_int(value: Any) -> int:
         raise ExpressionError(reason="invalid operation: int(bool)")
     if isinstance(value, int):
         return value
+    if isinstance(value, dates.GoDuration):
+        return value.ns  # Go converts a time.Duration to its nanoseconds
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value) or not INT64_MIN <= value <= INT64_MAX:
             raise ExpressionError(reason=f"int(): {go_sprint(value)} is out of range")
@@ -443,11 +465,21 @@ def parse_go_json(text: str) -> Any:
     )
 
 
+def _go_json_number(text: str) -> float:
+    return _json_float(text)
+
+
 @_builtin("fromJSON", 1)
 def from_json(value: Any) -> Any:
+    """expr-lang ``fromJSON``: ``json.Unmarshal`` into ``any``, so every number is a float."""
     text = _string_arg("fromJSON", value)
     try:
-        return parse_go_json(text)
+        return json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_json_float,
+            parse_int=_go_json_number,
+        )
     except RecursionError:
         raise ExpressionError(reason="fromJSON(): JSON nested too deeply") from None
     except ValueError as exc:
@@ -469,14 +501,50 @@ def values(value: Any) -> list[Any]:
 
 @_builtin("first", 1)
 def first(value: Any) -> Any:
+    if value is None:
+        return None  # expr-lang recovers from fetching out of nil and returns nil
     items = _list_arg("first", value)
     return items[0] if items else None
 
 
 @_builtin("last", 1)
 def last(value: Any) -> Any:
+    if value is None:
+        return None
     items = _list_arg("last", value)
     return items[-1] if items else None
+
+
+@_builtin("take", 2)
+def take(value: Any, count: Any) -> list[Any]:
+    items = _list_arg("take", value)
+    n = _int_arg("take", count, "second argument")
+    if n < 0:
+        raise ExpressionError(reason=f"take(): cannot take {n} elements")
+    return list(items[:n])
+
+
+_MAX_FLATTEN_DEPTH = 100
+
+
+def _flatten_into(out: list[Any], items: list[Any] | tuple[Any, ...], depth: int) -> None:
+    if depth > _MAX_FLATTEN_DEPTH:
+        raise ExpressionError(reason="recursion depth exceeded")
+    for item in items:
+        if isinstance(item, list | tuple):
+            _flatten_into(out, item, depth + 1)
+        else:
+            out.append(item)
+    check_list_length(len(out))
+
+
+@_builtin("flatten", 1)
+def flatten(value: Any) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        raise ExpressionError(reason=f"cannot flatten {type_name(value)}")
+    out: list[Any] = []
+    _flatten_into(out, value, 0)
+    return out
 
 
 @_builtin("get", 2)
@@ -487,10 +555,38 @@ def get(container: Any, key: Any) -> Any:
             return container.get(key)
         except TypeError:
             return None
-    if isinstance(container, list | tuple) and isinstance(key, int) and not isinstance(key, bool):
+    if isinstance(container, list | tuple):
+        if not isinstance(key, int) or isinstance(key, bool):
+            return None
         index = key + len(container) if key < 0 else key
         return container[index] if 0 <= index < len(container) else None
-    return None
+    if container is None or isinstance(container, str):
+        return None
+    raise ExpressionError(reason=f"type {type_name(container)} does not support indexing")
+
+
+@_builtin("toPairs", 1)
+def to_pairs(value: Any) -> list[list[Any]]:
+    if not isinstance(value, Mapping):
+        raise ExpressionError(reason=f"cannot transform {type_name(value)} to pairs")
+    return [[k, v] for k, v in value.items()]
+
+
+@_builtin("fromPairs", 1)
+def from_pairs(value: Any) -> dict[Any, Any]:
+    if not isinstance(value, list | tuple):
+        raise ExpressionError(reason=f"cannot transform {type_name(value)} from pairs")
+    out: dict[Any, Any] = {}
+    for pair in value:
+        if not isinstance(pair, list | tuple):
+            raise ExpressionError(reason=f"invalid pair {go_sprint(pair)}")
+        if len(pair) != 2:
+            raise ExpressionError(reason=f"invalid pair length {go_sprint(pair)}")
+        key = pair[0]
+        if not (key is None or isinstance(key, str | int | float | bool)):
+            raise ExpressionError(reason=f"invalid map key of type {type_name(key)}")
+        out[key] = pair[1]
+    return out
 
 
 @_builtin("reverse", 1)
@@ -530,33 +626,71 @@ def sort(value: Any, order: Any = "asc") -> list[Any]:
     return sorted(items, reverse=direction == "desc")
 
 
-def _numbers(function: str, args: tuple[Any, ...]) -> list[int | float]:
-    items: Any = args
-    if len(args) == 1 and isinstance(args[0], list | tuple):
-        items = args[0]
-    if not items:
-        raise ExpressionError(reason=f"{function}() needs at least one number")
-    for item in items:
-        if not is_number(item):
-            raise ExpressionError(reason=f"{function}() needs numbers, got {type_name(item)}")
-    return list(items)
+def _aggregate(function: str, values: Any, out: list[int | float], depth: int = 0) -> None:
+    """The numbers in ``values``, arrays flattened, as expr-lang's min/max/mean/median read them."""
+    if depth > _MAX_FLATTEN_DEPTH:
+        raise ExpressionError(reason="recursion depth exceeded")
+    for value in values:
+        if isinstance(value, list | tuple):
+            _aggregate(function, value, out, depth + 1)
+        elif is_number(value):
+            out.append(value)
+        else:
+            raise ExpressionError(
+                reason=f"invalid argument for {function} (type {type_name(value)})"
+            )
+
+
+def _extreme(function: str, args: tuple[Any, ...], pick: Callable[..., Any]) -> Any:
+    numbers: list[int | float] = []
+    _aggregate(function, args, numbers)
+    # Every argument an empty array: expr-lang finds nothing and returns nil.
+    return pick(numbers) if numbers else None
 
 
 @_builtin("min", 1, -1)
-def minimum(*args: Any) -> int | float:
-    return min(_numbers("min", args))
+def minimum(*args: Any) -> int | float | None:
+    """expr-lang ``min``: numbers and arrays of numbers (nested arrays too); keeps the type."""
+    result: int | float | None = _extreme("min", args, min)
+    return result
 
 
 @_builtin("max", 1, -1)
-def maximum(*args: Any) -> int | float:
-    return max(_numbers("max", args))
+def maximum(*args: Any) -> int | float | None:
+    result: int | float | None = _extreme("max", args, max)
+    return result
+
+
+@_builtin("mean", 1, -1)
+def mean(*args: Any) -> float:
+    """expr-lang ``mean``: the average as a float; 0.0 for no numbers."""
+    numbers: list[int | float] = []
+    _aggregate("mean", args, numbers)
+    return math.fsum(numbers) / len(numbers) if numbers else 0.0
+
+
+@_builtin("median", 1, -1)
+def median(*args: Any) -> float:
+    numbers: list[int | float] = []
+    _aggregate("median", args, numbers)
+    if not numbers:
+        return 0.0
+    ordered = sorted(float(n) for n in numbers)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
 
 
 @_builtin("sum", 1)
 def total(value: Any) -> int | float:
+    """expr-lang ``sum``: an int while every item is one, else a float; 0 for []."""
     items = _list_arg("sum", value)
-    numbers = _numbers("sum", (items,)) if items else []
-    result: int | float = sum(numbers)
+    result: int | float = 0
+    for item in items:
+        if not is_number(item):
+            raise ExpressionError(reason=f"sum() needs numbers, got {type_name(item)}")
+        result += item
     return check_int(result) if isinstance(result, int) else result
 
 
@@ -603,6 +737,49 @@ def round_half_away(value: Any) -> float:
 def type_of(value: Any) -> str:
     return type_name(value)
 
+
+# --- bitwise operations (expr-lang bitand, bitor...) ------------------------------------------
+
+
+def _wrap_int64(value: int) -> int:
+    """Go's int arithmetic wraps around at 64 bits; the bit functions rely on it."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value > INT64_MAX else value
+
+
+def _bit_function(name: str, fn: Callable[[int, int], int], *, shift: bool = False) -> None:
+    def apply(a: Any, b: Any) -> int:
+        x = _int_arg(name, a, "first argument")
+        y = _int_arg(name, b, "second argument")
+        if shift and y < 0:
+            raise ExpressionError(reason=f"invalid operation: negative shift count {y} (type int)")
+        if shift and y > 64:
+            y = 64
+        return _wrap_int64(fn(x, y))
+
+    _builtin(name, 2)(apply)
+
+
+_bit_function("bitand", lambda x, y: x & y)
+_bit_function("bitor", lambda x, y: x | y)
+_bit_function("bitxor", lambda x, y: x ^ y)
+_bit_function("bitnand", lambda x, y: x & ~y)
+_bit_function("bitshl", lambda x, y: x << y, shift=True)
+_bit_function("bitshr", lambda x, y: x >> y, shift=True)
+_bit_function("bitushr", lambda x, y: (x & ((1 << 64) - 1)) >> y, shift=True)
+
+
+@_builtin("bitnot", 1)
+def bit_not(value: Any) -> int:
+    return ~_int_arg("bitnot", value)
+
+
+# --- dates and durations (see promoter.expressions.dates) ------------------------------------
+
+_builtin("now", 0, 1)(dates.now)
+_builtin("duration", 1)(dates.duration)
+_builtin("date", 1, 4)(dates.date)
+_builtin("timezone", 1)(dates.load_location)
 
 # --- utility functions (Kargo pkg/expressions/function) --------------------------------------
 

@@ -6,9 +6,14 @@ types. :func:`compile_expression` is cached on the source text, so a manifest's 
 parsed once per process.
 
 Sandboxing: member access only reads keys of mappings and the whitelisted members of our own
-value classes (:mod:`promoter.expressions.semver`); functions are looked up by name in the
-caller's ``Scope.functions`` and our builtins, never found on values. No Python attribute is
-ever read by a name taken from expression text, so ``''.__class__`` is just an error.
+value classes (:mod:`promoter.expressions.semver`, :mod:`promoter.expressions.dates`); functions
+are looked up by name in the caller's ``Scope.functions`` and our builtins, never found on
+values. No Python attribute is ever read by a name taken from expression text, so
+``''.__class__`` is just an error.
+
+Closures (``filter(xs, # > 1)``, ``let x = ...; ...``) see their locals as extra variables: a
+predicate evaluates its body against a copy of the variables holding ``#``, ``#index`` and
+``#acc`` (names no identifier can spell), updated in place for each element.
 """
 
 from __future__ import annotations
@@ -22,7 +27,15 @@ from typing import Any
 
 from promoter.errors import LongshoremanError
 from promoter.expressions import parser as syntax
-from promoter.expressions.builtins import BUILTINS
+from promoter.expressions.builtins import BUILTINS, total
+from promoter.expressions.dates import (
+    DURATION_METHODS,
+    LOCATION_METHODS,
+    TIME_METHODS,
+    GoDuration,
+    GoLocation,
+    GoTime,
+)
 from promoter.expressions.errors import ExpressionError, ExpressionSyntaxError
 from promoter.expressions.regex import RegexError, compile_regex
 from promoter.expressions.semver import SEMVER_FIELDS, SEMVER_METHODS, Semver
@@ -226,11 +239,19 @@ def _compile_call(node: syntax.Call) -> Fn:
     return call
 
 
+# Methods callable on our own value classes, by exact type (never looked up on the value).
+_METHODS: dict[type, Mapping[str, Callable[..., Any]]] = {
+    Semver: SEMVER_METHODS,
+    GoTime: TIME_METHODS,
+    GoDuration: DURATION_METHODS,
+    GoLocation: LOCATION_METHODS,
+}
+
+
 def _compile_method_call(node: syntax.MethodCall) -> Fn:
     target = _compile(node.target)
     arg_fns = [_compile(arg) for arg in node.args]
     name, optional = node.name, node.optional
-    method = SEMVER_METHODS.get(name)
 
     def method_call(scope: Scope) -> Any:
         obj = target(scope)
@@ -246,13 +267,17 @@ def _compile_method_call(node: syntax.MethodCall) -> Fn:
             if callable(fn) and not isinstance(fn, type):
                 return _invoke(name, fn, [arg(scope) for arg in arg_fns])
             raise _fail(f"cannot call {name}(): the map has no function {name!r}")
-        if not isinstance(obj, Semver) or method is None:
+        table = _METHODS.get(type(obj))
+        method = table.get(name) if table is not None else None
+        if method is None:
             raise _fail(f"type {type_name(obj)} has no method {name}()")
         args = [arg(scope) for arg in arg_fns]
         try:
             return method(obj, *args)
         except TypeError:
             raise _fail(f"wrong number of arguments for method {name}()") from None
+        except (OverflowError, ValueError) as exc:
+            raise _fail(f"{name}(): {exc}") from None
 
     return method_call
 
@@ -296,10 +321,41 @@ def _int_result(value: int) -> int:
     raise _fail("integer overflow")
 
 
+def _time_arithmetic(op: str, a: Any, b: Any) -> Any:
+    """expr-lang's operators on time.Time and time.Duration (runtime/helpers)."""
+    if op == "+":
+        if isinstance(a, GoTime) and isinstance(b, GoDuration):
+            return GoTime(a.unix_ns + b.ns, a.location)
+        if isinstance(a, GoDuration) and isinstance(b, GoTime):
+            return GoTime(b.unix_ns + a.ns, b.location)
+        if isinstance(a, GoDuration) and isinstance(b, GoDuration):
+            return GoDuration(a.ns + b.ns)
+    elif op == "-":
+        if isinstance(a, GoTime) and isinstance(b, GoTime):
+            return GoDuration(a.unix_ns - b.unix_ns)
+        if isinstance(a, GoTime) and isinstance(b, GoDuration):
+            return GoTime(a.unix_ns - b.ns, a.location)
+        if isinstance(a, GoDuration) and isinstance(b, GoDuration):
+            return GoDuration(a.ns - b.ns)
+    elif op == "*":
+        # An int times a Duration is a Duration; a float times one is a float of nanoseconds.
+        duration, factor = (a, b) if isinstance(a, GoDuration) else (b, a)
+        if isinstance(duration, GoDuration) and type(factor) is int:
+            return GoDuration(duration.ns * factor)
+        if isinstance(duration, GoDuration) and type(factor) is float:
+            return duration.ns * factor
+    raise _mismatch(op, a, b)
+
+
+_DATE_TYPES = (GoTime, GoDuration)
+
+
 def _add(a: Any, b: Any) -> Any:
     if is_number(a) and is_number(b):
         result = a + b
         return _int_result(result) if type(result) is int else result
+    if isinstance(a, _DATE_TYPES) or isinstance(b, _DATE_TYPES):
+        return _time_arithmetic("+", a, b)
     if isinstance(a, str) and isinstance(b, str):
         check_string_length(len(a) + len(b))
         return a + b
@@ -312,6 +368,8 @@ def _add(a: Any, b: Any) -> Any:
 def _arithmetic(op: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def apply(a: Any, b: Any) -> Any:
         if not (is_number(a) and is_number(b)):
+            if isinstance(a, _DATE_TYPES) or isinstance(b, _DATE_TYPES):
+                return _time_arithmetic(op, a, b)
             raise _mismatch(op, a, b)
         result = fn(a, b)
         return _int_result(result) if type(result) is int else result
@@ -362,6 +420,10 @@ def _ordering(op: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, An
     def apply(a: Any, b: Any) -> bool:
         if (is_number(a) and is_number(b)) or (isinstance(a, str) and isinstance(b, str)):
             return compare(a, b)
+        if isinstance(a, GoTime) and isinstance(b, GoTime):
+            return compare(a.unix_ns, b.unix_ns)
+        if isinstance(a, GoDuration) and isinstance(b, GoDuration):
+            return compare(a.ns, b.ns)
         raise _mismatch(op, a, b)
 
     return apply
@@ -507,6 +569,13 @@ def _compile_literal(node: syntax.Literal) -> Fn:
 
 def _compile_identifier(node: syntax.Identifier) -> Fn:
     name = node.name
+    if name == "$env":
+
+        def environment(scope: Scope) -> Any:
+            # The variables the expression was given; closure locals (#...) are not part of it.
+            return {k: v for k, v in scope.variables.items() if not str(k).startswith("#")}
+
+        return environment
 
     def identifier(scope: Scope) -> Any:
         return scope.variables.get(name)
@@ -540,6 +609,234 @@ def _compile_map(node: syntax.MapLiteral) -> Fn:
     return map_literal
 
 
+# --- closures --------------------------------------------------------------------------------
+
+# What one evaluation of a predicate body costs against the work budget: more than one unit, so
+# nested closures over large arrays (map(1..99999, map(1..99999, #))) stop in about a second.
+_ITERATION_COST = 8
+
+
+def _compile_pointer(node: syntax.Pointer) -> Fn:
+    key = "#" + node.name
+
+    def pointer(scope: Scope) -> Any:
+        return scope.variables.get(key)
+
+    return pointer
+
+
+def _compile_sequence(node: syntax.Sequence) -> Fn:
+    steps = [_compile(n) for n in node.nodes]
+    *first, last = steps
+
+    def sequence(scope: Scope) -> Any:
+        for step in first:
+            step(scope)
+        return last(scope)
+
+    return sequence
+
+
+def _compile_let(node: syntax.Let) -> Fn:
+    name, value, body = node.name, _compile(node.value), _compile(node.body)
+
+    def let(scope: Scope) -> Any:
+        local = dict(scope.variables)
+        local[name] = value(scope)
+        return body(Scope(local, scope.functions))
+
+    return let
+
+
+def _elements(function: str, value: Any) -> list[Any] | tuple[Any, ...]:
+    if isinstance(value, list | tuple):
+        return value
+    raise _fail(f"{function}(): cannot iterate over {type_name(value)}")
+
+
+def _truth(function: str, value: Any) -> bool:
+    if type(value) is not bool:
+        raise _fail(f"{function}(): the predicate must return a bool, got {type_name(value)}")
+    return value
+
+
+class _Loop:
+    """Runs a predicate body once per element, with ``#``/``#index`` (and ``#acc``) set."""
+
+    __slots__ = ("inner", "local")
+
+    def __init__(self, scope: Scope):
+        self.local = dict(scope.variables)
+        self.inner = Scope(self.local, scope.functions)
+
+    def run(self, body: Fn, index: int, item: Any) -> Any:
+        charge(_ITERATION_COST)
+        self.local["#"] = item
+        self.local["#index"] = index
+        return body(self.inner)
+
+
+def _predicate_all(name: str, items: Any, body: Fn, scope: Scope) -> Any:
+    loop = _Loop(scope)
+    for i, item in enumerate(items):
+        if not _truth(name, loop.run(body, i, item)):
+            return False
+    return True
+
+
+def _predicate_any(name: str, items: Any, body: Fn, scope: Scope) -> Any:
+    loop = _Loop(scope)
+    return any(_truth(name, loop.run(body, i, item)) for i, item in enumerate(items))
+
+
+def _predicate_none(name: str, items: Any, body: Fn, scope: Scope) -> Any:
+    return not _predicate_any(name, items, body, scope)
+
+
+def _predicate_one(name: str, items: Any, body: Fn, scope: Scope) -> Any:
+    loop = _Loop(scope)
+    return sum(_truth(name, loop.run(body, i, item)) for i, item in enumerate(items)) == 1
+
+
+def _predicate_filter(name: str, items: Any, body: Fn, scope: Scope) -> Any:
+    loop = _Loop(scope)
+    return [item for i, item in enumerate(items) if _truth(name, loop.run(body, i, item))]
+
+
+def _predicate_map(name: str, items: Any, body: Fn, scope: Scope) -> Any:
+    loop = _Loop(scope)
+    return [loop.run(body, i, item) for i, item in enumerate(items)]
+
+
+def _predicate_find(name: str, items: Any, body: Fn, scope: Scope) -> Any:
+    loop = _Loop(scope)
+    last = name in ("findLast", "findLastIndex")
+    order = range(len(items) - 1, -1, -1) if last else range(len(items))
+    for i in order:
+        if _truth(name, loop.run(body, i, items[i])):
+            return i if name.endswith("Index") else items[i]
+    return -1 if name.endswith("Index") else None
+
+
+def _predicate_count(name: str, items: Any, body: Fn | None, scope: Scope) -> Any:
+    if body is None:  # count(xs) counts the elements that are true
+        return sum(_truth(name, item) for item in items)
+    loop = _Loop(scope)
+    return sum(_truth(name, loop.run(body, i, item)) for i, item in enumerate(items))
+
+
+def _predicate_sum(name: str, items: Any, body: Fn | None, scope: Scope) -> Any:
+    if body is None:
+        return total(items)
+    loop = _Loop(scope)
+    return total([loop.run(body, i, item) for i, item in enumerate(items)])
+
+
+def _predicate_group_by(name: str, items: Any, body: Fn, scope: Scope) -> Any:
+    loop = _Loop(scope)
+    groups: dict[Any, list[Any]] = {}
+    for i, item in enumerate(items):
+        key = loop.run(body, i, item)
+        if not _hashable_key(key):
+            raise _fail(f"groupBy(): cannot group by a value of type {type_name(key)}")
+        groups.setdefault(key, []).append(item)
+    return groups
+
+
+def _sort_key_kind(values: list[Any]) -> None:
+    if all(is_number(v) for v in values) or all(isinstance(v, str) for v in values):
+        return
+    raise _fail("sortBy(): the predicate must return only numbers or only strings")
+
+
+def _predicate_sort_by(name: str, items: Any, body: Fn, scope: Scope, order: Any) -> Any:
+    if order not in ("asc", "desc"):
+        raise _fail(f"sortBy(): invalid order {go_sprint_safe(order)}, expected asc or desc")
+    loop = _Loop(scope)
+    keys = [loop.run(body, i, item) for i, item in enumerate(items)]
+    _sort_key_kind(keys)
+    ranked = sorted(range(len(items)), key=keys.__getitem__, reverse=order == "desc")
+    return [items[i] for i in ranked]
+
+
+def go_sprint_safe(value: Any) -> str:
+    return repr(value) if not isinstance(value, str) else value
+
+
+_PREDICATE_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "all": _predicate_all,
+    "any": _predicate_any,
+    "none": _predicate_none,
+    "one": _predicate_one,
+    "filter": _predicate_filter,
+    "map": _predicate_map,
+    "find": _predicate_find,
+    "findIndex": _predicate_find,
+    "findLast": _predicate_find,
+    "findLastIndex": _predicate_find,
+    "groupBy": _predicate_group_by,
+}
+
+
+def _compile_predicate_call(node: syntax.PredicateCall) -> Fn:
+    name = node.name
+    collection = _compile(node.args[0])
+    body: Fn | None = None
+    if len(node.args) > 1:
+        predicate = node.args[1]
+        assert isinstance(predicate, syntax.Predicate)
+        body = _compile(predicate.body)
+    extra = _compile(node.args[2]) if len(node.args) > 2 else None
+
+    if name == "reduce":
+        assert body is not None
+        return _compile_reduce(collection, body, extra)
+    if name == "sortBy":
+        assert body is not None
+        sort_body = body
+
+        def sort_by(scope: Scope) -> Any:
+            items = _elements(name, collection(scope))
+            order = extra(scope) if extra is not None else "asc"
+            return _predicate_sort_by(name, items, sort_body, scope, order)
+
+        return sort_by
+    if name in ("count", "sum"):
+        apply_optional = _predicate_count if name == "count" else _predicate_sum
+
+        def optional_predicate(scope: Scope) -> Any:
+            return apply_optional(name, _elements(name, collection(scope)), body, scope)
+
+        return optional_predicate
+    apply = _PREDICATE_FUNCTIONS[name]
+    assert body is not None
+    required = body
+
+    def predicate_call(scope: Scope) -> Any:
+        return apply(name, _elements(name, collection(scope)), required, scope)
+
+    return predicate_call
+
+
+def _compile_reduce(collection: Fn, body: Fn, initial: Fn | None) -> Fn:
+    def reduce(scope: Scope) -> Any:
+        items = _elements("reduce", collection(scope))
+        start = 0
+        if initial is not None:
+            acc = initial(scope)
+        elif items:
+            acc, start = items[0], 1
+        else:
+            raise _fail("reduce of empty array with no initial value")
+        loop = _Loop(scope)
+        for i in range(start, len(items)):
+            loop.local["#acc"] = acc
+            acc = loop.run(body, i, items[i])
+        return acc
+
+    return reduce
+
+
 _COMPILERS: dict[type[syntax.Node], Callable[[Any], Fn]] = {
     syntax.Literal: _compile_literal,
     syntax.Identifier: _compile_identifier,
@@ -554,6 +851,10 @@ _COMPILERS: dict[type[syntax.Node], Callable[[Any], Fn]] = {
     syntax.Conditional: _compile_conditional,
     syntax.ListLiteral: _compile_list,
     syntax.MapLiteral: _compile_map,
+    syntax.Pointer: _compile_pointer,
+    syntax.Sequence: _compile_sequence,
+    syntax.Let: _compile_let,
+    syntax.PredicateCall: _compile_predicate_call,
 }
 
 

@@ -10,8 +10,12 @@ Mirrors Kargo's ``pkg/expressions/function`` and ``pkg/controller/freight/finder
 * Not found is nil for commits and images (so ``?.`` and ``??`` work), as in Kargo. For charts
   Kargo returns an *error* when no candidate origin could provide the chart at all, and nil when
   the origin is known but its Freight lacks the chart; we follow it.
-* Results use Go's field names, as expressions see Kargo's structs: ``.ID``, ``.Tag``,
-  ``.Version``. Missing fields are "" (Go's zero value), not nil.
+* Results are Kargo's structs (``GitCommit``, ``Image``, ``Chart``, ``FreightOrigin``) as
+  :class:`KargoObject`: they render as Kargo renders them, through ``encoding/json`` with the
+  structs' JSON names and empty fields left out (``{"repoURL": ..., "tag": ...}``), in
+  templates, ``toJSON``, ``asJSON``, ``asYAML`` and step outputs; and expressions read them by
+  Go's field names as in Kargo (``.ID``, ``.Tag``, ``.Version``), where an empty field is ""
+  (Go's zero value), not nil. The JSON names read too (``.tag``), which Kargo does not allow.
 """
 
 from __future__ import annotations
@@ -22,12 +26,86 @@ from urllib.parse import urlsplit, urlunsplit
 
 from promoter.expressions.errors import ExpressionError
 
+# JSON name -> Go field name, from Kargo's api/v1alpha1 (freight_types.go, stage_types.go).
+# Every field is `json:",omitempty"`.
 _COMMIT_FIELDS = {
     "repoURL": "RepoURL", "id": "ID", "branch": "Branch", "tag": "Tag", "message": "Message",
-    "author": "Author", "committer": "Committer",
+    "author": "Author", "committer": "Committer", "subscriptionName": "SubscriptionName",
 }  # fmt: skip
-_IMAGE_FIELDS = {"repoURL": "RepoURL", "tag": "Tag", "digest": "Digest"}
-_CHART_FIELDS = {"repoURL": "RepoURL", "name": "Name", "version": "Version"}
+_IMAGE_FIELDS = {
+    "repoURL": "RepoURL", "tag": "Tag", "digest": "Digest", "annotations": "Annotations",
+    "subscriptionName": "SubscriptionName",
+}  # fmt: skip
+_CHART_FIELDS = {
+    "repoURL": "RepoURL", "name": "Name", "version": "Version",
+    "subscriptionName": "SubscriptionName",
+}  # fmt: skip
+_ORIGIN_FIELDS = {"kind": "Kind", "name": "Name"}
+
+
+class KargoObject(dict[str, Any]):
+    """A Kargo API struct as an expression value: a dict of its JSON form (what Kargo renders),
+    that also answers Go's field names (what Kargo expressions read).
+
+    ``GO_FIELDS`` maps each Go field name to its JSON name; a Go name whose JSON field is
+    absent (omitted because empty) reads as Go's zero value, "" or an empty map.
+    """
+
+    GO_FIELDS: dict[str, str] = {}
+    ZERO: dict[str, Any] = {}
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        json_name = self.GO_FIELDS.get(key) if isinstance(key, str) else None
+        if json_name is None:
+            return default
+        if dict.__contains__(self, json_name):
+            return dict.__getitem__(self, json_name)
+        return self.ZERO.get(json_name, "")
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or (isinstance(key, str) and key in self.GO_FIELDS)
+
+
+def _kargo_class(name: str, fields: Mapping[str, str]) -> type[KargoObject]:
+    zero: dict[str, Any] = {"annotations": {}} if "annotations" in fields else {}
+    namespace = {"GO_FIELDS": {go: js for js, go in fields.items()}, "ZERO": zero}
+    return type(name, (KargoObject,), namespace)
+
+
+GitCommit = _kargo_class("GitCommit", _COMMIT_FIELDS)
+Image = _kargo_class("Image", _IMAGE_FIELDS)
+Chart = _kargo_class("Chart", _CHART_FIELDS)
+FreightOrigin = _kargo_class("FreightOrigin", _ORIGIN_FIELDS)
+
+
+_RESULT_TYPES: dict[str, type[KargoObject]] = {
+    "warehouse": FreightOrigin,
+    "commitFrom": GitCommit,
+    "imageFrom": Image,
+    "chartFrom": Chart,
+}
+
+
+def revive_result(function: str, value: Any) -> Any:
+    """``value``, a Freight function's result read back from JSON, as the function returns it.
+
+    A replay answers ``imageFrom(...)`` with the result recorded as JSON; without its class a
+    recorded image would no longer answer ``.Tag``. Results recorded with Go's field names (as
+    before Kargo's JSON names were used) keep working: their keys are read as they are.
+    """
+    kind = _RESULT_TYPES.get(function)
+    if kind is None or not isinstance(value, Mapping) or isinstance(value, KargoObject):
+        return value
+    return kind(value)
+
+
+def kargo_object(kind: type[KargoObject], artifact: Mapping[str, Any]) -> KargoObject:
+    """``artifact`` (a Freight's commit, image or chart, by JSON names) as Kargo's struct:
+    only the struct's fields, empty ones left out as ``omitempty`` does."""
+    json_names = kind.GO_FIELDS.values()
+    return kind({name: artifact[name] for name in json_names if artifact.get(name)})
 
 
 def _normalize_url(url: str, *, strip_git: bool) -> str:
@@ -82,13 +160,6 @@ def _string_arg(function: str, value: Any, position: str) -> str:
     if not isinstance(value, str):
         raise ExpressionError(reason=f"{function}(): {position} argument must be a string")
     return value
-
-
-def _go_struct(artifact: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
-    result: dict[str, Any] = {go: artifact.get(json_name) or "" for json_name, go in fields.items()}
-    if "annotations" in artifact and "Digest" in result:
-        result["Annotations"] = artifact["annotations"]
-    return result
 
 
 def _describe(origins: Sequence[tuple[str, str]]) -> str:
@@ -158,12 +229,12 @@ def freight_functions(
                     return artifact, True
         return None, True
 
-    def warehouse(name: Any) -> dict[str, str]:
+    def warehouse(name: Any) -> KargoObject:
         if not isinstance(name, str) or not name:
             raise ExpressionError(reason="warehouse(): name must be a non-empty string")
-        return {"kind": "Warehouse", "name": name}
+        return FreightOrigin({"kind": "Warehouse", "name": name})
 
-    def commit_from(repo_url: Any, origin: Any = None) -> dict[str, Any] | None:
+    def commit_from(repo_url: Any, origin: Any = None) -> KargoObject | None:
         wanted = _git_key(_string_arg("commitFrom", repo_url, "first"))
         desired = None if origin is None else _origin_arg("commitFrom", origin)
         artifact, _ = find(
@@ -174,9 +245,9 @@ def freight_functions(
             desired,
             f"a commit from repo {repo_url}",
         )
-        return None if artifact is None else _go_struct(artifact, _COMMIT_FIELDS)
+        return None if artifact is None else kargo_object(GitCommit, artifact)
 
-    def image_from(repo_url: Any, origin: Any = None) -> dict[str, Any] | None:
+    def image_from(repo_url: Any, origin: Any = None) -> KargoObject | None:
         wanted = _image_key(_string_arg("imageFrom", repo_url, "first"))
         desired = None if origin is None else _origin_arg("imageFrom", origin)
         artifact, _ = find(
@@ -187,9 +258,9 @@ def freight_functions(
             desired,
             f"an image from repository {repo_url}",
         )
-        return None if artifact is None else _go_struct(artifact, _IMAGE_FIELDS)
+        return None if artifact is None else kargo_object(Image, artifact)
 
-    def chart_from(repo_url: Any, *rest: Any) -> dict[str, Any] | None:
+    def chart_from(repo_url: Any, *rest: Any) -> KargoObject | None:
         if len(rest) > 2:
             raise ExpressionError(
                 reason=f"chartFrom() expects 1 to 3 arguments, got {len(rest) + 1}"
@@ -224,7 +295,7 @@ def freight_functions(
         artifact, possible = find("chartFrom", "charts", "chart", matches, desired, what)
         if not possible:
             raise ExpressionError(reason=f"chartFrom(): {what} not found in referenced Freight")
-        return None if artifact is None else _go_struct(artifact, _CHART_FIELDS)
+        return None if artifact is None else kargo_object(Chart, artifact)
 
     return {
         "warehouse": warehouse,

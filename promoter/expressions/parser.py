@@ -11,6 +11,12 @@ mirror expr-lang's precedences and nil rules exactly. User text is never handed 
 
 Operator precedences are expr-lang's (``parser/operator/operator.go``); notably ``??`` binds
 tighter than every other binary operator, so ``a ?? b + 1`` is ``(a ?? b) + 1``.
+
+The grammar follows expr-lang v1.17 (the version Kargo builds with): ``let x = 1; x + 1``,
+``if c { a } else { b }``, ``a; b`` sequences, chained comparisons (``1 < x < 3`` is
+``1 < x && x < 3``), and predicates: the second argument of ``filter``, ``map``, ``all``...
+(:data:`PREDICATES`) is parsed as a closure in which ``#`` is the element, ``#index`` its
+position, ``#acc`` the accumulator of ``reduce``, and a leading ``.name`` means ``#.name``.
 """
 
 from __future__ import annotations
@@ -158,6 +164,56 @@ class MapLiteral(Node):
         self.depth = max((max(k.depth, v.depth) for k, v in entries), default=0) + 1
 
 
+class Pointer(Node):
+    """``#`` (``name`` ""), ``#index`` or ``#acc`` inside a predicate."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+        self.depth = 1
+
+
+class Predicate(Node):
+    """A closure argument of a predicate builtin: evaluated once per element."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: Node):
+        self.body = body
+        self.depth = body.depth + 1
+
+
+class PredicateCall(Node):
+    """``filter(xs, pred)`` and the other :data:`PREDICATES`; some args are :class:`Predicate`."""
+
+    __slots__ = ("args", "name")
+
+    def __init__(self, name: str, args: list[Node]):
+        self.name, self.args = name, args
+        self.depth = max((a.depth for a in args), default=0) + 1
+
+
+class Sequence(Node):
+    """``a; b; c``: evaluates each in turn, its value is the last one's."""
+
+    __slots__ = ("nodes",)
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+        self.depth = max(n.depth for n in nodes) + 1
+
+
+class Let(Node):
+    """``let name = value; body``."""
+
+    __slots__ = ("body", "name", "value")
+
+    def __init__(self, name: str, value: Node, body: Node):
+        self.name, self.value, self.body = name, value, body
+        self.depth = max(value.depth, body.depth) + 1
+
+
 # --- Lexer ---------------------------------------------------------------------------------
 
 
@@ -177,11 +233,14 @@ _NUMBER = re.compile(
     r"|\d(?:_?\d)*(?:\.\d(?:_?\d)*)?(?:[eE][+-]?\d(?:_?\d)*)?",
     re.ASCII,
 )
-_IDENT = re.compile(r"[^\W\d]\w*")
+# expr-lang letters include "_" and "$" ($env); digits may follow the first letter.
+_IDENT = re.compile(r"(?:[^\W\d]|\$)(?:\w|\$)*")
+_POINTER = re.compile(r"#(\w*)")
+_LEADING_DOT_NUMBER = re.compile(r"\.\d(?:_?\d)*(?:[eE][+-]?\d(?:_?\d)*)?", re.ASCII)
 _OPERATORS = (
     "?.", "??", "..", "**", "==", "!=", "<=", ">=", "&&", "||",
     "-", "+", "*", "/", "%", "<", ">", "!", "?", ":", ".", ",", "(", ")", "[", "]", "{", "}",
-    "|", "^",
+    "|", "^", ";", "=",
 )  # fmt: skip
 _SIMPLE_ESCAPES = {
     "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
@@ -295,6 +354,21 @@ def tokenize(source: str) -> list[Token]:
             tokens.append(Token("str", value, pos, source[pos:end]))
             pos = end
             continue
+        if ch == "." and pos + 1 < n and "0" <= source[pos + 1] <= "9":
+            match = _LEADING_DOT_NUMBER.match(source, pos)  # expr-lang reads ".5" as 0.5
+            assert match is not None
+            text = match.group()
+            tokens.append(Token("num", _number_value(source, pos, "0" + text), pos, text))
+            pos = match.end()
+            continue
+        if ch == "#":
+            match = _POINTER.match(source, pos)
+            assert match is not None
+            tokens.append(Token("pointer", match.group(1), pos, match.group()))
+            pos = match.end()
+            continue
+        if source.startswith(("${{", "${%"), pos):
+            raise _error(source, pos, "unexpected '$': a bare expression is written without ${{ }}")
         match = _IDENT.match(source, pos)
         if match:
             tokens.append(Token("ident", match.group(), pos, match.group()))
@@ -306,12 +380,6 @@ def tokenize(source: str) -> list[Token]:
                 pos += len(op)
                 break
         else:
-            if source.startswith(("${{", "${%"), pos):
-                raise _error(
-                    source, pos, "unexpected '$': a bare expression is written without ${{ }}"
-                )
-            if ch == "#":
-                raise _error(source, pos, "predicates with '#' (map/filter/all) are not supported")
             raise _error(source, pos, f"unexpected character {ch!r}")
 
 
@@ -351,6 +419,27 @@ UNARY_OPERATORS = {"not": 50, "!": 50, "-": 90, "+": 90}
 _WORD_OPERATORS = frozenset({"or", "and", "in", "matches", "contains", "startsWith", "endsWith"})
 _NEGATABLE = frozenset({"in", "matches", "contains", "startsWith", "endsWith"})
 _LITERAL_WORDS = {"true": True, "false": False, "nil": None}
+_COMPARISONS = frozenset({"<", ">", "<=", ">="})
+
+# expr-lang parser/parser.go ``predicates``: the argument kinds of each closure builtin.
+# "expr" is an ordinary argument, "pred" a closure; a trailing "?" marks an optional one.
+PREDICATES: dict[str, tuple[str, ...]] = {
+    "all": ("expr", "pred"),
+    "none": ("expr", "pred"),
+    "any": ("expr", "pred"),
+    "one": ("expr", "pred"),
+    "filter": ("expr", "pred"),
+    "map": ("expr", "pred"),
+    "count": ("expr", "pred?"),
+    "sum": ("expr", "pred?"),
+    "find": ("expr", "pred"),
+    "findIndex": ("expr", "pred"),
+    "findLast": ("expr", "pred"),
+    "findLastIndex": ("expr", "pred"),
+    "groupBy": ("expr", "pred"),
+    "sortBy": ("expr", "pred", "expr?"),
+    "reduce": ("expr", "pred", "expr?"),
+}
 
 
 class _Parser:
@@ -359,6 +448,7 @@ class _Parser:
         self.tokens = tokenize(source)
         self.index = 0
         self.nesting = 0
+        self.predicate_depth = 0  # > 0 inside a predicate, where "#" and ".name" are allowed
 
     @property
     def token(self) -> Token:
@@ -398,17 +488,62 @@ class _Parser:
             raise self.error("expression is nested too deeply")
         return node
 
+    def is_word(self, value: str) -> bool:
+        token = self.token
+        return token.kind == "ident" and token.value == value
+
     def parse(self) -> Node:
-        node = self.parse_expression(0)
+        node = self.parse_sequence()
         if self.token.kind != "eof":
             raise self.unexpected()
         return node
+
+    def parse_sequence(self) -> Node:
+        nodes = [self.parse_expression(0)]
+        while self.is_op(";"):
+            self.advance()
+            if self.token.kind == "eof":
+                break  # a trailing ";" is allowed
+            nodes.append(self.parse_expression(0))
+        return nodes[0] if len(nodes) == 1 else self.checked(Sequence(nodes))
+
+    def parse_let(self) -> Node:
+        self.advance()
+        name = self.token
+        if name.kind != "ident" or name.value in _LITERAL_WORDS:
+            raise self.error("expected a variable name after 'let'")
+        self.advance()
+        self.expect_op("=")
+        value = self.parse_expression(0)
+        self.expect_op(";")
+        return self.checked(Let(name.value, value, self.parse_sequence()))
+
+    def parse_if(self) -> Node:
+        self.advance()
+        condition = self.parse_expression(0)
+        self.expect_op("{")
+        then = self.parse_sequence()
+        self.expect_op("}")
+        if not self.is_word("else"):
+            raise self.error("expected 'else' after the block of 'if'")
+        self.advance()
+        if self.is_word("if"):
+            otherwise = self.parse_if()
+        else:
+            self.expect_op("{")
+            otherwise = self.parse_sequence()
+            self.expect_op("}")
+        return self.checked(Conditional(condition, then, otherwise))
 
     def parse_expression(self, precedence: int) -> Node:
         self.nesting += 1
         if self.nesting > MAX_NESTING:
             raise self.error("expression is nested too deeply")
         try:
+            if precedence == 0 and self.is_word("let"):
+                return self.parse_let()
+            if precedence == 0 and self.is_word("if"):
+                return self.parse_if()
             left = self.parse_primary()
             while True:
                 token = self.token
@@ -436,6 +571,9 @@ class _Parser:
                     left = self.parse_pipe(left)
                     continue
                 op_precedence, associativity = info
+                if operator in _COMPARISONS:
+                    left = self.parse_comparison(left, operator, op_precedence)
+                    continue
                 right = self.parse_expression(
                     op_precedence + 1 if associativity == _LEFT else op_precedence
                 )
@@ -447,6 +585,19 @@ class _Parser:
             return left
         finally:
             self.nesting -= 1
+
+    def parse_comparison(self, left: Node, operator: str, precedence: int) -> Node:
+        """``a < b < c`` is ``a < b && b < c``, as in expr-lang (``parseComparison``)."""
+        root: Node | None = None
+        while True:
+            right = self.parse_expression(precedence + 1)
+            comparison = self.checked(Binary(operator, left, right))
+            root = comparison if root is None else self.checked(Binary("&&", root, comparison))
+            token = self.token
+            if token.kind != "op" or token.value not in _COMPARISONS:
+                return root
+            self.advance()
+            left, operator = right, token.value
 
     def parse_conditional(self, node: Node) -> Node:
         while self.is_op("?"):
@@ -467,8 +618,47 @@ class _Parser:
         if token.kind != "ident" or token.value in _LITERAL_WORDS:
             raise self.error("expected a function name after '|'")
         self.advance()
+        if token.value in PREDICATES and self.is_op("("):
+            return self.parse_predicate_call(token.value, [left])
         args = self.parse_arguments() if self.is_op("(") else []
         return self.checked(Call(token.value, [left, *args]))
+
+    def parse_predicate_call(self, name: str, args: list[Node]) -> Node:
+        kinds = PREDICATES[name][len(args) :]
+        self.expect_op("(")
+        for i, kind in enumerate(kinds):
+            if self.is_op(")"):
+                if kind.endswith("?"):
+                    break
+                raise self.error(f"{name}() expects at least {len(PREDICATES[name])} arguments")
+            if i > 0:
+                self.expect_op(",")
+            if kind.startswith("pred"):
+                args.append(self.parse_predicate())
+            else:
+                args.append(self.parse_expression(0))
+        if self.is_op(","):
+            self.advance()
+        self.expect_op(")")
+        return self.checked(PredicateCall(name, args))
+
+    def parse_predicate(self) -> Node:
+        braces = self.is_op("{")
+        if braces:
+            self.advance()
+        self.predicate_depth += 1
+        try:
+            if braces:
+                body = self.parse_sequence()
+            else:
+                body = self.parse_expression(0)
+                if self.is_op(";"):
+                    raise self.error("wrap predicate with brackets { and }")
+        finally:
+            self.predicate_depth -= 1
+        if braces:
+            self.expect_op("}")
+        return self.checked(Predicate(body))
 
     def parse_primary(self) -> Node:
         token = self.token
@@ -485,9 +675,16 @@ class _Parser:
             return self.checked(Unary(unary, operand))
         if self.is_op("("):
             self.advance()
-            inner = self.parse_expression(0)
+            inner = self.parse_sequence()
             self.expect_op(")")
             return self.parse_postfix(inner)
+        if token.kind == "pointer" or (self.predicate_depth and self.is_op(".")):
+            if not self.predicate_depth:
+                raise self.error(f"{token.text!r} can only be used inside a predicate")
+            if token.kind == "pointer":
+                self.advance()
+            # ".name" inside a predicate is "#.name": parse_postfix reads the ".name".
+            return self.parse_postfix(Pointer(token.value if token.kind == "pointer" else ""))
         return self.parse_postfix(self.parse_secondary())
 
     def parse_secondary(self) -> Node:
@@ -500,6 +697,8 @@ class _Parser:
             if token.value in _LITERAL_WORDS:
                 return Literal(_LITERAL_WORDS[token.value])
             if self.is_op("("):
+                if token.value in PREDICATES:
+                    return self.parse_predicate_call(token.value, [])
                 return self.checked(Call(token.value, self.parse_arguments()))
             return Identifier(token.value)
         if self.is_op("["):

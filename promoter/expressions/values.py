@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
+from promoter.expressions.dates import GoDuration, GoLocation, GoTime, go_string, time_json
 from promoter.expressions.errors import ExpressionError
 from promoter.expressions.semver import Semver
 
@@ -53,6 +54,12 @@ def type_name(value: Any) -> str:
         return "map"
     if isinstance(value, Semver):
         return "semver.Version"
+    if isinstance(value, GoTime):
+        return "time.Time"
+    if isinstance(value, GoDuration):
+        return "time.Duration"
+    if isinstance(value, GoLocation):
+        return "*time.Location"
     if callable(value):
         return "func"
     return "unknown"
@@ -153,8 +160,8 @@ def equal(a: Any, b: Any) -> bool:
             if key not in b or not equal(value, b[key]):
                 return False
         return True
-    if isinstance(a, Semver) and isinstance(b, Semver):
-        return a == b
+    if isinstance(a, Semver | GoTime | GoDuration | GoLocation):
+        return bool(a == b)
     if isinstance(a, str) and isinstance(b, str):
         return a == b  # str subclasses
     return a is b
@@ -238,6 +245,8 @@ def go_sprint(value: Any) -> str:
         return go_format_float(value)
     if isinstance(value, Semver):
         return str(value)
+    if isinstance(value, GoTime | GoDuration | GoLocation):
+        return go_string(value)
     if isinstance(value, list | tuple):
         return "[" + " ".join(go_sprint(item) for item in value) + "]"
     if isinstance(value, Mapping):
@@ -296,6 +305,12 @@ def _encode(value: Any, out: list[str], indent: str | None, prefix: str) -> None
     elif isinstance(value, Semver):
         # Masterminds' Version implements MarshalJSON as its String().
         out.append(go_json_string(str(value)))
+    elif isinstance(value, GoTime):
+        out.append(go_json_string(time_json(value)))
+    elif isinstance(value, GoDuration):
+        out.append(str(value.ns))  # time.Duration is an int64 to encoding/json
+    elif isinstance(value, GoLocation):
+        out.append("{}")  # *time.Location has no exported fields
     elif isinstance(value, list | tuple):
         _encode_items(value, out, indent, prefix)
     elif isinstance(value, Mapping):
@@ -353,6 +368,10 @@ def plain_data(value: Any) -> Any:
         return value
     if isinstance(value, Semver):
         return str(value)
+    if isinstance(value, GoTime):
+        return time_json(value)
+    if isinstance(value, GoDuration | GoLocation):
+        return str(value)  # yaml.v3 writes a time.Duration as its String()
     if isinstance(value, list | tuple):
         return [plain_data(item) for item in value]
     if isinstance(value, Mapping):
