@@ -9,19 +9,19 @@ stdout; progress goes to stderr.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from promoter.errors import InvalidInput
-from promoter.manifests import load
-from promoter.model import Promotion, Var
-from promoter.runner import RunOptions, run_promotion
-from promoter.steps.base import GitSettings, HttpSettings, StepServices
-from promoter.steps.http import HostRules
+
+# The engine, the model and the steps are imported by the command that runs a Promotion, not at
+# start-up: `--help`, a typo'd option or `demo` should not wait for them (the runner is run in
+# loops over Stages and in CI for every template change; tests/test_runner_imports.py).
+if TYPE_CHECKING:
+    from promoter.model import Promotion, Var
+    from promoter.steps.base import StepServices
 
 # The local runner runs a developer's own manifests on their own machine, where the services a
 # promotion talks to (and the examples' fakes) are often on loopback; the server allows none.
@@ -33,6 +33,8 @@ EXIT_INVALID_INPUT = 2
 
 
 def parse_var(text: str) -> Var:
+    from promoter.model import Var
+
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
         raise InvalidInput(f"{text!r} is not of the form NAME=VALUE", field="--var")
@@ -130,16 +132,23 @@ class Progress:
 
 
 def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
+    from promoter.steps.base import GitSettings, HttpSettings, StepServices
+
     env = {}
     if git_config is not None:
         if not git_config.is_file():
             raise InvalidInput("no such file", field="--git-config", source=str(git_config))
         env["GIT_CONFIG_GLOBAL"] = str(git_config.resolve())
     allow = tuple(h.strip() for h in http_allow.split(",") if h.strip())
-    try:
-        HostRules.parse(allow)
-    except ValueError as e:
-        raise InvalidInput(str(e), field="--http-allow") from None
+    if allow and allow != LOCAL_HTTP_ALLOW:
+        # The rules live with the http step, which imports aiohttp; the default list is known
+        # to parse, so only a list given on the command line pays for that import here.
+        from promoter.steps.http import HostRules
+
+        try:
+            HostRules.parse(allow)
+        except ValueError as e:
+            raise InvalidInput(str(e), field="--http-allow") from None
     # With an allow list, only what it lists is reachable; "*" keeps every public host open.
     if allow:
         allow = ("*", *allow)
@@ -147,6 +156,11 @@ def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
 
 
 def cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    import asyncio
+
+    from promoter.manifests import load
+    from promoter.runner import RunOptions, run_promotion
+
     progress_stream = stderr if args.output == "json" else stdout
     progress = Progress(progress_stream)
     try:
@@ -175,6 +189,8 @@ def report(promotion: Promotion, output: str, stdout: TextIO, progress_stream: T
         summary += f" - {status.message}"
     print(summary, file=progress_stream, flush=True)
     if output == "json":
+        import json
+
         json.dump(promotion.to_object(), stdout, indent=2, sort_keys=False, default=str)
         stdout.write("\n")
     return EXIT_OK if status.phase.value == "Succeeded" else EXIT_PROMOTION_FAILED

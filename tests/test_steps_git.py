@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -286,6 +287,76 @@ async def test_clone_reentry_resets_own_checkout(ctx: StepContext, remote: Remot
     assert (ctx.work_dir / "src/README.md").read_text() == "demo\n"
     assert not (ctx.work_dir / "src/untracked.txt").exists()
     assert (ctx.work_dir / "src/new.yaml").exists()
+
+
+async def test_one_branch_is_one_git_clone_and_a_promotion_seven_git_processes(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
+    STATS.reset()
+    config = {"repoURL": REPO, "checkout": [{"branch": "main", "path": "src"}]}
+    result = await run("git-clone", ctx, config)
+    assert result.output == {"commits": {"src": remote.head("main")}}
+    assert STATS.by_command == {"clone": 1}
+    write(ctx, "src/README.md", "changed\n")
+    await run("git-commit", ctx, {"path": "src", "message": "change"})
+    assert STATS.calls == 5, STATS.by_command  # status, add, commit, log
+    pushed = await run("git-push", ctx, {"path": "src", "generateTargetBranch": True})
+    assert STATS.calls == 7, STATS.by_command  # config (the remote's URL), push
+    assert remote.head(pushed.output["branch"]) == pushed.output["commit"]
+
+
+async def test_a_clone_killed_half_way_is_started_over(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
+    config = {"repoURL": REPO, "checkout": [{"branch": "main", "path": "src"}]}
+    await run("git-clone", ctx, config)
+    gitdir = Path((ctx.work_dir / "src/.git").read_text().removeprefix("gitdir:").strip())
+    # What a SIGKILL mid-clone leaves: part of the files, a lock, objects missing.
+    (ctx.work_dir / "src/base/deployment.yaml").unlink()
+    (gitdir / "index.lock").write_text("")
+    for pack in (gitdir / "objects/pack").glob("*"):
+        pack.unlink()
+    newer = remote.commit_files("main", {"new.yaml": "n: 1\n"})
+    result = await run("git-clone", ctx, config)
+    assert result.output == {"commits": {"src": newer}}
+    assert (ctx.work_dir / "src/base/deployment.yaml").read_text() == "kind: Deployment\n"
+    write(ctx, "src/new.yaml", "n: 2\n")
+    assert (await run("git-commit", ctx, {"path": "src", "message": "n"})).status is (
+        StepStatus.SUCCEEDED
+    )
+
+
+async def test_a_second_clone_of_the_same_repository_next_to_a_first(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
+    await run("git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "a"}]})
+    second = await clone_out(ctx)
+    assert second.output == {"commits": {"./out": remote.head("stage/test")}}
+    third = await run(
+        "git-clone", ctx, {"repoURL": REPO, "checkout": [{"path": "c", "as": "default"}]}
+    )
+    assert third.output == {"commits": {"default": remote.head("main")}}
+    for path in ("a", "out", "c"):
+        write(ctx, f"{path}/x.yaml", f"{path}: 1\n")
+        done = await run("git-commit", ctx, {"path": path, "message": path})
+        assert done.status is StepStatus.SUCCEEDED
+
+
+def stage_in_index(ctx: StepContext, checkout: str, name: str) -> None:
+    """``git add`` by hand, as a step's own tool might have done."""
+    env = {**ctx.services.git.env, "PATH": "/usr/bin:/bin", "HOME": str(ctx.work_dir)}
+    subprocess.run(["git", "add", name], cwd=ctx.work_dir / checkout, env=env, check=True)
+
+
+async def test_changes_that_cancel_out_once_staged_are_nothing_to_commit(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
+    await run("git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "s"}]})
+    write(ctx, "s/README.md", "staged\n")
+    stage_in_index(ctx, "s", "README.md")
+    write(ctx, "s/README.md", "demo\n")
+    result = await run("git-commit", ctx, {"path": "s", "message": "nothing"})
+    assert (result.status, result.output) == (StepStatus.SKIPPED, {"commit": remote.head("main")})
 
 
 async def test_clone_refuses_a_foreign_non_empty_path(ctx: StepContext) -> None:

@@ -1,48 +1,105 @@
-"""Maps ``uses:`` kinds to step objects. Registering a kind is one line in ``_MODULES`` or one
-call to :meth:`StepRegistry.register`."""
+"""Maps ``uses:`` kinds to step objects. Registering a built-in kind is one line in
+``BUILTIN_KINDS``; an adapter registers its own with :meth:`StepRegistry.register`.
+
+Built-in kinds are known by name up front and their modules imported on first use: a step
+module brings its libraries along (aiohttp for ``http``, ruamel for the YAML steps, tomlkit for
+the TOML ones), and a git-only Promotion run from the command line should pay for none of them.
+Listing kinds, ``kind in registry`` and the unknown-kind error need no import;
+``registry[kind]`` imports the module that defines ``kind`` and registers all of its steps.
+``tests/test_runner_imports.py`` checks that this table matches each module's ``STEPS``.
+"""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from promoter.steps.base import Step
 
-# Modules exposing STEPS: dict[str, Step]; imported lazily so a missing optional dependency of one
-# adapter cannot break the others at import time.
-_MODULES = (
-    "promoter.steps.basic",
-    "promoter.steps.git",
-    "promoter.steps.files",
-    "promoter.steps.tomlfiles",
-    "promoter.steps.http",
-    "promoter.steps.download",
-    "promoter.steps.archive",
+# kind -> the module whose STEPS defines it, in the order kinds are listed.
+BUILTIN_KINDS: Mapping[str, str] = {
+    "compose-output": "promoter.steps.basic",
+    "fail": "promoter.steps.basic",
+    "git-clone": "promoter.steps.git",
+    "git-clear": "promoter.steps.git",
+    "git-commit": "promoter.steps.git",
+    "git-tag": "promoter.steps.git",
+    "git-push": "promoter.steps.git",
+    "yaml-update": "promoter.steps.files",
+    "json-update": "promoter.steps.files",
+    "yaml-parse": "promoter.steps.files",
+    "json-parse": "promoter.steps.files",
+    "kustomize-set-image": "promoter.steps.files",
+    "helm-update-chart": "promoter.steps.files",
+    "copy": "promoter.steps.files",
+    "delete": "promoter.steps.files",
+    "file-write": "promoter.steps.files",
+    "yaml-merge": "promoter.steps.files",
+    "toml-parse": "promoter.steps.tomlfiles",
+    "toml-update": "promoter.steps.tomlfiles",
+    "http": "promoter.steps.http",
+    "http-download": "promoter.steps.download",
+    "untar": "promoter.steps.archive",
+    "tar": "promoter.steps.archive",
     # Needs the metadata port (StepServices.extra["metadata"]), which the server and the local
     # runner provide.
-    "promoter.steps.metadata",
+    "set-metadata": "promoter.steps.metadata",
     # Needs the Freight alias port (StepServices.extra["freight-aliases"]), which the server and
     # the local runner provide.
-    "promoter.steps.freight_alias",
-    # Needs the Argo CD port (StepServices.extra["argocd"]), which the server provides; in the
-    # local runner it errors with a message saying so.
-    "promoter.steps.argocd",
+    "set-freight-alias": "promoter.steps.freight_alias",
+    # Need the Argo CD port (StepServices.extra["argocd"]), which the server provides; in the
+    # local runner they error with a message saying so.
+    "argocd-update": "promoter.steps.argocd",
+    "argocd-wait": "promoter.steps.argocd",
     # Need the GitHub port (StepServices.extra["github"]), set when the GitHub App is configured.
-    "promoter.steps.github",
-)
+    "git-open-pr": "promoter.steps.github",
+    "git-wait-for-pr": "promoter.steps.github",
+    "git-merge-pr": "promoter.steps.github",
+}
+
+
+@dataclass(frozen=True)
+class _NotImported:
+    """A built-in kind whose module has not been imported yet."""
+
+    module: str
 
 
 class StepRegistry(Mapping[str, Step]):
     """A read-mostly mapping of step kinds, extended by adapters (Argo CD, GitHub) at wiring."""
 
     def __init__(self, steps: Mapping[str, Step] | None = None) -> None:
-        self._steps: dict[str, Step] = dict(steps or {})
+        self._steps: dict[str, Step | _NotImported] = dict(steps or {})
 
     def register(self, kind: str, step: Step) -> None:
         self._steps[kind] = step
 
+    def register_module(self, kind: str, module: str) -> None:
+        """Know ``kind`` by name; import ``module`` (whose ``STEPS`` has it) on first use."""
+        self._steps[kind] = _NotImported(module)
+
     def __getitem__(self, kind: str) -> Step:
-        return self._steps[kind]
+        step = self._steps[kind]
+        if isinstance(step, _NotImported):
+            step = self._import(kind, step.module)
+        return step
+
+    def _import(self, kind: str, module_name: str) -> Step:
+        steps: Mapping[str, Step] = importlib.import_module(module_name).STEPS
+        # Every kind of that module still waiting for it, not only the one asked for; a kind
+        # registered explicitly since (an adapter's replacement) stays as registered.
+        for name, entry in self._steps.items():
+            if isinstance(entry, _NotImported) and entry.module == module_name and name in steps:
+                self._steps[name] = steps[name]
+        found = self._steps[kind]
+        if isinstance(found, _NotImported):
+            raise LookupError(f"{module_name} defines no step {kind!r}")
+        return found
+
+    def __contains__(self, kind: object) -> bool:
+        # Mapping's default would call __getitem__ and import the step's module.
+        return kind in self._steps
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._steps)
@@ -52,10 +109,8 @@ class StepRegistry(Mapping[str, Step]):
 
 
 def builtin_registry() -> StepRegistry:
-    """Every built-in step that needs no cluster or GitHub API."""
+    """Every built-in step that needs no cluster or GitHub API, imported when first used."""
     registry = StepRegistry()
-    for module_name in _MODULES:
-        module = importlib.import_module(module_name)
-        for kind, step in module.STEPS.items():
-            registry.register(kind, step)
+    for kind, module in BUILTIN_KINDS.items():
+        registry.register_module(kind, module)
     return registry
