@@ -20,6 +20,7 @@ from app.controller import kube as k
 from app.controller.leader import LeaderElector
 from app.controller.promotions import ClusterPromotions, DeferredPromotions
 from app.controller.reconciler import Controller
+from app.controller.warehouses.reconciler import start_warehouse_controller
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.logs import REDACTOR
 from app.metrics import Metrics
@@ -207,6 +208,10 @@ async def _start(
     controller.listeners.extend(state.listeners)
     controller.stage_listeners.extend(state.stage_listeners)
     state.service.target = ClusterPromotions(kube, controller)
+    # Warehouses discover Freight beside the Promotion controller: own informer, leader only.
+    warehouses = await start_warehouse_controller(
+        kube, settings.work_dir, stack, namespace=settings.watch_namespace
+    )
     tasks: list[asyncio.Task[None]] = []
 
     async def stop_tasks() -> None:
@@ -218,6 +223,7 @@ async def _start(
 
     stack.push_async_callback(stop_tasks)
     tasks.append(_supervised(state, controller.run_informers(), "informers"))
+    tasks.append(_supervised(state, warehouses.run_informer(), "warehouse-informer"))
     if settings.leader_election:
         elector = LeaderElector(
             kube,
@@ -233,7 +239,7 @@ async def _start(
         async def started_leading() -> None:
             log.info("became the leader (%s)", settings.identity)
             state.metrics.leader.set(1)
-            await controller.lead()
+            await asyncio.gather(controller.lead(), warehouses.lead())
 
         def stopped_leading() -> None:
             log.warning("lost the leader lease (%s): stopped reconciling", settings.identity)
@@ -243,6 +249,7 @@ async def _start(
         tasks.append(_supervised(state, elector.run(started_leading, stopped_leading), "leader"))
     else:
         tasks.append(_supervised(state, controller.lead(), "reconciler"))
+        tasks.append(_supervised(state, warehouses.lead(), "warehouses"))
     state.started.set()
 
 

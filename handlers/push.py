@@ -1,11 +1,18 @@
-"""``push`` events: Freight for Warehouses that subscribe to a git branch.
+"""``push`` events: refresh the Warehouses that subscribe to what was pushed.
 
-A push to a branch a Warehouse subscribes to (``spec.subscriptions[].git{repoURL, branch}``)
-becomes one Freight for the pushed head commit, named deterministically from its artifacts
-(:func:`freight_name`), so the same commit never makes two Freight however often it is pushed or
-delivered. Creating Freight is not part of the :class:`~promoter.chatops.PromotionService` port;
-the service provides it when it implements :class:`FreightSink`, and pushes are only logged
-otherwise.
+Kargo's GitHub receiver does not make Freight of a push: it refreshes every Warehouse with a git
+subscription the pushed ref matters to (a branch push for NewestFromBranch on that branch, a tag
+push for the tag-based strategies), and the Warehouse discovers with its own strategy, so a
+SemVer subscription picks its newest tag and a Warehouse that also subscribes to an image
+makes Freight with both. We do the same (:func:`push_refreshes`): the service's
+:class:`WarehouseRefresher` writes the Warehouse's refresh annotation, and the leader's
+Warehouse reconciler (``app/controller/warehouses``) discovers at once.
+
+A service without a refresher (no Warehouse reconciler) falls back to making Freight of the
+pushed head itself, but only where that is exactly what discovery would make
+(:func:`freight_for_push`): a Warehouse whose one subscription is this branch, NewestFromBranch,
+with no path filters. The name derives from the artifacts (:func:`freight_name`), so the same
+commit never makes two Freight however often it is pushed or delivered.
 """
 
 from __future__ import annotations
@@ -20,12 +27,55 @@ from gidgethub import routing, sansio
 from handlers.context import Deps, event_repo
 from promoter.model import name_of
 from promoter.steps.git import normalize_repo_url
+from promoter.warehouses.selection import branch_matches
+from promoter.warehouses.spec import GitSubscription, SpecError, parse_subscription
 
 log = logging.getLogger(__name__)
 
 router = routing.Router()
 
 _DELETED = "0" * 40
+
+
+@runtime_checkable
+class WarehouseRefresher(Protocol):
+    """What a PromotionService may offer: ask a Warehouse to discover now."""
+
+    async def warehouses(self, namespace: str) -> list[Mapping[str, Any]]: ...
+
+    async def refresh_warehouse(self, namespace: str, name: str) -> None: ...
+
+
+def _pushed_urls(payload: Mapping[str, Any]) -> set[str]:
+    repository = payload.get("repository") or {}
+    return {
+        normalize_repo_url(str(url))
+        for url in (repository.get("clone_url"), repository.get("html_url"), repository.get("url"))
+        if url
+    }
+
+
+def push_refreshes(warehouse: Mapping[str, Any], payload: Mapping[str, Any]) -> bool:
+    """Whether the push moved a ref one of the Warehouse's git subscriptions selects from
+    (Kargo's ``MatchesRef``: the subscribed branch, ``main``/``master`` when none is named, or
+    a tag the tag-based strategy's filters accept)."""
+    ref = str(payload.get("ref") or "")
+    pushed = _pushed_urls(payload)
+    for entry in (warehouse.get("spec") or {}).get("subscriptions") or ():
+        git = (entry or {}).get("git") if isinstance(entry, Mapping) else None
+        if not isinstance(git, Mapping) or not git.get("repoURL"):
+            continue
+        if normalize_repo_url(str(git["repoURL"])) not in pushed:
+            continue
+        try:
+            sub = parse_subscription({"git": git}, 0)
+        except SpecError:
+            return True  # let the Warehouse report its own spec error
+        if isinstance(sub, GitSubscription) and (
+            branch_matches(sub, ref) or (sub.tag_based and ref.startswith("refs/tags/"))
+        ):
+            return True
+    return False
 
 
 @runtime_checkable
@@ -57,17 +107,22 @@ def freight_for_push(
     if not ref.startswith("refs/heads/") or payload.get("deleted") or after in ("", _DELETED):
         return None
     branch = ref.removeprefix("refs/heads/")
-    repository = payload.get("repository") or {}
-    pushed = {
-        normalize_repo_url(str(url))
-        for url in (repository.get("clone_url"), repository.get("html_url"), repository.get("url"))
-        if url
-    }
-    for subscription in (warehouse.get("spec") or {}).get("subscriptions") or ():
+    pushed = _pushed_urls(payload)
+    subscriptions = (warehouse.get("spec") or {}).get("subscriptions") or ()
+    # Kargo's Freight carries one artifact per subscription, chosen by its strategy: a head
+    # commit stands for the whole Warehouse only when it is the Warehouse's one subscription and
+    # that subscription takes the newest commit of this branch, whatever it touched.
+    if len(subscriptions) != 1:
+        return None
+    for subscription in subscriptions:
         git = (subscription or {}).get("git") or {}
         if not git.get("repoURL") or normalize_repo_url(str(git["repoURL"])) not in pushed:
             continue
         if (git.get("branch") or "main") != branch:
+            continue
+        if git.get("commitSelectionStrategy") not in (None, "", "NewestFromBranch"):
+            continue
+        if git.get("includePaths") or git.get("excludePaths") or git.get("expressionFilter"):
             continue
         commit: dict[str, Any] = {
             "repoURL": str(git["repoURL"]),
@@ -95,6 +150,19 @@ def freight_for_push(
 @router.register("push")
 async def on_push(event: sansio.Event, deps: Deps) -> None:
     service = deps.service
+    if isinstance(service, WarehouseRefresher):
+        namespace = deps.namespace_for(event.data)
+        for warehouse in await service.warehouses(namespace):
+            if push_refreshes(warehouse, event.data):
+                await service.refresh_warehouse(namespace, name_of(warehouse))
+                log.info(
+                    "push %s to %s: refreshing Warehouse %s",
+                    str(event.data.get("after"))[:12],
+                    event_repo(event.data),
+                    name_of(warehouse),
+                    extra={"delivery_id": event.delivery_id},
+                )
+        return
     if not isinstance(service, FreightSink):
         log.debug("push to %s ignored: the service cannot create Freight", event_repo(event.data))
         return

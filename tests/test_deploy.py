@@ -17,6 +17,7 @@ GitHub and Slack app manifests, checked offline against the schemas and against 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import json
@@ -33,6 +34,7 @@ from app.__main__ import build_parser
 from app.controller import kube as k
 from app.controller.leader import LeaderElector
 from app.controller.promotions import ClusterPromotions
+from app.controller.warehouses.reconciler import start_warehouse_controller
 from app.embedded import CRD_DIRS, DEFAULT_SEED, seed
 from app.server import create_app
 from app.settings import Settings
@@ -540,6 +542,31 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
                     },
                 )
                 assert created
+                # Warehouses: a push refreshes one (its annotation); the Warehouse reconciler
+                # lists and watches them and writes their status (an invalid spec here, so no
+                # registry or git remote is needed).
+                await service.refresh_warehouse(NS, "kargo-demo")
+                await admin.create(
+                    k.WAREHOUSES,
+                    {
+                        "metadata": {"name": "invalid", "namespace": NS},
+                        "spec": {"subscriptions": [{"image": {"repoURL": "x", "allowTags": "v"}}]},
+                    },
+                )
+                async with contextlib.AsyncExitStack() as stack:
+                    warehouses = await start_warehouse_controller(
+                        controller.kube, tmp_path / "warehouses", stack
+                    )
+                    informer = asyncio.create_task(warehouses.run_informer())
+                    try:
+                        await asyncio.wait_for(warehouses.informer.synced.wait(), 10)
+                        await warehouses.reconcile((NS, "invalid"))
+                        # The informer watches right after its list; give the watch request
+                        # time to reach the authorizing proxy before stopping it.
+                        await asyncio.sleep(0.3)
+                    finally:
+                        informer.cancel()
+                        await asyncio.gather(informer, return_exceptions=True)
             # Leader election as the Deployment configures it: a first replica creates the
             # Lease, a second takes it over after the first released it.
             lease_kube = k.Kube(proxy.server.api_client())

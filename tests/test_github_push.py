@@ -1,4 +1,6 @@
-"""Push webhooks make Freight for Warehouses subscribed to the branch: once per commit."""
+"""Push webhooks refresh the Warehouses subscribed to what was pushed (Kargo's receiver); the
+fallback that makes Freight of the head commit does so only when discovery would make exactly that
+Freight."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from handlers.push import freight_for_push, freight_name
+from handlers.push import freight_for_push, freight_name, push_refreshes
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from tests.support.github import FakePromotions, fixture, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
@@ -20,23 +22,28 @@ NS = "default"
 
 
 def warehouse(
-    name: str = "hello", branch: str = "master", url: str | None = None
+    name: str = "hello",
+    branch: str = "master",
+    url: str | None = None,
+    *,
+    image: bool = False,
+    **git: Any,
 ) -> dict[str, Any]:
+    subscriptions: list[dict[str, Any]] = [{"image": {"repoURL": "nginx"}}] if image else []
+    subscriptions.append(
+        {
+            "git": {
+                "repoURL": url or "https://github.com/codertocat/hello-world",
+                "branch": branch,
+                **git,
+            }
+        }
+    )
     return {
         "apiVersion": "kargo.akuity.io/v1alpha1",
         "kind": "Warehouse",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "subscriptions": [
-                {"image": {"repoURL": "nginx"}},
-                {
-                    "git": {
-                        "repoURL": url or "https://github.com/codertocat/hello-world",
-                        "branch": branch,
-                    }
-                },
-            ]
-        },
+        "spec": {"subscriptions": subscriptions},
     }
 
 
@@ -82,14 +89,15 @@ async def bot(
     async with running_fake_github() as fake:
         fake.add_repo("Codertocat/Hello-World", make_remote(tmp_path, {"README.md": "hi\n"}))
         service = FakePromotions(NS)
-        service.warehouse_list.append(warehouse())
+        service.warehouse_list.append(warehouse(image=True))
+        service.warehouse_list.append(warehouse("elsewhere", url="https://github.com/x/y"))
         app = web.Application()
         integration = setup_github(app, fake.settings(), service)
         async with TestClient(TestServer(app)) as http:
             yield service, integration, http
 
 
-async def test_the_same_commit_delivered_twice_makes_one_freight(
+async def test_the_same_commit_delivered_twice_refreshes_and_makes_no_freight_itself(
     bot: tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any]],
 ) -> None:
     service, integration, http = bot
@@ -97,5 +105,32 @@ async def test_the_same_commit_delivered_twice_makes_one_freight(
         headers, body = webhook_request("push", fixture("push.with-new-branch"), "webhook-secret")
         assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
     await asyncio.wait_for(integration.queue.join(), 10)
-    assert len(service.created_freight) == 1
-    assert service.created_freight[0]["commits"][0]["id"].startswith("6113728f")
+    # The Warehouse discovers with its own strategies; refreshing twice is harmless.
+    assert service.refreshed_warehouses == [(NS, "hello"), (NS, "hello")]
+    assert service.created_freight == []
+
+
+@pytest.mark.parametrize(
+    "subscribed",
+    [
+        warehouse(image=True),  # the Freight must carry the image too
+        warehouse(commitSelectionStrategy="SemVer"),  # the newest tag, not the branch head
+        warehouse(commitSelectionStrategy="NewestTag"),
+        warehouse(includePaths=["apps/"]),  # the head may not touch those paths
+    ],
+)
+def test_a_push_never_makes_freight_the_warehouse_would_not_make(
+    subscribed: dict[str, Any],
+) -> None:
+    assert freight_for_push(subscribed, fixture("push.with-new-branch")) is None
+
+
+def test_a_push_refreshes_the_warehouses_whose_refs_it_moved() -> None:
+    branch_push = fixture("push.with-new-branch")
+    assert push_refreshes(warehouse(image=True), branch_push)
+    assert not push_refreshes(warehouse(branch="main"), branch_push)
+    assert not push_refreshes(warehouse(url="https://github.com/x/y"), branch_push)
+    tag_push = {**branch_push, "ref": "refs/tags/v1.2.3"}
+    assert push_refreshes(warehouse(commitSelectionStrategy="SemVer"), tag_push)
+    assert not push_refreshes(warehouse(), tag_push)
+    assert not push_refreshes(warehouse(commitSelectionStrategy="SemVer"), branch_push)

@@ -7,6 +7,7 @@ Promotions are created through the one builder.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -110,6 +111,14 @@ class ClusterPromotions:
         items, _ = await self.kube.list(k.WAREHOUSES, namespace)
         return list(items)
 
+    async def refresh_warehouse(self, namespace: str, name: str) -> None:
+        """Ask the Warehouse to discover now: its refresh annotation, which the leader's
+        Warehouse reconciler watches (any replica may receive the webhook)."""
+        token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        patch = {"metadata": {"annotations": {ann.REFRESH_ANNOTATIONS[0]: token}}}
+        with contextlib.suppress(k.NotFound):
+            await self.kube.patch(k.WAREHOUSES, namespace, name, patch)
+
     async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
         """Create it unless a Freight of that name exists (its name derives from its
         artifacts, so a redelivered push finds its own Freight)."""
@@ -170,6 +179,9 @@ class DeferredPromotions:
 
     async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
         return await self._get().create_freight(namespace, freight)
+
+    async def refresh_warehouse(self, namespace: str, name: str) -> None:
+        await self._get().refresh_warehouse(namespace, name)
 
     def wake_pr(self, url: str) -> int:
         return self.target.wake_pr(url) if self.target is not None else 0

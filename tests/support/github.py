@@ -1338,6 +1338,7 @@ class FakePromotions:
         self.waiting: dict[str, int] = {}
         self.warehouse_list: list[dict[str, Any]] = []
         self.created_freight: list[dict[str, Any]] = []
+        self.refreshed_warehouses: list[tuple[str, str]] = []
         # handlers.progress.AnalysisRunSource: (namespace, name) -> AnalysisRun
         self.analysis_runs: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -1401,6 +1402,10 @@ class FakePromotions:
             for w in self.warehouse_list
             if (w.get("metadata") or {}).get("namespace") == namespace
         ]
+
+    # handlers.push.WarehouseRefresher
+    async def refresh_warehouse(self, namespace: str, name: str) -> None:
+        self.refreshed_warehouses.append((namespace, name))
 
     async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
         name = freight["metadata"]["name"]

@@ -1,0 +1,418 @@
+"""A small OCI distribution API client: tags, manifests, config blobs.
+
+What Kargo gets from go-containerregistry, over aiohttp:
+
+* **Tags** with pagination (``Link: <...>; rel="next"``) and conditional requests: a page we
+  have seen is asked for with ``If-None-Match`` and a ``304`` costs no body.
+* **Manifests**, single-platform or a multi-arch index (OCI or Docker list); for an index each
+  platform's manifest is read too (the platform constraint and creation time need them).
+  Manifests and blobs addressed by digest never change, so they are cached by digest.
+* **Auth**: anonymous first; a ``401`` with a ``Bearer`` challenge is answered with a token from
+  the challenge's realm (with Basic credentials when the operator configured some for that
+  registry, anonymous otherwise), cached until it expires; a ``Basic`` challenge is answered
+  with the credentials. Credentials and tokens never appear in messages or logs.
+* **Rate limits**: a ``429`` raises :class:`RateLimited` with the ``Retry-After`` delay, and the
+  registry is left alone until then (later calls fail fast without a request).
+
+Like go-containerregistry, a registry on localhost, a loopback or private address or ``.local``
+is spoken to over plain HTTP; everything else over HTTPS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import ipaddress
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode, urljoin
+
+import aiohttp
+
+from promoter.warehouses.selection import ImageFacts, PlatformFacts
+
+__all__ = ["OCIClient", "RateLimited", "RegistryError", "RepoRef", "parse_repo"]
+
+INDEX_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+ACCEPT = ", ".join(INDEX_TYPES + MANIFEST_TYPES)
+_CREATED_KEYS = ("org.opencontainers.image.created", "org.label-schema.build-date")
+_CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+_NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+_MAX_BODY = 16 * 1024 * 1024
+
+Credentials = Callable[[str], tuple[str, str] | None]
+
+
+class RegistryError(Exception):
+    """The registry refused or failed; the message names the request, never a credential."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RateLimited(RegistryError):
+    """429: try again after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message, 429)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class RepoRef:
+    """A repository: registry host (with port) and the repository path on it."""
+
+    host: str
+    path: str
+    scheme: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.scheme}://{self.host}/v2/{self.path}"
+
+
+def _plain_http(host: str) -> bool:
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host.strip("[]")
+    if name == "localhost" or name.endswith(".local"):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private
+
+
+def parse_repo(repo_url: str) -> RepoRef:
+    """``ghcr.io/acme/app``, ``localhost:5000/app``, ``nginx`` (Docker Hub), ``oci://...``."""
+    repo = repo_url.strip().removeprefix("oci://").rstrip("/")
+    first, sep, rest = repo.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        host, path = first, rest
+    else:
+        host, path = "registry-1.docker.io", repo
+    if host in ("docker.io", "index.docker.io"):
+        host = "registry-1.docker.io"
+    if host == "registry-1.docker.io" and "/" not in path:
+        path = f"library/{path}"
+    if not path:
+        raise RegistryError(f"{repo_url!r} names no repository")
+    return RepoRef(host, path.lower(), "http" if _plain_http(host) else "https")
+
+
+def _created(metadata: Mapping[str, str] | None) -> datetime | None:
+    for key in _CREATED_KEYS:
+        text = (metadata or {}).get(key)
+        if text:
+            try:
+                return datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+    return None
+
+
+@dataclass
+class _Token:
+    value: str
+    expires: float
+
+
+@dataclass
+class _Cached:
+    etag: str
+    value: Any
+
+
+@dataclass
+class OCIClient:
+    """One client per process: the caches and the rate-limit gates are shared by Warehouses."""
+
+    session: aiohttp.ClientSession
+    credentials: Credentials = field(default=lambda host: None)
+    page_size: int = 1000
+    clock: Callable[[], float] = time.monotonic
+    requests: int = 0
+    _tokens: dict[tuple[str, str, str], _Token] = field(default_factory=dict)
+    _basic: set[str] = field(default_factory=set)
+    _by_digest: dict[str, Any] = field(default_factory=dict)
+    _conditional: dict[str, _Cached] = field(default_factory=dict)
+    _blocked_until: dict[str, float] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ transport
+
+    async def _get(
+        self, repo: RepoRef, url: str, headers: Mapping[str, str]
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """GET with the auth dance; returns status, headers and body (304 included)."""
+        blocked = self._blocked_until.get(repo.host, 0.0) - self.clock()
+        if blocked > 0:
+            raise RateLimited(f"{repo.host} asked us to wait; {blocked:.0f}s left", blocked)
+        scope = f"repository:{repo.path}:pull"
+        auth = self._auth_header(repo.host, scope)
+        for attempt in range(2):
+            sent = dict(headers)
+            if auth:
+                sent["Authorization"] = auth
+            self.requests += 1
+            try:
+                async with self.session.get(url, headers=sent, allow_redirects=True) as response:
+                    body = await response.content.read(_MAX_BODY + 1)
+                    status, response_headers = response.status, response.headers
+            except (aiohttp.ClientError, TimeoutError) as err:
+                raise RegistryError(f"GET {url}: {type(err).__name__}") from None
+            if status == 401 and attempt == 0:
+                challenge = response_headers.get("WWW-Authenticate", "")
+                auth = await self._answer(repo, challenge, scope)
+                if auth:
+                    continue
+            if status == 429:
+                delay = _retry_after(response_headers.get("Retry-After"))
+                self._blocked_until[repo.host] = self.clock() + delay
+                raise RateLimited(f"GET {url}: 429 Too Many Requests", delay)
+            if len(body) > _MAX_BODY:
+                raise RegistryError(f"GET {url}: response larger than {_MAX_BODY} bytes")
+            return status, response_headers, body
+        raise RegistryError(f"GET {url}: 401 Unauthorized", 401)
+
+    def _auth_header(self, host: str, scope: str) -> str | None:
+        for (realm_host, token_scope, _), token in list(self._tokens.items()):
+            if realm_host == host and token_scope == scope and token.expires > self.clock():
+                return f"Bearer {token.value}"
+        if host in self._basic:
+            return _basic_header(self.credentials(host))
+        return None
+
+    async def _answer(self, repo: RepoRef, challenge: str, scope: str) -> str | None:
+        scheme, _, params_text = challenge.partition(" ")
+        params = dict(_CHALLENGE_PARAM.findall(params_text))
+        creds = self.credentials(repo.host)
+        if scheme.lower() == "basic":
+            if creds is None:
+                return None
+            self._basic.add(repo.host)
+            return _basic_header(creds)
+        if scheme.lower() != "bearer" or "realm" not in params:
+            return None
+        query = {"service": params.get("service", ""), "scope": params.get("scope") or scope}
+        url = f"{params['realm']}?{urlencode({k: v for k, v in query.items() if v})}"
+        headers: dict[str, str] = {}
+        if creds is not None:
+            headers["Authorization"] = _basic(creds)
+        self.requests += 1
+        try:
+            async with self.session.get(url, headers=headers) as response:
+                if response.status != 200:
+                    raise RegistryError(
+                        f"token request to {params['realm']} for {scope}: {response.status}",
+                        response.status,
+                    )
+                data = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+            raise RegistryError(
+                f"token request to {params['realm']}: {type(err).__name__}"
+            ) from None
+        value = str(data.get("token") or data.get("access_token") or "")
+        if not value:
+            raise RegistryError(f"token request to {params['realm']}: no token in the answer")
+        expires_in = float(data.get("expires_in") or 60)
+        self._tokens[(repo.host, scope, params["realm"])] = _Token(
+            value, self.clock() + max(expires_in - 10, 1)
+        )
+        return f"Bearer {value}"
+
+    async def _get_json(
+        self, repo: RepoRef, url: str, accept: str = "application/json"
+    ) -> tuple[Any, Mapping[str, str], bytes]:
+        """A JSON document, conditionally: a cached ETag is sent as If-None-Match."""
+        headers = {"Accept": accept}
+        cached = self._conditional.get(url)
+        if cached is not None:
+            headers["If-None-Match"] = cached.etag
+        status, response_headers, body = await self._get(repo, url, headers)
+        if status == 304 and cached is not None:
+            value, saved_headers, raw = cached.value
+            return value, saved_headers, raw
+        if status == 404:
+            raise RegistryError(f"GET {url}: 404 Not Found", 404)
+        if status != 200:
+            raise RegistryError(f"GET {url}: {status}", status)
+        try:
+            value = json.loads(body)
+        except ValueError:
+            raise RegistryError(f"GET {url}: not JSON") from None
+        etag = response_headers.get("ETag")
+        kept = {
+            k: v
+            for k, v in response_headers.items()
+            if k in ("Link", "Docker-Content-Digest", "Content-Type")
+        }
+        if etag:
+            self._conditional[url] = _Cached(etag, (value, kept, body))
+        return value, kept, body
+
+    # ------------------------------------------------------------------ API
+
+    async def tags(self, repo_url: str) -> list[str]:
+        """Every tag of the repository, following ``Link`` pagination."""
+        repo = parse_repo(repo_url)
+        url: str | None = f"{repo.base}/tags/list?n={self.page_size}"
+        tags: list[str] = []
+        pages = 0
+        while url and pages < 10_000:
+            pages += 1
+            try:
+                data, headers, _ = await self._get_json(repo, url)
+            except RegistryError as err:
+                if err.status == 404 and not tags:
+                    return []  # a repository nothing was pushed to yet
+                raise
+            tags.extend(str(t) for t in data.get("tags") or ())
+            link = headers.get("Link")
+            match = _NEXT_LINK.search(link) if link else None
+            url = urljoin(url, match.group(1)) if match else None
+        return tags
+
+    async def manifest(self, repo_url: str, reference: str) -> tuple[str, str, Any]:
+        """(media type, digest, document) of a tag or digest."""
+        repo = parse_repo(repo_url)
+        if reference.startswith("sha256:") and reference in self._by_digest:
+            media, document = self._by_digest[reference]
+            return media, reference, document
+        url = f"{repo.base}/manifests/{reference}"
+        document, headers, body = await self._get_json(repo, url, ACCEPT)
+        digest = headers.get("Docker-Content-Digest") or (
+            "sha256:" + hashlib.sha256(body).hexdigest()
+        )
+        media = str(document.get("mediaType") or headers.get("Content-Type") or "").split(";")[0]
+        if not media:
+            media = INDEX_TYPES[0] if "manifests" in document else MANIFEST_TYPES[0]
+        self._by_digest[digest] = (media, document)
+        return media, digest, document
+
+    async def blob_json(self, repo_url: str, digest: str) -> Any:
+        if digest in self._by_digest:
+            return self._by_digest[digest]
+        repo = parse_repo(repo_url)
+        status, _, body = await self._get(repo, f"{repo.base}/blobs/{digest}", {})
+        if status != 200:
+            raise RegistryError(f"GET blob {digest} of {repo.host}/{repo.path}: {status}", status)
+        try:
+            value = json.loads(body)
+        except ValueError:
+            raise RegistryError(f"blob {digest} of {repo.host}/{repo.path} is not JSON") from None
+        self._by_digest[digest] = value
+        return value
+
+    async def _single(
+        self, repo_url: str, digest: str, document: Any
+    ) -> tuple[datetime | None, dict[str, str]]:
+        """Creation time of one image manifest (``getCreationTime``) and its annotations."""
+        annotations = {str(k): str(v) for k, v in (document.get("annotations") or {}).items()}
+        created = _created(annotations)
+        if created is None:
+            config_digest = (document.get("config") or {}).get("digest")
+            if config_digest:
+                config = await self.blob_json(repo_url, str(config_digest))
+                config_created = None
+                if config.get("created"):
+                    try:
+                        config_created = datetime.fromisoformat(
+                            str(config["created"]).replace("Z", "+00:00")
+                        )
+                    except ValueError:
+                        config_created = None
+                label_created = _created((config.get("config") or {}).get("Labels"))
+                created = config_created
+                if label_created is not None and (created is None or label_created > created):
+                    created = label_created
+        return created, annotations
+
+    async def image(self, repo_url: str, tag: str) -> ImageFacts | None:
+        """Kargo's ``getImageByTag`` facts: digest, created-at, annotations, platforms.
+
+        None when the tag does not exist (a Digest subscription's tag not pushed yet).
+        """
+        try:
+            media, digest, document = await self.manifest(repo_url, tag)
+        except RegistryError as err:
+            if err.status == 404:
+                return None
+            raise
+        if media in INDEX_TYPES or "manifests" in document:
+            platforms: list[PlatformFacts] = []
+            newest: datetime | None = None
+            for entry in document.get("manifests") or ():
+                platform = entry.get("platform") or {}
+                os_, arch = platform.get("os") or "", platform.get("architecture") or ""
+                if not os_ or not arch or "unknown" in (os_, arch):
+                    continue  # attestations and other non-images
+                entry_annotations = {
+                    str(k): str(v) for k, v in (entry.get("annotations") or {}).items()
+                }
+                created = _created(entry_annotations)
+                if created is None:
+                    _, child_digest, child = await self.manifest(repo_url, str(entry["digest"]))
+                    created, _ = await self._single(repo_url, child_digest, child)
+                if created is not None and (newest is None or created > newest):
+                    newest = created
+                platforms.append(
+                    PlatformFacts(os_, arch, str(platform.get("variant") or ""), entry_annotations)
+                )
+            if not platforms:
+                raise RegistryError(
+                    f"{repo_url}:{tag}: empty V2 manifest list or OCI index is not supported"
+                )
+            annotations = {str(k): str(v) for k, v in (document.get("annotations") or {}).items()}
+            return ImageFacts(
+                tag, digest, _created(annotations) or newest, annotations, tuple(platforms)
+            )
+        created, annotations = await self._single(repo_url, digest, document)
+        return ImageFacts(tag, digest, created, annotations)
+
+
+def _basic(creds: tuple[str, str]) -> str:
+    return "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+
+
+def _basic_header(creds: tuple[str, str] | None) -> str | None:
+    return None if creds is None else _basic(creds)
+
+
+def _retry_after(value: str | None) -> float:
+    if not value:
+        return 60.0
+    try:
+        return max(float(value), 1.0)
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return 60.0
+    return max((moment - datetime.now(moment.tzinfo)).total_seconds(), 1.0)
+
+
+async def gather_limited(limit: int, calls: list[Any]) -> list[Any]:
+    """Run coroutines with at most ``limit`` at a time, results in order."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Any) -> Any:
+        async with gate:
+            return await call
+
+    return list(await asyncio.gather(*(one(c) for c in calls)))

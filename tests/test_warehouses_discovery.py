@@ -1,0 +1,373 @@
+"""Warehouse discovery against real parts: docker-registry, an HTTP chart repository, bare git
+repositories, and the reconciler on the API server emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from app.controller import kube as k
+from app.controller.warehouses.charts import ChartClient
+from app.controller.warehouses.discover import Discoverer
+from app.controller.warehouses.gitsource import GitSource
+from app.controller.warehouses.reconciler import WarehouseController
+from app.controller.warehouses.registry import OCIClient
+from promoter.warehouses.spec import parse_spec
+from tests.support.gitrepo import make_remote
+from tests.support.kube import running_apiserver
+from tests.support.registry import PASSWORD, USERNAME, running_registry
+
+NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+
+
+def day(n: int) -> dt.datetime:
+    return dt.datetime(2024, 1, n, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as s:
+        yield s
+
+
+def discoverer(session: aiohttp.ClientSession, tmp_path: Path, **oci: Any) -> Discoverer:
+    client = OCIClient(session, **oci)
+    return Discoverer(client, ChartClient(session, client), GitSource(tmp_path / "git-cache"))
+
+
+async def discover(d: Discoverer, *subscriptions: dict[str, Any]) -> dict[str, Any]:
+    spec = parse_spec({"subscriptions": list(subscriptions)})
+    return await d.discover(spec, None, NOW)
+
+
+async def test_semver_lexical_newest_build_and_digest_against_a_real_registry(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    async with running_registry(tmp_path) as registry:
+        repo = registry.repo("acme/app")
+        for tag, created in [("1.0.0", 1), ("1.2.0", 2), ("2.0.0", 4), ("1.10.0", 3)]:
+            await registry.push_image("acme/app", tag, created=day(created))
+        await registry.push_image("acme/app", "nightly-b", created=day(9))
+        latest = await registry.push_image("acme/app", "latest", created=day(5))
+        d = discoverer(session, tmp_path)
+        found = await discover(
+            d,
+            {"image": {"repoURL": repo, "constraint": "^1.0.0", "discoveryLimit": 2}},
+            {"image": {"repoURL": repo, "imageSelectionStrategy": "Lexical"}},
+            {
+                "image": {
+                    "repoURL": repo,
+                    "imageSelectionStrategy": "NewestBuild",
+                    "ignoreTagsRegexes": ["^nightly"],
+                }
+            },
+            {
+                "image": {
+                    "repoURL": repo,
+                    "imageSelectionStrategy": "Digest",
+                    "constraint": "latest",
+                }
+            },
+        )
+    semver, lexical, newest, digest = found["images"]
+    assert [r["tag"] for r in semver["references"]] == ["1.10.0", "1.2.0"]
+    assert semver["references"][0]["createdAt"] == "2024-01-03T00:00:00Z"
+    assert lexical["references"][0]["tag"] == "nightly-b"
+    assert [r["tag"] for r in newest["references"]][:2] == ["latest", "2.0.0"]
+    assert digest["references"] == [
+        {"tag": "latest", "digest": latest, "createdAt": "2024-01-05T00:00:00Z"}
+    ]
+
+
+async def test_a_multi_arch_index_is_selected_by_platform(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    async with running_registry(tmp_path) as registry:
+        repo = registry.repo("acme/multi")
+        index = await registry.push_index(
+            "acme/multi", "1.1.0", [("linux", "amd64"), ("linux", "arm64")], created=day(2)
+        )
+        await registry.push_image("acme/multi", "1.2.0", platform=("linux", "amd64"))
+        d = discoverer(session, tmp_path)
+        found = await discover(d, {"image": {"repoURL": repo, "platform": "linux/arm64"}})
+    (result,) = found["images"]
+    assert result["platform"] == "linux/arm64"
+    # 1.2.0 is amd64-only and single-platform: Kargo never matches it to a platform constraint.
+    assert result["references"] == [
+        {
+            "tag": "1.1.0",
+            "digest": index,
+            "annotations": {"org.example.arch": "arm64"},
+            "createdAt": "2024-01-02T00:00:00Z",
+        }
+    ]
+
+
+async def test_token_auth_is_anonymous_first_then_a_bearer_token_with_credentials(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    async with running_registry(tmp_path, token_auth=True) as registry:
+        await registry.push_image("private/app", "1.0.0")
+        repo = registry.repo("private/app")
+        tokens = registry.tokens
+        assert tokens is not None
+        anonymous = discoverer(session, tmp_path)
+        with pytest.raises(Exception, match="token request") as refused:
+            await discover(anonymous, {"image": {"repoURL": repo}})
+        assert PASSWORD not in str(refused.value)
+        assert tokens.anonymous_refused == 1
+        creds = {registry.host: (USERNAME, PASSWORD)}
+        d = discoverer(session, tmp_path, credentials=creds.get)
+        issued = tokens.issued
+        found = await discover(d, {"image": {"repoURL": repo}})
+        assert found["images"][0]["references"][0]["tag"] == "1.0.0"
+        assert tokens.issued == issued + 1  # one token, cached for tags, manifest and config
+        again = await discover(d, {"image": {"repoURL": repo}})
+        assert again["images"] == found["images"]
+        assert tokens.issued == issued + 1
+
+
+async def test_unchanged_tags_cost_one_conditional_request_per_subscription(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    async with running_registry(tmp_path) as registry:
+        await registry.push_image("acme/etag", "1.0.0")
+        d = discoverer(session, tmp_path)
+        sub = {"image": {"repoURL": registry.repo("acme/etag")}}
+        await discover(d, sub)
+        before = d.oci.requests
+        await discover(d, sub)
+        # tags/list, then the tag's manifest (If-None-Match); the config blob is cached by digest
+        assert d.oci.requests - before <= 2
+
+
+async def test_oci_and_http_chart_repositories(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    index = """apiVersion: v1
+entries:
+  guestbook:
+  - version: 0.1.0
+  - version: 0.2.0
+  - version: 1.0.0-rc.1
+  other:
+  - version: 9.9.9
+"""
+    served: list[str | None] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        served.append(request.headers.get("If-None-Match"))
+        if request.headers.get("If-None-Match") == '"v1"':
+            return web.Response(status=304)
+        return web.Response(text=index, headers={"ETag": '"v1"'})
+
+    app = web.Application()
+    app.router.add_get("/charts/index.yaml", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with running_registry(tmp_path) as registry:
+            for version in ("0.1.0", "0.3.0+build.7", "1.0.0"):
+                await registry.push_chart("charts/app", version)
+            d = discoverer(session, tmp_path)
+            http_sub = {
+                "chart": {
+                    "repoURL": f"http://127.0.0.1:{port}/charts",
+                    "name": "guestbook",
+                    "semverConstraint": "<1.0.0",
+                }
+            }
+            oci_sub = {"chart": {"repoURL": f"oci://{registry.repo('charts/app')}"}}
+            found = await discover(d, http_sub, oci_sub)
+            await discover(d, http_sub)
+    finally:
+        await runner.cleanup()
+    http_result, oci_result = found["charts"]
+    assert http_result["versions"] == ["0.2.0", "0.1.0"]
+    assert http_result["name"] == "guestbook"
+    assert oci_result["versions"] == ["1.0.0", "0.3.0+build.7", "0.1.0"]
+    assert served == [None, '"v1"']
+
+
+async def test_git_strategies_on_real_repositories(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    remote = make_remote(tmp_path, files={"README.md": "hi\n"})
+    app_change = remote.commit_files("main", {"apps/guestbook/values.yaml": "a: 1\n"}, "app")
+    docs = remote.commit_files("main", {"docs/x.md": "x\n"}, "docs only")
+    remote.tag("v1.0.0", app_change)
+    remote.tag("v1.2.0", docs)
+    remote.tag("v1.10.0-rc.1", docs)
+    remote.tag("not-a-version", docs)
+    d = discoverer(session, tmp_path)
+    url = remote.url
+    found = await discover(
+        d,
+        {"git": {"repoURL": url, "branch": "main"}},
+        {"git": {"repoURL": url, "branch": "main", "includePaths": ["apps/guestbook"]}},
+        {"git": {"repoURL": url, "commitSelectionStrategy": "SemVer"}},
+        {
+            "git": {
+                "repoURL": url,
+                "commitSelectionStrategy": "SemVer",
+                "semverConstraint": ">=1.0.0-0",
+                "excludePaths": ["glob:docs/**"],
+            }
+        },
+        {"git": {"repoURL": url, "commitSelectionStrategy": "NewestTag"}},
+    )
+    branch, paths, semver, semver_paths, newest_tag = found["git"]
+    assert branch["commits"][0] == {
+        "id": docs,
+        "branch": "main",
+        "subject": "docs only",
+        "author": "Longshoreman Tests <tests@longshoreman.invalid>",
+        "committer": "Longshoreman Tests <tests@longshoreman.invalid>",
+        "creatorDate": branch["commits"][0]["creatorDate"],
+    }
+    assert branch["observedRefs"] == {"branchHead": docs}
+    assert paths["commits"][0]["id"] == app_change
+    # With no constraint, pre-releases count (Kargo: a nil constraint accepts every semver).
+    assert [c["tag"] for c in semver["commits"]] == ["v1.10.0-rc.1", "v1.2.0", "v1.0.0"]
+    assert [c["tag"] for c in semver_paths["commits"]] == ["v1.0.0"]
+    assert newest_tag["commits"][0]["id"] == docs
+    assert semver["observedRefs"]["tags"] == [
+        {"name": "v1.0.0", "id": app_change},
+        {"name": "v1.10.0-rc.1", "id": docs},
+        {"name": "v1.2.0", "id": docs},
+    ]
+
+
+async def test_unchanged_refs_skip_the_fetch(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    remote = make_remote(tmp_path, files={"a": "1\n"})
+    d = discoverer(session, tmp_path)
+    spec = parse_spec({"subscriptions": [{"git": {"repoURL": remote.url}}]})
+    first = await d.discover(spec, None, NOW)
+    commands = d.git.commands
+    second = await d.discover(spec, first, NOW)
+    assert second["git"] == first["git"]
+    assert d.git.commands == commands + 1  # just ls-remote
+
+
+def warehouse(name: str, subscriptions: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "longshoreman.dev/v1alpha1",
+        "kind": "Warehouse",
+        "metadata": {"name": name, "namespace": "demo"},
+        "spec": {"subscriptions": subscriptions, **spec},
+    }
+
+
+async def wait_for(predicate: Any, limit: float = 20.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + limit
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_the_reconciler_makes_one_freight_per_artifact_set_and_handles_refresh(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    remote = make_remote(tmp_path, files={"a": "1\n"})
+    async with (
+        running_apiserver(namespaces=["demo"], bookmark_interval=0.2) as api,
+        running_registry(tmp_path) as registry,
+    ):
+        await registry.push_image("acme/app", "1.0.0")
+        kube = k.Kube(api.api_client())
+        controller = WarehouseController(kube, discoverer(session, tmp_path), rand=lambda: 0.0)
+        subscriptions = [
+            {"image": {"repoURL": registry.repo("acme/app")}},
+            {"git": {"repoURL": remote.url, "branch": "main"}},
+        ]
+        await kube.create(k.WAREHOUSES, warehouse("app", subscriptions))
+        tasks = [
+            asyncio.create_task(controller.run_informer()),
+            asyncio.create_task(controller.lead()),
+        ]
+        try:
+
+            async def freight() -> list[dict[str, Any]]:
+                items, _ = await kube.list(k.FREIGHT, "demo")
+                return items
+
+            (first,) = await wait_for(freight)
+            assert first["images"][0]["tag"] == "1.0.0"
+            assert first["commits"][0]["id"] == remote.head("main")
+            assert first["origin"] == {"kind": "Warehouse", "name": "app"}
+            assert first["alias"]
+            obj = await kube.get(k.WAREHOUSES, "demo", "app")
+            assert obj["status"]["lastFreightID"] == first["metadata"]["name"]
+            ready = {c["type"]: c["status"] for c in obj["status"]["conditions"]}
+            assert ready["Ready"] == "True" and ready["FreightCreated"] == "True"
+
+            await registry.push_image("acme/app", "1.1.0")
+            await kube.patch(
+                k.WAREHOUSES,
+                "demo",
+                "app",
+                {"metadata": {"annotations": {"kargo.akuity.io/refresh": "now-1"}}},
+            )
+
+            async def refreshed() -> dict[str, Any] | None:
+                got = await kube.get(k.WAREHOUSES, "demo", "app")
+                return got if got["status"].get("lastHandledRefresh") == "now-1" else None
+
+            after = await wait_for(refreshed)
+            items = await freight()
+            assert len(items) == 2
+            newest = next(f for f in items if f["metadata"]["name"] != first["metadata"]["name"])
+            assert newest["images"][0]["tag"] == "1.1.0"
+            assert after["status"]["lastFreightID"] == newest["metadata"]["name"]
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await kube.close()
+
+
+async def test_a_bad_spec_or_failed_discovery_shows_in_the_conditions(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    async with running_apiserver(namespaces=["demo"]) as api:
+        kube = k.Kube(api.api_client())
+        controller = WarehouseController(kube, discoverer(session, tmp_path), rand=lambda: 0.0)
+        await kube.create(
+            k.WAREHOUSES,
+            warehouse("bad", [{"image": {"repoURL": "127.0.0.1:1/none", "allowTags": "^v"}}]),
+        )
+        await kube.create(
+            k.WAREHOUSES, warehouse("down", [{"image": {"repoURL": "127.0.0.1:1/x"}}])
+        )
+        task = asyncio.create_task(controller.run_informer())
+        try:
+            await controller.informer.synced.wait()
+            assert await controller.reconcile(("demo", "bad")) is None
+            delay = await controller.reconcile(("demo", "down"))
+            assert delay is not None and delay <= 5.0
+            bad = await kube.get(k.WAREHOUSES, "demo", "bad")
+            down = await kube.get(k.WAREHOUSES, "demo", "down")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await kube.close()
+    (ready,) = [c for c in bad["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready["reason"] == "InvalidSpec" and "AllowTags is deprecated" in ready["message"]
+    (ready,) = [c for c in down["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready["reason"] == "DiscoveryFailure"
