@@ -38,11 +38,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_expressions.py
 	$(BIN)/python bench/bench_git.py
+	$(BIN)/python bench/bench_runner.py
 	$(BIN)/python bench/bench_reaction.py
 	$(BIN)/python bench/bench_scale.py
 	$(BIN)/python bench/bench_verification.py
 	$(BIN)/python bench/bench_github.py
 	$(BIN)/python bench/bench_slack.py
+	$(BIN)/python bench/bench_pages.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache

@@ -16,6 +16,9 @@ import html
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
+from app.ui.graph import GRAPH_CSS, graph_html
+from app.ui.marks import THEME_CSS
+from app.ui.timeline import TIMELINE_CSS, timeline_html
 from app.ui.views import (
     AnalysisRunView,
     Link,
@@ -97,6 +100,8 @@ footer form{{display:inline}}
   td[data-label]:empty,td[data-label="#"]{{display:none}}
 }}
 """
+# The pipeline graph and Freight timeline, and the dark theme (colour variables) they share.
+CSS += THEME_CSS + GRAPH_CSS + TIMELINE_CSS
 
 SCRIPT = """
 (function () {
@@ -283,8 +288,14 @@ PROMOTION_HEADERS = ("Promotion", "Stage", "Freight", "Phase", "When")
 
 def project_fragment(view: ProjectView) -> str:
     ns = view.namespace
+    pipeline = '<h2 id="pipeline">Pipeline</h2>' + graph_html(view.graph) if view.graph else ""
+    freight = (
+        '<h2 id="freight">Freight</h2>' + timeline_html(ns, view.timeline) if view.timeline else ""
+    )
     return (
         f"<h1>Project <code>{e(ns)}</code></h1>"
+        + pipeline
+        + freight
         + "<h2>Stages</h2>"
         + table(STAGE_HEADERS, (_stage_row(ns, c) for c in view.stages), cls="stages")
         + "<h2>Recent Promotions</h2>"

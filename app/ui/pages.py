@@ -176,8 +176,19 @@ class Pages:
         stages = c.stages.items(ns)
         if not stages:
             raise NotFound(f"No project {ns!r}: that namespace has no Stages.")
+        # Warehouses are optional: a controller without a Warehouse informer has no such cache,
+        # and the graph then knows Warehouses by the names Stages request them by.
+        warehouses: Cache | None = getattr(c, "warehouses", None)
+        if not callable(getattr(warehouses, "items", None)):
+            warehouses = None  # something else by that name, not an informer's cache
         view = project_view(
-            ns, stages, c.promotions.items(ns), c.freight.items(ns), masker=self.masker
+            ns,
+            stages,
+            c.promotions.items(ns),
+            c.freight.items(ns),
+            masker=self.masker,
+            warehouses=warehouses.items(ns) if warehouses is not None else None,
+            now=datetime.now(UTC),
         )
         return Rendered(
             f"Project {ns}",

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.ui.graph import PipelineGraph, pipeline_graph
+from app.ui.timeline import FreightTimeline, freight_timeline
 from promoter.annotations import created_by
 from promoter.model import meta, name_of, namespace_of, parse_time
 from promoter.stages import StageQueue, get_condition, phase_of
@@ -378,6 +380,9 @@ class ProjectView:
     namespace: str
     stages: list[StageCard]
     recent: list[PromotionItem]
+    # The pipeline picture and the Freight timeline (app.ui.graph, app.ui.timeline).
+    graph: PipelineGraph | None = None
+    timeline: FreightTimeline | None = None
 
 
 def _item(promotion: Mapping[str, Any], freights: Sequence[Mapping[str, Any]]) -> PromotionItem:
@@ -441,11 +446,21 @@ def project_view(
     *,
     masker: Masker | None = None,
     recent: int = 10,
+    warehouses: Sequence[Mapping[str, Any]] | None = None,
+    now: datetime | None = None,
 ) -> ProjectView:
+    """``warehouses``: the project's Warehouses, None when the server keeps none; ``now``
+    decides which Freight is available (soak times) for the timeline."""
     masker = masker or Masker()
     cards = [stage_card(s, promotions, freights, masker) for s in sorted(stages, key=name_of)]
     newest = sorted(promotions, key=lambda p: (_recency(p), name_of(p)), reverse=True)
-    return ProjectView(namespace, cards, [_item(p, freights) for p in newest[:recent]])
+    graph = pipeline_graph(namespace, stages, cards, freights, warehouses, masker.text)
+    timeline = freight_timeline(
+        stages, promotions, freights, order=graph.stage_order, now=now, mask=masker.text
+    )
+    return ProjectView(
+        namespace, cards, [_item(p, freights) for p in newest[:recent]], graph, timeline
+    )
 
 
 # ---- one Stage ---------------------------------------------------------------------------------
