@@ -814,6 +814,20 @@ def _identity(kind: str, cfg: Config) -> tuple[str | None, str | None]:
     return name, email
 
 
+def _clone_options(plan: ClonePlan, ctx: StepContext) -> list[str]:
+    """What every clone of a git-clone step carries: the author (commits made in the checkout)
+    and the plan's transport choices."""
+    args = [
+        "-c", f"user.name={plan.author_name or ctx.services.git.author_name}",
+        "-c", f"user.email={plan.author_email or ctx.services.git.author_email}",
+    ]  # fmt: skip
+    if plan.insecure_skip_tls_verify:
+        args += ["-c", "http.sslVerify=false"]
+    if plan.blobless:
+        args.append("--filter=blob:none")
+    return args
+
+
 async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
     """The bare clone for ``plan.repo_url``: cloned now, or fetched if an earlier run made it."""
     ctx = git.ctx
@@ -847,13 +861,8 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
         # Remote-tracking refs (not the mirror-like refs/heads/* a bare clone has) so that a
         # later fetch never fights with a branch some worktree has checked out.
         "-c", "remote.origin.fetch=+refs/heads/*:refs/remotes/origin/*",
-        "-c", f"user.name={plan.author_name or ctx.services.git.author_name}",
-        "-c", f"user.email={plan.author_email or ctx.services.git.author_email}",
     ]  # fmt: skip
-    if plan.insecure_skip_tls_verify:
-        args += ["-c", "http.sslVerify=false"]
-    if plan.blobless:
-        args.append("--filter=blob:none")
+    args += _clone_options(plan, ctx)
     # Clone next to the final place and rename: a crash mid-clone never leaves a half repository
     # that a re-run would mistake for a finished one.
     tmp = repo.with_name(f"{repo.name}.tmp-{os.getpid()}-{random.randrange(1 << 30):x}")
@@ -1125,13 +1134,8 @@ async def _clone_checkout(git: _Git, plan: ClonePlan, ck: CheckoutPlan) -> str |
         # still sees a tag name taken there; one elsewhere is refused when git-push pushes it.
         "clone", "-q", "--single-branch", "--branch", ck.ref,
         f"--separate-git-dir={gitdir}",
-        "-c", f"user.name={plan.author_name or ctx.services.git.author_name}",
-        "-c", f"user.email={plan.author_email or ctx.services.git.author_email}",
     ]  # fmt: skip
-    if plan.insecure_skip_tls_verify:
-        args += ["-c", "http.sslVerify=false"]
-    if plan.blobless:
-        args.append("--filter=blob:none")
+    args += _clone_options(plan, ctx)
     cloned = await git.try_run(*args, "--", plan.repo_url, str(ck.path), cwd=gitdir.parent)
     if not cloned.ok:
         # git removes what it made when a clone fails; be sure, so the next try starts clean.
