@@ -24,7 +24,7 @@ from app.ui.views import (
     Link,
     ProjectView,
     PromotionItem,
-    PromotionView,
+    PromotionPage,
     StageCard,
     StageView,
 )
@@ -351,7 +351,7 @@ def stage_fragment(view: StageView) -> str:
 STEP_HEADERS = ("#", "Step", "Kind", "Status", "Started", "Took", "Message")
 
 
-def _step_rows(view: PromotionView) -> list[str]:
+def _step_rows(view: PromotionPage) -> list[str]:
     rows = []
     for s in view.steps:
         errors = f' <span class="muted">({s.errors} error(s))</span>' if s.errors else ""
@@ -378,7 +378,7 @@ def _step_rows(view: PromotionView) -> list[str]:
     return rows
 
 
-def promotion_fragment(view: PromotionView) -> str:
+def promotion_fragment(view: PromotionPage) -> str:
     ns = view.namespace
     total = len(view.steps)
     where = ""

@@ -28,7 +28,7 @@ from aiohttp import web
 from app.ui import html as h
 from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
 from app.ui.settings import UiSettings
-from app.ui.views import Masker, project_view, promotion_view, stage_view
+from app.ui.views import Masker, project_view, promotion_page, stage_view
 from promoter.model import Phase, namespace_of
 from promoter.stages import phase_of
 
@@ -218,7 +218,7 @@ class Pages:
         if promotion is None:
             raise NotFound(f"No Promotion {name!r} in project {ns!r}.")
         stage_name = str((promotion.get("spec") or {}).get("stage") or "")
-        view = promotion_view(
+        view = promotion_page(
             promotion,
             now=datetime.now(UTC),
             stage=c.stages.get(ns, stage_name),

@@ -20,7 +20,7 @@ from typing import Any
 
 from app.ui.graph import PipelineGraph, pipeline_graph
 from app.ui.timeline import FreightTimeline, freight_timeline
-from promoter.annotations import created_by
+from promoter import views as shared
 from promoter.model import meta, name_of, namespace_of, parse_time
 from promoter.stages import StageQueue, get_condition, phase_of
 from promoter.views import freight_label, stage_views, step_lines
@@ -174,7 +174,10 @@ class AnalysisRunView:
 
 
 @dataclass(frozen=True)
-class PromotionView:
+class PromotionPage:
+    """A Promotion's page: the shared read model (:class:`promoter.views.PromotionView`, the
+    same data chat formats) plus what only a page shows (times, links, AnalysisRuns)."""
+
     namespace: str
     name: str
     stage: str
@@ -192,14 +195,11 @@ class PromotionView:
     urls: list[Link] = field(default_factory=list)
     apps: list[Link] = field(default_factory=list)
     analysis_runs: list[AnalysisRunView] = field(default_factory=list)
+    core: shared.PromotionView | None = None
 
     @property
     def done(self) -> int:
         return sum(1 for s in self.steps if s.status in ("Succeeded", "Skipped"))
-
-
-def _actor(obj: Mapping[str, Any]) -> str:
-    return created_by(obj) or ""
 
 
 def _steps(
@@ -302,7 +302,7 @@ def analysis_runs(
     return out
 
 
-def promotion_view(
+def promotion_page(
     promotion: Mapping[str, Any],
     *,
     now: datetime,
@@ -310,9 +310,10 @@ def promotion_view(
     freights: Sequence[Mapping[str, Any]] = (),
     masker: Masker | None = None,
     argocd_url: str | None = None,
-) -> PromotionView:
+) -> PromotionPage:
     masker = masker or Masker()
-    spec = promotion.get("spec") or {}
+    # The one read model first; the page adds only what chat does not show.
+    core = shared.promotion_view(promotion, stage=stage, freights=freights)
     status = promotion.get("status") or {}
     steps, urls = _steps(promotion, masker, now)
     phase = phase_of(promotion).value
@@ -328,24 +329,25 @@ def promotion_view(
                 pull_requests.append(Link(label, url, alias))
         else:
             other.append(Link(f"{alias}: {path}", url))
-    return PromotionView(
-        namespace=namespace_of(promotion) or "default",
-        name=name_of(promotion),
-        stage=str(spec.get("stage") or ""),
-        freight=_freight(str(spec.get("freight") or ""), freights),
-        phase=phase,
-        message=masker.text(str(status.get("message") or "")),
-        actor=_actor(promotion),
+    return PromotionPage(
+        namespace=core.namespace,
+        name=core.name,
+        stage=core.stage,
+        freight=core.label.full,
+        phase=core.phase,
+        message=masker.text(core.message),
+        actor=core.actor,
         created=_time(meta(promotion).get("creationTimestamp")),
         started=_time(status.get("startedAt")),
         finished=_time(status.get("finishedAt")),
         took=duration(started, finished or (now if phase == "Running" else None)),
-        current_step=int(status.get("currentStep") or 0),
+        current_step=core.current_step,
         steps=steps,
         pull_requests=pull_requests,
         urls=other,
         apps=_apps(promotion, argocd_url),
         analysis_runs=analysis_runs(stage, name_of(promotion), masker) if stage else [],
+        core=core,
     )
 
 
