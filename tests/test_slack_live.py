@@ -405,7 +405,9 @@ async def test_a_post_whose_answer_was_lost_is_found_not_posted_again(live: Live
         assert first.metadata["event_type"] == "longshoreman_promotion"
         payload = first.metadata["event_payload"]
         assert (payload["namespace"], payload["promotion"]) == ("kargo-demo", ref.name)
-        [looked] = live.slack.calls_to("conversations.history")
+        # Every call on this client gives up after 0.5 s, so on a loaded machine a look at the
+        # history may itself time out and be repeated; what matters is that it finds the post.
+        looked = live.slack.calls_to("conversations.history")[0]
         assert looked.args["channel"] == CHANNEL
         assert looked.args["include_all_metadata"] in ("1", "true")
         assert int(looked.args["limit"]) <= 20
@@ -417,7 +419,7 @@ async def test_a_post_whose_answer_was_lost_is_found_not_posted_again(live: Live
         done = await live.message_where(lambda m: "Succeeded" in m.text)
         await messages.idle()
     assert done.ts == first.ts and len(live.messages()) == 1
-    assert len(live.slack.calls_to("conversations.history")) == 1
+    assert len(live.slack.calls_to("chat.postMessage")) == 2  # the message and one thread reply
 
 
 async def test_a_lost_post_that_slack_did_not_make_is_posted_after_looking(live: Live) -> None:
