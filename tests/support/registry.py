@@ -7,7 +7,8 @@ with a throw-away key whose certificate the registry trusts. Tests push images t
 registry's HTTP API: blobs, then manifests they build, single-platform or a multi-arch index.
 
 The binary comes from ``apt-get install -y docker-registry`` (``.ci/run`` installs it); when it is
-missing the test fails and says so, rather than skipping.
+missing the test says what to install: skipped on a developer's machine, failed in CI (``CI``
+set, as ``.ci/run`` does), so CI never passes without running it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
+import os
 import shutil
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -288,7 +290,11 @@ def _key_and_cert() -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
 async def running_registry(tmp_path: Path, *, token_auth: bool = False) -> AsyncIterator[Registry]:
     """Start docker-registry (and, with ``token_auth``, its token server) for one test."""
     if shutil.which(REGISTRY_BINARY) is None:
-        pytest.fail(INSTALL_HINT)
+        # As the browser test does with chromium: a fresh machine's `make test` (Python, git
+        # and make only) says what to install; CI, where .ci/run installs it, fails.
+        if os.environ.get("CI"):
+            pytest.fail(INSTALL_HINT)
+        pytest.skip(INSTALL_HINT)
     port = _free_port()
     root = tmp_path / "registry"
     root.mkdir()
