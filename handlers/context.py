@@ -8,8 +8,8 @@ away (:meth:`Deps.gh`), and everything that changes the cluster goes through the
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import gidgethub
@@ -114,6 +114,8 @@ class Deps:
     client: GitHubClient
     service: PromotionService
     permissions: Permissions
+    # Forget what is remembered of one of our GitHub Deployments (handlers.environments).
+    forget_deployment: Callable[[int], None] = field(default=lambda _id: None)
 
     async def gh(self, data: Mapping[str, Any]) -> GitHubAPI:
         """A client for the installation the event came from (looked up when not named)."""

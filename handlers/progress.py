@@ -37,6 +37,7 @@ from cachetools import LRUCache, TTLCache
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps
+from handlers.environments import Environments
 from handlers.queue import KeyedQueue
 from promoter import annotations as ann
 from promoter.errors import LongshoremanError, StepError
@@ -101,6 +102,8 @@ class Progress:
         self._verify_ids: LRUCache[tuple[str, str], int] = LRUCache(maxsize=50_000)
         self.synced = 0
         self.verifications_synced = 0
+        # GitHub Deployments, for Stages that opt in (handlers/environments.py).
+        self.environments = Environments(deps, self._api_for)
 
     # ---- controller listener ----------------------------------------------------------------
 
@@ -177,6 +180,7 @@ class Progress:
             # which GitHub already shows: no Details link then.
             link=self.page(promotion),
         )
+        await self._sync_environment(promotion, view, freight, snapshot.stage(view.stage))
         shown = self._shown(promotion, view)
         if shown is not None and shown == ann.first(promotion, (ann.GITHUB_SHOWN,)):
             # Finished, and GitHub shows exactly this already (a replay after a restart or a
@@ -205,6 +209,18 @@ class Progress:
             except LongshoremanError as e:  # gone, or the cluster refused: shown again later
                 log.info("recording what %s shows failed: %s", checks.external_id(promotion), e)
         self.synced += 1
+
+    async def _sync_environment(
+        self,
+        promotion: Mapping[str, Any],
+        view: PromotionView,
+        freight: Mapping[str, Any] | None,
+        stage: Mapping[str, Any] | None,
+    ) -> None:
+        try:
+            await self.environments.sync(promotion, view, commit_targets(freight), stage)
+        except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
+            log.warning("updating the GitHub Deployments of %s failed: %s", view.name, e)
 
     def _shown(self, promotion: Mapping[str, Any], view: PromotionView) -> str | None:
         """A digest of what a finished Promotion's check runs and reply show (None while it
@@ -348,6 +364,13 @@ class Progress:
             link=link,
             downstream=downstream_stages(stage_name, snapshot.stages),
         )
+        if promotion is not None and ann.github_environment(stage) is not None:
+            # The verification's end is told in the Deployment's description too.
+            view = promotion_view(
+                promotion, stage=stage, stages=snapshot.stages, freights=snapshot.freight,
+                link=self.page(promotion),
+            )  # fmt: skip
+            await self._sync_environment(promotion, view, freight, stage)
         digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
         for repo, sha in await self._targets(promotion, freight):
             target = f"{repo}@{sha}"

@@ -23,6 +23,10 @@ Variables:
 ``GITHUB_PROMOTION_URL``
     Optional link template for replies and check runs, with ``{namespace}`` and ``{promotion}``
     (a Kargo UI, a dashboard). Without it, replies link to the Promotion's check run.
+``GITHUB_DEPLOYMENTS``
+    Which installations get GitHub Deployments for the Stages that opt in: ``all`` (the
+    default), ``off``, or a comma-separated list of the accounts (organizations or users) whose
+    installation may get them.
 """
 
 from __future__ import annotations
@@ -55,6 +59,14 @@ class GitHubSettings:
     repo_projects: Mapping[str, str] = field(default_factory=dict)
     webhook_workers: int = 8
     promotion_url: str | None = None
+    # Accounts whose installation gets Deployments (lower case); None: all; empty: none.
+    deployment_accounts: frozenset[str] | None = None
+
+    def deployments_in(self, repo_full_name: str) -> bool:
+        """Whether GitHub Deployments may be written to ``owner/repo`` (``GITHUB_DEPLOYMENTS``)."""
+        if self.deployment_accounts is None:
+            return True
+        return repo_full_name.partition("/")[0].lower() in self.deployment_accounts
 
     @property
     def enabled(self) -> bool:
@@ -209,4 +221,24 @@ def _common(env: Mapping[str, str]) -> GitHubSettings:
         repo_projects=repo_projects,
         webhook_workers=workers,
         promotion_url=promotion_url,
+        deployment_accounts=_deployment_accounts(env.get("GITHUB_DEPLOYMENTS") or ""),
     )
+
+
+_ACCOUNT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+
+
+def _deployment_accounts(raw: str) -> frozenset[str] | None:
+    value = raw.strip()
+    if not value or value.lower() == "all":
+        return None
+    if value.lower() == "off":
+        return frozenset()
+    accounts = [a.strip() for a in value.split(",") if a.strip()]
+    bad = [a for a in accounts if not _ACCOUNT.match(a)]
+    if bad or not accounts:
+        raise GitHubSettingsError(
+            f"GITHUB_DEPLOYMENTS={raw!r} must be all, off, or a comma-separated list of GitHub "
+            f"accounts (organizations or users){': ' + ', '.join(map(repr, bad)) if bad else ''}"
+        )
+    return frozenset(a.lower() for a in accounts)

@@ -77,6 +77,7 @@ class GitHubIntegration:
         self.queue = KeyedQueue(workers=settings.webhook_workers, max_pending=max_pending)
         self.deps = Deps(settings, self.client, service, Permissions())
         self.progress = Progress(self.deps, self.queue)
+        self.deps.forget_deployment = self.progress.environments.forget
         # The step port: put it at StepServices.extra["github"] when building the controller.
         self.pull_requests = GitHubPullRequests(self.client)
         # The git steps' credentials: put it at GitSettings.credentials.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +34,10 @@ GITHUB_CHECKS = f"{GROUP}/github-checks"
 # leader that replays every Promotion writes nothing to GitHub for those that did not change.
 GITHUB_SHOWN = f"{GROUP}/github-shown"
 SLACK_MESSAGE = f"{GROUP}/slack-message"
+# The GitHub Deployments a Promotion wrote (``{"ids": {"owner/repo@sha": id}, "environment":
+# ..., "environmentURL": ..., "links": [...], "warning": ..., "shown": digest}``): ids so a new
+# leader finds them at once, links and a warning for the status pages and ``/status``.
+GITHUB_DEPLOYMENT = f"{GROUP}/github-deployment"
 
 # ---- on Stages and Warehouses -------------------------------------------------------------------
 
@@ -45,6 +50,12 @@ GITHUB_PROMOTERS = f"{GROUP}/github-promoters"
 SLACK_PROMOTERS = f"{GROUP}/slack-promoters"
 SLACK_CONFIRM = f"{GROUP}/slack-confirm"
 SLACK_CHANNEL = f"{GROUP}/slack-channel"
+# GitHub Deployments for a Stage's Promotions: opt-in ("true", or the owner/repo list to write to),
+# the environment's name (the Stage's by default), its kind and its URL.
+GITHUB_DEPLOYMENTS = f"{GROUP}/github-deployments"
+GITHUB_ENVIRONMENT = f"{GROUP}/github-environment"
+GITHUB_ENVIRONMENT_TYPE = f"{GROUP}/github-environment-type"
+GITHUB_ENVIRONMENT_URL = f"{GROUP}/github-environment-url"
 
 # ---- on AnalysisRuns ----------------------------------------------------------------------------
 
@@ -148,3 +159,52 @@ def reverify_request(stage: Mapping[str, Any]) -> str | None:
 
 def refresh_token(obj: Mapping[str, Any] | None) -> str | None:
     return first(obj, REFRESH_ANNOTATIONS)
+
+
+# ---- GitHub environments ----------------------------------------------------------------------
+
+_TRUE = ("true", "yes", "on", "*", "all")
+ENVIRONMENT_TYPES = ("production", "transient", "standard")
+
+
+@dataclass(frozen=True)
+class GitHubEnvironment:
+    """A Stage's GitHub environment, as its annotations describe it."""
+
+    name: str
+    repos: tuple[str, ...] | None = None  # ``owner/repo`` (lower case) to write to; None: all
+    production: bool | None = None  # None: GitHub's default (true for "production")
+    transient: bool = False
+    url: str | None = None  # environment_url, when the Stage names one
+
+    def covers(self, repo: str) -> bool:
+        return self.repos is None or repo.lower() in self.repos
+
+
+def github_environment(stage: Mapping[str, Any] | None) -> GitHubEnvironment | None:
+    """The Stage's GitHub environment when it opts in to Deployments, else None.
+
+    ``github-deployments`` is ``true`` (every GitHub repository of the Freight's commits) or a
+    comma-separated ``owner/repo`` list; anything else (``false``, empty) opts out.
+    ``github-environment-type`` is ``production``, ``transient`` or ``standard``; an unknown value
+    is treated as ``standard`` (a typo must not mark an environment production).
+    """
+    raw = (first(stage, (GITHUB_DEPLOYMENTS,)) or "").strip()
+    if not raw or raw.lower() in ("false", "no", "off", "none"):
+        return None
+    repos: tuple[str, ...] | None = None
+    if raw.lower() not in _TRUE:
+        repos = tuple(r.strip().lower() for r in raw.split(",") if "/" in r.strip())
+        if not repos:
+            return None
+    metadata = (stage or {}).get("metadata") or {}
+    name = (first(stage, (GITHUB_ENVIRONMENT,)) or str(metadata.get("name") or "")).strip()
+    kind = (first(stage, (GITHUB_ENVIRONMENT_TYPE,)) or "").strip().lower()
+    url = (first(stage, (GITHUB_ENVIRONMENT_URL,)) or "").strip() or None
+    return GitHubEnvironment(
+        name=name,
+        repos=repos,
+        production=True if kind == "production" else (False if kind else None),
+        transient=kind == "transient",
+        url=url,
+    )

@@ -929,3 +929,34 @@ def wait_readiness(
         if sync_status != "Synced":
             return Readiness(False, health, f"{who} is {sync_status or 'Unknown'}, not Synced")
     return Readiness(True, health, f"{who} is ready")
+
+
+# ---- what a Promotion touched, and where it runs ---------------------------------------------
+
+
+def touched_apps(promotion: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(namespace, name)`` of the Applications a Promotion touched: its recorded health checks,
+    else its ``argocd-update`` steps' configs (when they name Applications literally)."""
+    seen: list[tuple[str, str]] = []
+    status = _map(promotion.get("status"))
+    configs: list[Any] = [_map(h).get("config") for h in _list(status.get("healthChecks"))]
+    for step in _list(_map(promotion.get("spec")).get("steps")):
+        if isinstance(step, Mapping) and step.get("uses") == "argocd-update":
+            configs.append(step.get("config"))
+    for config in configs:
+        for app in _list(_map(config).get("apps")):
+            if not isinstance(app, Mapping):
+                continue
+            name = _str(app.get("name"))
+            namespace = _str(app.get("namespace")) or "argocd"
+            if not name or "${" in name or "${" in namespace or (namespace, name) in seen:
+                continue
+            seen.append((namespace, name))
+    return seen
+
+
+def external_url(app: Mapping[str, Any] | None) -> str | None:
+    """Where an Application is reached: the first of Argo CD's ``status.summary.externalURLs``
+    (from its Ingresses and Services), if any."""
+    urls = _list(_map(_map(_map(app).get("status")).get("summary")).get("externalURLs"))
+    return next((str(u) for u in urls if isinstance(u, str) and u), None)

@@ -633,6 +633,10 @@ REST_PERMISSIONS: dict[tuple[str, str], tuple[str, str] | None] = {
     ("POST", "/repos/{owner}/{name}/check-runs"): ("checks", "write"),
     ("PATCH", "/repos/{owner}/{name}/check-runs/{id}"): ("checks", "write"),
     ("GET", "/repos/{owner}/{name}/check-runs/{id}"): ("checks", "read"),
+    ("POST", "/repos/{owner}/{name}/deployments"): ("deployments", "write"),
+    ("GET", "/repos/{owner}/{name}/deployments"): ("deployments", "read"),
+    ("POST", "/repos/{owner}/{name}/deployments/{id}/statuses"): ("deployments", "write"),
+    ("GET", "/repos/{owner}/{name}/deployments/{id}/statuses"): ("deployments", "read"),
     # git over HTTPS with the installation token (handlers/git_credentials.py): clone, push.
     ("*", "/{owner}/{name}/{rest}"): ("contents", "write"),
     # Signing in to the status pages: a user's own OAuth token, not the App's installation.
@@ -647,6 +651,7 @@ EVENT_PERMISSIONS = {
     "pull_request": "pull_requests",
     "push": "contents",
     "check_run": "checks",
+    "deployment_status": "deployments",
 }
 LEVEL = {"read": 1, "write": 2}
 

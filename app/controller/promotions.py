@@ -138,6 +138,10 @@ class ClusterPromotions:
         """An AnalysisRun from the verifier's cache (``handlers.progress.AnalysisRunSource``)."""
         return self.controller.verifier.runs.get(namespace, name)
 
+    async def application(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """An Argo CD Application from the informer cache (``handlers.environments``)."""
+        return self.controller.applications.get(namespace, name)
+
 
 class DeferredPromotions:
     """A PromotionService whose cluster side is attached once the controller has started.
@@ -188,3 +192,6 @@ class DeferredPromotions:
 
     async def analysis_run(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return await self.target.analysis_run(namespace, name) if self.target else None
+
+    async def application(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return await self.target.application(namespace, name) if self.target else None

@@ -21,6 +21,7 @@ from typing import Any
 from app.ui.graph import PipelineGraph, pipeline_graph
 from app.ui.timeline import FreightTimeline, freight_timeline
 from promoter import views as shared
+from promoter.argocd import touched_apps
 from promoter.model import meta, name_of, namespace_of, parse_time
 from promoter.stages import StageQueue, get_condition, phase_of
 from promoter.views import freight_label, stage_views, step_lines
@@ -240,25 +241,8 @@ def _steps(
 
 
 def _apps(promotion: Mapping[str, Any], argocd_url: str | None) -> list[Link]:
-    """Argo CD Applications the Promotion touched: its recorded health checks, else the
-    ``argocd-update`` steps' configs (when they name Applications literally)."""
-    seen: list[tuple[str, str]] = []
-    status = promotion.get("status") or {}
-    configs: list[Any] = [
-        (h.get("config") or {}) for h in status.get("healthChecks") or () if isinstance(h, Mapping)
-    ]
-    for step in (promotion.get("spec") or {}).get("steps") or ():
-        if isinstance(step, Mapping) and step.get("uses") == "argocd-update":
-            configs.append(step.get("config") or {})
-    for config in configs:
-        for app in (config.get("apps") or ()) if isinstance(config, Mapping) else ():
-            if not isinstance(app, Mapping):
-                continue
-            name = str(app.get("name") or "")
-            namespace = str(app.get("namespace") or "argocd")
-            if not name or "${" in name or "${" in namespace or (namespace, name) in seen:
-                continue
-            seen.append((namespace, name))
+    """Argo CD Applications the Promotion touched (:func:`promoter.argocd.touched_apps`)."""
+    seen = touched_apps(promotion)
     return [
         Link(
             f"{ns}/{name}",

@@ -231,6 +231,8 @@ class Repo:
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Deployments by id; each keeps its statuses, oldest first, in ``_statuses``.
+    deployments: dict[int, dict[str, Any]] = field(default_factory=dict)
     next_number: int = 1
 
     @property
@@ -330,6 +332,8 @@ class FakeGitHub:
         self.jwt_iat: list[int] = []
         self.rate_remaining: dict[int, int] = {}
         self.rate_reset: dict[int, float] = {}
+        # Permissions an installation was granted; absent: all that the App's manifest asks for.
+        self.denied: dict[int, set[str]] = {}
         self._ids = itertools.count(1000)
         self._delivery: tuple[str, str] | None = None
         self.deliveries: list[tuple[str, int]] = []
@@ -371,6 +375,11 @@ class FakeGitHub:
 
     def add_team_member(self, org: str, team: str, user: str) -> None:
         self.teams.setdefault((org.lower(), team.lower()), set()).add(user.lower())
+
+    def deny_permission(self, permission: str, installation: int = 1) -> None:
+        """The installation was not granted ``permission`` (say, an owner who has not accepted
+        the App's request for ``deployments``): its endpoints answer GitHub's 403."""
+        self.denied.setdefault(installation, set()).add(permission)
 
     def exhaust_rate_limit(self, installation: int = 1, reset_in: float = 1.0) -> None:
         self.rate_remaining[installation] = 0
@@ -447,6 +456,40 @@ class FakeGitHub:
     def check_runs(self, full_name: str, sha: str | None = None) -> list[dict[str, Any]]:
         repo = self.repo(full_name)
         return [c for c in repo.check_runs.values() if sha is None or c["head_sha"] == sha]
+
+    def add_deployment(
+        self,
+        full_name: str,
+        sha: str,
+        environment: str,
+        *,
+        user: str = "carol",
+        state: str | None = "success",
+    ) -> dict[str, Any]:
+        """A Deployment someone else (a person, another tool) made, with one status."""
+        repo = self.repo(full_name)
+        deployment = self._new_deployment(
+            repo, sha, sha, {"environment": environment}, {"login": user, "type": "User"}, None
+        )
+        if state is not None:
+            self._new_deployment_status(
+                repo, deployment, {"state": state}, {"login": user, "type": "User"}, None
+            )
+        return deployment
+
+    def deployments(self, full_name: str, environment: str | None = None) -> list[dict[str, Any]]:
+        """The repository's Deployments, oldest first (statuses in ``_statuses``)."""
+        repo = self.repo(full_name)
+        return [
+            d
+            for d in repo.deployments.values()
+            if environment is None or d["environment"] == environment
+        ]
+
+    @staticmethod
+    def states(deployment: Mapping[str, Any]) -> list[str]:
+        """A Deployment's status states, oldest first."""
+        return [s["state"] for s in deployment["_statuses"]]
 
     # ---- payloads from our fixtures -------------------------------------------------------------
 
@@ -584,6 +627,10 @@ class FakeGitHub:
         r.add_post(repo + "/check-runs", self.h_create_check_run)
         r.add_patch(repo + "/check-runs/{id:\\d+}", self.h_update_check_run)
         r.add_get(repo + "/check-runs/{id:\\d+}", self.h_get_check_run)
+        r.add_post(repo + "/deployments", self.h_create_deployment)
+        r.add_get(repo + "/deployments", self.h_list_deployments)
+        r.add_post(repo + "/deployments/{id:\\d+}/statuses", self.h_create_deployment_status)
+        r.add_get(repo + "/deployments/{id:\\d+}/statuses", self.h_list_deployment_statuses)
         # Last: git's paths have no /repos/ prefix.
         r.add_route("*", "/{owner}/{name:[^/]+\\.git}/{rest:.*}", self.h_git)
         r.add_get("/login/oauth/authorize", self.h_oauth_authorize)
@@ -609,6 +656,7 @@ class FakeGitHub:
         installation: int | None = None
         try:
             installation = self._authenticate(request)
+            self._authorize(request, installation)
             fault = self.faults.take(request.method, request.path)
             if fault is not None:
                 raise self._fault_error(fault, installation)
@@ -687,6 +735,17 @@ class FakeGitHub:
             if repo is None or repo.installation != installation:
                 raise ApiError(404, "Not Found")
         return installation
+
+    def _authorize(self, request: web.Request, installation: int | None) -> None:
+        # GitHub's answer when an installation token lacks the endpoint's permission.
+        if installation is None or "/deployments" not in request.path:
+            return
+        if "deployments" in self.denied.get(installation, set()):
+            raise ApiError(
+                403,
+                "Resource not accessible by integration",
+                documentation_url="https://docs.github.com/rest/deployments/deployments",
+            )
 
     def _repo_of(self, request: web.Request) -> Repo:
         repo = self.repos.get(f"{request.match_info['owner']}/{request.match_info['name']}".lower())
@@ -1283,6 +1342,205 @@ class FakeGitHub:
         runs = [self._public(r) for r in repo.check_runs.values() if r["head_sha"] == sha]
         return web.json_response({"total_count": len(runs), "check_runs": runs})
 
+    # ---- deployments ----------------------------------------------------------------------------
+    # REST "Deployments" and "Deployment statuses" (https://docs.github.com/en/rest/deployments):
+    # lists newest first, paginated with Link headers; without ``required_contexts`` GitHub
+    # demands every check on the commit be green (409 otherwise); ``auto_inactive`` (the default)
+    # makes every prior successful Deployment of the environment, whoever made it, inactive.
+
+    _DEPLOYMENT_STATES = (
+        "error",
+        "failure",
+        "inactive",
+        "in_progress",
+        "queued",
+        "pending",
+        "success",
+    )
+
+    def _app_actor(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return (
+            {"login": f"{APP_SLUG}[bot]", "type": "Bot"},
+            {"id": self.app_id, "slug": APP_SLUG},
+        )
+
+    def _new_deployment(
+        self,
+        repo: Repo,
+        ref: str,
+        sha: str,
+        data: Mapping[str, Any],
+        creator: dict[str, Any],
+        app: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        deployment_id = next(self._ids)
+        environment = str(data.get("environment") or "production")
+        api = f"{self.url}/repos/{repo.full_name}"
+        deployment = {
+            "url": f"{api}/deployments/{deployment_id}",
+            "id": deployment_id,
+            "node_id": f"DE_{deployment_id}",
+            "sha": sha,
+            "ref": ref,
+            "task": str(data.get("task") or "deploy"),
+            "payload": data.get("payload") if data.get("payload") is not None else {},
+            "original_environment": environment,
+            "environment": environment,
+            "description": data.get("description"),
+            "creator": creator,
+            "created_at": _now(),
+            "updated_at": _now(),
+            "statuses_url": f"{api}/deployments/{deployment_id}/statuses",
+            "repository_url": api,
+            "transient_environment": bool(data.get("transient_environment", False)),
+            "production_environment": bool(
+                data.get("production_environment", environment == "production")
+            ),
+            "performed_via_github_app": app,
+            "_request": dict(data),
+            "_statuses": [],
+        }
+        repo.deployments[deployment_id] = deployment
+        return deployment
+
+    def _new_deployment_status(
+        self,
+        repo: Repo,
+        deployment: dict[str, Any],
+        data: Mapping[str, Any],
+        creator: dict[str, Any],
+        app: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        status_id = next(self._ids)
+        status = {
+            "url": f"{deployment['url']}/statuses/{status_id}",
+            "id": status_id,
+            "node_id": f"DES_{status_id}",
+            "state": data["state"],
+            "creator": creator,
+            "description": str(data.get("description") or ""),
+            "environment": deployment["environment"],
+            "target_url": str(data.get("target_url") or data.get("log_url") or ""),
+            "created_at": _now(),
+            "updated_at": _now(),
+            "deployment_url": deployment["url"],
+            "repository_url": deployment["repository_url"],
+            "environment_url": str(data.get("environment_url") or ""),
+            "log_url": str(data.get("log_url") or data.get("target_url") or ""),
+            "performed_via_github_app": app,
+        }
+        deployment["_statuses"].append(status)
+        deployment["updated_at"] = status["created_at"]
+        if data["state"] == "success" and data.get("auto_inactive", True):
+            for other in repo.deployments.values():
+                if (
+                    other is deployment
+                    or other["id"] > deployment["id"]
+                    or other["environment"] != deployment["environment"]
+                    or other["transient_environment"]
+                    or other["production_environment"]
+                    or not other["_statuses"]
+                    or other["_statuses"][-1]["state"] != "success"
+                ):
+                    continue
+                self._new_deployment_status(repo, other, {"state": "inactive"}, creator, app)
+        return status
+
+    def _paged(self, request: web.Request, items: list[dict[str, Any]]) -> web.Response:
+        try:
+            per_page = max(1, min(100, int(request.query.get("per_page") or 30)))
+            page = max(1, int(request.query.get("page") or 1))
+        except ValueError:
+            raise _validation("per_page and page must be numbers") from None
+        shown = items[(page - 1) * per_page : page * per_page]
+        headers = {}
+        if page * per_page < len(items):
+            query = {**request.query, "page": str(page + 1), "per_page": str(per_page)}
+            headers["Link"] = f'<{self.url}{request.path}?{urlencode(query)}>; rel="next"'
+        return web.json_response([self._public(i) for i in shown], headers=headers)
+
+    def _deployment_of(self, request: web.Request) -> tuple[Repo, dict[str, Any]]:
+        repo = self._repo_of(request)
+        deployment = repo.deployments.get(int(request.match_info["id"]))
+        if deployment is None:
+            raise ApiError(404, "Not Found")
+        return repo, deployment
+
+    async def h_create_deployment(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        data = await self._json(request)
+        ref = data.get("ref")
+        if not isinstance(ref, str) or not ref:
+            raise _validation("ref is missing", [{"field": "ref", "code": "missing_field"}])
+        payload = data.get("payload")
+        if payload is not None and not isinstance(payload, dict | str):
+            raise _validation("payload must be an object or a string")
+        sha = await asyncio.to_thread(self._resolve, repo, ref)
+        if sha is None:
+            raise ApiError(422, f"No ref found for: {ref}")
+        contexts = data.get("required_contexts")
+        if contexts is None or contexts:
+            wanted = set(contexts or ())
+            red = [
+                r["name"]
+                for r in repo.check_runs.values()
+                if r["head_sha"] == sha
+                and (not wanted or r["name"] in wanted)
+                and (r["status"] != "completed" or r.get("conclusion") != "success")
+            ]
+            if red:
+                raise ApiError(
+                    409,
+                    f"Conflict: Commit status checks failed for {ref}.",
+                    errors=[{"contexts": [{"context": n, "state": "pending"} for n in red]}],
+                )
+        creator, app = self._app_actor()
+        deployment = self._new_deployment(repo, ref, sha, data, creator, app)
+        return web.json_response(self._public(deployment), status=201)
+
+    async def h_list_deployments(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        query = request.query
+        found = [
+            d
+            for d in reversed(list(repo.deployments.values()))
+            if all(
+                not query.get(key) or str(d[key]) == query[key]
+                for key in ("sha", "ref", "task", "environment")
+            )
+        ]
+        return self._paged(request, found)
+
+    async def h_create_deployment_status(self, request: web.Request) -> web.Response:
+        repo, deployment = self._deployment_of(request)
+        data = await self._json(request)
+        state = data.get("state")
+        if state not in self._DEPLOYMENT_STATES:
+            raise _validation(
+                f"state {state!r} is not included in the list",
+                [{"field": "state", "code": "invalid"}],
+            )
+        if len(str(data.get("description") or "")) > 140:
+            raise _validation("description is too long (maximum is 140 characters)")
+        creator, app = self._app_actor()
+        status = self._new_deployment_status(repo, deployment, data, creator, app)
+        await self._deliver(
+            "deployment_status",
+            {
+                "action": "created",
+                "deployment_status": status,
+                "deployment": self._public(deployment),
+                "repository": self._repository_json(repo),
+                "installation": {"id": repo.installation},
+                "sender": creator,
+            },
+        )
+        return web.json_response(status, status=201)
+
+    async def h_list_deployment_statuses(self, request: web.Request) -> web.Response:
+        _, deployment = self._deployment_of(request)
+        return self._paged(request, list(reversed(deployment["_statuses"])))
+
     async def close_session(self) -> None:
         if self._session is not None:
             await self._session.close()
@@ -1341,6 +1599,8 @@ class FakePromotions:
         self.refreshed_warehouses: list[tuple[str, str]] = []
         # handlers.progress.AnalysisRunSource: (namespace, name) -> AnalysisRun
         self.analysis_runs: dict[tuple[str, str], dict[str, Any]] = {}
+        # handlers.environments.ApplicationSource: (namespace, name) -> Argo CD Application
+        self.applications: dict[tuple[str, str], dict[str, Any]] = {}
 
     async def snapshot(self, namespace: str) -> Any:
         from promoter.chatops import Snapshot
@@ -1394,6 +1654,9 @@ class FakePromotions:
 
     async def analysis_run(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.analysis_runs.get((namespace, name))
+
+    async def application(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.applications.get((namespace, name))
 
     # handlers.push.FreightSink
     async def warehouses(self, namespace: str) -> list[Mapping[str, Any]]:

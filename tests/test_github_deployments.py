@@ -1,0 +1,477 @@
+"""Promotions as GitHub Deployments: one per Promotion and commit, statuses that follow it.
+
+The pure decisions (:mod:`handlers.deployments`) are table-tested first; then the Promotion's
+changes come in as the controller's listener calls would, against the fake GitHub's Deployments
+API (GitHub's REST shapes, its 409 without ``required_contexts``, its ``auto_inactive``, its 403
+without the permission), with its ``deployment_status`` webhooks delivered back to us.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from handlers import deployments as d
+from handlers.client import RetryPolicy
+from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from promoter import annotations as ann
+from tests.support.github import FakeGitHub, FakePromotions, running_fake_github
+
+SECRET = "webhook-secret"
+NS = "kargo-demo"
+REPO = "example/app"
+FREIGHT = "f" * 40
+PAGE = "https://longshoreman.example.com/promotions/{namespace}/{promotion}"
+
+# ---- the decisions, purely ----------------------------------------------------------------------
+
+KEY = f"{NS}/staging.0002"
+SUCCESS = {"state": "success", "description": "Promoted x", "auto_inactive": False}
+
+
+def latest(state: str, description: str = "") -> dict[str, str]:
+    return {"state": state, "description": description}
+
+
+@pytest.mark.parametrize(
+    ("case", "mine", "older", "status", "expected"),
+    [
+        ("nothing yet: create it", None, [], SUCCESS, ["create"]),
+        (
+            "GitHub shows it already",
+            d.Existing(7, KEY, True, latest("success", "Promoted x")),
+            [],
+            SUCCESS,
+            [],
+        ),
+        (
+            "an inactive one is never revived",
+            d.Existing(7, KEY, True, latest("inactive")),
+            [d.Existing(5, f"{NS}/staging.0001", True, latest("success"))],
+            SUCCESS,
+            [],
+        ),
+        (
+            "never back: a stale copy must not undo success",
+            d.Existing(7, KEY, True, latest("success", "Promoted x")),
+            [],
+            {"state": "in_progress", "description": "Promoting"},
+            [],
+        ),
+        (
+            "verification changes the description of a success",
+            d.Existing(7, KEY, True, latest("success", "Promoted x")),
+            [],
+            {**SUCCESS, "description": "Promoted x, verified"},
+            ["post 7 success"],
+        ),
+        (
+            "success makes our previous active one inactive",
+            d.Existing(7, KEY, True, latest("in_progress")),
+            [d.Existing(5, f"{NS}/staging.0001", True, latest("success"))],
+            SUCCESS,
+            ["post 7 success", "post 5 inactive"],
+        ),
+        (
+            "past failed ones, to the one that was active",
+            None,
+            [
+                d.Existing(6, f"{NS}/staging.0001b", True, latest("failure")),
+                d.Existing(5, f"{NS}/staging.0001", True, latest("success")),
+            ],
+            SUCCESS,
+            ["create", "post 5 inactive"],
+        ),
+        (
+            "someone else's Deployment is left alone",
+            None,
+            [d.Existing(6, "", False, latest("success"))],
+            SUCCESS,
+            ["create"],
+        ),
+        (
+            "only on success",
+            d.Existing(7, KEY, True, latest("queued")),
+            [d.Existing(5, f"{NS}/staging.0001", True, latest("success"))],
+            {"state": "failure", "description": "Failed: boom"},
+            ["post 7 failure"],
+        ),
+    ],
+)
+def test_what_to_write_for_one_commit(
+    case: str,
+    mine: d.Existing | None,
+    older: list[d.Existing],
+    status: dict[str, Any],
+    expected: list[str],
+) -> None:
+    actions = d.plan(KEY, {"ref": "abc"}, status, mine, older)
+    shown = [
+        "create" if isinstance(a, d.Create) else f"post {a.deployment} {a.status['state']}"
+        for a in actions
+    ]
+    assert shown == expected, case
+
+
+def test_a_stage_opts_in_and_names_its_environment() -> None:
+    def stage(**annotations: str) -> dict[str, Any]:
+        return {"metadata": {"name": "prod-eu", "annotations": annotations}}
+
+    assert ann.github_environment(stage()) is None
+    assert ann.github_environment(stage(**{ann.GITHUB_DEPLOYMENTS: "false"})) is None
+    env = ann.github_environment(stage(**{ann.GITHUB_DEPLOYMENTS: "true"}))
+    assert env == ann.GitHubEnvironment("prod-eu")
+    env = ann.github_environment(
+        stage(
+            **{
+                ann.GITHUB_DEPLOYMENTS: "Example/App, example/other",
+                ann.GITHUB_ENVIRONMENT: "production",
+                ann.GITHUB_ENVIRONMENT_TYPE: "production",
+                ann.GITHUB_ENVIRONMENT_URL: "https://shop.example.com",
+            }
+        )
+    )
+    assert env is not None and env.name == "production" and env.production is True
+    assert env.covers("example/app") and not env.covers("example/third")
+    assert env.url == "https://shop.example.com"
+    transient = ann.github_environment(
+        stage(**{ann.GITHUB_DEPLOYMENTS: "true", ann.GITHUB_ENVIRONMENT_TYPE: "transient"})
+    )
+    assert transient is not None and transient.transient and transient.production is False
+
+
+# ---- against the fake GitHub --------------------------------------------------------------------
+
+
+def promotion(
+    phase: str = "Pending", message: str = "", name: str = "staging.0001"
+) -> dict[str, Any]:
+    steps = [{"uses": "git-clone", "as": "clone"}, {"uses": "git-push", "as": "push"}]
+    done = phase in ("Succeeded",)
+    return {
+        "metadata": {"name": name, "namespace": NS, "annotations": {}},
+        "spec": {"stage": "staging", "freight": FREIGHT, "steps": steps},
+        "status": {
+            "phase": phase,
+            "message": message,
+            "currentStep": 1 if phase != "Pending" else 0,
+            "stepExecutionMetadata": [
+                {"alias": "clone", "status": "Succeeded"},
+                *([{"alias": "push", "status": "Succeeded"}] if done else []),
+            ]
+            if phase != "Pending"
+            else [],
+            **(
+                {"finishedAt": "2026-01-01T00:00:00Z"}
+                if phase not in ("Pending", "Running")
+                else {}
+            ),
+        },
+    }
+
+
+def staging(**annotations: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "staging",
+            "namespace": NS,
+            "annotations": {ann.GITHUB_DEPLOYMENTS: "true", **annotations},
+        },
+        "spec": {
+            "requestedFreight": [
+                {"origin": {"kind": "Warehouse", "name": "app"}, "sources": {"direct": True}}
+            ]
+        },
+    }
+
+
+@dataclass
+class Env:
+    fake: FakeGitHub
+    service: FakePromotions
+    integration: GitHubIntegration
+    http: TestClient[Any, Any]
+    sha: str
+
+    async def change(
+        self, new: dict[str, Any], integration: GitHubIntegration | None = None
+    ) -> None:
+        """The Promotion's new state, annotations kept as the cluster keeps them."""
+        integration = integration or self.integration
+        stored = next(
+            (
+                p
+                for p in self.service.promotions
+                if p["metadata"]["name"] == new["metadata"]["name"]
+            ),
+            None,
+        )
+        if stored is not None:
+            new["metadata"]["annotations"] = dict(stored["metadata"]["annotations"])
+            self.service.promotions.remove(stored)
+        self.service.promotions.append(new)
+        integration.on_promotion(copy.deepcopy(new), None)
+        await asyncio.wait_for(integration.queue.join(), 10)
+
+    def deployments(self, environment: str = "staging") -> list[dict[str, Any]]:
+        return self.fake.deployments(REPO, environment)
+
+    def record(self, name: str = "staging.0001") -> dict[str, Any]:
+        stored = next(p for p in self.service.promotions if p["metadata"]["name"] == name)
+        return ann.read_json(stored, ann.GITHUB_DEPLOYMENT)
+
+    async def restarted(self) -> GitHubIntegration:
+        app = web.Application()
+        integration = setup_github(
+            app, self.integration.settings, self.service, policy=RetryPolicy(backoff=0.01)
+        )
+        await integration.client.start()
+        return integration
+
+
+@pytest.fixture
+async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
+    from tests.support.gitrepo import make_remote
+
+    settings_env = getattr(request, "param", {})
+    async with running_fake_github() as fake:
+        git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
+        fake.add_repo(REPO, git)
+        sha = git.head("main")
+        assert sha is not None
+        service = FakePromotions(
+            NS,
+            stages=[staging()],
+            freight=[
+                {
+                    "metadata": {"name": FREIGHT, "namespace": NS},
+                    "alias": "frozen-tauntaun",
+                    "origin": {"kind": "Warehouse", "name": "app"},
+                    "commits": [
+                        {"repoURL": "https://github.com/example/app.git", "id": sha},
+                        {"repoURL": "https://github.com/elsewhere/not-installed.git", "id": sha},
+                    ],
+                }
+            ],
+        )
+        app = web.Application()
+        integration = setup_github(
+            app,
+            fake.settings(SECRET, GITHUB_PROJECT=NS, GITHUB_PROMOTION_URL=PAGE, **settings_env),
+            service,
+            policy=RetryPolicy(backoff=0.01, max_wait=0.5),
+        )
+        async with TestClient(TestServer(app)) as http:
+            # GitHub sends the deployment_status webhooks of our own writes back to us.
+            fake.deliver_to(str(http.make_url(WEBHOOK_PATH)), SECRET)
+            yield Env(fake, service, integration, http, sha)
+
+
+async def test_a_promotion_is_one_deployment_whose_statuses_follow_it(env: Env) -> None:
+    for phase in ("Pending", "Running", "Running", "Succeeded"):
+        await env.change(promotion(phase))
+    [deployment] = env.deployments()
+    asked = deployment["_request"]
+    assert asked["ref"] == env.sha and deployment["sha"] == env.sha
+    assert asked["auto_merge"] is False and asked["required_contexts"] == []
+    assert asked["payload"]["longshoreman"] == {
+        "promotion": f"{NS}/staging.0001",
+        "namespace": NS,
+        "stage": "staging",
+        "freight": FREIGHT,
+        "freightAlias": "frozen-tauntaun",
+    }
+    assert env.fake.states(deployment) == ["queued", "in_progress", "success"]
+    statuses = deployment["_statuses"]
+    assert statuses[-1]["log_url"] == PAGE.format(namespace=NS, promotion="staging.0001")
+    assert statuses[-1]["description"] == "Promoted frozen-tauntaun"
+    # Only repositories the App is installed on; the echoes of our writes cost nothing.
+    assert [e for e, status in env.fake.deliveries] == ["deployment_status"] * 3
+    assert {status for _, status in env.fake.deliveries} == {202}
+    assert env.integration.failed_handlers == 0
+    assert env.fake.requests("GET", "/statuses") == []
+    record = env.record()
+    assert record["ids"] == {f"{REPO}@{env.sha}": deployment["id"]}
+    assert record["links"] == [{"repo": REPO, "url": f"{env.fake.url}/{REPO}/deployments/staging"}]
+
+
+async def test_the_previous_deployment_goes_inactive_and_others_are_left_alone(
+    env: Env,
+) -> None:
+    theirs = env.fake.add_deployment(REPO, env.sha, "staging", user="carol")
+    await env.change(promotion("Succeeded", name="staging.0001"))
+    (first,) = (x for x in env.deployments() if x is not theirs)
+    await env.change(promotion("Running", name="staging.0002"))
+    assert env.fake.states(first) == ["success"]  # still what runs until the next one succeeds
+    await env.change(promotion("Succeeded", name="staging.0002"))
+    second = env.deployments()[-1]
+    assert env.fake.states(first) == ["success", "inactive"]
+    assert first["_statuses"][-1]["description"] == "Replaced by Promotion staging.0002"
+    assert env.fake.states(second) == ["in_progress", "success"]
+    assert env.fake.states(theirs) == ["success"]
+    assert all(s["_request"].get("auto_merge") is False for s in (first, second))
+
+
+async def test_a_failed_promotion_ends_failure_an_aborted_one_error_with_the_reason(
+    env: Env,
+) -> None:
+    await env.change(promotion("Running", name="staging.0001"))
+    await env.change(promotion("Failed", "git-push: the remote refused", name="staging.0001"))
+    await env.change(promotion("Running", name="staging.0002"))
+    await env.change(promotion("Aborted", "Aborted by github:alice", name="staging.0002"))
+    failed, aborted = env.deployments()
+    assert env.fake.states(failed) == ["in_progress", "failure"]
+    assert failed["_statuses"][-1]["description"] == "Failed: git-push: the remote refused"
+    assert env.fake.states(aborted) == ["in_progress", "error"]
+    assert aborted["_statuses"][-1]["description"] == "Aborted by github:alice"
+
+
+async def test_verification_adds_a_description(env: Env) -> None:
+    await env.change(promotion("Succeeded"))
+    stage = env.service.stages[0]
+    stage["status"] = {
+        "lastPromotion": {"name": "staging.0001"},
+        "freightHistory": [
+            {
+                "items": {"Warehouse/app": {"name": FREIGHT}},
+                "verificationHistory": [
+                    {
+                        "id": "v1",
+                        "phase": "Successful",
+                        "promotion": "staging.0001",
+                        "analysisRun": {"name": "run-1", "namespace": NS},
+                    }
+                ],
+            }
+        ],
+    }
+    env.integration.on_stage(copy.deepcopy(stage), None)
+    await asyncio.wait_for(env.integration.queue.join(), 10)
+    [deployment] = env.deployments()
+    assert env.fake.states(deployment) == ["success", "success"]
+    assert deployment["_statuses"][-1]["description"] == "Promoted frozen-tauntaun, verified"
+
+
+async def test_a_restart_finds_its_deployment_and_sends_nothing_unchanged(env: Env) -> None:
+    await env.change(promotion("Running"))
+    # Killed after GitHub created the Deployment, before the ids were recorded.
+    env.service.promotions[0]["metadata"]["annotations"].pop(ann.GITHUB_DEPLOYMENT)
+    writes = len(env.fake.requests("POST", "/deployments"))
+    restarted = await env.restarted()
+    try:
+        await env.change(promotion("Running"), restarted)
+        assert len(env.fake.requests("POST", "/deployments")) == writes  # GitHub shows that already
+        await env.change(promotion("Succeeded"), restarted)
+    finally:
+        await restarted.client.close()
+    [deployment] = env.deployments()
+    assert env.fake.states(deployment) == ["in_progress", "success"]
+    assert env.record()["ids"] == {f"{REPO}@{env.sha}": deployment["id"]}
+    # Finished and shown: a further restart replays it without a request.
+    before = len(env.fake.log)
+    again = await env.restarted()
+    try:
+        await env.change(promotion("Succeeded"), again)
+    finally:
+        await again.client.close()
+    assert [r for r in env.fake.log[before:] if "/deployments" in r.path] == []
+
+
+async def test_a_status_someone_else_writes_is_respected(env: Env) -> None:
+    await env.change(promotion("Succeeded"))
+    [deployment] = env.deployments()
+    # Someone marks it inactive by hand; GitHub tells us.
+    repo = env.fake.repo(REPO)
+    status = env.fake._new_deployment_status(
+        repo, deployment, {"state": "inactive"}, {"login": "carol", "type": "User"}, None
+    )
+    await env.fake._deliver(
+        "deployment_status",
+        {
+            "action": "created",
+            "deployment_status": status,
+            "deployment": env.fake._public(deployment),
+            "repository": env.fake._repository_json(repo),
+            "installation": {"id": repo.installation},
+            "sender": {"login": "carol", "type": "User"},
+        },
+    )
+    await asyncio.wait_for(env.integration.queue.join(), 10)
+    # The verification ends later: the inactive Deployment is not revived.
+    stage = env.service.stages[0]
+    stage["status"] = {
+        "lastPromotion": {"name": "staging.0001"},
+        "freightHistory": [
+            {
+                "items": {"Warehouse/app": {"name": FREIGHT}},
+                "verificationHistory": [
+                    {"id": "v1", "phase": "Failed", "promotion": "staging.0001",
+                     "analysisRun": {"name": "r", "namespace": NS}},
+                ],
+            }
+        ],
+    }  # fmt: skip
+    env.integration.on_stage(copy.deepcopy(stage), None)
+    await asyncio.wait_for(env.integration.queue.join(), 10)
+    assert env.fake.states(deployment) == ["success", "inactive"]
+
+
+async def test_without_the_permission_nothing_breaks(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    env.fake.deny_permission("deployments")
+    with caplog.at_level(logging.WARNING, logger="handlers"):
+        for phase in ("Pending", "Running", "Succeeded"):
+            await env.change(promotion(phase))
+    assert env.deployments() == []
+    # The check run followed the Promotion as ever.
+    [run] = env.fake.check_runs(REPO, env.sha)
+    assert run["conclusion"] == "success"
+    lines = [r.getMessage() for r in caplog.records if "deployments permission" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert f"in {REPO}" in lines[0] and "403" in lines[0]
+    assert "lacks the deployments permission" in env.record()["warning"]
+    # Refused once, not asked again and again.
+    assert len(env.fake.requests(path="/deployments")) == 1
+
+
+async def test_stages_that_do_not_opt_in_get_no_deployment(env: Env) -> None:
+    env.service.stages[0]["metadata"]["annotations"] = {}
+    await env.change(promotion("Succeeded"))
+    assert env.fake.deployments(REPO) == []
+    assert env.fake.check_runs(REPO)
+
+
+@pytest.mark.parametrize("env", [{"GITHUB_DEPLOYMENTS": "someone-else"}], indirect=True)
+async def test_the_installation_setting_limits_where_deployments_go(env: Env) -> None:
+    await env.change(promotion("Succeeded"))
+    assert env.fake.deployments(REPO) == []
+
+
+async def test_environment_name_kind_and_url(env: Env) -> None:
+    env.service.stages[0] = staging(
+        **{ann.GITHUB_ENVIRONMENT: "production", ann.GITHUB_ENVIRONMENT_TYPE: "production"}
+    )
+    env.service.applications[("argocd", "staging-app")] = {
+        "metadata": {"name": "staging-app", "namespace": "argocd"},
+        "status": {"summary": {"externalURLs": ["https://staging.example.com"]}},
+    }
+    done = promotion("Succeeded")
+    done["status"]["healthChecks"] = [
+        {"uses": "argocd", "config": {"apps": [{"name": "staging-app"}]}}
+    ]
+    await env.change(done)
+    [deployment] = env.deployments("production")
+    assert deployment["production_environment"] is True
+    assert deployment["transient_environment"] is False
+    assert deployment["_statuses"][-1]["environment_url"] == "https://staging.example.com"
+    assert env.record()["environmentURL"] == "https://staging.example.com"
