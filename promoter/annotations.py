@@ -13,6 +13,7 @@ written for Kargo (or by its CLI and UI) work unchanged.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -164,6 +165,8 @@ def refresh_token(obj: Mapping[str, Any] | None) -> str | None:
 # ---- GitHub environments ----------------------------------------------------------------------
 
 _TRUE = ("true", "yes", "on", "*", "all")
+# A URL a chat message or a page may link to as is (no spaces, quotes or markup delimiters).
+SAFE_URL = re.compile(r"^https?://[^\s<>|\"'`()\[\]]+$")
 ENVIRONMENT_TYPES = ("production", "transient", "standard")
 
 
@@ -201,6 +204,8 @@ def github_environment(stage: Mapping[str, Any] | None) -> GitHubEnvironment | N
     name = (first(stage, (GITHUB_ENVIRONMENT,)) or str(metadata.get("name") or "")).strip()
     kind = (first(stage, (GITHUB_ENVIRONMENT_TYPE,)) or "").strip().lower()
     url = (first(stage, (GITHUB_ENVIRONMENT_URL,)) or "").strip() or None
+    if url is not None and not SAFE_URL.match(url):
+        url = None  # not a link we can show safely; Argo CD's URL (or none) stands in
     return GitHubEnvironment(
         name=name,
         repos=repos,

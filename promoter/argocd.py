@@ -959,4 +959,4 @@ def external_url(app: Mapping[str, Any] | None) -> str | None:
     """Where an Application is reached: the first of Argo CD's ``status.summary.externalURLs``
     (from its Ingresses and Services), if any."""
     urls = _list(_map(_map(_map(app).get("status")).get("summary")).get("externalURLs"))
-    return next((str(u) for u in urls if isinstance(u, str) and u), None)
+    return next((u for u in urls if isinstance(u, str) and ann.SAFE_URL.match(u)), None)

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from promoter import annotations as ann
 from promoter.model import Phase, describe_freight, meta, name_of
 from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
-from promoter.views import StageView
+from promoter.views import EnvironmentLink, StageView
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
 FREIGHT_HELP = (
@@ -398,13 +398,29 @@ def slack_may_act(
 # ---- status -----------------------------------------------------------------------------------
 
 
+def environment_markdown(link: EnvironmentLink | None) -> str:
+    """A Stage's GitHub environment as Markdown: its Deployments page(s), and its URL."""
+    if link is None:
+        return "-"
+    name = link.name.replace("|", "\\|").replace("]", "")
+    parts = [f"[{name}]({url})" for _, url in link.pages[:1]] or [name]
+    if link.url:
+        parts.append(f"([open]({link.url}))")
+    return " ".join(parts)
+
+
 def markdown_table(rows: Sequence[StageView]) -> str:
+    # The Environment column only where some Stage is a GitHub environment.
+    environments = any(r.environment is not None for r in rows)
     lines = [
-        "| Stage | Freight | Running | Queued | Health | Verification |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| Stage | Freight | Running | Queued | Health | Verification |"
+        + (" Environment |" if environments else ""),
+        "| --- | --- | --- | --- | --- | --- |" + (" --- |" if environments else ""),
     ]
     for r in rows:
-        cells = (r.stage, r.freight, r.running, str(r.queued), r.health, r.verification)
+        cells = [r.stage, r.freight, r.running, str(r.queued), r.health, r.verification]
+        if environments:
+            cells.append(environment_markdown(r.environment))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from promoter.annotations import created_by
+from promoter.annotations import GITHUB_DEPLOYMENT, created_by, read_json
 from promoter.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
 from promoter.stages import downstream_stages, has_verification, phase_of
 
@@ -184,6 +184,39 @@ def verified_in(
 TERMINAL = ("Succeeded", "Failed", "Errored", "Aborted")
 
 
+# ---- the GitHub environment -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EnvironmentLink:
+    """Where a Promotion's GitHub Deployments are (``longshoreman.dev/github-deployment``)."""
+
+    name: str  # the GitHub environment
+    pages: tuple[tuple[str, str], ...] = ()  # (owner/repo, its Deployments page on GitHub)
+    url: str = ""  # where the environment is reached (the Deployments' environment_url)
+    warning: str = ""  # why some Deployments could not be written
+
+
+def environment_link(promotion: Mapping[str, Any] | None) -> EnvironmentLink | None:
+    """The Promotion's GitHub environment, as the GitHub front end recorded it; None when it
+    has none (the Stage does not opt in, or nothing was written yet)."""
+    record = read_json(promotion or {}, GITHUB_DEPLOYMENT)
+    name = record.get("environment")
+    if not isinstance(name, str) or not name:
+        return None
+    pages = tuple(
+        (str(link.get("repo") or ""), str(link.get("url") or ""))
+        for link in record.get("links") or ()
+        if isinstance(link, Mapping) and link.get("url")
+    )
+    return EnvironmentLink(
+        name=name,
+        pages=pages,
+        url=str(record.get("environmentURL") or ""),
+        warning=str(record.get("warning") or ""),
+    )
+
+
 @dataclass(frozen=True)
 class PromotionView:
     """What any front end may show of one Promotion, as plain data: check runs and replies
@@ -207,6 +240,7 @@ class PromotionView:
     link: str | None = None  # the Promotion's status page, when the server has a public URL
     verification: Verification | None = None  # None until it succeeds
     verified_here: bool = False  # its Freight counts as verified in this Stage
+    environment: EnvironmentLink | None = None  # its GitHub Deployments, when it has some
 
     @property
     def next_stages(self) -> tuple[str, ...]:
@@ -324,6 +358,7 @@ def promotion_view(
         link=link,
         verification=verification,
         verified_here=verified_in(stage_name, freight, verification),
+        environment=environment_link(promotion),
     )
 
 
@@ -346,6 +381,7 @@ class StageView:
     verification: str  # the Verified condition's reason (Verified, Verifying...), "-" when none
     labels: tuple[FreightLabel, ...] = ()
     downstream: tuple[str, ...] = ()
+    environment: EnvironmentLink | None = None  # the GitHub environment of its last Promotion
 
 
 def health_word(status: Mapping[str, Any]) -> str:
@@ -390,6 +426,8 @@ def stage_views(
         mine = by_stage.get((namespace_of(stage), name_of(stage)), [])
         running = [name_of(p) for p in mine if phase_of(p).value == "Running"]
         queued = [p for p in mine if phase_of(p).value == "Pending"]
+        last = str((status.get("lastPromotion") or {}).get("name") or "")
+        last_promotion = next((p for p in mine if name_of(p) == last), None) if last else None
         rows.append(
             StageView(
                 stage=name_of(stage),
@@ -400,6 +438,7 @@ def stage_views(
                 verification=str((conditions.get("Verified") or {}).get("reason", "-")),
                 labels=tuple(labels),
                 downstream=tuple(downstream_stages(name_of(stage), all_stages)),
+                environment=environment_link(last_promotion),
             )
         )
     return rows

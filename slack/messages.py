@@ -15,7 +15,14 @@ from promoter import annotations as ann
 from promoter.chatops import FREIGHT_HELP, usage_lines
 from promoter.model import meta
 from promoter.stages import phase_of
-from promoter.views import PromotionView, StageView, StepLine, Verification, step_lines
+from promoter.views import (
+    EnvironmentLink,
+    PromotionView,
+    StageView,
+    StepLine,
+    Verification,
+    step_lines,
+)
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion
@@ -352,6 +359,15 @@ def refused(reason: str) -> Message:
     return say(f":no_entry: {reason}. Nothing was changed.")
 
 
+def _environment(link: EnvironmentLink | None) -> str:
+    """`` · environment <page|name>`` for a Stage that is a GitHub environment."""
+    if link is None:
+        return ""
+    name = b.escape(link.name)
+    shown = f"<{link.pages[0][1]}|{name}>" if link.pages else name
+    return f" · environment {shown}" + (f" (<{link.url}|open>)" if link.url else "")
+
+
 def status_table(rows: Sequence[StageView], namespace: str) -> Message:
     if not rows:
         return say(f"No Stages in project `{b.escape(namespace)}`.")
@@ -359,7 +375,7 @@ def status_table(rows: Sequence[StageView], namespace: str) -> Message:
     lines = [
         f"*{b.escape(r.stage)}* · Freight `{b.escape(r.freight)}` · running `{b.escape(r.running)}`"
         f" · {r.queued} queued · {b.escape(r.health)} · verification "
-        f"{b.escape(r.verification)}"
+        f"{b.escape(r.verification)}{_environment(r.environment)}"
         for r in rows
     ]
     text = header + "\n" + "\n".join(lines)

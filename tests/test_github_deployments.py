@@ -20,11 +20,17 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from app.controller import kube as k
+from app.server import create_app, wait_started
+from app.settings import Settings
 from handlers import deployments as d
 from handlers.client import RetryPolicy
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter import annotations as ann
-from tests.support.github import FakeGitHub, FakePromotions, running_fake_github
+from tests.support.controller import registry_with, wait_for_object
+from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
+from tests.support.gitrepo import make_remote
+from tests.support.waiting import eventually
 
 SECRET = "webhook-secret"
 NS = "kargo-demo"
@@ -240,8 +246,6 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
-    from tests.support.gitrepo import make_remote
-
     settings_env = getattr(request, "param", {})
     async with running_fake_github() as fake:
         git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
@@ -475,3 +479,113 @@ async def test_environment_name_kind_and_url(env: Env) -> None:
     assert deployment["transient_environment"] is False
     assert deployment["_statuses"][-1]["environment_url"] == "https://staging.example.com"
     assert env.record()["environmentURL"] == "https://staging.example.com"
+
+
+# ---- the whole server: the real controller, the pages and /status -------------------------------
+
+
+async def test_the_server_writes_the_deployment_and_links_the_environment(tmp_path: Path) -> None:
+    async with running_fake_github() as fake:
+        git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
+        fake.add_repo(REPO, git)
+        fake.add_repo("example/denied", make_remote(tmp_path, {"a": "1"}, name="denied"),
+                      installation=2)  # fmt: skip
+        fake.deny_permission("deployments", installation=2)
+        fake.set_permission(REPO, "alice", "write")
+        sha = git.head("main")
+        denied_sha = fake.repo("example/denied").git.head("main")
+        settings = Settings.from_env(
+            {
+                "WORK_DIR": str(tmp_path / "work"),
+                "MIN_REQUEUE_SECONDS": "0",
+                "LONGSHOREMAN_PUBLIC_URL": "https://ship.example.com",
+                "GITHUB_APP_ID": str(fake.app_id),
+                "GITHUB_PRIVATE_KEY": fake.private_key,
+                "GITHUB_WEBHOOK_SECRET": SECRET,
+                "GITHUB_API_URL": fake.url,
+                "GITHUB_PROJECT": NS,
+            }
+        )
+        app = create_app(settings, registry=registry_with())
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            state = await wait_started(client.app)
+            assert state.kube is not None and state.controller is not None
+            await asyncio.wait_for(state.controller.wait_synced(), 20)
+            kube = state.kube
+            await kube.create(
+                k.FREIGHT,
+                {
+                    "apiVersion": "kargo.akuity.io/v1alpha1",
+                    "kind": "Freight",
+                    "metadata": {"name": FREIGHT, "namespace": NS},
+                    "alias": "frozen-tauntaun",
+                    "origin": {"kind": "Warehouse", "name": "app"},
+                    "commits": [
+                        {"repoURL": f"https://github.com/{REPO}.git", "id": sha},
+                        {"repoURL": "https://github.com/example/denied.git", "id": denied_sha},
+                    ],
+                },
+            )
+            await kube.create(k.STAGES, {"apiVersion": "kargo.akuity.io/v1alpha1", **staging()})
+            await kube.create(
+                k.PROMOTIONS,
+                {
+                    "apiVersion": "kargo.akuity.io/v1alpha1",
+                    "kind": "Promotion",
+                    "metadata": {"name": "staging.0001", "namespace": NS},
+                    "spec": {
+                        "stage": "staging",
+                        "freight": FREIGHT,
+                        "steps": [{"uses": "compose-output", "as": "out", "config": {"a": "1"}}],
+                    },
+                },
+            )
+            page = f"https://ship.example.com/ui/promotions/{NS}/staging.0001"
+
+            async def shown() -> list[dict[str, Any]] | None:
+                found = fake.deployments(REPO, "staging")
+                return found if found and fake.states(found[0])[-1:] == ["success"] else None
+
+            [deployment] = await eventually(shown, "the Deployment to succeed")
+            assert deployment["_statuses"][-1]["log_url"] == page
+            promotion = await wait_for_object(
+                kube, k.PROMOTIONS, NS, "staging.0001",
+                lambda o: "warning" in ann.read_json(o, ann.GITHUB_DEPLOYMENT),
+            )  # fmt: skip
+            assert fake.deployments("example/denied") == []
+            environment = f"{fake.url}/{REPO}/deployments/staging"
+            assert ann.read_json(promotion, ann.GITHUB_DEPLOYMENT)["links"] == [
+                {"repo": REPO, "url": environment}
+            ]
+
+            # The Promotion's page links to the environment and warns about the other repository.
+            async def page_with_link() -> str | None:
+                body = await (await client.get(f"/ui/promotions/{NS}/staging.0001")).text()
+                return body if environment in body else None
+
+            body = await eventually(page_with_link, "the page to link the environment")
+            assert 'id="github-warning"' in body and "example/denied" in body
+            stage_page = await (await client.get(f"/ui/stages/{NS}/staging")).text()
+            assert environment in stage_page
+
+            # /status links each Stage to its environment.
+            await wait_for_object(
+                kube, k.STAGES, NS, "staging",
+                lambda o: (o.get("status") or {}).get("lastPromotion", {}).get("name")
+                == "staging.0001",
+            )  # fmt: skip
+            number = fake.add_issue(REPO)
+            comment = fake.add_comment(REPO, number, "/status")
+            headers, data = webhook_request(
+                "issue_comment", fake.comment_payload(REPO, comment), SECRET
+            )
+            assert (await client.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
+
+            async def reply() -> str | None:
+                bodies = [
+                    c["body"] for c in fake.comments(REPO, number) if c["user"]["type"] == "Bot"
+                ]
+                return bodies[0] if bodies else None
+
+            table = await eventually(reply, "the /status reply")
+            assert "| Environment |" in table and f"[staging]({environment})" in table

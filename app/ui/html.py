@@ -339,6 +339,13 @@ def stage_fragment(view: StageView) -> str:
         + table(STAGE_HEADERS, [_stage_row(ns, card)], cls="stages")
         + "<h2>Conditions</h2>"
         + table(("Type", "Status", "Reason", "Message", "Since"), conditions, cls="conditions")
+        + (
+            '<h2>GitHub environment</h2><ul class="links">'
+            + "".join(f"<li>{link(env)}</li>" for env in card.environment)
+            + "</ul>"
+            if card.environment
+            else ""
+        )
         + "<h2>Freight history</h2>"
         + (f"<ol>{history}</ol>" if history else '<p class="muted">None.</p>')
         + '<h2 id="verification">Verification</h2>'
@@ -404,6 +411,7 @@ def promotion_fragment(view: PromotionPage) -> str:
         else ""
     )
     links = [link(pr) for pr in view.pull_requests]
+    links += [link(env) for env in view.environment]
     links += [f'{link(a)} <span class="muted">(Argo CD Application)</span>' for a in view.apps]
     links += [link(u) for u in view.urls]
     links_html = (
@@ -411,10 +419,17 @@ def promotion_fragment(view: PromotionPage) -> str:
         if links
         else '<p class="muted">None yet.</p>'
     )
+    warning = (
+        f'<div class="card"><p class="message" id="github-warning">Warning: {e(view.warning)}</p>'
+        "</div>"
+        if view.warning
+        else ""
+    )
     return (
         f"<h1>Promotion <code>{e(view.name)}</code></h1>"
         + f"<p>{badge(view.phase, id_='phase')}{where}</p>"
         + message
+        + warning
         + '<dl class="facts">'
         + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
         + "</dl>"

@@ -197,6 +197,8 @@ class PromotionPage:
     apps: list[Link] = field(default_factory=list)
     analysis_runs: list[AnalysisRunView] = field(default_factory=list)
     core: shared.PromotionView | None = None
+    environment: list[Link] = field(default_factory=list)  # its GitHub Deployments
+    warning: str = ""  # why some GitHub Deployments could not be written
 
     @property
     def done(self) -> int:
@@ -332,7 +334,19 @@ def promotion_page(
         apps=_apps(promotion, argocd_url),
         analysis_runs=analysis_runs(stage, name_of(promotion), masker) if stage else [],
         core=core,
+        environment=environment_links(core.environment),
+        warning=core.environment.warning if core.environment else "",
     )
+
+
+def environment_links(env: shared.EnvironmentLink | None) -> list[Link]:
+    """A GitHub environment as links: its Deployments page in each repository, and its URL."""
+    if env is None:
+        return []
+    links = [Link(f"{env.name} in {repo}", url, "GitHub environment") for repo, url in env.pages]
+    if env.url:
+        links.append(Link(env.url, env.url, f"where {env.name} runs"))
+    return links
 
 
 # ---- a project's Stages ------------------------------------------------------------------------
@@ -359,6 +373,7 @@ class StageCard:
     running: PromotionItem | None
     queued: list[PromotionItem]
     last: PromotionItem | None
+    environment: list[Link] = field(default_factory=list)  # its GitHub environment
 
 
 @dataclass(frozen=True)
@@ -421,6 +436,7 @@ def stage_card(
         running=_item(running[0], freights) if running else None,
         queued=[_item(p, freights) for p in queue.pending()],
         last=_item(finished[-1], freights) if finished else None,
+        environment=environment_links(row.environment),
     )
 
 
