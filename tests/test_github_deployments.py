@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ from promoter import annotations as ann
 from tests.support.controller import registry_with, wait_for_object
 from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
+from tests.support.kube import running_apiserver
 from tests.support.waiting import eventually
+from tests.test_faults import ServerProcess, server_processes
 
 SECRET = "webhook-secret"
 NS = "kargo-demo"
@@ -589,3 +592,136 @@ async def test_the_server_writes_the_deployment_and_links_the_environment(tmp_pa
 
             table = await eventually(reply, "the /status reply")
             assert "| Environment |" in table and f"[staging]({environment})" in table
+
+
+# ---- SIGKILL of a real server at the Deployments' writes ----------------------------------------
+
+
+async def test_sigkill_at_each_deployment_write_and_restart_gives_no_duplicate(
+    tmp_path: Path,
+) -> None:
+    git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
+    sha = git.head("main")
+    async with (
+        running_apiserver(namespaces=[NS]) as api,
+        running_fake_github() as fake,
+        server_processes() as servers,
+    ):
+        fake.add_repo(REPO, git)
+        kube = k.Kube(api.api_client())
+        await kube.create(
+            k.FREIGHT,
+            {
+                "apiVersion": "kargo.akuity.io/v1alpha1",
+                "kind": "Freight",
+                "metadata": {"name": FREIGHT, "namespace": NS},
+                "alias": "frozen-tauntaun",
+                "origin": {"kind": "Warehouse", "name": "app"},
+                "commits": [{"repoURL": f"https://github.com/{REPO}.git", "id": sha}],
+            },
+        )
+        await kube.create(k.STAGES, {"apiVersion": "kargo.akuity.io/v1alpha1", **staging()})
+        env = {
+            "KUBECONFIG": str(api.kubeconfig_path),
+            "WORK_DIR": str(tmp_path / "work"),
+            "MIN_REQUEUE_SECONDS": "0",
+            "GITHUB_APP_ID": str(fake.app_id),
+            "GITHUB_PRIVATE_KEY": fake.private_key,
+            "GITHUB_WEBHOOK_SECRET": SECRET,
+            "GITHUB_API_URL": fake.url,
+            "GITHUB_PROJECT": NS,
+        }
+        lives = 0
+        server: ServerProcess | None = None
+
+        async def start() -> None:
+            nonlocal lives, server
+            lives += 1
+            server = await ServerProcess.start(env, tmp_path / f"server-{lives}.log", servers)
+
+        def ours(name: str) -> list[dict[str, Any]]:
+            return [
+                x
+                for x in fake.deployments(REPO)
+                if x["payload"]["longshoreman"]["promotion"] == f"{NS}/{name}"
+            ]
+
+        async def kill_at(what: str, when: Any) -> None:
+            """SIGKILL the server once a request it makes matches, then start another."""
+            fired = asyncio.Event()
+
+            def hook(method: str, path: str) -> None:
+                if server is not None and not fired.is_set() and when(method, path):
+                    server.kill()
+                    fired.set()
+
+            fake.after_request = hook
+            try:
+                await asyncio.wait_for(fired.wait(), 20)
+            except TimeoutError:
+                log = server.log if server else ""
+                raise AssertionError(f"never killed at {what}:\n{log}") from None
+            fake.after_request = None
+            assert server is not None
+            await server.proc.wait()
+            await start()
+
+        def posting_status(state: str, name: str) -> Any:
+            def when(method: str, path: str) -> bool:
+                return (
+                    method == "POST"
+                    and path.endswith("/statuses")
+                    and any(fake.states(x)[-1:] == [state] for x in ours(name))
+                )
+
+            return when
+
+        async def create(name: str) -> None:
+            await kube.create(
+                k.PROMOTIONS,
+                {
+                    "apiVersion": "kargo.akuity.io/v1alpha1",
+                    "kind": "Promotion",
+                    "metadata": {"name": name, "namespace": NS},
+                    "spec": {
+                        "stage": "staging",
+                        "freight": FREIGHT,
+                        "steps": [{"uses": "compose-output", "as": "out", "config": {"a": "1"}}],
+                    },
+                },
+            )
+
+        async def settled(name: str, states: list[str]) -> None:
+            async def done() -> bool | None:
+                found = ours(name)
+                obj = await kube.get(k.PROMOTIONS, NS, name)
+                record = ann.read_json(obj, ann.GITHUB_DEPLOYMENT)
+                if found and fake.states(found[0])[-len(states) :] == states and "shown" in record:
+                    return True
+                return None
+
+            await eventually(done, f"{name}'s Deployment to show {states}")
+
+        await start()
+        # 1. GitHub created the first Deployment; the server never heard back.
+        await create("staging.0001")
+        await kill_at("the create", lambda m, p: m == "POST" and p.endswith("/deployments"))
+        # 2. Its first status landed, unacknowledged.
+        await kill_at("the first status", lambda m, p: m == "POST" and p.endswith("/statuses"))
+        await settled("staging.0001", ["success"])
+        # 3. The next Promotion's success landed; the previous one is not inactive yet.
+        await create("staging.0002")
+        await kill_at("the next success", posting_status("success", "staging.0002"))
+        # 4. The previous one went inactive; the record saying all is shown is not written yet.
+        await kill_at("the inactive status", posting_status("inactive", "staging.0001"))
+        await settled("staging.0002", ["success"])
+        await settled("staging.0001", ["success", "inactive"])
+
+    first, second = ours("staging.0001"), ours("staging.0002")
+    assert len(first) == 1 and len(second) == 1, fake.deployments(REPO)
+    for deployment in (*first, *second):
+        states = fake.states(deployment)
+        assert all(a != b for a, b in itertools.pairwise(states)), states
+    assert fake.states(first[0])[-2:] == ["success", "inactive"]
+    assert fake.states(second[0])[-1] == "success"
+    assert lives == 5

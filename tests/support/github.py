@@ -17,8 +17,16 @@ Test controls:
   ``fake.exhaust_rate_limit(reset_in=1.0)``: the primary limit is spent until the reset;
   ``fake.faults.add(status=403, secondary=True, retry_after=0)``: a secondary limit.
 - User actions: ``open_pull``, ``merge``, ``close``, ``add_comment``, ``set_permission``,
-  ``add_team_member``. With ``deliver_to(url, secret)`` the fake sends the signed
-  ``pull_request``/``check_run`` webhooks a user's action causes, as GitHub does.
+  ``add_team_member``, ``add_deployment`` (someone else's Deployment). With
+  ``deliver_to(url, secret)`` the fake sends the signed ``pull_request``/``check_run`` webhooks
+  a user's action causes, as GitHub does.
+- Deployments (``POST``/``GET /repos/{o}/{r}/deployments``, ``POST``/``GET .../statuses``) in
+  GitHub's REST shapes: lists newest first with Link pagination, ``409`` when
+  ``required_contexts`` is left out and a check on the commit is not green, ``auto_inactive``
+  as GitHub applies it, ``deny_permission("deployments")`` for an installation that lacks the
+  permission (403 "Resource not accessible by integration"), and signed ``deployment_status``
+  webhooks for every status with ``deliver_to``. ``deployments(repo)`` and ``states(d)`` read
+  them back; ``after_request`` is called once each request was served.
 - Git over smart HTTP: the fake serves each repository's bare repo at
   ``{fake.url}/{owner}/{name}.git`` through ``git http-backend`` (CGI), demanding what GitHub
   demands of an App: ``Authorization: Basic`` with user ``x-access-token`` and a currently valid
@@ -334,6 +342,9 @@ class FakeGitHub:
         self.rate_reset: dict[int, float] = {}
         # Permissions an installation was granted; absent: all that the App's manifest asks for.
         self.denied: dict[int, set[str]] = {}
+        # Called with (method, path) once a request was served, before the client has the
+        # answer: a test may SIGKILL the client there (its write landed, it never learns so).
+        self.after_request: Callable[[str, str], None] | None = None
         self._ids = itertools.count(1000)
         self._delivery: tuple[str, str] | None = None
         self.deliveries: list[tuple[str, int]] = []
@@ -681,6 +692,8 @@ class FakeGitHub:
                 response = web.Response(status=304, headers={"ETag": etag})
         self._rate_headers(response, installation)
         self.log.append(Logged(request.method, request.path, response.status, installation))
+        if self.after_request is not None:
+            self.after_request(request.method, request.path)
         return response
 
     def _fault_error(self, fault: Fault, installation: int | None) -> ApiError:
