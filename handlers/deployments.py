@@ -35,6 +35,8 @@ from urllib.parse import quote
 
 from handlers.checks import clip_plain
 from promoter.annotations import GitHubEnvironment
+from promoter.model import name_of, parse_time
+from promoter.stages import phase_of
 from promoter.views import PromotionView
 
 TASK = "deploy"
@@ -272,6 +274,27 @@ def status_event(data: Mapping[str, Any], app_id: str | None) -> str:
     if not deployment.get("id") or not parse(deployment, app_id).ours:
         return "theirs"
     return "echo" if by_app(status, app_id) else "changed"
+
+
+def superseded(promotion: Mapping[str, Any], promotions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether another Promotion of the same Stage finished after this finished one.
+
+    Such a Promotion gets no Deployment it does not have yet (a crash before it was written is
+    covered: its successor's success makes whatever it had inactive). The Stage's
+    ``lastPromotion`` cannot tell: it is written after the Promotion finishes.
+    """
+    status = promotion.get("status") or {}
+    mine = parse_time(status.get("finishedAt"))
+    if mine is None or not phase_of(promotion).terminal:
+        return False
+    stage = (promotion.get("spec") or {}).get("stage")
+    for other in promotions:
+        if name_of(other) == name_of(promotion) or (other.get("spec") or {}).get("stage") != stage:
+            continue
+        theirs = parse_time((other.get("status") or {}).get("finishedAt"))
+        if theirs is not None and theirs > mine and phase_of(other).terminal:
+            return True
+    return False
 
 
 def environment_page(repo_web_url: str, environment: str) -> str:

@@ -89,8 +89,12 @@ class Environments:
         view: PromotionView,
         commits: list[tuple[str, str]],
         stage: Mapping[str, Any] | None,
+        *,
+        superseded: bool = False,
     ) -> None:
-        """``commits``: ``(owner/repo, sha)`` of the Promotion's Freight on GitHub."""
+        """``commits``: ``(owner/repo, sha)`` of the Promotion's Freight on GitHub;
+        ``superseded``: a later Promotion of the Stage has finished (see
+        :func:`handlers.deployments.superseded`)."""
         env = ann.github_environment(stage)
         if env is None or not env.name:
             return
@@ -99,6 +103,11 @@ class Environments:
             for repo, sha in commits
             if env.covers(repo) and self.deps.settings.deployments_in(repo)
         ]
+        if superseded:
+            # Only what was written already is kept up to date: a Stage that opts in gets one
+            # Deployment for what it holds now, not one for each Promotion in its history.
+            recorded = ann.read_json(promotion, ann.GITHUB_DEPLOYMENT).get("ids") or {}
+            targets = [(r, s) for r, s in targets if f"{r}@{s}" in recorded]
         if not targets:
             return
         key = d.promotion_key(view)

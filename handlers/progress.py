@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 import gidgethub
 from cachetools import LRUCache, TTLCache
 
-from handlers import checks
+from handlers import checks, deployments
 from handlers.client import GitHubAPI
 from handlers.context import Deps
 from handlers.environments import Environments
@@ -180,7 +180,13 @@ class Progress:
             # which GitHub already shows: no Details link then.
             link=self.page(promotion),
         )
-        await self._sync_environment(promotion, view, freight, snapshot.stage(view.stage))
+        await self._sync_environment(
+            promotion,
+            view,
+            freight,
+            snapshot.stage(view.stage),
+            superseded=deployments.superseded(promotion, snapshot.promotions),
+        )
         shown = self._shown(promotion, view)
         if shown is not None and shown == ann.first(promotion, (ann.GITHUB_SHOWN,)):
             # Finished, and GitHub shows exactly this already (a replay after a restart or a
@@ -216,9 +222,13 @@ class Progress:
         view: PromotionView,
         freight: Mapping[str, Any] | None,
         stage: Mapping[str, Any] | None,
+        *,
+        superseded: bool = False,
     ) -> None:
         try:
-            await self.environments.sync(promotion, view, commit_targets(freight), stage)
+            await self.environments.sync(
+                promotion, view, commit_targets(freight), stage, superseded=superseded
+            )
         except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
             log.warning("updating the GitHub Deployments of %s failed: %s", view.name, e)
 
@@ -370,7 +380,8 @@ class Progress:
                 promotion, stage=stage, stages=snapshot.stages, freights=snapshot.freight,
                 link=self.page(promotion),
             )  # fmt: skip
-            await self._sync_environment(promotion, view, freight, stage)
+            superseded = deployments.superseded(promotion, snapshot.promotions)
+            await self._sync_environment(promotion, view, freight, stage, superseded=superseded)
         digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
         for repo, sha in await self._targets(promotion, freight):
             target = f"{repo}@{sha}"

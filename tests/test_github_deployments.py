@@ -203,6 +203,20 @@ def staging(**annotations: str) -> dict[str, Any]:
     }
 
 
+def freight(*commits: tuple[str, str]) -> dict[str, Any]:
+    """The Freight, carrying ``(owner/repo, sha)`` commits from GitHub."""
+    return {
+        "apiVersion": "kargo.akuity.io/v1alpha1",
+        "kind": "Freight",
+        "metadata": {"name": FREIGHT, "namespace": NS},
+        "alias": "frozen-tauntaun",
+        "origin": {"kind": "Warehouse", "name": "app"},
+        "commits": [
+            {"repoURL": f"https://github.com/{repo}.git", "id": sha} for repo, sha in commits
+        ],
+    }
+
+
 @dataclass
 class Env:
     fake: FakeGitHub
@@ -238,6 +252,24 @@ class Env:
         stored = next(p for p in self.service.promotions if p["metadata"]["name"] == name)
         return ann.read_json(stored, ann.GITHUB_DEPLOYMENT)
 
+    async def verified(self, phase: str, promotion: str = "staging.0001") -> None:
+        """The Stage's verification of the Promotion's Freight ended in ``phase``."""
+        stage = self.service.stages[0]
+        entry = {
+            "id": "v1",
+            "phase": phase,
+            "promotion": promotion,
+            "analysisRun": {"name": "run-1", "namespace": NS},
+        }
+        stage["status"] = {
+            "lastPromotion": {"name": promotion},
+            "freightHistory": [
+                {"items": {"Warehouse/app": {"name": FREIGHT}}, "verificationHistory": [entry]}
+            ],
+        }
+        self.integration.on_stage(copy.deepcopy(stage), None)
+        await asyncio.wait_for(self.integration.queue.join(), 10)
+
     async def restarted(self) -> GitHubIntegration:
         app = web.Application()
         integration = setup_github(
@@ -258,17 +290,7 @@ async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[E
         service = FakePromotions(
             NS,
             stages=[staging()],
-            freight=[
-                {
-                    "metadata": {"name": FREIGHT, "namespace": NS},
-                    "alias": "frozen-tauntaun",
-                    "origin": {"kind": "Warehouse", "name": "app"},
-                    "commits": [
-                        {"repoURL": "https://github.com/example/app.git", "id": sha},
-                        {"repoURL": "https://github.com/elsewhere/not-installed.git", "id": sha},
-                    ],
-                }
-            ],
+            freight=[freight((REPO, sha), ("elsewhere/not-installed", sha))],
         )
         app = web.Application()
         integration = setup_github(
@@ -344,25 +366,7 @@ async def test_a_failed_promotion_ends_failure_an_aborted_one_error_with_the_rea
 
 async def test_verification_adds_a_description(env: Env) -> None:
     await env.change(promotion("Succeeded"))
-    stage = env.service.stages[0]
-    stage["status"] = {
-        "lastPromotion": {"name": "staging.0001"},
-        "freightHistory": [
-            {
-                "items": {"Warehouse/app": {"name": FREIGHT}},
-                "verificationHistory": [
-                    {
-                        "id": "v1",
-                        "phase": "Successful",
-                        "promotion": "staging.0001",
-                        "analysisRun": {"name": "run-1", "namespace": NS},
-                    }
-                ],
-            }
-        ],
-    }
-    env.integration.on_stage(copy.deepcopy(stage), None)
-    await asyncio.wait_for(env.integration.queue.join(), 10)
+    await env.verified("Successful")
     [deployment] = env.deployments()
     assert env.fake.states(deployment) == ["success", "success"]
     assert deployment["_statuses"][-1]["description"] == "Promoted frozen-tauntaun, verified"
@@ -397,38 +401,10 @@ async def test_a_status_someone_else_writes_is_respected(env: Env) -> None:
     await env.change(promotion("Succeeded"))
     [deployment] = env.deployments()
     # Someone marks it inactive by hand; GitHub tells us.
-    repo = env.fake.repo(REPO)
-    status = env.fake._new_deployment_status(
-        repo, deployment, {"state": "inactive"}, {"login": "carol", "type": "User"}, None
-    )
-    await env.fake._deliver(
-        "deployment_status",
-        {
-            "action": "created",
-            "deployment_status": status,
-            "deployment": env.fake._public(deployment),
-            "repository": env.fake._repository_json(repo),
-            "installation": {"id": repo.installation},
-            "sender": {"login": "carol", "type": "User"},
-        },
-    )
+    await env.fake.set_deployment_status(REPO, deployment["id"], "inactive", user="carol")
     await asyncio.wait_for(env.integration.queue.join(), 10)
     # The verification ends later: the inactive Deployment is not revived.
-    stage = env.service.stages[0]
-    stage["status"] = {
-        "lastPromotion": {"name": "staging.0001"},
-        "freightHistory": [
-            {
-                "items": {"Warehouse/app": {"name": FREIGHT}},
-                "verificationHistory": [
-                    {"id": "v1", "phase": "Failed", "promotion": "staging.0001",
-                     "analysisRun": {"name": "r", "namespace": NS}},
-                ],
-            }
-        ],
-    }  # fmt: skip
-    env.integration.on_stage(copy.deepcopy(stage), None)
-    await asyncio.wait_for(env.integration.queue.join(), 10)
+    await env.verified("Failed")
     assert env.fake.states(deployment) == ["success", "inactive"]
 
 
@@ -449,6 +425,22 @@ async def test_without_the_permission_nothing_breaks(
     assert "lacks the deployments permission" in env.record()["warning"]
     # Refused once, not asked again and again.
     assert len(env.fake.requests(path="/deployments")) == 1
+
+
+async def test_opting_in_later_writes_what_the_stage_holds_not_its_history(env: Env) -> None:
+    history = []
+    for i in range(1, 4):
+        done = promotion("Succeeded", name=f"staging.000{i}")
+        done["status"]["finishedAt"] = f"2026-01-0{i}T00:00:00Z"
+        history.append(done)
+    env.service.promotions[:] = history
+    for done in history:  # the informer's initial list, in any order
+        env.integration.on_promotion(copy.deepcopy(done), None)
+    await asyncio.wait_for(env.integration.queue.join(), 10)
+    [deployment] = env.deployments()
+    assert deployment["payload"]["longshoreman"]["promotion"] == f"{NS}/staging.0003"
+    assert env.fake.states(deployment) == ["success"]
+    assert len(env.fake.requests("GET", "/deployments")) <= 2  # the newest one's look-ups only
 
 
 async def test_stages_that_do_not_opt_in_get_no_deployment(env: Env) -> None:
@@ -515,20 +507,7 @@ async def test_the_server_writes_the_deployment_and_links_the_environment(tmp_pa
             assert state.kube is not None and state.controller is not None
             await asyncio.wait_for(state.controller.wait_synced(), 20)
             kube = state.kube
-            await kube.create(
-                k.FREIGHT,
-                {
-                    "apiVersion": "kargo.akuity.io/v1alpha1",
-                    "kind": "Freight",
-                    "metadata": {"name": FREIGHT, "namespace": NS},
-                    "alias": "frozen-tauntaun",
-                    "origin": {"kind": "Warehouse", "name": "app"},
-                    "commits": [
-                        {"repoURL": f"https://github.com/{REPO}.git", "id": sha},
-                        {"repoURL": "https://github.com/example/denied.git", "id": denied_sha},
-                    ],
-                },
-            )
+            await kube.create(k.FREIGHT, freight((REPO, sha), ("example/denied", denied_sha)))
             await kube.create(k.STAGES, {"apiVersion": "kargo.akuity.io/v1alpha1", **staging()})
             await kube.create(
                 k.PROMOTIONS,
@@ -609,17 +588,7 @@ async def test_sigkill_at_each_deployment_write_and_restart_gives_no_duplicate(
     ):
         fake.add_repo(REPO, git)
         kube = k.Kube(api.api_client())
-        await kube.create(
-            k.FREIGHT,
-            {
-                "apiVersion": "kargo.akuity.io/v1alpha1",
-                "kind": "Freight",
-                "metadata": {"name": FREIGHT, "namespace": NS},
-                "alias": "frozen-tauntaun",
-                "origin": {"kind": "Warehouse", "name": "app"},
-                "commits": [{"repoURL": f"https://github.com/{REPO}.git", "id": sha}],
-            },
-        )
+        await kube.create(k.FREIGHT, freight((REPO, sha)))
         await kube.create(k.STAGES, {"apiVersion": "kargo.akuity.io/v1alpha1", **staging()})
         env = {
             "KUBECONFIG": str(api.kubeconfig_path),

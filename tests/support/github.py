@@ -488,6 +488,18 @@ class FakeGitHub:
             )
         return deployment
 
+    async def set_deployment_status(
+        self, full_name: str, deployment_id: int, state: str, *, user: str = "carol"
+    ) -> dict[str, Any]:
+        """Someone sets a status on a Deployment (any one: ours too); its webhook is sent."""
+        repo = self.repo(full_name)
+        deployment = repo.deployments[deployment_id]
+        status = self._new_deployment_status(
+            repo, deployment, {"state": state}, {"login": user, "type": "User"}, None
+        )
+        await self._deliver_deployment_status(repo, deployment, status)
+        return status
+
     def deployments(self, full_name: str, environment: str | None = None) -> list[dict[str, Any]]:
         """The repository's Deployments, oldest first (statuses in ``_statuses``)."""
         repo = self.repo(full_name)
@@ -1537,6 +1549,12 @@ class FakeGitHub:
             raise _validation("description is too long (maximum is 140 characters)")
         creator, app = self._app_actor()
         status = self._new_deployment_status(repo, deployment, data, creator, app)
+        await self._deliver_deployment_status(repo, deployment, status)
+        return web.json_response(status, status=201)
+
+    async def _deliver_deployment_status(
+        self, repo: Repo, deployment: dict[str, Any], status: dict[str, Any]
+    ) -> None:
         await self._deliver(
             "deployment_status",
             {
@@ -1545,10 +1563,9 @@ class FakeGitHub:
                 "deployment": self._public(deployment),
                 "repository": self._repository_json(repo),
                 "installation": {"id": repo.installation},
-                "sender": creator,
+                "sender": status["creator"],
             },
         )
-        return web.json_response(status, status=201)
 
     async def h_list_deployment_statuses(self, request: web.Request) -> web.Response:
         _, deployment = self._deployment_of(request)
