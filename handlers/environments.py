@@ -266,9 +266,15 @@ class Environments:
         self, api: GitHubAPI, repo: str, deployment: int
     ) -> dict[str, Any] | None:
         # GitHub lists statuses newest first: one is all it takes.
-        statuses = await api.getitem(
-            f"/repos/{repo}/deployments/{deployment}/statuses{{?per_page}}", {"per_page": 1}
-        )
+        try:
+            statuses = await api.getitem(
+                f"/repos/{repo}/deployments/{deployment}/statuses{{?per_page}}", {"per_page": 1}
+            )
+        except gidgethub.BadRequest as e:
+            if int(e.status_code) != 404:
+                raise
+            # Deleted on GitHub (only an inactive Deployment can be): it stays deleted.
+            return {"state": "inactive"}
         return dict(statuses[0]) if isinstance(statuses, list) and statuses else None
 
     async def _find(

@@ -408,6 +408,20 @@ async def test_a_status_someone_else_writes_is_respected(env: Env) -> None:
     assert env.fake.states(deployment) == ["success", "inactive"]
 
 
+async def test_a_deployment_deleted_on_github_stays_deleted(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    await env.change(promotion("Succeeded"))
+    [deployment] = env.deployments()
+    await env.fake.set_deployment_status(REPO, deployment["id"], "inactive")
+    env.fake.delete_deployment(REPO, deployment["id"])
+    await asyncio.wait_for(env.integration.queue.join(), 10)
+    with caplog.at_level(logging.WARNING, logger="handlers"):
+        await env.verified("Successful")  # something to tell: but the Deployment is gone
+    assert env.deployments() == []
+    assert [r.getMessage() for r in caplog.records if "Deployment" in r.getMessage()] == []
+
+
 async def test_without_the_permission_nothing_breaks(
     env: Env, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -500,6 +500,13 @@ class FakeGitHub:
         await self._deliver_deployment_status(repo, deployment, status)
         return status
 
+    def delete_deployment(self, full_name: str, deployment_id: int) -> None:
+        """Someone deletes a Deployment (GitHub allows it once it is inactive)."""
+        deployment = self.repo(full_name).deployments[deployment_id]
+        if deployment["_statuses"] and deployment["_statuses"][-1]["state"] != "inactive":
+            raise ValueError("only an inactive Deployment can be deleted")
+        del self.repo(full_name).deployments[deployment_id]
+
     def deployments(self, full_name: str, environment: str | None = None) -> list[dict[str, Any]]:
         """The repository's Deployments, oldest first (statuses in ``_statuses``)."""
         repo = self.repo(full_name)
