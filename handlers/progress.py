@@ -18,6 +18,10 @@ run on the same commits as its Promotion's ``promote: STAGE`` run, one run per v
 the AnalysisRun's metrics when the service can read AnalysisRuns (:class:`AnalysisRunSource`).
 Their ids are found again after a restart by name and external id through GitHub's "list check
 runs for a Git reference", so nothing needs writing to the Stage.
+
+For Stages that opt in, each change is also handed to :class:`handlers.environments.Environments`
+with the same read model: the Promotion's GitHub Deployments (and their verification
+description, from the Stage listener).
 """
 
 from __future__ import annotations
