@@ -25,7 +25,7 @@ import hashlib
 import json
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import gidgethub
@@ -90,10 +90,10 @@ class Environments:
         commits: list[tuple[str, str]],
         stage: Mapping[str, Any] | None,
         *,
-        superseded: bool = False,
+        siblings: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         """``commits``: ``(owner/repo, sha)`` of the Promotion's Freight on GitHub;
-        ``superseded``: a later Promotion of the Stage has finished (see
+        ``siblings``: the project's Promotions (is a later one of the Stage finished? see
         :func:`handlers.deployments.superseded`)."""
         env = ann.github_environment(stage)
         if env is None or not env.name:
@@ -103,7 +103,7 @@ class Environments:
             for repo, sha in commits
             if env.covers(repo) and self.deps.settings.deployments_in(repo)
         ]
-        if superseded:
+        if d.superseded(promotion, siblings):
             # Only what was written already is kept up to date: a Stage that opts in gets one
             # Deployment for what it holds now, not one for each Promotion in its history.
             recorded = ann.read_json(promotion, ann.GITHUB_DEPLOYMENT).get("ids") or {}

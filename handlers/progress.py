@@ -31,14 +31,14 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 import gidgethub
 from cachetools import LRUCache, TTLCache
 
-from handlers import checks, deployments
+from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps
 from handlers.environments import Environments
@@ -189,7 +189,7 @@ class Progress:
             view,
             freight,
             snapshot.stage(view.stage),
-            superseded=deployments.superseded(promotion, snapshot.promotions),
+            siblings=snapshot.promotions,
         )
         shown = self._shown(promotion, view)
         if shown is not None and shown == ann.first(promotion, (ann.GITHUB_SHOWN,)):
@@ -227,11 +227,11 @@ class Progress:
         freight: Mapping[str, Any] | None,
         stage: Mapping[str, Any] | None,
         *,
-        superseded: bool = False,
+        siblings: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         try:
             await self.environments.sync(
-                promotion, view, commit_targets(freight), stage, superseded=superseded
+                promotion, view, commit_targets(freight), stage, siblings=siblings
             )
         except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
             log.warning("updating the GitHub Deployments of %s failed: %s", view.name, e)
@@ -384,8 +384,9 @@ class Progress:
                 promotion, stage=stage, stages=snapshot.stages, freights=snapshot.freight,
                 link=self.page(promotion),
             )  # fmt: skip
-            superseded = deployments.superseded(promotion, snapshot.promotions)
-            await self._sync_environment(promotion, view, freight, stage, superseded=superseded)
+            await self._sync_environment(
+                promotion, view, freight, stage, siblings=snapshot.promotions
+            )
         digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
         for repo, sha in await self._targets(promotion, freight):
             target = f"{repo}@{sha}"
