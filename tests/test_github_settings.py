@@ -59,6 +59,15 @@ def test_enterprise_api_url_and_project_mapping() -> None:
     assert settings.project_for("example/unlisted") == "kargo-demo"
 
 
+def test_which_installations_get_deployments() -> None:
+    everyone = GitHubSettings.from_env(env())
+    assert everyone.deployments_in("any/repo")
+    assert not GitHubSettings.from_env(env(GITHUB_DEPLOYMENTS="off")).deployments_in("any/repo")
+    some = GitHubSettings.from_env(env(GITHUB_DEPLOYMENTS="My-Org, me"))
+    assert some.deployments_in("my-org/app") and some.deployments_in("ME/dotfiles")
+    assert not some.deployments_in("other/app")
+
+
 @pytest.mark.parametrize(
     ("overrides", "variable"),
     [
@@ -74,6 +83,7 @@ def test_enterprise_api_url_and_project_mapping() -> None:
         ({"GITHUB_PROJECT": "Not_A_Namespace"}, "GITHUB_PROJECT"),
         ({"GITHUB_WEBHOOK_WORKERS": "0"}, "GITHUB_WEBHOOK_WORKERS"),
         ({"GITHUB_PROMOTION_URL": "https://x/{stage}"}, "GITHUB_PROMOTION_URL"),
+        ({"GITHUB_DEPLOYMENTS": "my-org, not/an-account"}, "GITHUB_DEPLOYMENTS"),
     ],
 )
 def test_problems_name_the_variable_and_hide_secrets(
