@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from handlers import deployments as d
 from handlers.client import RetryPolicy
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter import annotations as ann
+from promoter.chatops import markdown_table
+from promoter.views import stage_views
+from slack.messages import status_table
 from tests.support.controller import registry_with, wait_for_object
 from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
@@ -156,6 +160,41 @@ def test_a_stage_opts_in_and_names_its_environment() -> None:
         stage(**{ann.GITHUB_DEPLOYMENTS: "true", ann.GITHUB_ENVIRONMENT_TYPE: "transient"})
     )
     assert transient is not None and transient.transient and transient.production is False
+
+
+def test_status_in_github_and_slack_links_the_environment() -> None:
+    record = {
+        "environment": "staging",
+        "ids": {f"{REPO}@abc": 7},
+        "links": [{"repo": REPO, "url": f"https://github.com/{REPO}/deployments/staging"}],
+        "environmentURL": "https://staging.example.com",
+    }
+    last = promotion("Succeeded")
+    last["metadata"]["annotations"][ann.GITHUB_DEPLOYMENT] = json.dumps(record)
+    stages = [
+        {**staging(), "status": {"lastPromotion": {"name": "staging.0001"}}},
+        {"metadata": {"name": "prod", "namespace": NS}, "spec": {}},
+    ]
+    rows = stage_views(stages, [last])
+    table = markdown_table(rows)
+    assert "| Environment |" in table
+    assert (
+        f"| [staging](https://github.com/{REPO}/deployments/staging) "
+        "([open](https://staging.example.com)) |"
+    ) in table
+    assert table.splitlines()[-2].endswith("| - |")  # prod: no environment
+    slack = status_table(rows, NS).text
+    assert f"environment <https://github.com/{REPO}/deployments/staging|staging>" in slack
+    assert "(<https://staging.example.com|open>)" in slack
+    # Without any environment the table is as it always was.
+    assert "Environment" not in markdown_table(stage_views(stages[1:], []))
+
+
+def test_an_environment_url_that_is_not_a_plain_link_is_not_used() -> None:
+    for url in ("javascript:alert(1)", "https://x.example.com|<!channel>", "https://a b"):
+        stage = staging(**{ann.GITHUB_ENVIRONMENT_URL: url})
+        env = ann.github_environment(stage)
+        assert env is not None and env.url is None, url
 
 
 # ---- against the fake GitHub --------------------------------------------------------------------
