@@ -228,12 +228,14 @@ def plan(
     status: Mapping[str, Any],
     mine: Existing | None,
     older: Sequence[Existing] = (),
+    *,
+    superseded: bool = False,
 ) -> list[Action]:
     """What to write for one Promotion on one commit.
 
     ``mine`` is our Deployment for it (None: none found; ``latest`` must be read); ``older`` our
     and others' older Deployments of the same repository and environment, newest first, with
-    ``latest`` read.
+    ``latest`` read; ``superseded``: a later Promotion of the Stage has finished.
     """
     actions: list[Action] = []
     if mine is None:
@@ -241,6 +243,10 @@ def plan(
     else:
         if mine.state == "inactive":
             return []  # replaced by a newer Promotion: it stays as GitHub shows it
+        if superseded and _RANK.get(mine.state, 0) >= _RANK["success"]:
+            # Finished and followed by another: its verification's news (now "superseded") is
+            # no news; only one a crash left unfinished is brought to its end.
+            return []
         ahead = _RANK.get(str(status.get("state")), 0) >= _RANK.get(mine.state, 0)
         if ahead and shown(status) != shown(mine.latest):
             actions.append(Post(mine.id, status))

@@ -103,7 +103,8 @@ class Environments:
             for repo, sha in commits
             if env.covers(repo) and self.deps.settings.deployments_in(repo)
         ]
-        if d.superseded(promotion, siblings):
+        superseded = d.superseded(promotion, siblings)
+        if superseded:
             # Only what was written already is kept up to date: a Stage that opts in gets one
             # Deployment for what it holds now, not one for each Promotion in its history.
             recorded = ann.read_json(promotion, ann.GITHUB_DEPLOYMENT).get("ids") or {}
@@ -115,7 +116,7 @@ class Environments:
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
         async with lock:
-            await self._sync(promotion, view, env, targets, key)
+            await self._sync(promotion, view, env, targets, key, superseded)
 
     async def _sync(
         self,
@@ -124,6 +125,7 @@ class Environments:
         env: ann.GitHubEnvironment,
         targets: list[tuple[str, str]],
         key: str,
+        superseded: bool,
     ) -> None:
         record = ann.read_json(promotion, ann.GITHUB_DEPLOYMENT)
         environment_url = env.url or await self._app_url(promotion)
@@ -146,7 +148,9 @@ class Environments:
                 warnings.append(denied)
                 continue
             try:
-                found = await self._sync_target(repo, sha, target, key, view, env, status, ids)
+                found = await self._sync_target(
+                    repo, sha, target, key, view, env, status, ids, superseded
+                )
             except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
                 complete = False
                 if isinstance(e, gidgethub.BadRequest) and _permission_missing(e):
@@ -218,6 +222,7 @@ class Environments:
         env: ann.GitHubEnvironment,
         status: Mapping[str, Any],
         ids: Mapping[str, int],
+        superseded: bool,
     ) -> int | None:
         """Write what this commit's Deployment lacks; the Deployment's id (None: not installed)."""
         api = await self._api_for(repo)
@@ -237,7 +242,7 @@ class Environments:
         if d.needs_history(status, mine) and not self._history_done.get(memo):
             older = await self._history(api, repo, env.name, mine.id if mine else None)
         fields = d.deployment_fields(view, env, sha)
-        for action in d.plan(key, fields, status, mine, older):
+        for action in d.plan(key, fields, status, mine, older, superseded=superseded):
             if isinstance(action, d.Create):
                 created = await api.post(f"/repos/{repo}/deployments", data=dict(action.fields))
                 mine = d.Existing(int(created["id"]), key, True, None)

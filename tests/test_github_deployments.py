@@ -135,6 +135,14 @@ def test_what_to_write_for_one_commit(
     assert shown == expected, case
 
 
+def test_a_superseded_promotion_keeps_its_end_and_only_finishes_what_a_crash_left() -> None:
+    done = d.Existing(7, KEY, True, latest("success", "Promoted x, verified"))
+    assert d.plan(KEY, {}, SUCCESS, done, superseded=True) == []
+    unfinished = d.Existing(7, KEY, True, latest("in_progress"))
+    [action] = d.plan(KEY, {}, SUCCESS, unfinished, superseded=True)
+    assert isinstance(action, d.Post) and action.status["state"] == "success"
+
+
 def test_a_stage_opts_in_and_names_its_environment() -> None:
     def stage(**annotations: str) -> dict[str, Any]:
         return {"metadata": {"name": "prod-eu", "annotations": annotations}}
