@@ -198,10 +198,11 @@ def status_fields(
     return fields
 
 
-def inactive_fields(successor: str) -> dict[str, Any]:
+def inactive_fields(successor: str | None) -> dict[str, Any]:
+    by = f"Promotion {successor}" if successor else "a later Promotion"
     return {
         "state": "inactive",
-        "description": clip_plain(f"Replaced by Promotion {successor}", DESCRIPTION_LIMIT),
+        "description": clip_plain(f"Replaced by {by}", DESCRIPTION_LIMIT),
         "auto_inactive": False,
     }
 
@@ -247,6 +248,10 @@ def plan(
             # Finished and followed by another: its verification's news (now "superseded") is
             # no news; only one a crash left unfinished is brought to its end.
             return []
+        if superseded and status.get("state") == "success":
+            # Its successor may have looked for an active predecessor before this one ended:
+            # ending it "success" now would show it as what runs.
+            return [Post(mine.id, inactive_fields(None))]
         ahead = _RANK.get(str(status.get("state")), 0) >= _RANK.get(mine.state, 0)
         if ahead and shown(status) != shown(mine.latest):
             actions.append(Post(mine.id, status))

@@ -135,12 +135,16 @@ def test_what_to_write_for_one_commit(
     assert shown == expected, case
 
 
-def test_a_superseded_promotion_keeps_its_end_and_only_finishes_what_a_crash_left() -> None:
+def test_a_superseded_promotion_keeps_its_end_and_a_crash_left_unfinished_one_ends() -> None:
     done = d.Existing(7, KEY, True, latest("success", "Promoted x, verified"))
     assert d.plan(KEY, {}, SUCCESS, done, superseded=True) == []
     unfinished = d.Existing(7, KEY, True, latest("in_progress"))
+    # Its successor may have succeeded meanwhile: it ends inactive, not as what runs.
     [action] = d.plan(KEY, {}, SUCCESS, unfinished, superseded=True)
-    assert isinstance(action, d.Post) and action.status["state"] == "success"
+    assert isinstance(action, d.Post) and action.status["state"] == "inactive"
+    failed = {"state": "failure", "description": "Failed: boom"}
+    [action] = d.plan(KEY, {}, failed, unfinished, superseded=True)
+    assert isinstance(action, d.Post) and action.status == failed
 
 
 def test_a_stage_opts_in_and_names_its_environment() -> None:
