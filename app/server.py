@@ -20,10 +20,14 @@ from app.controller import kube as k
 from app.controller.leader import LeaderElector
 from app.controller.promotions import ClusterPromotions, DeferredPromotions
 from app.controller.reconciler import Controller
-from app.controller.warehouses.reconciler import start_warehouse_controller
+from app.controller.warehouses.reconciler import (
+    WarehouseController,
+    start_warehouse_controller,
+)
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.logs import REDACTOR
 from app.metrics import Metrics
+from app.receivers.routes import Receivers, setup_receivers
 from app.settings import Settings
 from app.ui.pages import setup_pages
 from handlers.webhook import setup_github
@@ -43,6 +47,8 @@ class ServerState:
     registry: StepRegistry | None = None
     kube: k.Kube | None = None
     controller: Controller | None = None
+    warehouses: WarehouseController | None = None
+    receivers: Receivers | None = None
     elector: LeaderElector | None = None
     cluster: EmbeddedCluster | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
@@ -111,6 +117,8 @@ def create_app(
     pages = setup_pages(app, settings.ui, lambda: state.controller, secrets=settings.secrets())
     state.listeners.append(pages.on_promotion)
     extra = dict(extra_services or {})
+    # Registry webhooks: mounted now, answered 503 until the Warehouse informer exists.
+    state.receivers = setup_receivers(app, settings.receivers, lambda: state.warehouses)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
@@ -210,8 +218,13 @@ async def _start(
     state.service.target = ClusterPromotions(kube, controller)
     # Warehouses discover Freight beside the Promotion controller: own informer, leader only.
     warehouses = await start_warehouse_controller(
-        kube, settings.work_dir, stack, namespace=settings.watch_namespace
+        kube,
+        settings.work_dir,
+        stack,
+        namespace=settings.watch_namespace,
+        registry_auth_file=settings.registry_auth_file,
     )
+    state.warehouses = warehouses
     tasks: list[asyncio.Task[None]] = []
 
     async def stop_tasks() -> None:

@@ -11,12 +11,14 @@ import logging
 
 from gidgethub import routing, sansio
 
-from handlers import check_run, issue_comment, pull_request, push
+from handlers import check_run, issue_comment, packages, pull_request, push
 from handlers.context import Deps, event_repo
 
 log = logging.getLogger(__name__)
 
-ROUTER = routing.Router(pull_request.router, issue_comment.router, check_run.router, push.router)
+ROUTER = routing.Router(
+    pull_request.router, issue_comment.router, check_run.router, push.router, packages.router
+)
 
 
 def ordering_key(event: sansio.Event) -> str:

@@ -4,7 +4,10 @@ repositories, and the reconciler on the API server emulator."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
+import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +18,11 @@ from aiohttp import web
 
 from app.controller import kube as k
 from app.controller.warehouses.charts import ChartClient
+from app.controller.warehouses.credentials import DockerConfigCredentials, parse_docker_config
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitSource
 from app.controller.warehouses.reconciler import WarehouseController
-from app.controller.warehouses.registry import OCIClient
+from app.controller.warehouses.registry import OCIClient, RegistryError
 from promoter.warehouses.spec import parse_spec
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
@@ -132,6 +136,33 @@ async def test_token_auth_is_anonymous_first_then_a_bearer_token_with_credential
         again = await discover(d, {"image": {"repoURL": repo}})
         assert again["images"] == found["images"]
         assert tokens.issued == issued + 1
+
+
+async def test_credentials_come_from_a_docker_config_json_reread_when_it_changes(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    async with running_registry(tmp_path, token_auth=True) as registry:
+        await registry.push_image("private/app", "1.0.0")
+        repo = registry.repo("private/app")
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"auths": {"other.example.com": {"auth": "eDp5"}}}))
+        os.utime(config, (1, 1))
+        creds = DockerConfigCredentials(config)
+        with pytest.raises(RegistryError, match="token request"):
+            await discover(
+                discoverer(session, tmp_path, credentials=creds), {"image": {"repoURL": repo}}
+            )
+        # The Secret is rotated in place: the next discovery reads the new file.
+        auth = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+        config.write_text(json.dumps({"auths": {f"http://{registry.host}/v2/": {"auth": auth}}}))
+        found = await discover(
+            discoverer(session, tmp_path, credentials=creds), {"image": {"repoURL": repo}}
+        )
+    assert found["images"][0]["references"][0]["tag"] == "1.0.0"
+    assert parse_docker_config(
+        {"auths": {"https://index.docker.io/v1/": {"username": "u", "password": "p"}}}
+    ) == {"registry-1.docker.io": ("u", "p")}
+    assert parse_docker_config({"auths": {"x.io": {"auth": "%%%"}}}) == {}
 
 
 async def test_unchanged_tags_cost_one_conditional_request_per_subscription(

@@ -7,13 +7,13 @@ Promotions are created through the one builder.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from app.controller import kube as k
 from app.controller.reconciler import Controller, create_promotion
+from app.controller.warehouses.reconciler import request_refresh
 from promoter import annotations as ann
 from promoter.chatops import PromotionRef, Snapshot, not_available
 from promoter.errors import InvalidInput
@@ -114,10 +114,7 @@ class ClusterPromotions:
     async def refresh_warehouse(self, namespace: str, name: str) -> None:
         """Ask the Warehouse to discover now: its refresh annotation, which the leader's
         Warehouse reconciler watches (any replica may receive the webhook)."""
-        token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        patch = {"metadata": {"annotations": {ann.REFRESH_ANNOTATIONS[0]: token}}}
-        with contextlib.suppress(k.NotFound):
-            await self.kube.patch(k.WAREHOUSES, namespace, name, patch)
+        await request_refresh(self.kube, namespace, name, datetime.now(UTC))
 
     async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
         """Create it unless a Freight of that name exists (its name derives from its
