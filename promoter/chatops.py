@@ -18,11 +18,13 @@ from promoter import annotations as ann
 from promoter.model import Phase, describe_freight, meta, name_of
 from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
 from promoter.views import StageView
+from promoter.warehouses.freight import normalize_image_url
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
 FREIGHT_HELP = (
-    "FREIGHT: an alias, a name or a unique prefix of it, a commit SHA prefix (7+ hex), or "
-    "`latest` (the newest available to the Stage)"
+    "FREIGHT: an alias, a name or a unique prefix of it, a commit SHA prefix (7+ hex), an image "
+    "it holds (`ghcr.io/acme/app:1.4.2`, `...@sha256:...`), or `latest` (the newest available "
+    "to the Stage)"
 )
 
 USAGE = {
@@ -34,7 +36,8 @@ USAGE = {
 }
 
 _EXPRESSION = re.compile(r"\$\{[{%]")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$")
+# Names, aliases, SHAs and image references (``ghcr.io/acme/app:1.4.2``, ``...@sha256:...``).
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,252}$")
 
 
 class CommandError(ValueError):
@@ -203,15 +206,59 @@ MIN_PREFIX = 4
 _HEX = re.compile(r"[0-9a-fA-F]{7,40}")
 
 
+def image_reference(ref: str) -> tuple[str, str, str] | None:
+    """``(repository, tag, digest)`` of ``repo:tag``, ``repo@digest`` or ``repo:tag@digest``;
+    None when ``ref`` does not read as an image reference (neither a tag nor a digest; no
+    Freight name or alias holds ``:`` or ``@``, so nothing else reads this way)."""
+    repo, _, digest = ref.partition("@")
+    tag = ""
+    last = repo.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = repo.rsplit(":", 1)
+    if not repo or not (tag or digest) or (digest and not digest.startswith("sha256:")):
+        return None
+    return repo, tag, digest
+
+
+def freight_holding_image(
+    ref: str,
+    freights: Sequence[Mapping[str, Any]],
+    stage: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Mapping[str, Any] | None:
+    """The Freight that holds the image ``ref`` names, None when none does (or ``ref`` is no
+    image reference). Several (the image with different commits or charts): the newest one
+    available to ``stage``, else the newest."""
+    parsed = image_reference(ref)
+    if parsed is None:
+        return None
+    repo, tag, digest = parsed
+    wanted = normalize_image_url(repo)
+    holding = [
+        f
+        for f in freights
+        if any(
+            normalize_image_url(str(image.get("repoURL") or "")) == wanted
+            and (not tag or image.get("tag") == tag)
+            and (not digest or image.get("digest") == digest)
+            for image in f.get("images") or ()
+        )
+    ]
+    if stage is not None:
+        holding = [f for f in holding if available_to(stage, f, now)] or holding
+    return max(holding, key=lambda f: (freight_created(f), name_of(f)), default=None)
+
+
 def resolve_freight(
     ref: str,
     freights: Sequence[Mapping[str, Any]],
     stage: Mapping[str, Any] | None = None,
     now: datetime | None = None,
 ) -> Mapping[str, Any]:
-    """A Freight by full name, alias, commit SHA prefix (7+ hex), a unique prefix of its name
-    (like a git short hash) or ``latest`` (newest available to ``stage``). Raises LookupError
-    with a message a user can act on; an ambiguous prefix lists the candidates."""
+    """A Freight by full name, alias, an image it holds (:func:`freight_holding_image`), commit
+    SHA prefix (7+ hex), a unique prefix of its name (like a git short hash) or ``latest``
+    (newest available to ``stage``). Raises LookupError with a message a user can act on; an
+    ambiguous prefix lists the candidates."""
     if ref == "latest":
         if stage is None:
             raise LookupError("`latest` needs a Stage")
@@ -225,6 +272,11 @@ def resolve_freight(
     for f in freights:
         if f.get("alias") == ref:
             return f
+    if image_reference(ref) is not None:
+        holding = freight_holding_image(ref, freights, stage, now)
+        if holding is None:
+            raise LookupError(f"no Freight holds the image `{ref}`")
+        return holding
     matches: list[Mapping[str, Any]] = []
     if _HEX.fullmatch(ref):
         sha = ref.lower()

@@ -142,6 +142,18 @@ async def test_promote_is_acked_at_once_and_created_with_a_slack_actor(rig: Rig)
     assert rig.service.actions == [("promote", "test", "7c9e6b1f3a4d", f"slack:{TEAM}/U5")]
 
 
+async def test_promote_takes_the_image_reference_people_paste(rig: Rig) -> None:
+    rig.service.add_freight(
+        "a1b2c3d4e5f6",
+        "brave-bird",
+        images=[{"repoURL": "ghcr.io/acme/app", "tag": "1.4.2", "digest": "sha256:" + "a" * 64}],
+    )
+    await rig.command("ghcr.io/acme/app:1.4.2 to test")
+    [answer] = await rig.answers()
+    assert "brave-bird" in answer["text"]
+    assert rig.service.actions == [("promote", "test", "a1b2c3d4e5f6", f"slack:{TEAM}/U1")]
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
