@@ -63,6 +63,9 @@ class ServerState:
     stage_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
         default_factory=list
     )
+    freight_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
+        default_factory=list
+    )
 
     def ready(self) -> tuple[bool, str]:
         if self.failure is not None:
@@ -143,6 +146,7 @@ def create_app(
     if settings.slack is not None:
         slack_app = setup_slack(app, settings.slack, state.service, telemetry=state.metrics)
         state.listeners.append(slack_app.on_promotion)
+        state.freight_listeners.append(slack_app.on_freight)
     return app
 
 
@@ -215,6 +219,7 @@ async def _start(
     state.controller = controller
     controller.listeners.extend(state.listeners)
     controller.stage_listeners.extend(state.stage_listeners)
+    controller.freight_listeners.extend(state.freight_listeners)
     state.service.target = ClusterPromotions(kube, controller)
     # Warehouses discover Freight beside the Promotion controller: own informer, leader only.
     warehouses = await start_warehouse_controller(

@@ -13,7 +13,7 @@ written for Kargo (or by its CLI and UI) work unchanged.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +45,11 @@ GITHUB_PROMOTERS = f"{GROUP}/github-promoters"
 SLACK_PROMOTERS = f"{GROUP}/slack-promoters"
 SLACK_CONFIRM = f"{GROUP}/slack-confirm"
 SLACK_CHANNEL = f"{GROUP}/slack-channel"
+
+# ---- on Freight -------------------------------------------------------------------------------
+
+# The Stages whose Slack channel was told this Freight is available to them (once each).
+SLACK_ANNOUNCED = f"{GROUP}/slack-announced"
 
 # ---- on AnalysisRuns ----------------------------------------------------------------------------
 
@@ -148,3 +153,19 @@ def reverify_request(stage: Mapping[str, Any]) -> str | None:
 
 def refresh_token(obj: Mapping[str, Any] | None) -> str | None:
     return first(obj, REFRESH_ANNOTATIONS)
+
+
+def auto_promotes(stage: Mapping[str, Any]) -> bool:
+    """Whether the Stage promotes new Freight by itself (``AUTO_PROMOTE: "true"``)."""
+    return str(annotations_of(stage).get(AUTO_PROMOTE) or "").lower() == "true"
+
+
+def announced_to(freight: Mapping[str, Any]) -> set[str]:
+    """The Stages already told about this Freight (``SLACK_ANNOUNCED``, comma-separated)."""
+    raw = str(annotations_of(freight).get(SLACK_ANNOUNCED) or "")
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def announced(freight: Mapping[str, Any], stages: Iterable[str]) -> dict[str, str]:
+    """The annotation after also telling ``stages``."""
+    return {SLACK_ANNOUNCED: ",".join(sorted(announced_to(freight) | set(stages)))}

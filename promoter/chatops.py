@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from promoter import annotations as ann
 from promoter.model import Phase, describe_freight, meta, name_of
@@ -297,6 +297,50 @@ def resolve_freight(
     raise LookupError(f"no Freight named, aliased or with a name or commit starting {ref!r}")
 
 
+def _current_freight_names(stage: Mapping[str, Any]) -> set[str]:
+    history = (stage.get("status") or {}).get("freightHistory") or []
+    items = (history[0].get("items") or {}) if history and isinstance(history[0], Mapping) else {}
+    return {str(ref.get("name")) for ref in items.values() if isinstance(ref, Mapping)}
+
+
+def stages_to_announce(
+    freight: Mapping[str, Any],
+    stages: Iterable[Mapping[str, Any]],
+    freights: Sequence[Mapping[str, Any]],
+    now: datetime | None,
+) -> list[Mapping[str, Any]]:
+    """The Stages whose Slack channel should hear "New Freight X is available to STAGE".
+
+    Those with a channel (``longshoreman.dev/slack-channel``) that do not auto-promote (an
+    auto-promoting Stage just takes it, and its Promotion has its own message), to which the
+    Freight is available now, that do not hold it already, and that were not told before
+    (the Freight's ``longshoreman.dev/slack-announced`` names them, so a restart or a new
+    leader tells nobody twice). Only the newest Freight available to a Stage is news: older
+    Freight seen again (a restart lists every Freight) is not, and neither is Freight older
+    than what the Stage holds.
+    """
+    told = ann.announced_to(freight)
+    newness = (freight_created(freight), name_of(freight))
+    out = []
+    for stage in stages:
+        name = name_of(stage)
+        if not ann.annotations_of(stage).get(ann.SLACK_CHANNEL) or ann.auto_promotes(stage):
+            continue
+        if name in told or name_of(freight) in _current_freight_names(stage):
+            continue
+        if not available_to(stage, freight, now):
+            continue
+        current = _current_freight_names(stage)
+        if any(
+            (freight_created(f), name_of(f)) > newness
+            and (name_of(f) in current or available_to(stage, f, now))
+            for f in freights
+        ):
+            continue
+        out.append(stage)
+    return out
+
+
 def not_available(
     stage: Mapping[str, Any], freight: Mapping[str, Any], now: datetime | None
 ) -> str | None:
@@ -512,3 +556,13 @@ class PromotionService(Protocol):
     def wake_pr(self, url: str) -> int:
         """Wake the Promotions waiting on this pull request; returns how many."""
         ...
+
+
+@runtime_checkable
+class FreightAnnotator(Protocol):
+    """What a PromotionService may also offer: record front-end state on a Freight (which
+    Stages' channels were told it is available), so no replica tells anyone twice."""
+
+    async def annotate_freight(
+        self, namespace: str, freight: str, annotations: Mapping[str, str]
+    ) -> None: ...

@@ -8,6 +8,10 @@ a Stage annotated ``longshoreman.dev/auto-promote`` takes its Freight directly. 
   ``PUSH_ARTIFACT``, authenticated by its header) can make the new tag's Freight appear; the
   Promotion of that Freight then succeeds;
 * **polling**: no webhook at all, a Warehouse polling every second finds the tag by itself.
+
+And for a Stage that does not auto-promote, its Slack channel (the fake Slack, over HTTP) gets
+one "New Freight ... is available" message whose Promote button, pressed with a request signed
+as Slack signs it, promotes the Freight to Succeeded.
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ from tests.support.controller import wait_terminal
 from tests.support.fixtures import webhook_body
 from tests.support.kube import running_apiserver
 from tests.support.registry import Registry, running_registry
+from tests.support.slack import (
+    SIGNING_SECRET,
+    TOKEN,
+    FakeSlack,
+    button_click,
+    running_fake_slack,
+    signed_headers,
+)
 from tests.support.waiting import eventually
 
 NS = "acme"
@@ -81,6 +93,7 @@ class World:
     kube: k.Kube
     registry: Registry
     http: TestClient[Any, Any]
+    slack: FakeSlack
 
     async def freight_with_tag(self, tag: str) -> dict[str, Any]:
         async def find() -> dict[str, Any] | None:
@@ -123,19 +136,24 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
     async with (
         running_apiserver(namespaces=[NS], bookmark_interval=0.2) as api,
         running_registry(tmp_path) as registry,
+        running_fake_slack() as slack,
     ):
         settings = Settings.from_env(
             {
                 "KUBECONFIG": str(api.kubeconfig_path),
                 "WORK_DIR": str(tmp_path / "work"),
                 "LONGSHOREMAN_HARBOR_WEBHOOK_AUTH": HARBOR_AUTH,
+                "SLACK_BOT_TOKEN": TOKEN,
+                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                "SLACK_API_URL": slack.url,
+                "SLACK_PROJECT": NS,
             }
         )
         kube = k.Kube(api.api_client())
         async with TestClient(TestServer(create_app(settings), host="127.0.0.1")) as http:
             await wait_started(http.app)
             try:
-                yield World(kube, registry, http)
+                yield World(kube, registry, http, slack)
             finally:
                 with contextlib.suppress(Exception):
                     await kube.close()
@@ -180,3 +198,35 @@ async def test_polling_finds_a_pushed_image_without_any_webhook(world: World) ->
     newest = await world.freight_with_tag("1.2.0")
     promotion = await world.promotion_of(newest["metadata"]["name"])
     assert promotion["status"]["phase"] == "Succeeded", promotion["status"]
+
+
+async def test_a_stage_that_does_not_auto_promote_hears_of_it_in_slack_and_its_button_works(
+    world: World,
+) -> None:
+    await world.registry.push_image("acme/app", "1.4.2")
+    repo = world.registry.repo("acme/app")
+    stage = json.loads(json.dumps(auto_stage()).replace("REPO", repo))
+    stage["metadata"]["name"] = "qa"
+    stage["metadata"]["annotations"] = {"longshoreman.dev/slack-channel": "C0QA"}
+    await world.kube.create(k.STAGES, stage)
+    await world.kube.create(k.WAREHOUSES, warehouse(repo, "1h"))
+    freight = await world.freight_with_tag("1.4.2")
+    [message] = await world.slack.wait_for(
+        lambda: world.slack.channel("C0QA"), what="the new-Freight message"
+    )
+    assert message.text == f"New Freight {freight['alias']} is available to qa"
+    assert f"{repo}:1.4.2" in json.dumps(message.blocks)
+    items, _ = await world.kube.list(k.PROMOTIONS, NS)
+    assert items == []  # nothing happens by itself
+
+    (button,) = message.buttons.values()
+    body = button_click(button, user="U0BOB", response_url=world.slack.response_url("b1"))
+    response = await world.http.post("/slack/events", data=body, headers=signed_headers(body))
+    assert response.status == 200
+    promotion = await world.promotion_of(freight["metadata"]["name"])
+    assert promotion["status"]["phase"] == "Succeeded"
+    assert promotion["spec"]["stage"] == "qa"
+    told = await world.kube.get(k.FREIGHT, NS, freight["metadata"]["name"])
+    assert told["metadata"]["annotations"]["longshoreman.dev/slack-announced"] == "qa"
+    assert len(world.slack.channel("C0QA")) >= 1
+    assert [m.text for m in world.slack.channel("C0QA")].count(message.text) == 1

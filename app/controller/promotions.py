@@ -7,6 +7,7 @@ Promotions are created through the one builder.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -104,6 +105,14 @@ class ClusterPromotions:
                 f"Promotion {promotion!r} not found in namespace {namespace!r}"
             ) from None
 
+    async def annotate_freight(
+        self, namespace: str, freight: str, annotations: Mapping[str, str]
+    ) -> None:
+        with contextlib.suppress(k.NotFound):  # deleted meanwhile: nothing left to record on
+            await self.kube.patch(
+                k.FREIGHT, namespace, freight, {"metadata": {"annotations": dict(annotations)}}
+            )
+
     def is_leader(self) -> bool:
         return self.controller.leading
 
@@ -167,6 +176,11 @@ class DeferredPromotions:
 
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         await self._get().annotate(namespace, promotion, key, value)
+
+    async def annotate_freight(
+        self, namespace: str, freight: str, annotations: Mapping[str, str]
+    ) -> None:
+        await self._get().annotate_freight(namespace, freight, annotations)
 
     def is_leader(self) -> bool:
         return self.target is not None and self.target.is_leader()
