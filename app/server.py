@@ -220,7 +220,8 @@ async def _start(
     controller.listeners.extend(state.listeners)
     controller.stage_listeners.extend(state.stage_listeners)
     controller.freight_listeners.extend(state.freight_listeners)
-    state.service.target = ClusterPromotions(kube, controller)
+    cluster = ClusterPromotions(kube, controller)
+    state.service.target = cluster
     # Warehouses discover Freight beside the Promotion controller: own informer, leader only.
     warehouses = await start_warehouse_controller(
         kube,
@@ -230,6 +231,7 @@ async def _start(
         registry_auth_file=settings.registry_auth_file,
     )
     state.warehouses = warehouses
+    cluster.warehouse_source = warehouses.all_warehouses
     tasks: list[asyncio.Task[None]] = []
 
     async def stop_tasks() -> None:

@@ -15,10 +15,11 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from promoter import annotations as ann
+from promoter.errors import InvalidInput
 from promoter.model import Phase, describe_freight, meta, name_of
 from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
 from promoter.views import StageView
-from promoter.warehouses.freight import normalize_image_url
+from promoter.warehouses.freight import normalize_image_url, requested_artifact_freight
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
 FREIGHT_HELP = (
@@ -341,6 +342,40 @@ def stages_to_announce(
     return out
 
 
+def requested_freight(
+    ref: str,
+    stage: Mapping[str, Any],
+    warehouses: Sequence[Mapping[str, Any]],
+    freights: Sequence[Mapping[str, Any]],
+) -> dict[str, Any] | None:
+    """Freight to create on request (``freightCreationPolicy: Manual``): ``ref`` names an
+    image (``repo:tag``, ``repo@digest``) or a commit SHA (7+ hex) that a Manual Warehouse the
+    Stage takes Freight from directly has discovered. None when no such Warehouse did."""
+    image = image_reference(ref)
+    if image is None and not _HEX.fullmatch(ref):
+        return None
+    direct = {
+        str((entry.get("origin") or {}).get("name") or "")
+        for entry in (stage.get("spec") or {}).get("requestedFreight") or ()
+        if isinstance(entry, Mapping) and (entry.get("sources") or {}).get("direct")
+    }
+    taken = [str(f.get("alias") or "") for f in freights]
+    for warehouse in warehouses:
+        spec = warehouse.get("spec") or {}
+        if name_of(warehouse) not in direct or spec.get("freightCreationPolicy") != "Manual":
+            continue
+        if image is not None:
+            repo, tag, digest = image
+            made = requested_artifact_freight(
+                warehouse, repo, tag=tag, digest=digest, alias_taken=taken
+            )
+        else:
+            made = requested_artifact_freight(warehouse, "", commit=ref, alias_taken=taken)
+        if made is not None:
+            return made
+    return None
+
+
 def not_available(
     stage: Mapping[str, Any], freight: Mapping[str, Any], now: datetime | None
 ) -> str | None:
@@ -526,6 +561,9 @@ class Snapshot:
     stages: list[Mapping[str, Any]] = field(default_factory=list)
     freight: list[Mapping[str, Any]] = field(default_factory=list)
     promotions: list[Mapping[str, Any]] = field(default_factory=list)
+    # The project's Warehouses (with their discovered artifacts), where the port has them:
+    # a Manual Warehouse's Freight is made on request from these.
+    warehouses: list[Mapping[str, Any]] = field(default_factory=list)
 
     def stage(self, name: str) -> Mapping[str, Any] | None:
         return next((s for s in self.stages if name_of(s) == name), None)
@@ -566,3 +604,31 @@ class FreightAnnotator(Protocol):
     async def annotate_freight(
         self, namespace: str, freight: str, annotations: Mapping[str, str]
     ) -> None: ...
+
+
+@runtime_checkable
+class FreightCreator(Protocol):
+    """What a PromotionService may also offer: create Freight (a Manual Warehouse's, on
+    request from chat)."""
+
+    async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
+        """Create it unless a Freight of that name exists; True when created."""
+        ...
+
+
+async def promote_decided(
+    service: PromotionService,
+    namespace: str,
+    stage: str,
+    freight: str,
+    create: Mapping[str, Any] | None,
+    *,
+    actor: str,
+) -> PromotionRef:
+    """Carry out a decided promotion: first create the Freight it was decided to make on
+    request (the same name whatever replica or retry does it), then promote it."""
+    if create is not None:
+        if not isinstance(service, FreightCreator):
+            raise InvalidInput("this Longshoreman cannot create Freight on request")
+        await service.create_freight(namespace, create)
+    return await service.promote(namespace, stage, freight, actor=actor)

@@ -41,6 +41,7 @@ from promoter.chatops import (
     PromotionService,
     Refusal,
     parse_slash,
+    promote_decided,
     reason_of,
     stages_to_announce,
 )
@@ -484,7 +485,14 @@ class SlackIntegration:
             prompt = m.confirm_prompt(pending, decision.label.short, self.settings.confirm_ttl)
             await self._tell(who, prompt)
         elif isinstance(decision, DoPromote):
-            ref = await self.service.promote(ns, decision.stage, decision.freight, actor=who.actor)
+            ref = await promote_decided(
+                self.service,
+                ns,
+                decision.stage,
+                decision.freight,
+                decision.create,
+                actor=who.actor,
+            )
             log.info(
                 "promotion created from Slack",
                 extra={"promotion": ref.name, "stage": ref.stage, "actor": who.actor},

@@ -41,6 +41,7 @@ from tests.support.slack import (
     button_click,
     running_fake_slack,
     signed_headers,
+    slash_command,
 )
 from tests.support.waiting import eventually
 
@@ -230,3 +231,39 @@ async def test_a_stage_that_does_not_auto_promote_hears_of_it_in_slack_and_its_b
     assert told["metadata"]["annotations"]["longshoreman.dev/slack-announced"] == "qa"
     assert len(world.slack.channel("C0QA")) >= 1
     assert [m.text for m in world.slack.channel("C0QA")].count(message.text) == 1
+
+
+async def test_a_manual_warehouse_makes_freight_when_chat_asks_for_a_discovered_image(
+    world: World,
+) -> None:
+    for tag in ("1.0.0", "1.1.0"):
+        await world.registry.push_image("acme/app", tag)
+    repo = world.registry.repo("acme/app")
+    stage = json.loads(json.dumps(auto_stage()).replace("REPO", repo))
+    stage["metadata"]["annotations"] = {}  # promoted by hand
+    await world.kube.create(k.STAGES, stage)
+    manual = warehouse(repo, "1h")
+    manual["spec"]["freightCreationPolicy"] = "Manual"
+    await world.kube.create(k.WAREHOUSES, manual)
+
+    async def discovered() -> dict[str, Any] | None:
+        got = await world.kube.get(k.WAREHOUSES, NS, "app")
+        return got if (got.get("status") or {}).get("discoveredArtifacts") else None
+
+    listed = await eventually(discovered, "the discovered artifacts")
+    tags = [r["tag"] for r in listed["status"]["discoveredArtifacts"]["images"][0]["references"]]
+    assert tags == ["1.1.0", "1.0.0"]
+    assert (await world.kube.list(k.FREIGHT, NS))[0] == []  # Manual: none by itself
+
+    body = slash_command(
+        f"{repo}:1.0.0 to test", user="U0BOB", response_url=world.slack.response_url("s1")
+    )
+    response = await world.http.post("/slack/events", data=body, headers=signed_headers(body))
+    assert response.status == 200
+    freight = await world.freight_with_tag("1.0.0")
+    assert freight["origin"] == {"kind": "Warehouse", "name": "app"} and freight["alias"]
+    promotion = await world.promotion_of(freight["metadata"]["name"])
+    assert promotion["status"]["phase"] == "Succeeded"
+    [answer] = await world.slack.wait_for(lambda: world.slack.responses["s1"], what="the answer")
+    assert "created" in answer["text"]
+    assert len((await world.kube.list(k.FREIGHT, NS))[0]) == 1

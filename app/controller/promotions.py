@@ -8,7 +8,7 @@ Promotions are created through the one builder.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,13 +18,16 @@ from app.controller.warehouses.reconciler import request_refresh
 from promoter import annotations as ann
 from promoter.chatops import PromotionRef, Snapshot, not_available
 from promoter.errors import InvalidInput
-from promoter.model import name_of
+from promoter.model import name_of, namespace_of
 
 
 class ClusterPromotions:
     def __init__(self, kube: k.Kube, controller: Controller) -> None:
         self.kube = kube
         self.controller = controller
+        # The Warehouse informer's contents, once the Warehouse controller runs (a Manual
+        # Warehouse's Freight is made on request from what it discovered).
+        self.warehouse_source: Callable[[], Sequence[Mapping[str, Any]]] = lambda: ()
 
     async def snapshot(self, namespace: str) -> Snapshot:
         c = self.controller
@@ -33,6 +36,7 @@ class ClusterPromotions:
             stages=list(c.stages.items(namespace)),
             freight=list(c.freight.items(namespace)),
             promotions=list(c.promotions.items(namespace)),
+            warehouses=[w for w in self.warehouse_source() if namespace_of(w) == namespace],
         )
 
     async def promote(
