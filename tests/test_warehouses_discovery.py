@@ -177,6 +177,44 @@ async def test_unchanged_tags_cost_one_conditional_request_per_subscription(
         await discover(d, sub)
         # tags/list, then the tag's manifest (If-None-Match); the config blob is cached by digest
         assert d.oci.requests - before <= 2
+        # cacheByTag (Kargo's: tags are taken as immutable): the 304 of tags/list is all.
+        cached = {"image": {"repoURL": registry.repo("acme/etag"), "cacheByTag": True}}
+        await discover(d, cached)
+        before = d.oci.requests
+        found = await discover(d, cached)
+        assert d.oci.requests - before == 1
+        assert found["images"][0]["references"][0]["tag"] == "1.0.0"
+
+
+async def test_a_tag_list_sent_in_chunks_is_read_whole(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    # docker-registry streams a big tags/list chunked; reading "up to N bytes" once got only
+    # the first chunk, and 5,000 tags failed as "not JSON".
+    tags = [f"1.0.{i}" for i in range(3000)]
+    body = json.dumps({"name": "acme/big", "tags": tags}).encode()
+
+    async def tag_list(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        for start in range(0, len(body), 4096):
+            await response.write(body[start : start + 4096])
+            await asyncio.sleep(0.001)  # let each chunk reach the client on its own
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/v2/acme/big/tags/list", tag_list)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        listed = await OCIClient(session).tags(f"127.0.0.1:{port}/acme/big")
+    finally:
+        await runner.cleanup()
+    assert listed == tags
 
 
 async def test_oci_and_http_chart_repositories(

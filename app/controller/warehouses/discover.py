@@ -64,15 +64,18 @@ class Discoverer:
     async def _image(self, sub: ImageSubscription) -> dict[str, Any]:
         tags = await self.oci.tags(sub.repo_url) if sub.strategy != "Digest" else []
         candidates = sel.image_candidates(sub, tags)
+        # A Digest subscription follows a mutable tag: caching it by tag would defeat it.
+        cached = sub.cache_by_tag and sub.strategy != "Digest"
         facts: list[sel.ImageFacts] = []
         if sel.fetch_all_candidates(sub):
             fetched = await gather_limited(
-                _IMAGE_CONCURRENCY, [self.oci.image(sub.repo_url, tag) for tag in candidates]
+                _IMAGE_CONCURRENCY,
+                [self.oci.image(sub.repo_url, tag, by_tag=cached) for tag in candidates],
             )
             facts = [f for f in fetched if f is not None]
         else:
             for tag in candidates:
-                image = await self.oci.image(sub.repo_url, tag)
+                image = await self.oci.image(sub.repo_url, tag, by_tag=cached)
                 if image is not None and sel.image_accepts(sub, image):
                     facts.append(image)
                     if len(facts) >= sub.discovery_limit:
