@@ -313,3 +313,53 @@ async def test_the_freight_creation_examples_make_the_freight_kargo_documents(
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await kube.close()
+
+
+async def test_the_expression_filter_examples_select_as_kargo_documents(
+    tmp_path: Path, parts: Parts
+) -> None:
+    git = make_remote(tmp_path / "filters", files={"README.md": "x\n"})
+    git._clock = int(dt.datetime(2025, 2, 1, tzinfo=dt.UTC).timestamp())  # after 2025-01-01
+    john, bot = ("John Doe", "john@example.com"), ("Example Bot", "bot@example.com")
+    feat = git.commit_files("main", {"api.py": "1\n"}, "feat: add the API", author=john)
+    ignored = git.commit_files("main", {"x": "1\n"}, "chore: bump [kargo-ignore]", author=bot)
+    typo = git.commit_files("main", {"README.md": "y\n"}, "docs: typo")
+    git.tag("v1.0.0", feat)
+    git.tag("v1.1.0-alpha", ignored)
+    git.tag("v1.1.0", typo)
+    url = git.url
+
+    async def newest(strategy: str, expression: str) -> dict[str, Any]:
+        found = await parts.discover(
+            {
+                "git": {
+                    "repoURL": url,
+                    "commitSelectionStrategy": strategy,
+                    "expressionFilter": expression,
+                }
+            }
+        )
+        commits: list[dict[str, Any]] = found["git"][0]["commits"]
+        return commits[0]
+
+    # The guide's NewestFromBranch examples.
+    assert (await newest("NewestFromBranch", "!(author contains '<bot@example.com>')"))[
+        "id"
+    ] == typo
+    assert (
+        await newest("NewestFromBranch", "subject contains 'feat:' || subject contains 'fix:'")
+    )["id"] == feat
+    example = "!(author == 'Example Bot') && commitDate.After(date('2025-01-01'))"
+    assert (await newest("NewestFromBranch", example))["id"] == typo
+    assert (await newest("NewestFromBranch", "!(subject contains '[kargo-ignore]')"))["id"] == typo
+    # The tag-based ones.
+    assert (await newest("SemVer", "author == 'John Doe <john@example.com>'"))["tag"] == "v1.0.0"
+    assert (await newest("NewestTag", "creatorDate.Year() >= 2024"))["tag"] == "v1.1.0"
+    assert (await newest("Lexical", "!(committer contains '<bot@example.com>')"))[
+        "tag"
+    ] == "v1.1.0-alpha"
+    example = "creatorDate.After(date('2024-01-01')) && !(tag contains 'alpha')"
+    assert (await newest("SemVer", example))["tag"] == "v1.1.0"
+    # An expression that is no boolean fails discovery, naming the field.
+    with pytest.raises(ValueError, match="expressionFilter"):
+        await newest("SemVer", "tag")

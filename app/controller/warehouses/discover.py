@@ -157,7 +157,7 @@ class Discoverer:
 
     async def _branch(self, sub: GitSubscription) -> list[sel.CommitFacts]:
         insecure = sub.insecure_skip_tls_verify
-        if not sub.filters_paths:
+        if not sub.filters_paths and not sub.expression_filter:
             return await self.git.branch_commits(
                 sub.repo_url, sub.branch, sub.discovery_limit, insecure=insecure
             )
@@ -170,7 +170,11 @@ class Discoverer:
             if not commits:
                 break
             for commit in commits:
-                if sel.paths_match(sub, await self.git.changed_paths(sub.repo_url, commit.id)):
+                if not sel.commit_passes(sub, commit):
+                    continue
+                if not sub.filters_paths or sel.paths_match(
+                    sub, await self.git.changed_paths(sub.repo_url, commit.id)
+                ):
                     selected.append(commit)
                     if len(selected) >= sub.discovery_limit:
                         return selected
