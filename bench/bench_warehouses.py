@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -55,7 +56,7 @@ from app.receivers.settings import ReceiverSettings
 from promoter.warehouses.spec import parse_spec
 from tests.support.fixtures import webhook_body
 from tests.support.kube import running_apiserver
-from tests.support.registry import OCI_MANIFEST, Registry, running_registry
+from tests.support.registry import OCI_MANIFEST, Registry, running_registry, serving
 
 NS = "bench"
 HARBOR_AUTH = "Bearer bench-harbor-secret-0123456789"
@@ -81,15 +82,6 @@ def warehouse(name: str, repo: str, *, interval: str = "5m", **image: Any) -> di
 def discoverer(session: aiohttp.ClientSession, work: Path) -> Discoverer:
     oci = OCIClient(session)
     return Discoverer(oci, ChartClient(session, oci), GitSource(work / "git-cache"))
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
 
 
 async def until(check: Callable[[], bool], what: str, within: float = 30.0) -> None:
@@ -118,6 +110,7 @@ async def bench_webhook(runs: int, work: Path) -> dict[str, Any]:
         running_apiserver(namespaces=[NS], bookmark_interval=0.2) as api,
         running_registry(work) as registry,
         aiohttp.ClientSession() as session,
+        contextlib.AsyncExitStack() as stack,
     ):
         kube = k.Kube(api.api_client())
         controller = WarehouseController(kube, discoverer(session, work))
@@ -131,7 +124,7 @@ async def bench_webhook(runs: int, work: Path) -> dict[str, Any]:
         app = web.Application()
         settings = ReceiverSettings.from_env({"LONGSHOREMAN_HARBOR_WEBHOOK_AUTH": HARBOR_AUTH})
         setup_receivers(app, settings, lambda: controller)
-        runner, url = await serve(app)
+        url = await stack.enter_async_context(serving(app))
         tasks = await running(controller.run_informer(), controller.lead(), freight.run())
         try:
             repo = registry.repo("acme/app")
@@ -158,7 +151,6 @@ async def bench_webhook(runs: int, work: Path) -> dict[str, Any]:
                 totals.append((seen[tag] - start) * 1000)
         finally:
             await stop(tasks)
-            await runner.cleanup()
             await kube.close()
     return {
         "runs": runs,

@@ -26,7 +26,7 @@ from app.controller.warehouses.registry import OCIClient, RegistryError
 from promoter.warehouses.spec import parse_spec
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
-from tests.support.registry import PASSWORD, USERNAME, running_registry
+from tests.support.registry import PASSWORD, USERNAME, running_registry, serving
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 
@@ -205,15 +205,8 @@ async def test_a_tag_list_sent_in_chunks_is_read_whole(
 
     app = web.Application()
     app.router.add_get("/v2/acme/big/tags/list", tag_list)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        listed = await OCIClient(session).tags(f"127.0.0.1:{port}/acme/big")
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        listed = await OCIClient(session).tags(f"{url.removeprefix('http://')}/acme/big")
     assert listed == tags
 
 
@@ -239,28 +232,20 @@ entries:
 
     app = web.Application()
     app.router.add_get("/charts/index.yaml", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with running_registry(tmp_path) as registry:
-            for version in ("0.1.0", "0.3.0+build.7", "1.0.0"):
-                await registry.push_chart("charts/app", version)
-            d = discoverer(session, tmp_path)
-            http_sub = {
-                "chart": {
-                    "repoURL": f"http://127.0.0.1:{port}/charts",
-                    "name": "guestbook",
-                    "semverConstraint": "<1.0.0",
-                }
+    async with serving(app) as charts, running_registry(tmp_path) as registry:
+        for version in ("0.1.0", "0.3.0+build.7", "1.0.0"):
+            await registry.push_chart("charts/app", version)
+        d = discoverer(session, tmp_path)
+        http_sub = {
+            "chart": {
+                "repoURL": f"{charts}/charts",
+                "name": "guestbook",
+                "semverConstraint": "<1.0.0",
             }
-            oci_sub = {"chart": {"repoURL": f"oci://{registry.repo('charts/app')}"}}
-            found = await discover(d, http_sub, oci_sub)
-            await discover(d, http_sub)
-    finally:
-        await runner.cleanup()
+        }
+        oci_sub = {"chart": {"repoURL": f"oci://{registry.repo('charts/app')}"}}
+        found = await discover(d, http_sub, oci_sub)
+        await discover(d, http_sub)
     http_result, oci_result = found["charts"]
     assert http_result["versions"] == ["0.2.0", "0.1.0"]
     assert http_result["name"] == "guestbook"

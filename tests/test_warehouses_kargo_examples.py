@@ -33,7 +33,7 @@ from app.controller.warehouses.registry import OCIClient
 from promoter.warehouses.spec import parse_spec
 from tests.support.gitrepo import RemoteRepo, make_remote
 from tests.support.kube import running_apiserver
-from tests.support.registry import Registry, running_registry
+from tests.support.registry import Registry, running_registry, serving
 from tests.support.waiting import eventually
 
 NOW = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
@@ -78,11 +78,6 @@ async def parts(tmp_path: Path) -> AsyncIterator[Parts]:
 
     app = web.Application()
     app.router.add_get("/index.yaml", index)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     git = make_remote(tmp_path, files={"README.md": "demo\n"})
     commits = {
         "guestbook": git.commit_files("main", {"apps/guestbook/values.yaml": "a: 1\n"}, "app"),
@@ -97,7 +92,11 @@ async def parts(tmp_path: Path) -> AsyncIterator[Parts]:
         ("nightly-20240101", "docs"),  # the newest tag
     ]:
         git.tag(tag, commits[commit])
-    async with running_registry(tmp_path) as registry, aiohttp.ClientSession() as session:
+    async with (
+        serving(app) as charts,
+        running_registry(tmp_path) as registry,
+        aiohttp.ClientSession() as session,
+    ):
         digests = {}
         built = [
             ("1.25.3", 1),
@@ -114,8 +113,7 @@ async def parts(tmp_path: Path) -> AsyncIterator[Parts]:
             digests[tag] = await registry.push_image("nginx/nginx", tag, created=day(created))
         oci = OCIClient(session)
         d = Discoverer(oci, ChartClient(session, oci), GitSource(tmp_path / "git-cache"))
-        yield Parts(registry, git, f"http://127.0.0.1:{port}", digests, commits, d)
-    await runner.cleanup()
+        yield Parts(registry, git, charts, digests, commits, d)
 
 
 def image_tags(found: dict[str, Any]) -> list[str]:
