@@ -29,12 +29,14 @@ from app.receivers import senders
 from app.receivers.settings import TOKEN_SENDERS, ReceiverSettings
 from promoter.warehouses.refresh import WarehouseDirectory, warehouses_to_refresh
 
-__all__ = ["MAX_BODY", "Receivers", "setup_receivers"]
+__all__ = ["MAX_BODY", "PATH_PREFIX", "Receivers", "setup_receivers"]
 
 log = logging.getLogger(__name__)
 
 # Kargo's receivers read at most 2 MiB of a body.
 MAX_BODY = 2 * 1024 * 1024
+# Every receiver's URL starts so (the example Ingress publishes this prefix).
+PATH_PREFIX = "/webhooks/"
 
 
 def _answer(status: int, **body: Any) -> web.Response:
@@ -61,9 +63,9 @@ class Receivers:
         table = web.RouteTableDef()
         for name in self.settings.enabled:
             if name in TOKEN_SENDERS:
-                table.post(f"/webhooks/{name}/{{token}}")(self._handler(name))
+                table.post(f"{PATH_PREFIX}{name}/{{token}}")(self._handler(name))
             else:
-                table.post(f"/webhooks/{name}")(self._handler(name))
+                table.post(f"{PATH_PREFIX}{name}")(self._handler(name))
         return table
 
     def _handler(self, sender: str) -> Callable[[web.Request], Any]:
