@@ -362,6 +362,11 @@ NOT_EXERCISED = {
     ("longshoreman.dev", "stages", "get"): (
         "re-read a Stage after a Conflict on its status write (app/controller/reconciler.py)"
     ),
+    ("longshoreman.dev", "freights", "patch"): (
+        "record which Stages' Slack channels were told a Freight is new (slack/app.py through "
+        "ClusterPromotions.annotate_freight): this scenario runs no Slack; "
+        "tests/test_warehouses_e2e.py does"
+    ),
 }
 
 
