@@ -24,12 +24,14 @@ from app.controller.warehouses.reconciler import (
     WarehouseController,
     start_warehouse_controller,
 )
+from app.controller.warehouses.registry import TokenSource
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.logs import REDACTOR
 from app.metrics import Metrics
 from app.receivers.routes import Receivers, setup_receivers
 from app.settings import Settings
 from app.ui.pages import setup_pages
+from handlers.git_credentials import GitHubRegistryCredentials
 from handlers.webhook import setup_github
 from promoter.steps.base import GitCredentials, GitSettings, HttpSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
@@ -60,6 +62,8 @@ class ServerState:
     )
     # Git over HTTPS to the GitHub App's repositories uses its installation tokens.
     git_credentials: GitCredentials | None = None
+    # And so do ghcr.io packages Warehouses subscribe to.
+    registry_tokens: TokenSource | None = None
     stage_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
         default_factory=list
     )
@@ -141,6 +145,7 @@ def create_app(
         )
         extra.setdefault("github", github.pull_requests)
         state.git_credentials = github.git_credentials
+        state.registry_tokens = GitHubRegistryCredentials(github.git_credentials)
         state.listeners.append(github.on_promotion)
         state.stage_listeners.append(github.on_stage)
     if settings.slack is not None:
@@ -229,6 +234,7 @@ async def _start(
         stack,
         namespace=settings.watch_namespace,
         registry_auth_file=settings.registry_auth_file,
+        token_source=state.registry_tokens,
     )
     state.warehouses = warehouses
     cluster.warehouse_source = warehouses.all_warehouses

@@ -23,7 +23,10 @@ from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitSource
 from app.controller.warehouses.reconciler import WarehouseController
 from app.controller.warehouses.registry import OCIClient, RegistryError
+from handlers.client import GitHubClient
+from handlers.git_credentials import GitHubGitCredentials, GitHubRegistryCredentials
 from promoter.warehouses.spec import parse_spec
+from tests.support.github import running_fake_github
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
 from tests.support.registry import PASSWORD, USERNAME, running_registry, serving
@@ -163,6 +166,36 @@ async def test_credentials_come_from_a_docker_config_json_reread_when_it_changes
         {"auths": {"https://index.docker.io/v1/": {"username": "u", "password": "p"}}}
     ) == {"registry-1.docker.io": ("u", "p")}
     assert parse_docker_config({"auths": {"x.io": {"auth": "%%%"}}}) == {}
+
+
+async def test_a_ghcr_package_is_read_with_the_github_apps_installation_token(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    async with (
+        running_fake_github() as fake,
+        running_registry(tmp_path, token_auth=True) as registry,
+    ):
+        tokens = registry.tokens
+        assert tokens is not None
+        # The registry takes the App's installation tokens, as GHCR does.
+        tokens.accepts = lambda user, password: user == "x-access-token" and password in fake.tokens
+        fake.add_repo("acme/app", make_remote(tmp_path, {"a": "1\n"}, name="app"))
+        await registry.push_image("acme/app", "1.0.0")
+        await registry.push_image("stranger/tool", "1.0.0")
+        client = GitHubClient(fake.settings())
+        await client.start()
+        try:
+            source = GitHubRegistryCredentials(GitHubGitCredentials(client), (registry.host,))
+            d = discoverer(session, tmp_path, token_source=source)
+            found = await discover(d, {"image": {"repoURL": registry.repo("acme/app")}})
+            assert found["images"][0]["references"][0]["tag"] == "1.0.0"
+            assert fake.tokens_issued == 1
+            # A package whose repository the App is not installed on is read anonymously.
+            with pytest.raises(RegistryError, match="token request") as refused:
+                await discover(d, {"image": {"repoURL": registry.repo("stranger/tool")}})
+            assert not any(token in str(refused.value) for token in fake.tokens)
+        finally:
+            await client.close()
 
 
 async def test_unchanged_tags_cost_one_conditional_request_per_subscription(

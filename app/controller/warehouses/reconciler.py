@@ -38,7 +38,12 @@ from app.controller.warehouses.charts import ChartClient
 from app.controller.warehouses.credentials import DockerConfigCredentials
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitError, GitSource
-from app.controller.warehouses.registry import OCIClient, RateLimited, RegistryError
+from app.controller.warehouses.registry import (
+    OCIClient,
+    RateLimited,
+    RegistryError,
+    TokenSource,
+)
 from promoter import annotations as ann
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.warehouses import status as st
@@ -440,15 +445,14 @@ async def start_warehouse_controller(
     *,
     namespace: str | None = None,
     registry_auth_file: Path | None = None,
+    token_source: TokenSource | None = None,
 ) -> WarehouseController:
     """The controller with its HTTP session and git cache, closed with ``stack``."""
     session = await stack.enter_async_context(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60), trust_env=False)
     )
-    oci = (
-        OCIClient(session, credentials=DockerConfigCredentials(registry_auth_file))
-        if registry_auth_file is not None
-        else OCIClient(session)
-    )
+    oci = OCIClient(session, token_source=token_source)
+    if registry_auth_file is not None:
+        oci.credentials = DockerConfigCredentials(registry_auth_file)
     discoverer = Discoverer(oci, ChartClient(session, oci), GitSource(work_dir / "warehouses"))
     return WarehouseController(kube, discoverer, namespace=namespace)

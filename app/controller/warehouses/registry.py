@@ -27,7 +27,7 @@ import ipaddress
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -54,6 +54,9 @@ _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _MAX_BODY = 16 * 1024 * 1024
 
 Credentials = Callable[[str], tuple[str, str] | None]
+# ``(host, repository path) -> (user, password)``, asked when ``Credentials`` has none for the
+# host: the GitHub App's installation token for a ghcr.io package (handlers/git_credentials.py).
+TokenSource = Callable[[str, str], Awaitable[tuple[str, str] | None]]
 
 
 class RegistryError(Exception):
@@ -142,6 +145,7 @@ class OCIClient:
 
     session: aiohttp.ClientSession
     credentials: Credentials = field(default=lambda host: None)
+    token_source: TokenSource | None = None
     page_size: int = 1000
     clock: Callable[[], float] = time.monotonic
     requests: int = 0
@@ -202,6 +206,13 @@ class OCIClient:
         scheme, _, params_text = challenge.partition(" ")
         params = dict(_CHALLENGE_PARAM.findall(params_text))
         creds = self.credentials(repo.host)
+        if creds is None and self.token_source is not None and scheme.lower() == "bearer":
+            try:
+                creds = await self.token_source(repo.host, repo.path)
+            except Exception as err:  # the source's own words, never a token
+                raise RegistryError(
+                    f"no credentials for {repo.host}/{repo.path}: {type(err).__name__}: {err}"
+                ) from None
         if scheme.lower() == "basic":
             if creds is None:
                 return None
