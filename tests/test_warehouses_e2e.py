@@ -184,9 +184,14 @@ async def test_a_registry_webhook_takes_a_pushed_image_to_a_succeeded_promotion(
     promotion = await world.promotion_of(newest["metadata"]["name"])
     assert promotion["status"]["phase"] == "Succeeded", promotion["status"]
     assert promotion["spec"]["stage"] == "test"
-    stage = await world.kube.get(k.STAGES, NS, "test")
-    current = (stage.get("status") or {}).get("freightHistory") or []
-    assert current and newest["metadata"]["name"] in json.dumps(current[0])
+
+    async def holding() -> dict[str, Any] | None:
+        # The Stage's status is written after the Promotion's.
+        stage = await world.kube.get(k.STAGES, NS, "test")
+        current = (stage.get("status") or {}).get("freightHistory") or []
+        return stage if current and newest["metadata"]["name"] in json.dumps(current[0]) else None
+
+    await eventually(holding, "the Stage holding the new Freight")
 
 
 async def test_polling_finds_a_pushed_image_without_any_webhook(world: World) -> None:
@@ -227,8 +232,13 @@ async def test_a_stage_that_does_not_auto_promote_hears_of_it_in_slack_and_its_b
     promotion = await world.promotion_of(freight["metadata"]["name"])
     assert promotion["status"]["phase"] == "Succeeded"
     assert promotion["spec"]["stage"] == "qa"
-    told = await world.kube.get(k.FREIGHT, NS, freight["metadata"]["name"])
-    assert told["metadata"]["annotations"]["longshoreman.dev/slack-announced"] == "qa"
+
+    async def recorded() -> str | None:
+        told = await world.kube.get(k.FREIGHT, NS, freight["metadata"]["name"])
+        value = (told["metadata"].get("annotations") or {}).get("longshoreman.dev/slack-announced")
+        return str(value) if value else None
+
+    assert await eventually(recorded, "the announcement recorded") == "qa"
     assert len(world.slack.channel("C0QA")) >= 1
     assert [m.text for m in world.slack.channel("C0QA")].count(message.text) == 1
 
