@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_github.py
 	$(BIN)/python bench/bench_slack.py
 	$(BIN)/python bench/bench_pages.py
+	$(BIN)/python bench/bench_warehouses.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache

@@ -20,12 +20,18 @@ from app.controller import kube as k
 from app.controller.leader import LeaderElector
 from app.controller.promotions import ClusterPromotions, DeferredPromotions
 from app.controller.reconciler import Controller
-from app.controller.warehouses.reconciler import start_warehouse_controller
+from app.controller.warehouses.reconciler import (
+    WarehouseController,
+    start_warehouse_controller,
+)
+from app.controller.warehouses.registry import TokenSource
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.logs import REDACTOR
 from app.metrics import Metrics
+from app.receivers.routes import Receivers, setup_receivers
 from app.settings import Settings
 from app.ui.pages import setup_pages
+from handlers.git_credentials import GitHubRegistryCredentials
 from handlers.webhook import setup_github
 from promoter.steps.base import GitCredentials, GitSettings, HttpSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
@@ -43,6 +49,8 @@ class ServerState:
     registry: StepRegistry | None = None
     kube: k.Kube | None = None
     controller: Controller | None = None
+    warehouses: WarehouseController | None = None
+    receivers: Receivers | None = None
     elector: LeaderElector | None = None
     cluster: EmbeddedCluster | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
@@ -54,7 +62,12 @@ class ServerState:
     )
     # Git over HTTPS to the GitHub App's repositories uses its installation tokens.
     git_credentials: GitCredentials | None = None
+    # And so do ghcr.io packages Warehouses subscribe to.
+    registry_tokens: TokenSource | None = None
     stage_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
+        default_factory=list
+    )
+    freight_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
         default_factory=list
     )
 
@@ -111,6 +124,8 @@ def create_app(
     pages = setup_pages(app, settings.ui, lambda: state.controller, secrets=settings.secrets())
     state.listeners.append(pages.on_promotion)
     extra = dict(extra_services or {})
+    # Registry webhooks: mounted now, answered 503 until the Warehouse informer exists.
+    state.receivers = setup_receivers(app, settings.receivers, lambda: state.warehouses)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
@@ -130,11 +145,13 @@ def create_app(
         )
         extra.setdefault("github", github.pull_requests)
         state.git_credentials = github.git_credentials
+        state.registry_tokens = GitHubRegistryCredentials(github.git_credentials)
         state.listeners.append(github.on_promotion)
         state.stage_listeners.append(github.on_stage)
     if settings.slack is not None:
         slack_app = setup_slack(app, settings.slack, state.service, telemetry=state.metrics)
         state.listeners.append(slack_app.on_promotion)
+        state.freight_listeners.append(slack_app.on_freight)
     return app
 
 
@@ -207,11 +224,20 @@ async def _start(
     state.controller = controller
     controller.listeners.extend(state.listeners)
     controller.stage_listeners.extend(state.stage_listeners)
-    state.service.target = ClusterPromotions(kube, controller)
+    controller.freight_listeners.extend(state.freight_listeners)
+    cluster = ClusterPromotions(kube, controller)
+    state.service.target = cluster
     # Warehouses discover Freight beside the Promotion controller: own informer, leader only.
     warehouses = await start_warehouse_controller(
-        kube, settings.work_dir, stack, namespace=settings.watch_namespace
+        kube,
+        settings.work_dir,
+        stack,
+        namespace=settings.watch_namespace,
+        registry_auth_file=settings.registry_auth_file,
+        token_source=state.registry_tokens,
     )
+    state.warehouses = warehouses
+    cluster.warehouse_source = warehouses.all_warehouses
     tasks: list[asyncio.Task[None]] = []
 
     async def stop_tasks() -> None:

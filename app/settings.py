@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.receivers.settings import ReceiverSettings, ReceiverSettingsError
 from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import GitHubSettings, GitHubSettingsError
 from promoter.steps.http import HostRules
@@ -125,6 +126,10 @@ class Settings:
     slack: SlackSettings | None = None
     # The status pages (app/ui): public URL, access control.
     ui: UiSettings = field(default_factory=UiSettings)
+    # A docker config.json with registry credentials for Warehouse discovery.
+    registry_auth_file: Path | None = None
+    # The registry webhook receivers (app/receivers): each on when its secret is set.
+    receivers: ReceiverSettings = field(default_factory=ReceiverSettings)
 
     @property
     def embedded(self) -> bool:
@@ -138,6 +143,8 @@ class Settings:
         if self.slack is not None:
             values += [self.slack.bot_token, self.slack.signing_secret]
         values += [self.ui.github_client_secret, self.ui.session_secret]
+        values += list(self.receivers.secrets.values())
+        values += list(self.receivers.path_tokens().values())
         return tuple(v for v in values if v)
 
     def with_overrides(self, **changes: Any) -> Settings:
@@ -170,7 +177,13 @@ class Settings:
             github = GitHubSettings.from_env(env)
             slack = SlackSettings.optional_from_env(env)
             ui = UiSettings.from_env(env, github_api_url=github.api_url)
-        except (GitHubSettingsError, SlackSettingsError, UiSettingsError) as e:
+            receivers = ReceiverSettings.from_env(env)
+        except (
+            GitHubSettingsError,
+            SlackSettingsError,
+            UiSettingsError,
+            ReceiverSettingsError,
+        ) as e:
             raise SettingsError(str(e)) from None
         # With a public URL, check runs and Slack messages link to the Promotion's status page
         # (an explicit GITHUB_PROMOTION_URL still wins).
@@ -182,6 +195,7 @@ class Settings:
             github=github if github.enabled else None,
             slack=slack,
             ui=ui,
+            receivers=receivers,
             host=env.get("HOST", defaults.host),
             port=_int(env, "PORT", defaults.port, minimum=0),
             kubeconfig=kubeconfig,
@@ -209,6 +223,7 @@ class Settings:
             ),
             work_dir=_path(env, "WORK_DIR") or defaults.work_dir,
             git_config=_path(env, "LONGSHOREMAN_GIT_CONFIG", must_exist=True),
+            registry_auth_file=_path(env, "LONGSHOREMAN_REGISTRY_AUTH_FILE", must_exist=True),
             git_author_name=env.get("GIT_AUTHOR_NAME", defaults.git_author_name),
             git_author_email=env.get("GIT_AUTHOR_EMAIL", defaults.git_author_email),
             log_level=log_level,

@@ -31,6 +31,7 @@ from promoter.chatops import (
     Snapshot,
     github_may_act,
     listed,
+    promote_decided,
 )
 from promoter.commands import DoAbort, DoPromote, DoReverify, Facts, plan, stages_to_authorize
 from promoter.model import meta, name_of
@@ -96,8 +97,13 @@ class _Pressed:
         if isinstance(decision, Refusal):
             await self.tell(f"refused: {checks.quiet(decision.reason)}. Nothing was changed.")
         elif isinstance(decision, DoPromote):
-            ref = await self.deps.service.promote(
-                self.namespace, decision.stage, decision.freight, actor=actor
+            ref = await promote_decided(
+                self.deps.service,
+                self.namespace,
+                decision.stage,
+                decision.freight,
+                decision.create,
+                actor=actor,
             )
             log.info("%s promoted %s to %s from a check run", self.user, ref.freight, ref.stage)
         elif isinstance(decision, DoAbort):

@@ -89,3 +89,31 @@ class GitHubGitCredentials:
         except Exception as e:
             raise step_error(e, f"getting an installation token for {full_name}") from None
         return GitCredential(TOKEN_USERNAME, token)
+
+
+# GitHub's container registry (images and OCI charts), served by github.com's App tokens.
+GITHUB_REGISTRIES = ("ghcr.io",)
+
+
+class GitHubRegistryCredentials:
+    """The Warehouse discovery's token source for ghcr.io: ``(host, repository path) ->
+    (user, token)`` or None.
+
+    A package ``ghcr.io/OWNER/NAME[/...]`` is read with the App's installation token for
+    ``OWNER/NAME`` (GitHub links a package to the repository that publishes it, usually of the
+    same name), the same lookup and token cache as git's. GHCR takes an installation token as
+    the password of its token request when the App has *Packages: read*. Another host, or a
+    package whose repository the App is not installed on, gets None: it is read anonymously.
+    """
+
+    def __init__(self, git: GitHubGitCredentials, hosts: tuple[str, ...] = GITHUB_REGISTRIES):
+        self.git = git
+        self.hosts = tuple(h.lower() for h in hosts)
+
+    async def __call__(self, host: str, path: str) -> tuple[str, str] | None:
+        parts = path.split("/")
+        if host.lower() not in self.hosts or len(parts) < 2 or not all(parts[:2]):
+            return None
+        base = self.git.client.settings.git_base_url
+        credential = await self.git(f"{base}/{parts[0]}/{parts[1]}")
+        return (credential.username, credential.password) if credential else None

@@ -39,6 +39,7 @@ from promoter.chatops import (
     listed,
     markdown_table,
     parse_comment,
+    promote_decided,
 )
 from promoter.commands import (
     DoAbort,
@@ -226,8 +227,13 @@ class CommandSession:
             await self._help(decision)
 
     async def _promote(self, command: Command, decision: DoPromote) -> None:
-        ref = await self.deps.service.promote(
-            self.namespace, decision.stage, decision.freight, actor=self.deps.actor(self.user)
+        ref = await promote_decided(
+            self.deps.service,
+            self.namespace,
+            decision.stage,
+            decision.freight,
+            decision.create,
+            actor=self.deps.actor(self.user),
         )
         promotion = {
             "metadata": {"name": ref.name, "namespace": ref.namespace},

@@ -2,7 +2,8 @@
 
 Kargo's GitHub receiver does not make Freight of a push: it refreshes every Warehouse with a git
 subscription the pushed ref matters to (a branch push for NewestFromBranch on that branch, a tag
-push for the tag-based strategies), and the Warehouse discovers with its own strategy, so a
+push for the tag-based strategies whose filters accept the tag, and only when the push touched
+a path the subscription watches), and the Warehouse discovers with its own strategy, so a
 SemVer subscription picks its newest tag and a Warehouse that also subscribes to an image
 makes Freight with both. We do the same (:func:`push_refreshes`): the service's
 :class:`WarehouseRefresher` writes the Warehouse's refresh annotation, and the leader's
@@ -27,8 +28,8 @@ from gidgethub import routing, sansio
 from handlers.context import Deps, event_repo
 from promoter.model import name_of
 from promoter.steps.git import normalize_repo_url
-from promoter.warehouses.selection import branch_matches
-from promoter.warehouses.spec import GitSubscription, SpecError, parse_subscription
+from promoter.warehouses.freight import normalize_git_url
+from promoter.warehouses.refresh import warehouses_to_refresh
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +56,45 @@ def _pushed_urls(payload: Mapping[str, Any]) -> set[str]:
     }
 
 
+def changed_paths(payload: Mapping[str, Any]) -> list[str]:
+    """Paths the push touched, from its commits and head commit. GitHub lists at most 2048
+    commits; with more the paths are unknown, and every subscription on the ref is refreshed
+    (an empty list filters nothing), as Kargo's receiver does."""
+    commits = [c for c in payload.get("commits") or () if isinstance(c, Mapping)]
+    if len(commits) >= 2048:
+        return []
+    head = payload.get("head_commit")
+    if isinstance(head, Mapping):
+        commits.append(head)
+    return sorted(
+        {
+            str(path)
+            for commit in commits
+            for key in ("added", "modified", "removed")
+            for path in commit.get(key) or ()
+        }
+    )
+
+
 def push_refreshes(warehouse: Mapping[str, Any], payload: Mapping[str, Any]) -> bool:
-    """Whether the push moved a ref one of the Warehouse's git subscriptions selects from
-    (Kargo's ``MatchesRef``: the subscribed branch, ``main``/``master`` when none is named, or
-    a tag the tag-based strategy's filters accept)."""
+    """Whether the push moved a ref one of the Warehouse's git subscriptions selects from and
+    touched a path it watches (Kargo's ``shouldRefresh``: ``MatchesRef`` is the subscribed
+    branch, ``main``/``master`` when none is named, or a tag the tag-based strategy and its
+    filters accept; then ``MatchesPaths``), decided by
+    :func:`promoter.warehouses.refresh.warehouses_to_refresh` as for every other receiver."""
+    repository = payload.get("repository") or {}
+    urls = [
+        normalize_git_url(str(url))
+        for url in (
+            repository.get("clone_url"),
+            repository.get("ssh_url"),
+            repository.get("html_url"),
+            repository.get("url"),
+        )
+        if url
+    ]
     ref = str(payload.get("ref") or "")
-    pushed = _pushed_urls(payload)
-    for entry in (warehouse.get("spec") or {}).get("subscriptions") or ():
-        git = (entry or {}).get("git") if isinstance(entry, Mapping) else None
-        if not isinstance(git, Mapping) or not git.get("repoURL"):
-            continue
-        if normalize_repo_url(str(git["repoURL"])) not in pushed:
-            continue
-        try:
-            sub = parse_subscription({"git": git}, 0)
-        except SpecError:
-            return True  # let the Warehouse report its own spec error
-        if isinstance(sub, GitSubscription) and (
-            branch_matches(sub, ref) or (sub.tag_based and ref.startswith("refs/tags/"))
-        ):
-            return True
-    return False
+    return bool(warehouses_to_refresh([warehouse], urls, [ref], changed_paths(payload)))
 
 
 @runtime_checkable

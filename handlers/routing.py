@@ -11,7 +11,14 @@ import logging
 
 from gidgethub import routing, sansio
 
-from handlers import check_run, deployment_status, issue_comment, pull_request, push
+from handlers import (
+    check_run,
+    deployment_status,
+    issue_comment,
+    packages,
+    pull_request,
+    push,
+)
 from handlers.context import Deps, event_repo
 
 log = logging.getLogger(__name__)
@@ -22,6 +29,7 @@ ROUTER = routing.Router(
     check_run.router,
     push.router,
     deployment_status.router,
+    packages.router,
 )
 
 

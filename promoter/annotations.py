@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -57,6 +57,11 @@ GITHUB_DEPLOYMENTS = f"{GROUP}/github-deployments"
 GITHUB_ENVIRONMENT = f"{GROUP}/github-environment"
 GITHUB_ENVIRONMENT_TYPE = f"{GROUP}/github-environment-type"
 GITHUB_ENVIRONMENT_URL = f"{GROUP}/github-environment-url"
+
+# ---- on Freight -------------------------------------------------------------------------------
+
+# The Stages whose Slack channel was told this Freight is available to them (once each).
+SLACK_ANNOUNCED = f"{GROUP}/slack-announced"
 
 # ---- on AnalysisRuns ----------------------------------------------------------------------------
 
@@ -213,3 +218,19 @@ def github_environment(stage: Mapping[str, Any] | None) -> GitHubEnvironment | N
         transient=kind == "transient",
         url=url,
     )
+
+
+def auto_promotes(stage: Mapping[str, Any]) -> bool:
+    """Whether the Stage promotes new Freight by itself (``AUTO_PROMOTE: "true"``)."""
+    return str(annotations_of(stage).get(AUTO_PROMOTE) or "").lower() == "true"
+
+
+def announced_to(freight: Mapping[str, Any]) -> set[str]:
+    """The Stages already told about this Freight (``SLACK_ANNOUNCED``, comma-separated)."""
+    raw = str(annotations_of(freight).get(SLACK_ANNOUNCED) or "")
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def announced(freight: Mapping[str, Any], stages: Iterable[str]) -> dict[str, str]:
+    """The annotation after also telling ``stages``."""
+    return {SLACK_ANNOUNCED: ",".join(sorted(announced_to(freight) | set(stages)))}

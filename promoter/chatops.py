@@ -12,17 +12,20 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from promoter import annotations as ann
+from promoter.errors import InvalidInput
 from promoter.model import Phase, describe_freight, meta, name_of
 from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
 from promoter.views import EnvironmentLink, StageView
+from promoter.warehouses.freight import normalize_image_url, requested_artifact_freight
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
 FREIGHT_HELP = (
-    "FREIGHT: an alias, a name or a unique prefix of it, a commit SHA prefix (7+ hex), or "
-    "`latest` (the newest available to the Stage)"
+    "FREIGHT: an alias, a name or a unique prefix of it, a commit SHA prefix (7+ hex), an image "
+    "it holds (`ghcr.io/acme/app:1.4.2`, `...@sha256:...`), or `latest` (the newest available "
+    "to the Stage)"
 )
 
 USAGE = {
@@ -34,7 +37,8 @@ USAGE = {
 }
 
 _EXPRESSION = re.compile(r"\$\{[{%]")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$")
+# Names, aliases, SHAs and image references (``ghcr.io/acme/app:1.4.2``, ``...@sha256:...``).
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,252}$")
 
 
 class CommandError(ValueError):
@@ -203,15 +207,59 @@ MIN_PREFIX = 4
 _HEX = re.compile(r"[0-9a-fA-F]{7,40}")
 
 
+def image_reference(ref: str) -> tuple[str, str, str] | None:
+    """``(repository, tag, digest)`` of ``repo:tag``, ``repo@digest`` or ``repo:tag@digest``;
+    None when ``ref`` does not read as an image reference (neither a tag nor a digest; no
+    Freight name or alias holds ``:`` or ``@``, so nothing else reads this way)."""
+    repo, _, digest = ref.partition("@")
+    tag = ""
+    last = repo.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = repo.rsplit(":", 1)
+    if not repo or not (tag or digest) or (digest and not digest.startswith("sha256:")):
+        return None
+    return repo, tag, digest
+
+
+def freight_holding_image(
+    ref: str,
+    freights: Sequence[Mapping[str, Any]],
+    stage: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Mapping[str, Any] | None:
+    """The Freight that holds the image ``ref`` names, None when none does (or ``ref`` is no
+    image reference). Several (the image with different commits or charts): the newest one
+    available to ``stage``, else the newest."""
+    parsed = image_reference(ref)
+    if parsed is None:
+        return None
+    repo, tag, digest = parsed
+    wanted = normalize_image_url(repo)
+    holding = [
+        f
+        for f in freights
+        if any(
+            normalize_image_url(str(image.get("repoURL") or "")) == wanted
+            and (not tag or image.get("tag") == tag)
+            and (not digest or image.get("digest") == digest)
+            for image in f.get("images") or ()
+        )
+    ]
+    if stage is not None:
+        holding = [f for f in holding if available_to(stage, f, now)] or holding
+    return max(holding, key=lambda f: (freight_created(f), name_of(f)), default=None)
+
+
 def resolve_freight(
     ref: str,
     freights: Sequence[Mapping[str, Any]],
     stage: Mapping[str, Any] | None = None,
     now: datetime | None = None,
 ) -> Mapping[str, Any]:
-    """A Freight by full name, alias, commit SHA prefix (7+ hex), a unique prefix of its name
-    (like a git short hash) or ``latest`` (newest available to ``stage``). Raises LookupError
-    with a message a user can act on; an ambiguous prefix lists the candidates."""
+    """A Freight by full name, alias, an image it holds (:func:`freight_holding_image`), commit
+    SHA prefix (7+ hex), a unique prefix of its name (like a git short hash) or ``latest``
+    (newest available to ``stage``). Raises LookupError with a message a user can act on; an
+    ambiguous prefix lists the candidates."""
     if ref == "latest":
         if stage is None:
             raise LookupError("`latest` needs a Stage")
@@ -225,6 +273,11 @@ def resolve_freight(
     for f in freights:
         if f.get("alias") == ref:
             return f
+    if image_reference(ref) is not None:
+        holding = freight_holding_image(ref, freights, stage, now)
+        if holding is None:
+            raise LookupError(f"no Freight holds the image `{ref}`")
+        return holding
     matches: list[Mapping[str, Any]] = []
     if _HEX.fullmatch(ref):
         sha = ref.lower()
@@ -243,6 +296,84 @@ def resolve_freight(
             f"`{ref}` is ambiguous: it could be {names}; use an alias or a longer prefix"
         )
     raise LookupError(f"no Freight named, aliased or with a name or commit starting {ref!r}")
+
+
+def _current_freight_names(stage: Mapping[str, Any]) -> set[str]:
+    history = (stage.get("status") or {}).get("freightHistory") or []
+    items = (history[0].get("items") or {}) if history and isinstance(history[0], Mapping) else {}
+    return {str(ref.get("name")) for ref in items.values() if isinstance(ref, Mapping)}
+
+
+def stages_to_announce(
+    freight: Mapping[str, Any],
+    stages: Iterable[Mapping[str, Any]],
+    freights: Sequence[Mapping[str, Any]],
+    now: datetime | None,
+) -> list[Mapping[str, Any]]:
+    """The Stages whose Slack channel should hear "New Freight X is available to STAGE".
+
+    Those with a channel (``longshoreman.dev/slack-channel``) that do not auto-promote (an
+    auto-promoting Stage just takes it, and its Promotion has its own message), to which the
+    Freight is available now, that do not hold it already, and that were not told before
+    (the Freight's ``longshoreman.dev/slack-announced`` names them, so a restart or a new
+    leader tells nobody twice). Only the newest Freight available to a Stage is news: older
+    Freight seen again (a restart lists every Freight) is not, and neither is Freight older
+    than what the Stage holds.
+    """
+    told = ann.announced_to(freight)
+    newness = (freight_created(freight), name_of(freight))
+    out = []
+    for stage in stages:
+        name = name_of(stage)
+        if not ann.annotations_of(stage).get(ann.SLACK_CHANNEL) or ann.auto_promotes(stage):
+            continue
+        if name in told or name_of(freight) in _current_freight_names(stage):
+            continue
+        if not available_to(stage, freight, now):
+            continue
+        current = _current_freight_names(stage)
+        if any(
+            (freight_created(f), name_of(f)) > newness
+            and (name_of(f) in current or available_to(stage, f, now))
+            for f in freights
+        ):
+            continue
+        out.append(stage)
+    return out
+
+
+def requested_freight(
+    ref: str,
+    stage: Mapping[str, Any],
+    warehouses: Sequence[Mapping[str, Any]],
+    freights: Sequence[Mapping[str, Any]],
+) -> dict[str, Any] | None:
+    """Freight to create on request (``freightCreationPolicy: Manual``): ``ref`` names an
+    image (``repo:tag``, ``repo@digest``) or a commit SHA (7+ hex) that a Manual Warehouse the
+    Stage takes Freight from directly has discovered. None when no such Warehouse did."""
+    image = image_reference(ref)
+    if image is None and not _HEX.fullmatch(ref):
+        return None
+    direct = {
+        str((entry.get("origin") or {}).get("name") or "")
+        for entry in (stage.get("spec") or {}).get("requestedFreight") or ()
+        if isinstance(entry, Mapping) and (entry.get("sources") or {}).get("direct")
+    }
+    taken = [str(f.get("alias") or "") for f in freights]
+    for warehouse in warehouses:
+        spec = warehouse.get("spec") or {}
+        if name_of(warehouse) not in direct or spec.get("freightCreationPolicy") != "Manual":
+            continue
+        if image is not None:
+            repo, tag, digest = image
+            made = requested_artifact_freight(
+                warehouse, repo, tag=tag, digest=digest, alias_taken=taken
+            )
+        else:
+            made = requested_artifact_freight(warehouse, "", commit=ref, alias_taken=taken)
+        if made is not None:
+            return made
+    return None
 
 
 def not_available(
@@ -446,6 +577,9 @@ class Snapshot:
     stages: list[Mapping[str, Any]] = field(default_factory=list)
     freight: list[Mapping[str, Any]] = field(default_factory=list)
     promotions: list[Mapping[str, Any]] = field(default_factory=list)
+    # The project's Warehouses (with their discovered artifacts), where the port has them:
+    # a Manual Warehouse's Freight is made on request from these.
+    warehouses: list[Mapping[str, Any]] = field(default_factory=list)
 
     def stage(self, name: str) -> Mapping[str, Any] | None:
         return next((s for s in self.stages if name_of(s) == name), None)
@@ -476,3 +610,41 @@ class PromotionService(Protocol):
     def wake_pr(self, url: str) -> int:
         """Wake the Promotions waiting on this pull request; returns how many."""
         ...
+
+
+@runtime_checkable
+class FreightAnnotator(Protocol):
+    """What a PromotionService may also offer: record front-end state on a Freight (which
+    Stages' channels were told it is available), so no replica tells anyone twice."""
+
+    async def annotate_freight(
+        self, namespace: str, freight: str, annotations: Mapping[str, str]
+    ) -> None: ...
+
+
+@runtime_checkable
+class FreightCreator(Protocol):
+    """What a PromotionService may also offer: create Freight (a Manual Warehouse's, on
+    request from chat)."""
+
+    async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
+        """Create it unless a Freight of that name exists; True when created."""
+        ...
+
+
+async def promote_decided(
+    service: PromotionService,
+    namespace: str,
+    stage: str,
+    freight: str,
+    create: Mapping[str, Any] | None,
+    *,
+    actor: str,
+) -> PromotionRef:
+    """Carry out a decided promotion: first create the Freight it was decided to make on
+    request (the same name whatever replica or retry does it), then promote it."""
+    if create is not None:
+        if not isinstance(service, FreightCreator):
+            raise InvalidInput("this Longshoreman cannot create Freight on request")
+        await service.create_freight(namespace, create)
+    return await service.promote(namespace, stage, freight, actor=actor)

@@ -33,6 +33,7 @@ from promoter.chatops import (
     abort_targets,
     no_verification,
     not_available,
+    requested_freight,
     resolve_freight,
 )
 from promoter.model import name_of
@@ -78,6 +79,8 @@ class DoPromote:
     stage: str
     freight: str
     label: FreightLabel
+    # Freight to create first: a Manual Warehouse's, assembled on request (None: it exists).
+    create: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -189,10 +192,14 @@ def _promote(command: Command, stage: Mapping[str, Any], facts: Facts) -> Plan:
         if isinstance(facts.pr_freight, Refusal):
             return facts.pr_freight
         ref = facts.pr_freight or "latest"
+    create: Mapping[str, Any] | None = None
     try:
         freight = resolve_freight(ref, snapshot.freight, stage, facts.now)
     except LookupError as e:
-        return Refusal(str(e.args[0] if e.args else e))
+        made = requested_freight(ref, stage, snapshot.warehouses, snapshot.freight)
+        if made is None:
+            return Refusal(str(e.args[0] if e.args else e))
+        freight = create = made
     # Refused before any Confirm is offered: a click must never be asked for in vain.
     unavailable = not_available(stage, freight, facts.now)
     if unavailable:
@@ -200,7 +207,7 @@ def _promote(command: Command, stage: Mapping[str, Any], facts: Facts) -> Plan:
     label = freight_label(name_of(freight), fallback=freight)
     if facts.confirm(stage) and not command.confirmed:
         return AskConfirm(name_of(stage), name_of(freight), label)
-    return DoPromote(name_of(stage), name_of(freight), label)
+    return DoPromote(name_of(stage), name_of(freight), label, create)
 
 
 def _status(command: Command, facts: Facts) -> Plan:

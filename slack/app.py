@@ -32,14 +32,18 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from promoter import annotations as ann
 from promoter.chatops import (
     SLASH,
     Command,
     CommandError,
+    FreightAnnotator,
     PromotionService,
     Refusal,
     parse_slash,
+    promote_decided,
     reason_of,
+    stages_to_announce,
 )
 from promoter.commands import (
     AskConfirm,
@@ -172,6 +176,7 @@ class SlackIntegration:
         )
         self._jobs: set[asyncio.Task[None]] = set()
         self._confirmed: dict[str, float] = {}  # nonce -> expiry: one Promotion per Confirm
+        self._announced: set[tuple[str, str]] = set()  # (Freight, Stage) told in this process
         token = settings.bot_token
 
         async def authorize(
@@ -211,6 +216,7 @@ class SlackIntegration:
         self.bolt.action(m.REVERIFY)(plain(self._on_reverify))
         next_stage = re.compile(re.escape(m.PROMOTE_NEXT) + r"\.\d+$")
         self.bolt.action(next_stage)(plain(self._on_promote_next))
+        self.bolt.action(m.PROMOTE)(plain(self._on_promote_next))
         self.bolt.action(m.CONFIRM)(plain(self._on_confirm))
         self.bolt.action(m.CANCEL)(plain(self._on_cancel))
 
@@ -255,6 +261,41 @@ class SlackIntegration:
     def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         """For ``controller.listeners``: a Promotion changed."""
         self.live.on_promotion(obj, old)
+
+    def on_freight(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """For ``controller.freight_listeners``: a Freight appeared or changed (verified
+        upstream, say), so it may be news to a Stage's channel. Only the leader tells."""
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        if namespace != self.settings.namespace or self.api is None:
+            return
+        if not self.service.is_leader():
+            return
+        self._spawn(self._announce(name_of(obj)))
+
+    async def _announce(self, freight_name: str) -> None:
+        ns = self.settings.namespace
+        snapshot = await self.service.snapshot(ns)
+        freight = next((f for f in snapshot.freight if name_of(f) == freight_name), None)
+        if freight is None or self.api is None:
+            return
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        told = []
+        for stage in stages_to_announce(freight, snapshot.stages, snapshot.freight, now):
+            key = (freight_name, name_of(stage))
+            channel = m.channel_of(stage)
+            if key in self._announced or channel is None:
+                continue
+            # Claimed before the post: two events of one Freight in a row post once.
+            self._announced.add(key)
+            try:
+                await self.api.post(channel, m.freight_available(ns, name_of(stage), freight))
+            except SlackError as e:
+                self._announced.discard(key)
+                log.warning("could not tell %s about Freight %s: %s", channel, freight_name, e)
+                continue
+            told.append(name_of(stage))
+        if told and isinstance(self.service, FreightAnnotator):
+            await self.service.annotate_freight(ns, freight_name, ann.announced(freight, told))
 
     async def handle(self, request: web.Request) -> web.Response:
         """``POST /slack/events``."""
@@ -444,7 +485,14 @@ class SlackIntegration:
             prompt = m.confirm_prompt(pending, decision.label.short, self.settings.confirm_ttl)
             await self._tell(who, prompt)
         elif isinstance(decision, DoPromote):
-            ref = await self.service.promote(ns, decision.stage, decision.freight, actor=who.actor)
+            ref = await promote_decided(
+                self.service,
+                ns,
+                decision.stage,
+                decision.freight,
+                decision.create,
+                actor=who.actor,
+            )
             log.info(
                 "promotion created from Slack",
                 extra={"promotion": ref.name, "stage": ref.stage, "actor": who.actor},

@@ -16,6 +16,7 @@ from promoter.chatops import FREIGHT_HELP, usage_lines
 from promoter.model import meta
 from promoter.stages import phase_of
 from promoter.views import (
+    SHORT_NAME,
     EnvironmentLink,
     PromotionView,
     StageView,
@@ -30,6 +31,7 @@ from slack.commands import PendingPromotion
 ABORT = "longshoreman.abort"
 REVERIFY = "longshoreman.reverify"
 PROMOTE_NEXT = "longshoreman.promote_next"  # + ".<n>": action_ids are unique per block
+PROMOTE = "longshoreman.promote"  # the Promote button of a "new Freight" message
 CONFIRM = "longshoreman.confirm"
 CANCEL = "longshoreman.cancel"
 
@@ -393,6 +395,54 @@ def duration_text(seconds: float) -> str:
     if not minutes:
         return unit(rest, "second")
     return unit(minutes, "minute") + (f" {unit(rest, 'second')}" if rest else "")
+
+
+def _artifacts(freight: Mapping[str, Any]) -> list[str]:
+    out = [
+        f"`{image.get('repoURL', '')}:{image.get('tag', '')}`"
+        for image in freight.get("images") or ()
+        if isinstance(image, Mapping)
+    ]
+    out += [
+        f"`{chart.get('repoURL', '')}{'/' + str(chart['name']) if chart.get('name') else ''}"
+        f":{chart.get('version', '')}`"
+        for chart in freight.get("charts") or ()
+        if isinstance(chart, Mapping)
+    ]
+    out += [
+        f"`{commit.get('repoURL', '')}` @ `{str(commit.get('tag') or commit.get('id', ''))[:12]}`"
+        for commit in freight.get("commits") or ()
+        if isinstance(commit, Mapping)
+    ]
+    return out
+
+
+def freight_available(namespace: str, stage: str, freight: Mapping[str, Any]) -> Message:
+    """ "New Freight X is available to STAGE", what it holds, and a Promote button (which goes
+    through the usual authorization and confirmation, as ``/promote X to STAGE`` would)."""
+    name = str(meta(freight).get("name") or "")
+    label = str(freight.get("alias") or "") or name[:SHORT_NAME]
+    text = f"New Freight {b.escape(label)} is available to {b.escape(stage)}"
+    blocks: list[b.Block] = [
+        b.section(f":package: New Freight *{b.escape(label)}* is available to *{b.escape(stage)}*")
+    ]
+    artifacts = _artifacts(freight)
+    facts = [f"Freight `{b.escape(name)}`", *(b.escape(a) for a in artifacts[:10])]
+    blocks.append(b.context(b.clip(" · ".join(facts), 2900)))
+    blocks.append(
+        b.actions(
+            [
+                b.button(
+                    f"Promote to {stage}",
+                    PROMOTE,
+                    _value(ns=namespace, stage=stage, freight=name),
+                    style="primary",
+                )
+            ],
+            block_id=f"freight/{name}/{stage}"[:255],
+        )
+    )
+    return b.message(text, blocks)
 
 
 def confirm_prompt(pending: PendingPromotion, freight_label: str, ttl: float) -> Message:

@@ -111,6 +111,59 @@ def test_freight_resolution(ref: str, stage: dict[str, Any] | None, expected: st
     assert resolve_freight(ref, [F1, F2], stage)["metadata"]["name"] == expected
 
 
+def with_image(f: dict[str, Any], repo: str, tag: str, digest: str) -> dict[str, Any]:
+    return {**f, "images": [{"repoURL": repo, "tag": tag, "digest": digest}]}
+
+
+I1 = with_image(F1, "ghcr.io/acme/app", "1.4.1", "sha256:" + "1" * 64)
+I2 = with_image(F2, "ghcr.io/acme/app", "1.4.2", "sha256:" + "2" * 64)
+I3 = with_image(
+    freight("f3cccccc", "same-image", "2026-01-03T00:00:00Z", "3333333cccc"),
+    "ghcr.io/acme/app",
+    "1.4.2",
+    "sha256:" + "2" * 64,
+)
+HUB = with_image(F1, "docker.io/library/nginx", "1.27.0", "sha256:" + "3" * 64)
+
+
+@pytest.mark.parametrize(
+    ("ref", "freights", "stage", "expected"),
+    [
+        ("ghcr.io/acme/app:1.4.1", [I1, I2], None, "f1aaaaaa"),
+        ("ghcr.io/acme/app:1.4.2", [I1, I2], None, "f2bbbbbb"),
+        ("GHCR.io/acme/app:1.4.2", [I1, I2], None, "f2bbbbbb"),
+        ("ghcr.io/acme/app@sha256:" + "1" * 64, [I1, I2], None, "f1aaaaaa"),
+        ("ghcr.io/acme/app:1.4.2@sha256:" + "2" * 64, [I1, I2], None, "f2bbbbbb"),
+        # The same image in two Freight (another commit): the newest, unless the Stage may
+        # only take one of them.
+        ("ghcr.io/acme/app:1.4.2", [I2, I3], None, "f3cccccc"),
+        (
+            "ghcr.io/acme/app:1.4.2",
+            [with_image(F1, *I2["images"][0].values()), I3],
+            UPSTREAM,
+            "f1aaaaaa",
+        ),
+        # Docker Hub's spellings of one repository.
+        ("nginx:1.27.0", [HUB, I2], None, "f1aaaaaa"),
+        ("docker.io/nginx:1.27.0", [HUB, I2], None, "f1aaaaaa"),
+        # A commit SHA still resolves in Freight that also holds an image.
+        ("3333333", [I1, I2, I3], None, "f3cccccc"),
+    ],
+)
+def test_an_image_reference_resolves_to_the_freight_holding_it(
+    ref: str, freights: list[dict[str, Any]], stage: dict[str, Any] | None, expected: str
+) -> None:
+    assert resolve_freight(ref, freights, stage)["metadata"]["name"] == expected
+    assert parse_command("promote", f"{ref} to test").freight == ref
+
+
+def test_an_image_no_freight_holds_says_so() -> None:
+    with pytest.raises(
+        LookupError, match=r"no Freight holds the image `ghcr\.io/acme/app:9\.9\.9`"
+    ):
+        resolve_freight("ghcr.io/acme/app:9.9.9", [I1, I2])
+
+
 def test_unknown_freight_and_empty_latest_say_so() -> None:
     with pytest.raises(
         LookupError, match="no Freight named, aliased or with a name or commit starting 'nope'"

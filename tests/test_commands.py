@@ -385,3 +385,90 @@ def test_which_commands_need_the_pull_requests_freight() -> None:
     assert not needs_pr_freight(comment("/promote latest to test"))
     assert not needs_pr_freight(comment("/abort prod"))
     assert not needs_pr_freight(parse_slash("status"))
+
+
+# ---- Manual Warehouses: Freight made on request -----------------------------------------------
+
+
+def manual_warehouse(policy: str = "Manual") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "w", "namespace": "p"},
+        "spec": {
+            "freightCreationPolicy": policy,
+            "subscriptions": [
+                {"image": {"repoURL": "ghcr.io/acme/app"}},
+                {"git": {"repoURL": "https://github.com/acme/gitops"}},
+            ],
+        },
+        "status": {
+            "discoveredArtifacts": {
+                "images": [
+                    {
+                        "repoURL": "ghcr.io/acme/app",
+                        "references": [
+                            {"tag": "1.4.2", "digest": "sha256:" + "2" * 64},
+                            {"tag": "1.4.1", "digest": "sha256:" + "1" * 64},
+                        ],
+                    }
+                ],
+                "git": [
+                    {
+                        "repoURL": "https://github.com/acme/gitops",
+                        "commits": [
+                            {"id": "c0ffee" + "0" * 34, "branch": "main", "subject": "newest"},
+                            {"id": "beef00" + "0" * 34, "branch": "main", "subject": "older"},
+                        ],
+                    }
+                ],
+            }
+        },
+    }
+
+
+def with_warehouses(*warehouses: dict[str, Any]) -> Snapshot:
+    return Snapshot(
+        namespace="p",
+        stages=SNAPSHOT.stages,
+        freight=SNAPSHOT.freight,
+        promotions=SNAPSHOT.promotions,
+        warehouses=list(warehouses),
+    )
+
+
+def test_a_manual_warehouse_makes_the_asked_for_freight_with_the_newest_of_the_rest() -> None:
+    facts = github_facts("alice", snapshot=with_warehouses(manual_warehouse()))
+    decided = plan(parse_slash("ghcr.io/acme/app:1.4.1 to test"), facts)
+    assert isinstance(decided, DoPromote) and decided.create is not None
+    made = decided.create
+    assert made["images"] == [
+        {"repoURL": "ghcr.io/acme/app", "tag": "1.4.1", "digest": "sha256:" + "1" * 64}
+    ]
+    assert [c["id"][:6] for c in made["commits"]] == ["c0ffee"]
+    assert decided.freight == made["metadata"]["name"] and made["alias"]
+    assert made["origin"] == {"kind": "Warehouse", "name": "w"}
+    # The same request makes the same Freight (a Confirm press, a retry, another replica).
+    again = plan(parse_slash("ghcr.io/acme/app:1.4.1 to test"), facts)
+    assert isinstance(again, DoPromote) and again.freight == decided.freight
+    # A commit SHA picks the commit, with the newest image.
+    by_commit = plan(parse_slash("beef000 to test"), facts)
+    assert isinstance(by_commit, DoPromote) and by_commit.create is not None
+    assert by_commit.create["images"][0]["tag"] == "1.4.2"
+    assert by_commit.create["commits"][0]["id"].startswith("beef00")
+
+
+@pytest.mark.parametrize(
+    ("warehouse", "command", "reason"),
+    [
+        # Automatic Warehouses make their own Freight; nothing is made on request.
+        (manual_warehouse("Automatic"), "ghcr.io/acme/app:1.4.1 to test", "no Freight holds"),
+        # Never discovered.
+        (manual_warehouse(), "ghcr.io/acme/app:9.9.9 to test", "no Freight holds"),
+        # uat takes Freight from test, not from the Warehouse.
+        (manual_warehouse(), "ghcr.io/acme/app:1.4.1 to uat", "no Freight holds"),
+    ],
+)
+def test_freight_is_made_on_request_only_where_a_manual_warehouse_discovered_it(
+    warehouse: dict[str, Any], command: str, reason: str
+) -> None:
+    decided = plan(parse_slash(command), github_facts("alice", snapshot=with_warehouses(warehouse)))
+    assert isinstance(decided, Refusal) and reason in decided.reason

@@ -36,6 +36,7 @@ from app.controller.leader import LeaderElector
 from app.controller.promotions import ClusterPromotions
 from app.controller.warehouses.reconciler import start_warehouse_controller
 from app.embedded import CRD_DIRS, DEFAULT_SEED, seed
+from app.receivers.routes import PATH_PREFIX as RECEIVERS_PREFIX
 from app.server import create_app
 from app.settings import Settings
 from handlers.routing import ROUTER
@@ -257,10 +258,11 @@ def test_service_pdb_networkpolicy_and_ingress_select_the_pods() -> None:
     assert ingress_ports == {"http"}
     egress_ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
     assert egress_ports == {53, 443, 6443}
-    # The public Ingress routes only the two webhook endpoints to the Service.
+    # The public Ingress routes only the webhook endpoints to the Service: GitHub's, Slack's
+    # and the registry receivers' prefix.
     ingress = one(overlay, "Ingress")
     paths = [p for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]]
-    assert {p["path"] for p in paths} == {WEBHOOK_PATH, EVENTS_PATH}
+    assert {p["path"] for p in paths} == {WEBHOOK_PATH, EVENTS_PATH, RECEIVERS_PREFIX}
     for p in paths:
         backend = p["backend"]["service"]
         assert backend["name"] == service["metadata"]["name"]
@@ -359,6 +361,11 @@ NOT_EXERCISED = {
     ),
     ("longshoreman.dev", "stages", "get"): (
         "re-read a Stage after a Conflict on its status write (app/controller/reconciler.py)"
+    ),
+    ("longshoreman.dev", "freights", "patch"): (
+        "record which Stages' Slack channels were told a Freight is new (slack/app.py through "
+        "ClusterPromotions.annotate_freight): this scenario runs no Slack; "
+        "tests/test_warehouses_e2e.py does"
     ),
 }
 
@@ -652,6 +659,8 @@ EVENT_PERMISSIONS = {
     "push": "contents",
     "check_run": "checks",
     "deployment_status": "deployments",
+    "package": "packages",
+    "registry_package": "packages",
 }
 LEVEL = {"read": 1, "write": 2}
 

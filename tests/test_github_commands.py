@@ -151,6 +151,26 @@ async def test_promote_on_a_merged_pr_promotes_the_freight_of_its_merge_commit(e
     }
 
 
+async def test_promote_takes_an_image_reference_or_a_commit_sha(env: Env) -> None:
+    env.service.freight.append(
+        {
+            "metadata": {"name": "a" * 40, "namespace": NS},
+            "alias": "brave-bird",
+            "origin": {"kind": "Warehouse", "name": "app"},
+            "images": [
+                {"repoURL": "ghcr.io/acme/app", "tag": "1.4.2", "digest": "sha256:" + "a" * 64}
+            ],
+        }
+    )
+    replies = await env.comment("/promote ghcr.io/acme/app:1.4.2 to staging")
+    assert "brave-bird" in replies[0]["body"]
+    replies = await env.comment(f"/promote {env.merge_commit[:10]} to staging")
+    assert "frozen-tauntaun" in replies[0]["body"]
+    assert [p[2] for p in env.service.promoted] == ["a" * 40, "f" * 40]
+    replies = await env.comment("/promote ghcr.io/acme/app:9.9.9 to staging")
+    assert "no Freight holds the image `ghcr.io/acme/app:9.9.9`" in replies[0]["body"]
+
+
 async def test_several_commands_run_in_order_with_one_reply_each(env: Env) -> None:
     replies = await env.comment("/promote frozen-tauntaun to staging\n/verify staging\n/status")
     assert [r["body"].split(":")[0] for r in replies] == ["@alice"] * 3

@@ -134,3 +134,19 @@ def test_a_push_refreshes_the_warehouses_whose_refs_it_moved() -> None:
     assert push_refreshes(warehouse(commitSelectionStrategy="SemVer"), tag_push)
     assert not push_refreshes(warehouse(), tag_push)
     assert not push_refreshes(warehouse(commitSelectionStrategy="SemVer"), branch_push)
+
+
+def test_a_push_refreshes_only_subscriptions_whose_paths_and_tag_filters_it_meets() -> None:
+    branch_push = fixture("push.with-new-branch")  # its one commit adds README.md
+    assert push_refreshes(warehouse(includePaths=["README.md"]), branch_push)
+    assert not push_refreshes(warehouse(includePaths=["apps/"]), branch_push)
+    assert not push_refreshes(warehouse(excludePaths=["README.md"]), branch_push)
+    # GitHub lists at most 2048 commits: beyond that the paths are unknown, so it refreshes.
+    many = {**branch_push, "commits": [{"added": ["x"]}] * 2048, "head_commit": None}
+    assert push_refreshes(warehouse(includePaths=["apps/"]), many)
+    # A tag push refreshes a tag-based subscription only with a tag its filters accept.
+    nightly = {**branch_push, "ref": "refs/tags/nightly-20240101"}
+    assert not push_refreshes(warehouse(commitSelectionStrategy="SemVer"), nightly)
+    assert push_refreshes(warehouse(commitSelectionStrategy="NewestTag"), nightly)
+    held = warehouse(commitSelectionStrategy="SemVer", semverConstraint="^2.0.0")
+    assert not push_refreshes(held, {**branch_push, "ref": "refs/tags/v1.2.3"})

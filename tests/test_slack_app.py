@@ -16,6 +16,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from promoter import annotations as ann
+from promoter.model import name_of
+from slack import messages as m
 from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CANCEL, CONFIRM, PROMOTE_NEXT, REVERIFY
 from slack.settings import SlackSettings
@@ -140,6 +142,18 @@ async def test_promote_is_acked_at_once_and_created_with_a_slack_actor(rig: Rig)
     assert answer["response_type"] == "ephemeral"
     assert "created" in answer["text"] and "frozen-tauntaun" in answer["text"]
     assert rig.service.actions == [("promote", "test", "7c9e6b1f3a4d", f"slack:{TEAM}/U5")]
+
+
+async def test_promote_takes_the_image_reference_people_paste(rig: Rig) -> None:
+    rig.service.add_freight(
+        "a1b2c3d4e5f6",
+        "brave-bird",
+        images=[{"repoURL": "ghcr.io/acme/app", "tag": "1.4.2", "digest": "sha256:" + "a" * 64}],
+    )
+    await rig.command("ghcr.io/acme/app:1.4.2 to test")
+    [answer] = await rig.answers()
+    assert "brave-bird" in answer["text"]
+    assert rig.service.actions == [("promote", "test", "a1b2c3d4e5f6", f"slack:{TEAM}/U1")]
 
 
 @pytest.mark.parametrize(
@@ -446,3 +460,81 @@ def test_starting_with_a_token_in_the_environment_logs_no_warning(
     with caplog.at_level(logging.INFO):
         setup_slack(web.Application(), settings, MemoryPromotions("p"))
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+# ---- new Freight ------------------------------------------------------------------------------
+
+
+async def test_new_freight_is_announced_once_to_a_non_auto_stage_with_a_working_button(
+    rig: Rig,
+) -> None:
+    svc = rig.service
+    svc.add_stage("qa", {ann.SLACK_CHANNEL: "C0QA"})
+    svc.add_stage("dev", {ann.SLACK_CHANNEL: "C0DEV", ann.AUTO_PROMOTE: "true"})
+    svc.add_stage("quiet")  # no channel: nobody to tell
+    freight = svc.add_freight(
+        "a1b2c3d4e5f6a7b8",
+        "brave-bird",
+        images=[{"repoURL": "ghcr.io/acme/app", "tag": "1.4.2", "digest": "sha256:" + "a" * 64}],
+    )
+    freight["metadata"]["creationTimestamp"] = "2024-02-01T00:00:00Z"
+    rig.integration.on_freight(freight, None)
+    rig.integration.on_freight(freight, freight)  # the alias write's event, at once
+    await rig.integration.idle()
+    [message] = rig.slack.channel("C0QA")
+    assert message.text == "New Freight brave-bird is available to qa"
+    assert "ghcr.io/acme/app:1.4.2" in json.dumps(message.blocks)
+    # The auto-promoting Stage takes it by itself; the other test Stage holds nothing newer but
+    # has no channel.
+    assert rig.slack.channel("C0DEV") == []
+    assert ann.announced_to(freight) == {"qa"}
+    # A restart (or a new leader) sees the annotation and tells nobody again.
+    rig.integration._announced.clear()
+    rig.integration.on_freight(freight, None)
+    await rig.integration.idle()
+    assert len(rig.slack.channel("C0QA")) == 1
+
+    await rig.click(message.buttons[m.PROMOTE], user="U5", url="c1")
+    [answer] = await rig.answers("c1")
+    assert "brave-bird" in answer["text"] and "created" in answer["text"]
+    assert ("promote", "qa", "a1b2c3d4e5f6a7b8", f"slack:{TEAM}/U5") in svc.actions
+
+
+async def test_the_promote_button_asks_for_confirmation_and_authorization(rig: Rig) -> None:
+    svc = rig.service
+    prod = svc.stage("prod")  # confirm required, U1 and S0OPS may promote, C0PROD
+    freight = svc.freight[0]  # verified in test: available to prod
+    rig.integration.on_freight(freight, None)
+    await rig.integration.idle()
+    [message] = rig.slack.channel("C0PROD")
+    assert message.text == f"New Freight frozen-tauntaun is available to {name_of(prod)}"
+    await rig.click(message.buttons[m.PROMOTE], user="U9", url="c1")
+    [refusal] = await rig.answers("c1")
+    assert "may not" in refusal["text"] or "not allowed" in refusal["text"]
+    await rig.click(message.buttons[m.PROMOTE], user="U1", url="c2")
+    [prompt] = await rig.answers("c2")
+    assert "asks for confirmation" in prompt["text"]
+    assert not any(a[0] == "promote" for a in svc.actions)
+
+
+async def test_freight_not_yet_available_or_older_is_no_news(rig: Rig) -> None:
+    svc = rig.service
+    svc.add_stage(
+        "uat",
+        {ann.SLACK_CHANNEL: "C0UAT"},
+        requested=[{"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"stages": ["qa"]}}],
+    )
+    unverified = svc.add_freight("b" * 16, "shy-fox")
+    rig.integration.on_freight(unverified, None)
+    svc.add_stage("qa", {ann.SLACK_CHANNEL: "C0QA"})
+    newer = svc.add_freight("c" * 16, "new-owl")
+    newer["metadata"]["creationTimestamp"] = "2024-03-01T00:00:00Z"
+    older = svc.add_freight("d" * 16, "old-elk")
+    rig.integration.on_freight(older, None)  # a restart lists old Freight too
+    await rig.integration.idle()
+    assert rig.slack.channel("C0UAT") == []
+    assert [msg.text for msg in rig.slack.channel("C0QA")] == []
+    svc.leader = False
+    rig.integration.on_freight(newer, None)
+    await rig.integration.idle()
+    assert rig.slack.channel("C0QA") == []  # only the leader tells

@@ -4,7 +4,10 @@ repositories, and the reconciler on the API server emulator."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
+import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,14 +18,18 @@ from aiohttp import web
 
 from app.controller import kube as k
 from app.controller.warehouses.charts import ChartClient
+from app.controller.warehouses.credentials import DockerConfigCredentials, parse_docker_config
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitSource
 from app.controller.warehouses.reconciler import WarehouseController
-from app.controller.warehouses.registry import OCIClient
+from app.controller.warehouses.registry import OCIClient, RegistryError
+from handlers.client import GitHubClient
+from handlers.git_credentials import GitHubGitCredentials, GitHubRegistryCredentials
 from promoter.warehouses.spec import parse_spec
+from tests.support.github import running_fake_github
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
-from tests.support.registry import PASSWORD, USERNAME, running_registry
+from tests.support.registry import PASSWORD, USERNAME, running_registry, serving
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 
@@ -134,6 +141,63 @@ async def test_token_auth_is_anonymous_first_then_a_bearer_token_with_credential
         assert tokens.issued == issued + 1
 
 
+async def test_credentials_come_from_a_docker_config_json_reread_when_it_changes(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    async with running_registry(tmp_path, token_auth=True) as registry:
+        await registry.push_image("private/app", "1.0.0")
+        repo = registry.repo("private/app")
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"auths": {"other.example.com": {"auth": "eDp5"}}}))
+        os.utime(config, (1, 1))
+        creds = DockerConfigCredentials(config)
+        with pytest.raises(RegistryError, match="token request"):
+            await discover(
+                discoverer(session, tmp_path, credentials=creds), {"image": {"repoURL": repo}}
+            )
+        # The Secret is rotated in place: the next discovery reads the new file.
+        auth = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
+        config.write_text(json.dumps({"auths": {f"http://{registry.host}/v2/": {"auth": auth}}}))
+        found = await discover(
+            discoverer(session, tmp_path, credentials=creds), {"image": {"repoURL": repo}}
+        )
+    assert found["images"][0]["references"][0]["tag"] == "1.0.0"
+    assert parse_docker_config(
+        {"auths": {"https://index.docker.io/v1/": {"username": "u", "password": "p"}}}
+    ) == {"registry-1.docker.io": ("u", "p")}
+    assert parse_docker_config({"auths": {"x.io": {"auth": "%%%"}}}) == {}
+
+
+async def test_a_ghcr_package_is_read_with_the_github_apps_installation_token(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    async with (
+        running_fake_github() as fake,
+        running_registry(tmp_path, token_auth=True) as registry,
+    ):
+        tokens = registry.tokens
+        assert tokens is not None
+        # The registry takes the App's installation tokens, as GHCR does.
+        tokens.accepts = lambda user, password: user == "x-access-token" and password in fake.tokens
+        fake.add_repo("acme/app", make_remote(tmp_path, {"a": "1\n"}, name="app"))
+        await registry.push_image("acme/app", "1.0.0")
+        await registry.push_image("stranger/tool", "1.0.0")
+        client = GitHubClient(fake.settings())
+        await client.start()
+        try:
+            source = GitHubRegistryCredentials(GitHubGitCredentials(client), (registry.host,))
+            d = discoverer(session, tmp_path, token_source=source)
+            found = await discover(d, {"image": {"repoURL": registry.repo("acme/app")}})
+            assert found["images"][0]["references"][0]["tag"] == "1.0.0"
+            assert fake.tokens_issued == 1
+            # A package whose repository the App is not installed on is read anonymously.
+            with pytest.raises(RegistryError, match="token request") as refused:
+                await discover(d, {"image": {"repoURL": registry.repo("stranger/tool")}})
+            assert not any(token in str(refused.value) for token in fake.tokens)
+        finally:
+            await client.close()
+
+
 async def test_unchanged_tags_cost_one_conditional_request_per_subscription(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
@@ -146,6 +210,37 @@ async def test_unchanged_tags_cost_one_conditional_request_per_subscription(
         await discover(d, sub)
         # tags/list, then the tag's manifest (If-None-Match); the config blob is cached by digest
         assert d.oci.requests - before <= 2
+        # cacheByTag (Kargo's: tags are taken as immutable): the 304 of tags/list is all.
+        cached = {"image": {"repoURL": registry.repo("acme/etag"), "cacheByTag": True}}
+        await discover(d, cached)
+        before = d.oci.requests
+        found = await discover(d, cached)
+        assert d.oci.requests - before == 1
+        assert found["images"][0]["references"][0]["tag"] == "1.0.0"
+
+
+async def test_a_tag_list_sent_in_chunks_is_read_whole(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    # docker-registry streams a big tags/list chunked; reading "up to N bytes" once got only
+    # the first chunk, and 5,000 tags failed as "not JSON".
+    tags = [f"1.0.{i}" for i in range(3000)]
+    body = json.dumps({"name": "acme/big", "tags": tags}).encode()
+
+    async def tag_list(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        for start in range(0, len(body), 4096):
+            await response.write(body[start : start + 4096])
+            await asyncio.sleep(0.001)  # let each chunk reach the client on its own
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/v2/acme/big/tags/list", tag_list)
+    async with serving(app) as url:
+        listed = await OCIClient(session).tags(f"{url.removeprefix('http://')}/acme/big")
+    assert listed == tags
 
 
 async def test_oci_and_http_chart_repositories(
@@ -170,28 +265,20 @@ entries:
 
     app = web.Application()
     app.router.add_get("/charts/index.yaml", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with running_registry(tmp_path) as registry:
-            for version in ("0.1.0", "0.3.0+build.7", "1.0.0"):
-                await registry.push_chart("charts/app", version)
-            d = discoverer(session, tmp_path)
-            http_sub = {
-                "chart": {
-                    "repoURL": f"http://127.0.0.1:{port}/charts",
-                    "name": "guestbook",
-                    "semverConstraint": "<1.0.0",
-                }
+    async with serving(app) as charts, running_registry(tmp_path) as registry:
+        for version in ("0.1.0", "0.3.0+build.7", "1.0.0"):
+            await registry.push_chart("charts/app", version)
+        d = discoverer(session, tmp_path)
+        http_sub = {
+            "chart": {
+                "repoURL": f"{charts}/charts",
+                "name": "guestbook",
+                "semverConstraint": "<1.0.0",
             }
-            oci_sub = {"chart": {"repoURL": f"oci://{registry.repo('charts/app')}"}}
-            found = await discover(d, http_sub, oci_sub)
-            await discover(d, http_sub)
-    finally:
-        await runner.cleanup()
+        }
+        oci_sub = {"chart": {"repoURL": f"oci://{registry.repo('charts/app')}"}}
+        found = await discover(d, http_sub, oci_sub)
+        await discover(d, http_sub)
     http_result, oci_result = found["charts"]
     assert http_result["versions"] == ["0.2.0", "0.1.0"]
     assert http_result["name"] == "guestbook"

@@ -8,22 +8,26 @@ Promotions are created through the one builder.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from app.controller import kube as k
 from app.controller.reconciler import Controller, create_promotion
+from app.controller.warehouses.reconciler import request_refresh
 from promoter import annotations as ann
 from promoter.chatops import PromotionRef, Snapshot, not_available
 from promoter.errors import InvalidInput
-from promoter.model import name_of
+from promoter.model import name_of, namespace_of
 
 
 class ClusterPromotions:
     def __init__(self, kube: k.Kube, controller: Controller) -> None:
         self.kube = kube
         self.controller = controller
+        # The Warehouse informer's contents, once the Warehouse controller runs (a Manual
+        # Warehouse's Freight is made on request from what it discovered).
+        self.warehouse_source: Callable[[], Sequence[Mapping[str, Any]]] = lambda: ()
 
     async def snapshot(self, namespace: str) -> Snapshot:
         c = self.controller
@@ -32,6 +36,7 @@ class ClusterPromotions:
             stages=list(c.stages.items(namespace)),
             freight=list(c.freight.items(namespace)),
             promotions=list(c.promotions.items(namespace)),
+            warehouses=[w for w in self.warehouse_source() if namespace_of(w) == namespace],
         )
 
     async def promote(
@@ -104,6 +109,14 @@ class ClusterPromotions:
                 f"Promotion {promotion!r} not found in namespace {namespace!r}"
             ) from None
 
+    async def annotate_freight(
+        self, namespace: str, freight: str, annotations: Mapping[str, str]
+    ) -> None:
+        with contextlib.suppress(k.NotFound):  # deleted meanwhile: nothing left to record on
+            await self.kube.patch(
+                k.FREIGHT, namespace, freight, {"metadata": {"annotations": dict(annotations)}}
+            )
+
     def is_leader(self) -> bool:
         return self.controller.leading
 
@@ -114,10 +127,7 @@ class ClusterPromotions:
     async def refresh_warehouse(self, namespace: str, name: str) -> None:
         """Ask the Warehouse to discover now: its refresh annotation, which the leader's
         Warehouse reconciler watches (any replica may receive the webhook)."""
-        token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        patch = {"metadata": {"annotations": {ann.REFRESH_ANNOTATIONS[0]: token}}}
-        with contextlib.suppress(k.NotFound):
-            await self.kube.patch(k.WAREHOUSES, namespace, name, patch)
+        await request_refresh(self.kube, namespace, name, datetime.now(UTC))
 
     async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
         """Create it unless a Freight of that name exists (its name derives from its
@@ -174,6 +184,11 @@ class DeferredPromotions:
 
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         await self._get().annotate(namespace, promotion, key, value)
+
+    async def annotate_freight(
+        self, namespace: str, freight: str, annotations: Mapping[str, str]
+    ) -> None:
+        await self._get().annotate_freight(namespace, freight, annotations)
 
     def is_leader(self) -> bool:
         return self.target is not None and self.target.is_leader()

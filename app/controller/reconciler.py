@@ -221,6 +221,8 @@ class Controller:
         # The same for Stages (status included: verifications show there), e.g. GitHub's
         # verify check runs.
         self.stage_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = []
+        # And for Freight (Slack tells non-auto Stages' channels about new Freight).
+        self.freight_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = []
         self.promotions.add_index("freight", self._freight_index)
         # Namespaces of the Stages that auto-promote: a Freight change looks at those only,
         # not at every Stage (which made each Freight write cost O(Stages)).
@@ -324,6 +326,12 @@ class Controller:
         )
 
     def _on_freight(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if kind != "DELETED":
+            for listener in self.freight_listeners:
+                try:
+                    listener(obj, old)
+                except Exception:  # a front end's bug must not stop the reconciler
+                    log.exception("freight listener failed")
         namespace = namespace_of(obj) or "default"
         key = f"{namespace}/{name_of(obj)}"
         # Promotions depend on what the Freight is, not on its status, which every finished

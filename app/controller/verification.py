@@ -64,8 +64,7 @@ def _actor_of(request: str) -> str:
 
 
 def auto_promote_enabled(stage: Mapping[str, Any]) -> bool:
-    value = (meta(stage).get("annotations") or {}).get(ann.AUTO_PROMOTE, "")
-    return str(value).lower() == "true"
+    return ann.auto_promotes(stage)
 
 
 class Verifier:

@@ -204,6 +204,68 @@ def build_freight(
     return freight
 
 
+def requested_artifact_freight(
+    warehouse: Mapping[str, Any],
+    repo: str,
+    *,
+    tag: str = "",
+    digest: str = "",
+    commit: str = "",
+    alias_taken: Iterable[str] = (),
+) -> dict[str, Any] | None:
+    """The Freight a Manual Warehouse makes when someone asks for one discovered artifact.
+
+    ``repo`` with ``tag``/``digest`` names an image (or ``tag`` a chart version), ``commit`` a
+    commit SHA prefix (``repo`` empty: any git subscription). That artifact is taken for its
+    subscription, and the newest discovered artifact for every other one, as Kargo's UI does
+    when a user assembles Freight by hand. None when the Warehouse did not discover it.
+    """
+    discovered = (warehouse.get("status") or {}).get("discoveredArtifacts") or {}
+    chosen: dict[str, list[dict[str, Any]]] = {
+        key: [dict(result) for result in discovered.get(key) or ()]
+        for key in ("git", "images", "charts")
+    }
+    found = False
+    wanted_image = normalize_image_url(repo) if repo else ""
+    for result in chosen["images"]:
+        if commit or normalize_image_url(str(result.get("repoURL") or "")) != wanted_image:
+            continue
+        for ref in result.get("references") or ():
+            if (not tag or ref.get("tag") == tag) and (not digest or ref.get("digest") == digest):
+                result["references"] = [ref]
+                found = True
+                break
+    for result in chosen["charts"]:
+        base = posixpath.join(
+            normalize_chart_url(str(result.get("repoURL") or "")), str(result.get("name") or "")
+        )
+        if commit or not tag or normalize_chart_url(repo) != base.rstrip("/"):
+            continue
+        if tag in (result.get("versions") or ()):
+            result["versions"] = [tag]
+            found = True
+    for result in chosen["git"]:
+        if not commit:
+            continue
+        if repo and normalize_git_url(str(result.get("repoURL") or "")) != normalize_git_url(repo):
+            continue
+        for entry in result.get("commits") or ():
+            if str(entry.get("id") or "").startswith(commit.lower()):
+                result["commits"] = [entry]
+                found = True
+                break
+    if not found:
+        return None
+    try:
+        freight = build_freight(warehouse, chosen)
+    except FreightBuildError:
+        return None  # another subscription discovered nothing yet
+    alias = freight_alias(freight["metadata"]["name"], alias_taken)
+    freight["alias"] = alias
+    freight["metadata"]["labels"] = {"kargo.akuity.io/alias": alias}
+    return freight
+
+
 # Word lists for aliases in Kargo's spirit (adjective-noun, as ``frozen-tauntaun``). Derived
 # from the ID rather than drawn at random, so two replicas (or a retry) pick the same alias.
 _ADJECTIVES = (

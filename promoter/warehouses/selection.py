@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
+from promoter.expressions.dates import UTC_LOCATION, GoTime
 from promoter.warehouses.semver import Semver, parse_version, strict_version
 from promoter.warehouses.spec import ChartSubscription, GitSubscription, ImageSubscription
 
@@ -26,6 +28,7 @@ __all__ = [
     "PlatformFacts",
     "TagFacts",
     "chart_versions",
+    "commit_passes",
     "commits_from_branch",
     "commits_from_tags",
     "discovered_images",
@@ -36,6 +39,7 @@ __all__ = [
     "image_tag_matches",
     "ordered_tags",
     "paths_match",
+    "tag_passes",
 ]
 
 
@@ -245,13 +249,70 @@ def branch_matches(sub: GitSubscription, ref: str) -> bool:
     return branch in ("main", "master") if not sub.branch else branch == sub.branch
 
 
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
+def _go_time(moment: datetime) -> GoTime:
+    return GoTime(int(moment.timestamp()) * 1_000_000_000, UTC_LOCATION)
+
+
+def _filter_passes(sub: GitSubscription, env: Mapping[str, Any]) -> bool:
+    """``expressionFilter`` (expr-lang) over one commit's or tag's metadata: a bool, or a value
+    Go's ``strconv.ParseBool`` reads as one. Any other result or an error fails discovery with
+    a message naming the field (ValueError), as Kargo's does."""
+    where = "spec.subscriptions[].git.expressionFilter"
+    try:
+        value = evaluate_expression(sub.expression_filter, env, where=where)
+    except (ExpressionError, ExpressionSyntaxError) as err:
+        raise ValueError(f"error evaluating filter expression: {err}") from None
+    if isinstance(value, bool):
+        return value
+    text = str(value)
+    if text in _GO_TRUE or text in _GO_FALSE:
+        return text in _GO_TRUE
+    raise ValueError(f"{where}: the expression gave {text!r}, which is not a boolean")
+
+
+def commit_passes(sub: GitSubscription, commit: CommitFacts) -> bool:
+    """``newestFromBranchSelector.evaluateCommitExpression``."""
+    if not sub.expression_filter:
+        return True
+    env = {
+        "id": commit.id,
+        "commitDate": _go_time(commit.commit_date),
+        "author": commit.author,
+        "committer": commit.committer,
+        "subject": commit.subject,
+    }
+    return _filter_passes(sub, env)
+
+
+def tag_passes(sub: GitSubscription, tag: TagFacts) -> bool:
+    """``tagBasedSelector.filterTagsByExpression`` (we read no tagger or annotation: empty)."""
+    if not sub.expression_filter:
+        return True
+    env = {
+        "tag": tag.tag,
+        "id": tag.commit_id,
+        "creatorDate": _go_time(tag.creator_date),
+        "author": tag.author,
+        "committer": tag.committer,
+        "subject": tag.subject,
+        "tagger": "",
+        "annotation": "",
+    }
+    return _filter_passes(sub, env)
+
+
 def ordered_tags(sub: GitSubscription, tags: Sequence[TagFacts]) -> list[TagFacts]:
     """Matching tags in the order the strategy prefers, before path filtering.
 
     ``tags`` arrive newest-created first (``--sort=-creatordate``); NewestTag keeps that order,
-    Lexical sorts names descending, SemVer sorts versions descending.
+    Lexical sorts names descending, SemVer sorts versions descending. The ``expressionFilter``
+    applies after the tag filters, before ordering, as Kargo's does.
     """
-    matching = [tag for tag in tags if git_tag_matches(sub, tag.tag)]
+    matching = [tag for tag in tags if git_tag_matches(sub, tag.tag) and tag_passes(sub, tag)]
     if sub.strategy == "Lexical":
         return sorted(matching, key=lambda t: t.tag, reverse=True)
     if sub.strategy == "SemVer":

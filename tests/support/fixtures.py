@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 KARGO = FIXTURES / "kargo"
 ARGO = FIXTURES / "argo"
 GITHUB = FIXTURES / "github"
+WEBHOOKS = FIXTURES / "webhooks"
 
 
 def kargo_documents(name: str) -> list[dict[str, Any]]:
@@ -77,3 +79,10 @@ def analysis_templates() -> Iterator[dict[str, Any]]:
     """Copies of all our templates, in file order."""
     for template in _analysis_templates().values():
         yield copy.deepcopy(template)
+
+
+def webhook_body(name: str) -> dict[str, Any]:
+    """A fresh copy of a registry's webhook body under tests/fixtures/webhooks/ (e.g.
+    ``dockerhub.push``), in the shape its sender documents."""
+    data: dict[str, Any] = json.loads((WEBHOOKS / f"{name}.json").read_text())
+    return data

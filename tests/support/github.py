@@ -1707,6 +1707,10 @@ class FakePromotions:
     async def refresh_warehouse(self, namespace: str, name: str) -> None:
         self.refreshed_warehouses.append((namespace, name))
 
+    def all_warehouses(self) -> list[Mapping[str, Any]]:
+        """``promoter.warehouses.refresh.WarehouseDirectory``: the registry receivers' port."""
+        return list(self.warehouse_list)
+
     async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
         name = freight["metadata"]["name"]
         if any(f["metadata"]["name"] == name for f in self.freight):

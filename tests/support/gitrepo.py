@@ -92,8 +92,10 @@ class RemoteRepo:
         message: str = "update",
         *,
         orphan: bool = False,
+        author: tuple[str, str] | None = None,
     ) -> str:
         """Commit ``files`` on top of ``branch`` (created if missing); ``None`` deletes a file.
+        ``author``: (name, email) instead of the test user's.
 
         Returns the new commit ID.
         """
@@ -123,6 +125,8 @@ class RemoteRepo:
         if parent:
             args += ["-p", parent]
         date_env = _hermetic_env(self.home, self._clock)
+        if author is not None:
+            date_env["GIT_AUTHOR_NAME"], date_env["GIT_AUTHOR_EMAIL"] = author
         sha = self.git(*args, stdin=message + "\n", env=date_env)
         # The old value makes this a compare-and-swap, like a real push.
         self.git("update-ref", f"refs/heads/{branch}", sha, current or "")

@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,21 @@ OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 
 
+@contextlib.asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[str]:
+    """Serve ``app`` on 127.0.0.1 at a free port (a chart index, a fake registry endpoint);
+    yields its base URL ``http://127.0.0.1:<port>``."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -70,6 +85,8 @@ class TokenServer:
     url: str = ""
     issued: int = 0
     anonymous_refused: int = 0
+    # Other (user, password) pairs to accept: a GitHub App's installation tokens, as GHCR does.
+    accepts: Callable[[str, str], bool] = lambda user, password: False
 
     def token(self, scope: str) -> str:
         access = []
@@ -95,7 +112,13 @@ class TokenServer:
 
     async def handle(self, request: web.Request) -> web.Response:
         expected = "Basic " + base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
-        if request.headers.get("Authorization") != expected:
+        given = request.headers.get("Authorization") or ""
+        user, _, password = (
+            base64.b64decode(given.removeprefix("Basic ")).decode().partition(":")
+            if given.startswith("Basic ")
+            else ("", "", "")
+        )
+        if given != expected and not self.accepts(user, password):
             self.anonymous_refused += 1
             return web.json_response({"details": "unauthorized"}, status=401)
         token = self.token(request.query.get("scope", ""))

@@ -658,6 +658,15 @@ class MemoryPromotions:
     async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
         self.actions.append(("reverify", stage, actor))
 
+    async def annotate_freight(
+        self, namespace: str, freight: str, annotations: Mapping[str, str]
+    ) -> None:
+        """``promoter.chatops.FreightAnnotator``."""
+        self.actions.append(("annotate-freight", freight, *sorted(annotations.values())))
+        for obj in self.freight:
+            if name_of(obj) == freight:
+                obj["metadata"].setdefault("annotations", {}).update(annotations)
+
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         if self.annotate_failures:
             self.annotate_failures -= 1

@@ -16,7 +16,13 @@ import aiohttp
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from app.controller.warehouses.registry import OCIClient, RateLimited, RegistryError, _retry_after
+from app.controller.warehouses.registry import (
+    OCIClient,
+    RateLimited,
+    RegistryError,
+    _retry_after,
+    read_limited,
+)
 
 __all__ = ["ChartClient"]
 
@@ -67,7 +73,7 @@ class ChartClient:
                         f"repository index at {url!r}",
                         response.status,
                     )
-                body = await response.content.read(_MAX_INDEX + 1)
+                body = await read_limited(response, _MAX_INDEX)
                 etag = response.headers.get("ETag", "")
                 modified = response.headers.get("Last-Modified", "")
         except (aiohttp.ClientError, TimeoutError) as err:

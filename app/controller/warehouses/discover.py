@@ -64,15 +64,18 @@ class Discoverer:
     async def _image(self, sub: ImageSubscription) -> dict[str, Any]:
         tags = await self.oci.tags(sub.repo_url) if sub.strategy != "Digest" else []
         candidates = sel.image_candidates(sub, tags)
+        # A Digest subscription follows a mutable tag: caching it by tag would defeat it.
+        cached = sub.cache_by_tag and sub.strategy != "Digest"
         facts: list[sel.ImageFacts] = []
         if sel.fetch_all_candidates(sub):
             fetched = await gather_limited(
-                _IMAGE_CONCURRENCY, [self.oci.image(sub.repo_url, tag) for tag in candidates]
+                _IMAGE_CONCURRENCY,
+                [self.oci.image(sub.repo_url, tag, by_tag=cached) for tag in candidates],
             )
             facts = [f for f in fetched if f is not None]
         else:
             for tag in candidates:
-                image = await self.oci.image(sub.repo_url, tag)
+                image = await self.oci.image(sub.repo_url, tag, by_tag=cached)
                 if image is not None and sel.image_accepts(sub, image):
                     facts.append(image)
                     if len(facts) >= sub.discovery_limit:
@@ -154,7 +157,7 @@ class Discoverer:
 
     async def _branch(self, sub: GitSubscription) -> list[sel.CommitFacts]:
         insecure = sub.insecure_skip_tls_verify
-        if not sub.filters_paths:
+        if not sub.filters_paths and not sub.expression_filter:
             return await self.git.branch_commits(
                 sub.repo_url, sub.branch, sub.discovery_limit, insecure=insecure
             )
@@ -167,7 +170,11 @@ class Discoverer:
             if not commits:
                 break
             for commit in commits:
-                if sel.paths_match(sub, await self.git.changed_paths(sub.repo_url, commit.id)):
+                if not sel.commit_passes(sub, commit):
+                    continue
+                if not sub.filters_paths or sel.paths_match(
+                    sub, await self.git.changed_paths(sub.repo_url, commit.id)
+                ):
                     selected.append(commit)
                     if len(selected) >= sub.discovery_limit:
                         return selected

@@ -35,16 +35,22 @@ import aiohttp
 from app.controller import kube as k
 from app.controller.informer import Informer, ObjectKey, object_key
 from app.controller.warehouses.charts import ChartClient
+from app.controller.warehouses.credentials import DockerConfigCredentials
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitError, GitSource
-from app.controller.warehouses.registry import OCIClient, RateLimited, RegistryError
+from app.controller.warehouses.registry import (
+    OCIClient,
+    RateLimited,
+    RegistryError,
+    TokenSource,
+)
 from promoter import annotations as ann
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.warehouses import status as st
 from promoter.warehouses.freight import FreightBuildError, build_freight, freight_alias
 from promoter.warehouses.spec import SpecError, WarehouseSpec, parse_spec
 
-__all__ = ["WarehouseController", "start_warehouse_controller"]
+__all__ = ["WarehouseController", "request_refresh", "start_warehouse_controller"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +118,17 @@ class WarehouseController:
     def refresh(self, namespace: str, name: str) -> None:
         """Discover now (an in-process webhook receiver's shortcut)."""
         self.schedule((namespace, name), 0.0)
+
+    # ------------------------------------------------------ the receivers' port
+
+    def all_warehouses(self) -> list[k.JsonObject]:
+        """Every watched Warehouse, from the informer (warm on every replica)."""
+        return self.informer.items()
+
+    async def refresh_warehouse(self, namespace: str, name: str) -> None:
+        """Ask for a discovery through the Warehouse's refresh annotation, so the leader acts
+        whichever replica received the webhook."""
+        await request_refresh(self.kube, namespace, name, self.now())
 
     def _schedule_poll(self, key: ObjectKey, obj: k.JsonObject) -> None:
         try:
@@ -413,17 +430,29 @@ class WarehouseController:
         self.informer.observe(written)
 
 
+async def request_refresh(kube: k.Kube, namespace: str, name: str, now: datetime) -> None:
+    """Write a new refresh token on the Warehouse (gone already: nothing to refresh)."""
+    token = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    patch = {"metadata": {"annotations": {ann.REFRESH_ANNOTATIONS[0]: token}}}
+    with contextlib.suppress(k.NotFound):
+        await kube.patch(k.WAREHOUSES, namespace, name, patch)
+
+
 async def start_warehouse_controller(
     kube: k.Kube,
     work_dir: Path,
     stack: contextlib.AsyncExitStack,
     *,
     namespace: str | None = None,
+    registry_auth_file: Path | None = None,
+    token_source: TokenSource | None = None,
 ) -> WarehouseController:
     """The controller with its HTTP session and git cache, closed with ``stack``."""
     session = await stack.enter_async_context(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60), trust_env=False)
     )
-    oci = OCIClient(session)
+    oci = OCIClient(session, token_source=token_source)
+    if registry_auth_file is not None:
+        oci.credentials = DockerConfigCredentials(registry_auth_file)
     discoverer = Discoverer(oci, ChartClient(session, oci), GitSource(work_dir / "warehouses"))
     return WarehouseController(kube, discoverer, namespace=namespace)

@@ -27,7 +27,7 @@ import ipaddress
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -54,6 +54,9 @@ _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _MAX_BODY = 16 * 1024 * 1024
 
 Credentials = Callable[[str], tuple[str, str] | None]
+# ``(host, repository path) -> (user, password)``, asked when ``Credentials`` has none for the
+# host: the GitHub App's installation token for a ghcr.io package (handlers/git_credentials.py).
+TokenSource = Callable[[str, str], Awaitable[tuple[str, str] | None]]
 
 
 class RegistryError(Exception):
@@ -142,6 +145,7 @@ class OCIClient:
 
     session: aiohttp.ClientSession
     credentials: Credentials = field(default=lambda host: None)
+    token_source: TokenSource | None = None
     page_size: int = 1000
     clock: Callable[[], float] = time.monotonic
     requests: int = 0
@@ -150,6 +154,9 @@ class OCIClient:
     _by_digest: dict[str, Any] = field(default_factory=dict)
     _conditional: dict[str, _Cached] = field(default_factory=dict)
     _blocked_until: dict[str, float] = field(default_factory=dict)
+    # cacheByTag subscriptions: (repoURL, tag) -> facts, never asked for again (Kargo's
+    # imageCache: fast, and stale if someone re-points the tag, which is why it is opt-in).
+    _by_tag: dict[tuple[str, str], ImageFacts] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ transport
 
@@ -169,7 +176,7 @@ class OCIClient:
             self.requests += 1
             try:
                 async with self.session.get(url, headers=sent, allow_redirects=True) as response:
-                    body = await response.content.read(_MAX_BODY + 1)
+                    body = await read_limited(response, _MAX_BODY)
                     status, response_headers = response.status, response.headers
             except (aiohttp.ClientError, TimeoutError) as err:
                 raise RegistryError(f"GET {url}: {type(err).__name__}") from None
@@ -199,6 +206,13 @@ class OCIClient:
         scheme, _, params_text = challenge.partition(" ")
         params = dict(_CHALLENGE_PARAM.findall(params_text))
         creds = self.credentials(repo.host)
+        if creds is None and self.token_source is not None and scheme.lower() == "bearer":
+            try:
+                creds = await self.token_source(repo.host, repo.path)
+            except Exception as err:  # the source's own words, never a token
+                raise RegistryError(
+                    f"no credentials for {repo.host}/{repo.path}: {type(err).__name__}: {err}"
+                ) from None
         if scheme.lower() == "basic":
             if creds is None:
                 return None
@@ -340,11 +354,20 @@ class OCIClient:
                     created = label_created
         return created, annotations
 
-    async def image(self, repo_url: str, tag: str) -> ImageFacts | None:
+    async def image(self, repo_url: str, tag: str, *, by_tag: bool = False) -> ImageFacts | None:
         """Kargo's ``getImageByTag`` facts: digest, created-at, annotations, platforms.
 
-        None when the tag does not exist (a Digest subscription's tag not pushed yet).
+        None when the tag does not exist (a Digest subscription's tag not pushed yet). With
+        ``by_tag`` (the subscription's ``cacheByTag``) a tag seen once costs no more requests.
         """
+        if by_tag and (repo_url, tag) in self._by_tag:
+            return self._by_tag[(repo_url, tag)]
+        found = await self._image(repo_url, tag)
+        if by_tag and found is not None:
+            self._by_tag[(repo_url, tag)] = found
+        return found
+
+    async def _image(self, repo_url: str, tag: str) -> ImageFacts | None:
         try:
             media, digest, document = await self.manifest(repo_url, tag)
         except RegistryError as err:
@@ -381,6 +404,22 @@ class OCIClient:
             )
         created, annotations = await self._single(repo_url, digest, document)
         return ImageFacts(tag, digest, created, annotations)
+
+
+async def read_limited(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, or its first ``limit + 1`` bytes when it is longer (the caller refuses it).
+
+    ``StreamReader.read(n)`` returns what has arrived so far, not ``n`` bytes: a chunked answer
+    (a registry's tags/list of thousands of tags) would be cut short and fail to parse.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(64 * 1024):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return b"".join(chunks)
 
 
 def _basic(creds: tuple[str, str]) -> str:

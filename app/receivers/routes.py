@@ -1,0 +1,191 @@
+"""``POST /webhooks/<sender>[/<token>]``: registry webhooks refresh the Warehouses they concern.
+
+One router for the family. The request path authenticates, parses and decides (all in memory,
+from the Warehouse informer's cache), then answers; the refresh writes (one annotation patch per
+Warehouse, which the leader's Warehouse reconciler reacts to) run after the answer on a
+background task, so a push that concerns a thousand Warehouses is still acknowledged in
+milliseconds:
+
+* bad or missing credentials -> 401, nothing decided, nothing refreshed;
+* a body the sender would not send -> 400 (or 501 for an Artifactory event type Kargo does not
+  handle either), nothing refreshed;
+* a repository no Warehouse subscribes to -> 200, nothing refreshed, one log line;
+* otherwise 202 with the Warehouses being refreshed.
+
+A request arriving before the controller has started gets 503, which every sender retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from app.receivers import senders
+from app.receivers.settings import TOKEN_SENDERS, ReceiverSettings
+from promoter.warehouses.refresh import WarehouseDirectory, warehouses_to_refresh
+
+__all__ = ["MAX_BODY", "PATH_PREFIX", "Receivers", "setup_receivers"]
+
+log = logging.getLogger(__name__)
+
+# Kargo's receivers read at most 2 MiB of a body.
+MAX_BODY = 2 * 1024 * 1024
+# Every receiver's URL starts so (the example Ingress publishes this prefix).
+PATH_PREFIX = "/webhooks/"
+
+
+def _answer(status: int, **body: Any) -> web.Response:
+    return web.json_response(body, status=status)
+
+
+class Receivers:
+    """The mounted receivers, their pending refresh writes, and what they refreshed."""
+
+    def __init__(
+        self,
+        settings: ReceiverSettings,
+        directory: Callable[[], WarehouseDirectory | None],
+    ) -> None:
+        self.settings = settings
+        self.directory = directory
+        self._tokens = settings.path_tokens()
+        self._pending: set[asyncio.Task[None]] = set()
+        self.refreshed = 0
+
+    # ------------------------------------------------------------ routes
+
+    def routes(self) -> web.RouteTableDef:
+        table = web.RouteTableDef()
+        for name in self.settings.enabled:
+            if name in TOKEN_SENDERS:
+                table.post(f"{PATH_PREFIX}{name}/{{token}}")(self._handler(name))
+            else:
+                table.post(f"{PATH_PREFIX}{name}")(self._handler(name))
+        return table
+
+    def _handler(self, sender: str) -> Callable[[web.Request], Any]:
+        async def handle(request: web.Request) -> web.Response:
+            return await self.receive(sender, request)
+
+        handle.__name__ = f"receive_{sender}"
+        return handle
+
+    def _authentic(self, sender: str, request: web.Request, body: bytes) -> bool:
+        secret = self.settings.secret(sender) or ""
+        if sender in TOKEN_SENDERS:
+            return senders.same_secret(request.match_info.get("token"), self._tokens[sender])
+        if sender == "harbor":
+            return senders.same_secret(request.headers.get("Authorization"), secret)
+        if sender == "gitlab":
+            return senders.same_secret(request.headers.get("X-Gitlab-Token"), secret)
+        if sender == "artifactory":
+            return senders.hmac_sha256_matches(
+                request.headers.get("X-Jfrog-Event-Auth"), body, secret
+            )
+        return False
+
+    def _parse(self, sender: str, request: web.Request, body: bytes) -> senders.Delivery:
+        if sender == "dockerhub":
+            return senders.dockerhub(body)
+        if sender == "quay":
+            return senders.quay(body)
+        if sender == "harbor":
+            return senders.harbor(body)
+        if sender == "gitlab":
+            return senders.gitlab(body, request.headers.get("X-Gitlab-Event"))
+        if sender == "artifactory":
+            return senders.artifactory(body, self.settings.artifactory_virtual_repo)
+        return senders.generic(body)
+
+    async def receive(self, sender: str, request: web.Request) -> web.Response:
+        if request.content_length is not None and request.content_length > MAX_BODY:
+            return _answer(413, error=f"request body larger than {MAX_BODY} bytes")
+        # Bounded: the application's client_max_size refuses a longer body without a length.
+        body = await request.read()
+        if len(body) > MAX_BODY:
+            return _answer(413, error=f"request body larger than {MAX_BODY} bytes")
+        if not self._authentic(sender, request, body):
+            log.warning("%s webhook refused: bad or missing credentials", sender)
+            return _answer(401, error="unauthorized")
+        try:
+            delivery = self._parse(sender, request, body)
+        except senders.BadDelivery as err:
+            return _answer(err.status, error=str(err))
+        if delivery.ignored:
+            return _answer(200, msg=delivery.ignored)
+        directory = self.directory()
+        if directory is None:
+            return _answer(503, error="Longshoreman is still starting; try again in a moment")
+        warehouses = directory.all_warehouses()
+        if self.settings.namespace is not None:
+            warehouses = [
+                w
+                for w in warehouses
+                if (w.get("metadata") or {}).get("namespace") == self.settings.namespace
+            ]
+        targets = warehouses_to_refresh(
+            warehouses, delivery.repo_urls, delivery.qualifiers, delivery.changed_files
+        )
+        if not targets:
+            log.info(
+                "%s webhook for %s: no Warehouse subscribes; nothing refreshed",
+                sender,
+                delivery.describe(),
+            )
+            return _answer(200, msg="refreshed 0 warehouse(s)", warehouses=[])
+        log.info(
+            "%s webhook for %s: refreshing %s",
+            sender,
+            delivery.describe(),
+            ", ".join(f"{ns}/{name}" for ns, name in targets),
+        )
+        task = asyncio.create_task(self._refresh(directory, targets))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return _answer(
+            202,
+            msg=f"refreshing {len(targets)} warehouse(s)",
+            warehouses=[f"{ns}/{name}" for ns, name in targets],
+        )
+
+    async def _refresh(self, directory: WarehouseDirectory, targets: list[tuple[str, str]]) -> None:
+        for namespace, name in targets:
+            try:
+                await directory.refresh_warehouse(namespace, name)
+                self.refreshed += 1
+            except Exception:
+                # The next poll still discovers; one failed write must not stop the others.
+                log.exception("could not refresh Warehouse %s/%s", namespace, name)
+
+    async def drain(self) -> None:
+        """Wait for the refresh writes already decided (shutdown, and tests)."""
+        while self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._pending):
+            task.cancel()
+        for task in list(self._pending):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def setup_receivers(
+    app: web.Application,
+    settings: ReceiverSettings,
+    directory: Callable[[], WarehouseDirectory | None],
+) -> Receivers:
+    """Mount the enabled receivers on ``app``; their writes finish before it shuts down."""
+    receivers = Receivers(settings, directory)
+    app.router.add_routes(receivers.routes())
+
+    async def finish(_: web.Application) -> None:
+        await receivers.drain()
+
+    app.on_shutdown.append(finish)
+    return receivers
