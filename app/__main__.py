@@ -67,7 +67,11 @@ async def serve(settings: Settings, *, demo: bool, keep_running: bool, out: Text
         demo_dir = tempfile.TemporaryDirectory(prefix="longshoreman-demo-")
         root = Path(demo_dir.name)
         _, gitconfig, _ = make_remote(root)
-        settings = settings.with_overrides(git_config=gitconfig, work_dir=root / "work")
+        # The example Warehouse subscribes to a public registry: the demo promotes the Freight
+        # it ships and asks no registry, so nothing leaves the machine.
+        settings = settings.with_overrides(
+            git_config=gitconfig, work_dir=root / "work", warehouse_discovery=False
+        )
     app = create_app(settings)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

@@ -238,6 +238,16 @@ async def _start(
     )
     state.warehouses = warehouses
     cluster.warehouse_source = warehouses.all_warehouses
+    if not settings.warehouse_discovery:
+        log.info("Warehouse discovery is off (WAREHOUSE_DISCOVERY=false): no registry is polled")
+
+    async def lead() -> None:
+        # What the leader runs: the Promotion controller, and the Warehouses unless turned off.
+        if settings.warehouse_discovery:
+            await asyncio.gather(controller.lead(), warehouses.lead())
+        else:
+            await controller.lead()
+
     tasks: list[asyncio.Task[None]] = []
 
     async def stop_tasks() -> None:
@@ -265,7 +275,7 @@ async def _start(
         async def started_leading() -> None:
             log.info("became the leader (%s)", settings.identity)
             state.metrics.leader.set(1)
-            await asyncio.gather(controller.lead(), warehouses.lead())
+            await lead()
 
         def stopped_leading() -> None:
             log.warning("lost the leader lease (%s): stopped reconciling", settings.identity)
@@ -274,8 +284,7 @@ async def _start(
 
         tasks.append(_supervised(state, elector.run(started_leading, stopped_leading), "leader"))
     else:
-        tasks.append(_supervised(state, controller.lead(), "reconciler"))
-        tasks.append(_supervised(state, warehouses.lead(), "warehouses"))
+        tasks.append(_supervised(state, lead(), "reconciler"))
     state.started.set()
 
 

@@ -98,6 +98,10 @@ class Settings:
     # Only watch this namespace (empty: all namespaces).
     watch_namespace: str | None = None
     leader_election: bool = False
+    # Warehouses discover artifacts (poll their registries and repositories, and on refresh).
+    # Off: Freight comes only from kubectl and chat; `--demo` turns it off so nothing leaves
+    # the machine.
+    warehouse_discovery: bool = True
     lease_namespace: str = "default"
     lease_name: str = "longshoreman-controller"
     lease_duration: float = 15.0
@@ -205,6 +209,7 @@ class Settings:
             embedded_seed=tuple(Path(p) for p in seed.split(os.pathsep) if p) if seed else (),
             watch_namespace=env.get("WATCH_NAMESPACE") or None,
             leader_election=_bool(env, "LEADER_ELECTION", defaults.leader_election),
+            warehouse_discovery=_bool(env, "WAREHOUSE_DISCOVERY", defaults.warehouse_discovery),
             lease_namespace=env.get("LEASE_NAMESPACE", defaults.lease_namespace),
             lease_name=env.get("LEASE_NAME", defaults.lease_name),
             lease_duration=lease_duration,

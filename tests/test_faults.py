@@ -50,6 +50,10 @@ FREIGHT = "frozen-tauntaun"
 
 # ---- the server as a child process ------------------------------------------------------------
 
+# The seeded projects subscribe to public images (examples/kargo-demo): a test server never
+# polls a registry unless its test asks for discovery (and gives it a local one).
+QUIET = {"WAREHOUSE_DISCOVERY": "false"}
+
 
 @dataclass
 class ServerProcess:
@@ -78,7 +82,7 @@ class ServerProcess:
         with log_path.open("wb") as log:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "app", "serve", "--port", "0",
-                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+                cwd=ROOT, env={**os.environ, **QUIET, "PYTHONPATH": str(ROOT), **env},
                 stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True,
             )  # fmt: skip

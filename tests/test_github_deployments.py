@@ -37,7 +37,7 @@ from tests.support.github import FakeGitHub, FakePromotions, running_fake_github
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
 from tests.support.waiting import eventually
-from tests.test_faults import ServerProcess, server_processes
+from tests.test_faults import QUIET, ServerProcess, server_processes
 
 SECRET = "webhook-secret"
 NS = "kargo-demo"
@@ -556,6 +556,7 @@ async def test_the_server_writes_the_deployment_and_links_the_environment(tmp_pa
         denied_sha = fake.repo("example/denied").git.head("main")
         settings = Settings.from_env(
             {
+                **QUIET,
                 "WORK_DIR": str(tmp_path / "work"),
                 "MIN_REQUEUE_SECONDS": "0",
                 "LONGSHOREMAN_PUBLIC_URL": "https://ship.example.com",

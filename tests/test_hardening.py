@@ -48,6 +48,7 @@ from tests.support.gitrepo import git_env, make_remote
 from tests.support.projects import FREIGHT, project_prelude
 from tests.support.slack import SIGNING_SECRET, signed_headers, slash_command
 from tests.support.steps import make_context
+from tests.test_faults import QUIET
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = builtin_registry()
@@ -218,6 +219,7 @@ async def test_the_server_applies_its_download_limit_to_promotions(tmp_path: Pat
     seed.write_text(DOWNLOAD_PROJECT)
     settings = Settings.from_env(
         {
+            **QUIET,
             "WORK_DIR": str(tmp_path / "work"),
             "LONGSHOREMAN_HTTP_ALLOW": "127.0.0.1",
             "LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES": "1000",
@@ -261,6 +263,7 @@ async def test_the_server_applies_its_download_limit_to_promotions(tmp_path: Pat
 async def slack_and_github(tmp_path: Path) -> AsyncIterator[TestClient[Any, Any]]:
     settings = Settings.from_env(
         {
+            **QUIET,
             "WORK_DIR": str(tmp_path / "work"),
             "GITHUB_APP_ID": "4242",
             "GITHUB_WEBHOOK_SECRET": "secret",
@@ -454,7 +457,7 @@ async def test_the_embedded_api_server_refuses_python_tags_in_yaml_bodies(
     tmp_path: Path,
 ) -> None:
     marker = tmp_path / "pwned"
-    settings = Settings(work_dir=tmp_path / "work")
+    settings = Settings(work_dir=tmp_path / "work", warehouse_discovery=False)
     async with TestClient(TestServer(create_app(settings), host="127.0.0.1")) as client:
         state = await wait_started(client.app)
         assert state.cluster is not None

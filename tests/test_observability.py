@@ -38,6 +38,7 @@ from tests.support.github import app_private_key, running_fake_github, webhook_r
 from tests.support.projects import FREIGHT, project_prelude
 from tests.support.slack import SIGNING_SECRET, running_fake_slack, signed_headers, slash_command
 from tests.support.slack import TOKEN as SLACK_TOKEN
+from tests.test_faults import QUIET
 
 ROOT = Path(__file__).resolve().parent.parent
 WEBHOOK_SECRET = "obs-webhook-secret-123"
@@ -134,6 +135,7 @@ async def test_metrics_after_promotions(tmp_path: Path, not_ready_service: str) 
     settings = Settings(
         work_dir=tmp_path / "work",
         embedded_seed=(seed,),
+        warehouse_discovery=False,
         # The never-ready service is on loopback, which the http step refuses unless allowed.
         http_allow=("127.0.0.1",),
     )
@@ -201,6 +203,7 @@ async def test_metrics_after_promotions(tmp_path: Path, not_ready_service: str) 
 async def test_metrics_count_webhook_deliveries_by_event_and_outcome(tmp_path: Path) -> None:
     settings = Settings.from_env(
         {
+            **QUIET,
             "WORK_DIR": str(tmp_path / "work"),
             "GITHUB_APP_ID": "4242",
             "GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
@@ -428,6 +431,7 @@ def test_json_lines_carry_time_level_logger_message_and_context(
 async def test_server_logs_are_json_lines_without_secrets(tmp_path: Path) -> None:
     env = {
         **os.environ,
+        **QUIET,
         "PYTHONPATH": str(ROOT),
         "LOG_FORMAT": "json",
         "LOG_LEVEL": "DEBUG",
@@ -476,6 +480,7 @@ async def test_server_logs_are_json_lines_without_secrets(tmp_path: Path) -> Non
 def test_the_server_registers_its_configured_secrets(tmp_path: Path) -> None:
     settings = Settings.from_env(
         {
+            **QUIET,
             "WORK_DIR": str(tmp_path),
             "SLACK_BOT_TOKEN": "xoxb-registered-when-the-app-is-built",
             "SLACK_SIGNING_SECRET": "signing-secret-registered-too",

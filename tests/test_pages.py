@@ -27,6 +27,7 @@ from promoter.views import promotion_view
 from slack.messages import render_promotion
 from tests.support.controller import Gate, registry_with, wait_for_object
 from tests.support.github import FakeGitHub, app_private_key, running_fake_github
+from tests.test_faults import QUIET
 
 NS = "kargo-demo"
 FREIGHT = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"
@@ -39,7 +40,7 @@ async def serving(
     tmp_path: Path, gate: Gate | None = None, **env: str
 ) -> AsyncIterator[tuple[TestClient[Any, Any], ServerState]]:
     settings = Settings.from_env(
-        {"WORK_DIR": str(tmp_path / "work"), "MIN_REQUEUE_SECONDS": "0", **env}
+        {**QUIET, "WORK_DIR": str(tmp_path / "work"), "MIN_REQUEUE_SECONDS": "0", **env}
     )
     app = create_app(settings, registry=registry_with(gate=gate or Gate()))
     async with TestClient(TestServer(app, host="127.0.0.1")) as client:

@@ -15,6 +15,7 @@ import pytest
 
 from app.controller import kube as k
 from app.settings import Settings, SettingsError
+from tests.test_faults import QUIET
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +57,7 @@ async def _start(*args: str, env: dict[str, str] | None = None) -> asyncio.subpr
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "app", "serve", *args,
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        env={**os.environ, **QUIET, "PYTHONPATH": str(ROOT), **(env or {})},
     )  # fmt: skip
 
 
@@ -125,9 +126,13 @@ async def test_serve_refuses_bad_settings_naming_the_variable() -> None:
 
 
 async def test_demo_creates_a_promotion_and_shows_it_complete(tmp_path: Path) -> None:
-    proc = await _start("--demo", "--port", "0", env={"WORK_DIR": str(tmp_path / "work")})
+    # Discovery asked for: the demo still asks no registry (its Warehouse's image is public).
+    env = {"WORK_DIR": str(tmp_path / "work"), "WAREHOUSE_DISCOVERY": "true"}
+    proc = await _start("--demo", "--port", "0", env=env)
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
+    assert "Warehouse discovery is off" in err.decode()
+    assert "discovery failed" not in err.decode()
     text = out.decode()
     assert "Created Promotion kargo-demo/test." in text
     assert re.search(r"Promotion test\.\S+: Succeeded", text)
@@ -145,6 +150,7 @@ async def test_github_and_slack_are_mounted_when_configured_and_refuse_unsigned_
 
     settings = Settings.from_env(
         {
+            **QUIET,
             "WORK_DIR": str(tmp_path / "work"),
             "GITHUB_APP_ID": "4242",
             "GITHUB_WEBHOOK_SECRET": "s3cret",
