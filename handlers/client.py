@@ -35,6 +35,7 @@ import gidgethub.apps
 from cachetools import LRUCache, TLRUCache, TTLCache
 
 from handlers.settings import GitHubSettings
+from promoter.clock import SYSTEM, Clock
 from promoter.errors import StepError
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
@@ -152,7 +153,7 @@ def _jitter(delay: float) -> float:
     return delay * random.uniform(0.8, 1.0) if delay > 0 else 0.0
 
 
-def step_error(exc: BaseException, what: str) -> StepError:
+def step_error(exc: BaseException, what: str, *, clock: Clock = SYSTEM) -> StepError:
     """Translate a failure talking to GitHub into the engine's error kinds.
 
     Rate limits, 5xx and connection failures are temporary (``retry_after`` set); 401/403/404 and
@@ -169,7 +170,9 @@ def step_error(exc: BaseException, what: str) -> StepError:
     if isinstance(exc, gidgethub.HTTPException):
         code = int(exc.status_code)
         if code in (403, 429):
-            delay = retry_delay(code, exc.headers, str(exc), 1, RetryPolicy(), time.time())
+            delay = retry_delay(
+                code, exc.headers, str(exc), 1, RetryPolicy(), clock.now().timestamp()
+            )
             if delay is not None:
                 return StepError(f"{what}: rate limited by GitHub ({exc})", retry_after=delay)
         hint = {

@@ -24,6 +24,7 @@ from promoter.chatops import (
     github_may_act,
     listed,
 )
+from promoter.clock import SYSTEM, Clock
 from promoter.model import meta
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ class Deps:
     client: GitHubClient
     service: PromotionService
     permissions: Permissions
+    clock: Clock = SYSTEM
 
     async def gh(self, data: Mapping[str, Any]) -> GitHubAPI:
         """A client for the installation the event came from (looked up when not named)."""

@@ -39,6 +39,7 @@ from handlers.pull_requests import GitHubPullRequests
 from handlers.queue import KeyedQueue
 from handlers.settings import GitHubSettings
 from promoter.chatops import PromotionService
+from promoter.clock import SYSTEM, Clock
 from promoter.telemetry import NO_TELEMETRY, Telemetry, log_context
 
 log = logging.getLogger(__name__)
@@ -66,16 +67,21 @@ class GitHubIntegration:
         max_pending: int = 10_000,
         telemetry: Telemetry = NO_TELEMETRY,
         on_token: Callable[[str], None] | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         if not settings.enabled or not settings.webhook_secret:
             raise ValueError("GitHub is not configured: GITHUB_APP_ID and GITHUB_WEBHOOK_SECRET")
         self.settings = settings
         self.telemetry = telemetry
         self.client = client or GitHubClient(
-            settings, policy=policy, telemetry=telemetry, on_token=on_token
+            settings,
+            policy=policy,
+            telemetry=telemetry,
+            on_token=on_token,
+            clock=lambda: clock.now().timestamp(),
         )
         self.queue = KeyedQueue(workers=settings.webhook_workers, max_pending=max_pending)
-        self.deps = Deps(settings, self.client, service, Permissions())
+        self.deps = Deps(settings, self.client, service, Permissions(), clock)
         self.progress = Progress(self.deps, self.queue)
         # The step port: put it at StepServices.extra["github"] when building the controller.
         self.pull_requests = GitHubPullRequests(self.client)
@@ -201,6 +207,7 @@ def setup_github(
     policy: RetryPolicy | None = None,
     telemetry: Telemetry = NO_TELEMETRY,
     on_token: Callable[[str], None] | None = None,
+    clock: Clock = SYSTEM,
 ) -> GitHubIntegration:
     """Add ``POST /github/webhook`` and the background workers to ``app``.
 
@@ -211,7 +218,13 @@ def setup_github(
     and ``integration.git_credentials`` at ``GitSettings.credentials`` for the git steps.
     """
     integration = GitHubIntegration(
-        settings, service, client=client, policy=policy, telemetry=telemetry, on_token=on_token
+        settings,
+        service,
+        client=client,
+        policy=policy,
+        telemetry=telemetry,
+        on_token=on_token,
+        clock=clock,
     )
     app.router.add_post(WEBHOOK_PATH, integration.handle)
     app.cleanup_ctx.append(integration.lifecycle)

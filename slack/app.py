@@ -17,10 +17,8 @@ import contextlib
 import json
 import logging
 import re
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -41,6 +39,7 @@ from promoter.chatops import (
     parse_slash,
     reason_of,
 )
+from promoter.clock import SYSTEM, Clock
 from promoter.commands import (
     AskConfirm,
     Cancelled,
@@ -153,7 +152,7 @@ class SlackIntegration:
         settings: SlackSettings,
         service: PromotionService,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.settings = settings
@@ -169,6 +168,7 @@ class SlackIntegration:
             verify_window=settings.verify_window,
             retry_delay=settings.retry_delay,
             promotion_url=settings.promotion_url,
+            clock=clock,
         )
         self._jobs: set[asyncio.Task[None]] = set()
         self._confirmed: dict[str, float] = {}  # nonce -> expiry: one Promotion per Confirm
@@ -220,7 +220,7 @@ class SlackIntegration:
         self.api = SlackApi.create(
             self.settings.bot_token, self.settings.api_url, telemetry=self.telemetry
         )
-        self.groups = UserGroups(self.api, ttl=self.settings.usergroup_ttl)
+        self.groups = UserGroups(self.api, ttl=self.settings.usergroup_ttl, clock=self.clock)
         self.live.start(self.api)
         self._spawn(self._check_token())
 
@@ -385,7 +385,7 @@ class SlackIntegration:
         facts = Facts(
             snapshot,
             authorizer(who.user, groups, defaults),
-            now=datetime.fromtimestamp(self.clock(), UTC),
+            now=self.clock.now(),
             confirm=needs_confirmation,
         )
         return plan(command, facts)
@@ -437,7 +437,7 @@ class SlackIntegration:
                 decision.stage,
                 decision.freight,
                 who.user,
-                self.clock(),
+                self.clock.now().timestamp(),
                 self.settings.confirm_ttl,
                 label=decision.label.short,
             )
@@ -474,7 +474,7 @@ class SlackIntegration:
         except ValueError:
             await self._tell(who, m.refused("that button is not one of mine"))
             return
-        now = self.clock()
+        now = self.clock.now().timestamp()
         if pending.namespace != self.settings.namespace:
             await self._tell(who, m.refused("that confirmation is for another project"))
             return
@@ -540,7 +540,7 @@ def setup_slack(
     settings: SlackSettings,
     service: PromotionService,
     *,
-    clock: Callable[[], float] = time.time,
+    clock: Clock = SYSTEM,
     telemetry: Telemetry = NO_TELEMETRY,
 ) -> SlackIntegration:
     """Mount Slack on ``app`` (``POST /slack/events``); start and stop it with the app.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from app.controller.reconciler import Controller, create_promotion
 from app.embedded import seed
 from promoter.steps.base import GitSettings, StepServices
 from promoter.steps.registry import builtin_registry
+from tests.support.clock import FakeClock
 from tests.support.controller import (
     Gate,
     registry_with,
@@ -49,6 +50,8 @@ class Env:
     remote: RemoteRepo
     services: StepServices
     work: Path
+    # The emulator's clock (creationTimestamps): a test moves it rather than waiting.
+    clock: FakeClock
 
     async def stage(self, name: str = "test") -> dict[str, Any]:
         return await self.kube.get(k.STAGES, NS, name)
@@ -94,10 +97,20 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     remote = make_remote(tmp_path, files=seed_files())
     genv = git_env(tmp_path, {remote.url: DEMO_URL})
     services = StepServices(git=GitSettings(env=genv))
-    async with running_apiserver(namespaces=[NS, "argocd"]) as server:
+    clock = FakeClock()
+    async with running_apiserver(namespaces=[NS, "argocd"], clock=clock.now) as server:
         kube = k.Kube(server.api_client())
         await seed(kube, [EXAMPLES / "kargo-demo"])
-        yield Env(server, kube, remote, services, tmp_path / "work")
+        yield Env(server, kube, remote, services, tmp_path / "work", clock)
+
+
+def stage_recorded(promotion: str) -> Callable[[dict[str, Any]], bool]:
+    def recorded(stage: dict[str, Any]) -> bool:
+        status = stage.get("status") or {}
+        last = status.get("lastPromotion") or {}
+        return last.get("name") == promotion and "currentPromotion" not in status
+
+    return recorded
 
 
 async def events_for(kube: k.Kube, name: str) -> list[str]:
@@ -209,7 +222,7 @@ async def test_one_promotion_per_stage_oldest_first_and_stages_in_parallel(env: 
     async with running_controller(env.server, env.work, registry=registry_with(gate=gate)):
         for name in ("a1", "a2", "a3"):
             await env.bare_promotion(name, "one")
-            await asyncio.sleep(1.05)  # creationTimestamp has second precision
+            env.clock.advance(1)  # creationTimestamp has second precision
         await env.bare_promotion("b1", "two")
         await wait_for_object(
             env.kube,
@@ -345,7 +358,8 @@ async def test_a_new_leader_shows_every_stage_and_promotion_to_the_front_ends(en
     async with running_controller(env.server, env.work, services=env.services):
         await env.bare_promotion("p", "test")
         await wait_terminal(env.kube, NS, "p")
-        await asyncio.sleep(0.5)  # its last Stage status write
+        # Its last write: the Stage's status records the finished Promotion.
+        await wait_for_object(env.kube, k.STAGES, NS, "test", stage_recorded("p"))
     controller = Controller(
         k.Kube(env.server.api_client()),
         registry=builtin_registry(),

@@ -19,6 +19,7 @@ from promoter import annotations as ann
 from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CANCEL, CONFIRM, PROMOTE_NEXT, REVERIFY
 from slack.settings import SlackSettings
+from tests.support.clock import FakeClock
 from tests.support.slack import (
     SIGNING_SECRET,
     TEAM,
@@ -38,7 +39,7 @@ class Rig:
     service: MemoryPromotions
     client: TestClient[Any, Any]
     integration: SlackIntegration
-    now: list[float]
+    clock: FakeClock
 
     async def post(self, body: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
         response = await self.client.post(
@@ -84,7 +85,7 @@ async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
             status={"verifiedIn": {"test": {}}},
         )
         slack.usergroups["S0OPS"] = ["U7"]
-        now = [time.time()]
+        clock = FakeClock()
         settings = SlackSettings(
             bot_token=TOKEN,
             signing_secret=SIGNING_SECRET,
@@ -96,10 +97,10 @@ async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
             verify_window=3,
         )
         app = web.Application()
-        integration = setup_slack(app, settings, service, clock=lambda: now[0])
+        integration = setup_slack(app, settings, service, clock=clock)
         service.listeners.append(integration.on_promotion)
         client = await aiohttp_client(app)
-        yield Rig(slack, service, client, integration, now)
+        yield Rig(slack, service, client, integration, clock)
         await integration.idle()
 
 
@@ -248,7 +249,7 @@ async def test_confirmation_creates_nothing_until_confirmed(rig: Rig) -> None:
 
 async def test_expired_confirmation_says_so(rig: Rig) -> None:
     buttons = await confirm_prompt(rig)
-    rig.now[0] += 61
+    rig.clock.advance(61)
     await rig.click(buttons[CONFIRM])
     [answer] = await rig.answers("c1")
     assert "expired" in answer["text"] and answer["replace_original"] is True
@@ -410,7 +411,7 @@ async def test_freight_not_available_is_refused_before_any_confirm(rig: Rig) -> 
 
 async def test_the_expiry_hint_is_a_command_that_works_when_pasted(rig: Rig) -> None:
     buttons = await confirm_prompt(rig)
-    rig.now[0] += 61
+    rig.clock.advance(61)
     await rig.click(buttons[CONFIRM])
     [answer] = await rig.answers("c1")
     assert "`/promote frozen-tauntaun to prod`" in answer["text"]

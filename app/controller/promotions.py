@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from app.controller import kube as k
@@ -44,7 +43,7 @@ class ClusterPromotions:
         if freight_obj is None:
             raise InvalidInput(f"Freight {freight!r} not found in namespace {namespace!r}")
         # Asked again here, at the last moment: a Confirm button is pressed minutes later.
-        refusal = not_available(stage_obj, freight_obj, datetime.now(UTC))
+        refusal = not_available(stage_obj, freight_obj, self.controller.clock.now())
         if refusal is not None:
             raise InvalidInput(refusal)
         try:
@@ -89,7 +88,7 @@ class ClusterPromotions:
                 k.STAGES,
                 namespace,
                 stage,
-                {"metadata": {"annotations": ann.reverify(actor, datetime.now(UTC))}},
+                {"metadata": {"annotations": ann.reverify(actor, self.controller.clock.now())}},
             )
         except k.NotFound:
             raise InvalidInput(f"Stage {stage!r} not found in namespace {namespace!r}") from None
@@ -114,7 +113,7 @@ class ClusterPromotions:
     async def refresh_warehouse(self, namespace: str, name: str) -> None:
         """Ask the Warehouse to discover now: its refresh annotation, which the leader's
         Warehouse reconciler watches (any replica may receive the webhook)."""
-        token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        token = self.controller.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         patch = {"metadata": {"annotations": {ann.REFRESH_ANNOTATIONS[0]: token}}}
         with contextlib.suppress(k.NotFound):
             await self.kube.patch(k.WAREHOUSES, namespace, name, patch)

@@ -17,7 +17,6 @@ import shutil
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,6 +28,7 @@ from app.controller.workqueue import WorkQueue
 from promoter import annotations as ann
 from promoter import engine
 from promoter.builder import TaskSource, build_promotion, ensure_inflated
+from promoter.clock import SYSTEM, Clock
 from promoter.errors import InvalidInput, StepError
 from promoter.metadata import metadata_functions
 from promoter.model import (
@@ -173,7 +173,7 @@ class Controller:
         min_requeue: float = 10.0,
         default_requeue: float = engine.DEFAULT_RUNNING_RETRY,
         health_interval: float = 30.0,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM,
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
         on_reconcile: Callable[[float], None] | None = None,
     ) -> None:
@@ -527,7 +527,7 @@ class Controller:
             freight=freight,
             freights=stage_freights(stage_obj, freight),
             extra_functions=self._functions(namespace),
-            clock=self.clock,
+            clock=self.clock.now,
             running_retry=self.default_requeue,
         )
         while True:
@@ -626,7 +626,7 @@ class Controller:
 
     async def _fail(self, obj: Mapping[str, Any], message: str) -> dict[str, Any] | None:
         promotion_status = dict(obj.get("status") or {})
-        now = self.clock()
+        now = self.clock.now()
         status = {
             **promotion_status,
             "phase": Phase.ERRORED.value,
@@ -655,7 +655,7 @@ class Controller:
         self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, actor: str
     ) -> None:
         promotion = Promotion.from_object(obj)
-        now = self.clock()
+        now = self.clock.now()
         if promotion.status.phase is Phase.RUNNING:
             await self._abort_running_step(promotion, obj)
         aborted = engine.abort(promotion, actor, now)
@@ -675,7 +675,7 @@ class Controller:
             freight=freight,
             freights=[freight],
             extra_functions=self._functions(namespace),
-            clock=self.clock,
+            clock=self.clock.now,
         )
         try:
             await engine.abort_step(promotion, runtime)
@@ -723,7 +723,7 @@ class Controller:
         current: Mapping[str, Any] = self.stages.get(namespace, name) or stage_obj
         for _ in range(3):
             promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
-            now = self.clock()
+            now = self.clock.now()
             new = plan_status(
                 current,
                 promotions,
