@@ -53,7 +53,7 @@ from promoter.commands import (
     plan,
     stages_to_authorize,
 )
-from promoter.errors import InvalidInput
+from promoter.errors import PermanentError, TemporaryError
 from promoter.model import name_of
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 from slack import messages as m
@@ -409,8 +409,12 @@ class SlackIntegration:
                 ),
                 replace=command.confirmed,
             )
-        except InvalidInput as e:
+        except PermanentError as e:  # not found, refused, invalid: the user must change it
             await self._tell(who, m.refused(str(e)), replace=command.confirmed)
+        except TemporaryError as e:
+            await self._tell(
+                who, m.say(f":warning: {e}. Nothing was changed."), replace=command.confirmed
+            )
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -514,7 +518,11 @@ class SlackIntegration:
         except Exception as e:
             self._confirmed.pop(pending.nonce, None)
             log.exception("confirmed promotion failed", extra={"user": who.user})
-            reason = str(e) if isinstance(e, InvalidInput | SlackError) else type(e).__name__
+            reason = (
+                str(e)
+                if isinstance(e, PermanentError | TemporaryError | SlackError)
+                else type(e).__name__
+            )
             await self._tell(who, m.say(f":warning: Promotion failed: {reason}"), replace=True)
 
     async def _tell(self, who: Requester, message: Message, *, replace: bool = False) -> None:

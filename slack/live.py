@@ -37,7 +37,7 @@ from cachetools import LRUCache
 from promoter import annotations as ann
 from promoter.chatops import PromotionService
 from promoter.clock import SYSTEM, Clock
-from promoter.errors import InvalidInput
+from promoter.errors import NotFound
 from promoter.model import meta, name_of, namespace_of
 from promoter.stages import phase_of
 from promoter.views import Verification, promotion_view
@@ -464,7 +464,7 @@ class LiveMessages:
         if value != current and value != self._annotated.get(key):
             try:
                 await self.service.annotate(namespace, name, ann.SLACK_MESSAGE, value)
-            except InvalidInput:
+            except NotFound:
                 return Outcome.FINAL  # the Promotion is gone
             self._annotated[key] = value
         if final:

@@ -409,12 +409,12 @@ async def test_dropped_watches_lose_no_event(env: Env) -> None:
 
 async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: Env) -> None:
     from app.controller.promotions import ClusterPromotions
-    from promoter.errors import InvalidInput
+    from promoter.errors import Refused
 
     async with running_controller(env.server, env.work, services=env.services) as controller:
         service = ClusterPromotions(env.kube, controller)
         freight = (await env.freight())["metadata"]["name"]
-        with pytest.raises(InvalidInput, match="is not available to Stage `uat`"):
+        with pytest.raises(Refused, match="is not available to Stage `uat`"):
             await service.promote(NS, "uat", freight, actor="slack:T/U")
         ref = await service.promote(NS, "test", freight, actor="slack:T/U")
         done = await wait_terminal(env.kube, NS, ref.name)

@@ -34,7 +34,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from promoter.chatops import PromotionRef, Snapshot
-from promoter.errors import InvalidInput
+from promoter.errors import NotFound
 from promoter.model import GROUP, meta, name_of
 
 TOKEN = "xoxb-test-token"
@@ -620,7 +620,7 @@ class MemoryPromotions:
         self, namespace: str, stage: str, freight: str, *, actor: str
     ) -> PromotionRef:
         if not any(name_of(s) == stage for s in self.stages):
-            raise InvalidInput(f"Stage {stage!r} not found")
+            raise NotFound(f"Stage {stage!r} not found")
         name = f"{stage}.{next(self._n):04d}.{freight[:7]}"
         obj: dict[str, Any] = {
             "metadata": {
@@ -648,7 +648,7 @@ class MemoryPromotions:
 
     async def abort(self, namespace: str, promotion: str, *, actor: str) -> PromotionRef:
         if promotion not in self.promotions:
-            raise InvalidInput(f"Promotion {promotion!r} not found")
+            raise NotFound(f"Promotion {promotion!r} not found")
         self.actions.append(("abort", promotion, actor))
         obj = self.set_status(promotion, phase="Aborted", message=f"aborted by {actor}")
         return PromotionRef(
@@ -663,7 +663,7 @@ class MemoryPromotions:
             self.annotate_failures -= 1
             raise ConnectionError("API server unavailable")
         if promotion not in self.promotions:
-            raise InvalidInput(f"Promotion {promotion!r} not found")
+            raise NotFound(f"Promotion {promotion!r} not found")
 
         def change(obj: dict[str, Any]) -> None:
             obj["metadata"].setdefault("annotations", {})[key] = value
