@@ -246,12 +246,6 @@ class SlackIntegration:
             await asyncio.gather(*self._jobs, return_exceptions=True)
             await self.live.idle()
 
-    def use_service(self, service: PromotionService) -> None:
-        """Act through ``service`` from now on (the cluster port exists only once the server has
-        started its controller, after the routes were mounted)."""
-        self.service = service
-        self.live.service = service
-
     def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         """For ``controller.listeners``: a Promotion changed."""
         self.live.on_promotion(obj, old)
