@@ -30,6 +30,7 @@ from handlers.webhook import setup_github
 from promoter.clock import SYSTEM, Clock
 from promoter.steps.base import GitCredentials, GitSettings, HttpSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
+from promoter.telemetry import NO_TELEMETRY, Telemetry
 from slack.app import setup_slack
 
 log = logging.getLogger("longshoreman")
@@ -154,6 +155,7 @@ def _services(
     kube: k.Kube,
     extra: Mapping[str, Any],
     credentials: GitCredentials | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> StepServices:
     env = {"GIT_CONFIG_GLOBAL": str(settings.git_config)} if settings.git_config else {}
     return StepServices(
@@ -169,6 +171,7 @@ def _services(
             max_download_bytes=settings.http_max_download_bytes,
         ),
         extra=dict(extra),
+        telemetry=telemetry,
     )
 
 
@@ -204,7 +207,7 @@ async def _start(
     controller = Controller(
         kube,
         registry=state.registry or builtin_registry(),
-        services=_services(settings, kube, extra, state.git_credentials),
+        services=_services(settings, kube, extra, state.git_credentials, state.metrics),
         work_dir=settings.work_dir,
         namespace=settings.watch_namespace,
         max_concurrent=settings.max_concurrent_reconciles,

@@ -77,34 +77,6 @@ class GitHubUnreachable(Exception):
     """The connection to the API failed after the bounded retries."""
 
 
-@dataclass
-class RequestStats:
-    """Counts of requests sent (read by tests and bench/bench_github.py)."""
-
-    requests: int = 0
-    not_modified: int = 0
-    by_status: dict[int, int] = field(default_factory=dict)
-    by_route: dict[str, int] = field(default_factory=dict)
-
-    def record(self, method: str, url: str, status: int) -> None:
-        self.requests += 1
-        if status == 304:
-            self.not_modified += 1
-        self.by_status[status] = self.by_status.get(status, 0) + 1
-        route = f"{method} {url.split('?', 1)[0]}"
-        self.by_route[route] = self.by_route.get(route, 0) + 1
-
-    @property
-    def billed(self) -> int:
-        """Requests that count against the rate limit (a 304 to a conditional request does not)."""
-        return self.requests - self.not_modified
-
-    def reset(self) -> None:
-        self.requests = self.not_modified = 0
-        self.by_status.clear()
-        self.by_route.clear()
-
-
 # ---- pure decisions --------------------------------------------------------------------------
 
 
@@ -209,7 +181,6 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         *,
         policy: RetryPolicy,
         limit: _Limit,
-        stats: RequestStats,
         clock: Callable[[], float],
         telemetry: Telemetry = NO_TELEMETRY,
         **kwargs: Any,
@@ -217,7 +188,6 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         super().__init__(session, REQUESTER, **kwargs)
         self._policy = policy
         self._limit = limit
-        self._stats = stats
         self._clock = clock
         self._telemetry = telemetry
 
@@ -236,7 +206,6 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
                     raise GitHubUnreachable(f"{method} {_path(url)}: {type(e).__name__}") from None
                 await self.sleep(_jitter(delay))
                 continue
-            self._stats.record(method, _path(url), status)
             self._telemetry.api_call("github", method, str(status))
             remaining = _header(response_headers, "x-ratelimit-remaining")
             if remaining is not None:
@@ -332,7 +301,6 @@ class GitHubClient:
             raise ValueError("the GitHub App is not configured (GITHUB_APP_ID)")
         self.settings = settings
         self.policy = policy or RetryPolicy()
-        self.stats = RequestStats()
         self.etag_cache = etag_cache
         self._clock = clock
         self.telemetry = telemetry
@@ -378,7 +346,6 @@ class GitHubClient:
             self.session,
             policy=self.policy,
             limit=self._limits.setdefault(installation, _Limit()),
-            stats=self.stats,
             clock=self._clock,
             telemetry=self.telemetry,
             base_url=self.settings.api_url,

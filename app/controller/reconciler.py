@@ -237,7 +237,6 @@ class Controller:
         self.argocd_missing = False
         self._probed = asyncio.Event()
         self._leading = False
-        self.reconciles = 0
 
     @property
     def informers(self) -> tuple[Informer, ...]:
@@ -428,7 +427,6 @@ class Controller:
     async def reconcile_stage(
         self, namespace: str, stage_name: str, *, wake: bool = False
     ) -> float | None:
-        self.reconciles += 1
         stage_obj = self.stages.get(namespace, stage_name)
         key = f"{namespace}/{stage_name}"
         # Decide (promoter.stage_planner), then apply: announce, abort, then run the queue.

@@ -60,6 +60,7 @@ async def running_controller(
     health_interval: float = 0.2,
     max_concurrent: int = 16,
     on_request: Callable[[str, str, int | None], None] | None = None,
+    on_reconcile: Callable[[float], None] | None = None,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
@@ -70,6 +71,7 @@ async def running_controller(
         max_concurrent=max_concurrent,
         min_requeue=min_requeue,
         health_interval=health_interval,
+        on_reconcile=on_reconcile,
     )
     informers = asyncio.create_task(controller.run_informers())
     leader = asyncio.create_task(controller.lead())
