@@ -284,6 +284,7 @@ async def test_backs_off_on_errors_without_busy_looping(
         await task
 
 
+@pytest.mark.looptime  # the second of backoff below passes on virtual time
 async def test_real_backoff_bounds_requests(kube: Kube, server: RunningApiServer) -> None:
     server.faults.add("throttle", path_pattern="/promotions$", times=None)
     informer = Informer(

@@ -4,7 +4,6 @@ application controller both talk to the API server emulator over HTTP, as they w
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,6 +24,8 @@ from tests.support.argocd import (
 from tests.support.controller import running_controller, wait_for_object, wait_terminal
 from tests.support.fixtures import analysis_template
 from tests.support.kube import RunningApiServer, running_apiserver
+from tests.support.telemetry import RecordingTelemetry
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = "kargo-demo"
@@ -272,7 +273,9 @@ async def test_a_reverify_requested_while_unhealthy_starts_once_the_stage_is_hea
         history = (stage.get("status") or {}).get("freightHistory") or [{}]
         return list(history[0].get("verificationHistory") or [])
 
-    async with running_controller(env.server, env.work), env.argocd.running():
+    counted = RecordingTelemetry()
+    controller = running_controller(env.server, env.work, on_reconcile=counted.on_reconcile)
+    async with controller, env.argocd.running():
         await env.promote("p1")
         assert (await wait_terminal(env.kube, NS, "p1"))["status"]["phase"] == "Succeeded"
         await wait_for_object(env.kube, k.STAGES, NS, "prod", lambda s: len(runs(s)) == 1)
@@ -296,8 +299,14 @@ async def test_a_reverify_requested_while_unhealthy_starts_once_the_stage_is_hea
         )
         assert len(runs(waiting)) == 1, "no verification starts on an unhealthy Stage"
         assert waiting["status"].get("lastHandledReverify") != request
-        # Several health re-checks pass; the request must survive them.
-        await asyncio.sleep(1.0)
+        # Several health re-checks (Stage reconciles) pass; the request must survive them.
+        rechecked = counted.reconciles + 5
+
+        async def five_more() -> bool | None:
+            return counted.reconciles >= rechecked or None
+
+        await eventually(five_more, "five Stage reconciles")
+        assert "lastHandledReverify" not in (await env.kube.get(k.STAGES, NS, "prod"))["status"]
         await env.argocd.set_health("argocd", "web", "Healthy")
         started = await wait_for_object(env.kube, k.STAGES, NS, "prod", lambda s: len(runs(s)) == 2)
         assert runs(started)[0]["actor"] == "alice"
