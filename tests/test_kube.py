@@ -41,6 +41,7 @@ from app.controller.kube import (
     parse_retry_after,
     resource_path,
 )
+from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
 
 NS = "demo"
@@ -67,10 +68,7 @@ def kube(server: RunningApiServer, calls: list[tuple[str, str, int | None]]) -> 
 
 
 def promotion(name: str, stage: str = "prod", freight: str = "abc123") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": NS, "labels": {"stage": stage}},
-        "spec": {"stage": stage, "freight": freight},
-    }
+    return objects.promotion(name, stage, namespace=NS, freight=freight, labels={"stage": stage})
 
 
 def application(name: str) -> dict[str, Any]:
