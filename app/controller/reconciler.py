@@ -190,7 +190,7 @@ class Controller:
         self.on_promotion_finished = on_promotion_finished
         # Called with the seconds each Stage reconcile took (the reconcile latency metric).
         self.on_reconcile = on_reconcile
-        self.queue = WorkQueue()
+        self.queue = WorkQueue(clock=clock.monotonic)
         self.promotions = Informer(
             kube, k.PROMOTIONS, namespace=namespace, on_event=self._on_promotion
         )
