@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from handlers.client import RetryPolicy
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter import annotations as ann
+from tests.support import objects
 from tests.support.github import (
     FakeGitHub,
     FakePromotions,
@@ -42,16 +43,16 @@ def stage(
     promoters: str | None = None,
     verified: bool = False,
 ) -> dict[str, Any]:
-    sources: dict[str, Any] = {"stages": [upstream]} if upstream else {"direct": True}
-    meta: dict[str, Any] = {"name": name, "namespace": NS}
-    if promoters is not None:
-        meta["annotations"] = {"longshoreman.dev/github-promoters": promoters}
-    spec: dict[str, Any] = {
-        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"}, "sources": sources}]
-    }
-    if verified:
-        spec["verification"] = {"analysisTemplates": [{"name": "smoke"}]}
-    return {"metadata": meta, "spec": spec}
+    return objects.stage(
+        name,
+        namespace=NS,
+        warehouse="app",
+        upstream=[upstream] if upstream else (),
+        verification=["smoke"] if verified else (),
+        annotations=(
+            {"longshoreman.dev/github-promoters": promoters} if promoters is not None else None
+        ),
+    )
 
 
 @dataclass

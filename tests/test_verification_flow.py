@@ -17,6 +17,7 @@ import pytest
 
 from app.controller import kube as k
 from promoter.model import parse_time
+from tests.support import objects
 from tests.support.controller import running_controller, wait_for_object, wait_terminal
 from tests.support.fixtures import analysis_template
 from tests.support.kube import OUR_CRDS, RunningApiServer, running_apiserver
@@ -29,27 +30,31 @@ STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.st
 def stage(
     name: str, sources: dict[str, Any], *, verify: bool = True, auto: bool = True
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"}, "sources": sources}],
-        "promotionTemplate": {"spec": {"steps": STEPS}},
-    }
+    obj = objects.stage(
+        name,
+        namespace=NS,
+        warehouse="app",
+        sources=sources,
+        steps=STEPS,
+        annotations={"longshoreman.dev/auto-promote": "true"} if auto else {},
+    )
     if verify:
-        spec["verification"] = {
+        obj["spec"]["verification"] = {
             "analysisTemplates": [{"name": "multiple-job"}],
             "args": [{"name": "exit-code", "value": "${{ ctx.stage == 'never' ? '1' : '0' }}"}],
             "analysisRunMetadata": {"labels": {"team": "platform"}},
         }
-    annotations = {"longshoreman.dev/auto-promote": "true"} if auto else {}
-    return {"metadata": {"name": name, "namespace": NS, "annotations": annotations}, "spec": spec}
+    return obj
 
 
 def freight(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": NS},
-        "alias": f"alias-{name[:6]}",
-        "origin": {"kind": "Warehouse", "name": "app"},
-        "images": [{"repoURL": "ghcr.io/example/app", "tag": "1.0.0"}],
-    }
+    return objects.freight(
+        name,
+        namespace=NS,
+        alias=f"alias-{name[:6]}",
+        warehouse="app",
+        images=[{"repoURL": "ghcr.io/example/app", "tag": "1.0.0"}],
+    )
 
 
 @dataclass

@@ -43,18 +43,21 @@ def stage(
     namespace: str = NS,
     warehouse: str = WAREHOUSE,
     upstream: Sequence[str] = (),
+    sources: Mapping[str, Any] | None = None,
     steps: Sequence[Any] | None = None,
     verification: Sequence[str] = (),
     annotations: Mapping[str, str] | None = None,
     status: Mapping[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
-    """A Stage taking ``warehouse``'s Freight directly, or from the ``upstream`` Stages;
-    ``steps`` its promotion template, ``verification`` the AnalysisTemplates it verifies with."""
-    sources: dict[str, Any] = {"stages": list(upstream)} if upstream else {"direct": True}
+    """A Stage taking ``warehouse``'s Freight directly, or from the ``upstream`` Stages (or as
+    ``sources`` says, soak time and all); ``steps`` its promotion template, ``verification`` the
+    AnalysisTemplates it verifies with."""
+    if sources is None:
+        sources = {"stages": list(upstream)} if upstream else {"direct": True}
     body: dict[str, Any] = {
         "requestedFreight": [
-            {"origin": {"kind": "Warehouse", "name": warehouse}, "sources": sources}
+            {"origin": {"kind": "Warehouse", "name": warehouse}, "sources": dict(sources)}
         ]
     }
     if steps is not None:
