@@ -20,6 +20,7 @@ from app.controller.reconciler import Controller, create_promotion
 from app.embedded import seed
 from promoter.steps.base import GitSettings, StepServices
 from promoter.steps.registry import builtin_registry
+from tests.support import objects
 from tests.support.clock import FakeClock
 from tests.support.controller import (
     Gate,
@@ -64,32 +65,15 @@ class Env:
         self, name: str, steps: list[dict[str, Any]], **spec: Any
     ) -> dict[str, Any]:
         return await self.kube.create(
-            k.STAGES,
-            {
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {
-                    "requestedFreight": [
-                        {
-                            "origin": {"kind": "Warehouse", "name": "kargo-demo"},
-                            "sources": {"direct": True},
-                        }
-                    ],
-                    "promotionTemplate": {"spec": {"steps": steps}},
-                    **spec,
-                },
-            },
+            k.STAGES, objects.stage(name, namespace=NS, warehouse="kargo-demo", steps=steps, **spec)
         )
 
     async def bare_promotion(
         self, name: str, stage: str, freight: str = "frozen-tauntaun", **meta: Any
     ) -> dict[str, Any]:
-        return await self.kube.create(
-            k.PROMOTIONS,
-            {
-                "metadata": {"name": name, "namespace": NS, **meta},
-                "spec": {"stage": stage, "freight": freight},
-            },
-        )
+        obj = objects.promotion(name, stage, namespace=NS, freight=freight)
+        obj["metadata"].update(meta)
+        return await self.kube.create(k.PROMOTIONS, obj)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 
 from app.controller import kube as k
 from app.embedded import seed
+from tests.support import objects
 from tests.support.argocd import (
     FAIL_MESSAGE,
     FakeArgoCDController,
@@ -59,13 +60,10 @@ class Env:
     work: Path
 
     async def promote(self, name: str, *, annotations: dict[str, str] | None = None) -> None:
-        meta: dict[str, Any] = {"name": name, "namespace": NS}
-        if annotations:
-            meta["annotations"] = annotations
-        await self.kube.create(
-            k.PROMOTIONS,
-            {"metadata": meta, "spec": {"stage": "prod", "freight": "frozen-tauntaun"}},
+        promotion = objects.promotion(
+            name, "prod", namespace=NS, freight="frozen-tauntaun", annotations=annotations or None
         )
+        await self.kube.create(k.PROMOTIONS, promotion)
 
     async def app(self) -> dict[str, Any]:
         return await self.kube.get(k.APPLICATIONS, "argocd", "web")
@@ -76,22 +74,10 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     async with running_apiserver(namespaces=[NS, "argocd"]) as server:
         kube = k.Kube(server.api_client())
         await seed(kube, [ROOT / "examples" / "kargo-demo" / "project.yaml"])
+        template = {"spec": {"vars": [{"name": "revision", "value": "c0ffee1"}], "steps": STEPS}}
         await kube.create(
             k.STAGES,
-            {
-                "metadata": {"name": "prod", "namespace": NS},
-                "spec": {
-                    "requestedFreight": [
-                        {
-                            "origin": {"kind": "Warehouse", "name": "kargo-demo"},
-                            "sources": {"direct": True},
-                        }
-                    ],
-                    "promotionTemplate": {
-                        "spec": {"vars": [{"name": "revision", "value": "c0ffee1"}], "steps": STEPS}
-                    },
-                },
-            },
+            objects.stage("prod", namespace=NS, warehouse="kargo-demo", promotionTemplate=template),
         )
         apps = KubernetesApps(server.api_client())
         await apps.put(make_app("web", authorized=f"{NS}:prod"))
