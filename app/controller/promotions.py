@@ -63,7 +63,12 @@ class ClusterPromotions:
             raise Refused(refusal)
         try:
             created = await create_promotion(
-                self.kube, stage_obj, freight_obj, self.controller.task_source, actor=actor
+                self.kube,
+                stage_obj,
+                freight_obj,
+                self.controller.task_source,
+                actor=actor,
+                now=self.controller.clock.now(),
             )
         except k.KubeError as e:
             raise _translated(e, "the Promotion", namespace) from e

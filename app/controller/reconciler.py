@@ -17,6 +17,7 @@ import shutil
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -339,7 +340,12 @@ class Controller:
 
     async def _auto_promote(self, stage: Mapping[str, Any], freight: Mapping[str, Any]) -> None:
         created = await create_promotion(
-            self.kube, stage, freight, self.task_source, actor=AUTO_PROMOTION_ACTOR
+            self.kube,
+            stage,
+            freight,
+            self.task_source,
+            actor=AUTO_PROMOTION_ACTOR,
+            now=self.clock.now(),
         )
         self.promotions.observe(created)
         log.info(
@@ -802,6 +808,7 @@ async def create_promotion(
     actor: str,
     extra_vars: Iterable[Var] = (),
     name: str | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """Create a Promotion through the one builder (CLI, chat commands, auto-promotion).
 
@@ -810,7 +817,7 @@ async def create_promotion(
     """
     stage: StageSpec = parse_stage(stage_obj)
     promotion = build_promotion(
-        stage, freight_obj, tasks, actor=actor, extra_vars=tuple(extra_vars), name=name
+        stage, freight_obj, tasks, actor=actor, extra_vars=tuple(extra_vars), name=name, now=now
     )
     obj = promotion.to_object()
     obj.pop("status", None)
