@@ -406,6 +406,30 @@ async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: En
         assert done["metadata"]["annotations"]["longshoreman.dev/create-actor"] == "slack:T/U"
 
 
+async def test_the_cluster_port_says_what_kind_of_trouble_it_is(env: Env) -> None:
+    """Front ends tell "change this" from "try again" by the error's kind alone."""
+    from app.controller.promotions import ClusterPromotions, DeferredPromotions
+    from promoter.errors import NotFound, PermanentError, TemporaryError
+
+    starting = DeferredPromotions()
+    with pytest.raises(TemporaryError, match="still starting; try again"):
+        await starting.snapshot(NS)
+    async with running_controller(env.server, env.work, services=env.services) as controller:
+        service = ClusterPromotions(env.kube, controller)
+        with pytest.raises(NotFound, match="Promotion 'nope' not found in namespace 'kargo-demo'"):
+            await service.abort(NS, "nope", actor="slack:T/U")
+        with pytest.raises(NotFound, match="Stage 'nope' not found"):
+            await service.reverify(NS, "nope", actor="slack:T/U")
+        freight = (await env.freight())["metadata"]["name"]
+        env.server.faults.add("error", methods="POST", path_pattern="/promotions$", times=None)
+        with pytest.raises(TemporaryError, match="the cluster did not answer; try again") as info:
+            await service.promote(NS, "test", freight, actor="slack:T/U")
+        assert not isinstance(info.value, PermanentError)
+        env.server.faults.clear()
+        ref = await service.promote(NS, "test", freight, actor="slack:T/U")
+        assert (await wait_terminal(env.kube, NS, ref.name))["status"]["phase"] == "Succeeded"
+
+
 async def test_push_webhooks_make_freight_in_the_cluster_once_per_commit(env: Env) -> None:
     from app.controller.promotions import ClusterPromotions
     from handlers.push import FreightSink, freight_for_push

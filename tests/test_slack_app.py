@@ -16,6 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from promoter import annotations as ann
+from promoter.errors import NotFound, TemporaryError
 from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CANCEL, CONFIRM, PROMOTE_NEXT, REVERIFY
 from slack.settings import SlackSettings
@@ -374,6 +375,20 @@ async def test_reverify_and_promote_next_buttons(rig: Rig) -> None:
     [prompt] = await rig.answers("c3")
     assert "Promote *frozen-tauntaun* to *prod*?" in prompt["text"]
     assert [a[0] for a in rig.service.actions] == ["promote", "reverify"]
+
+
+async def test_trouble_that_passes_says_try_again_and_a_refusal_says_why(rig: Rig) -> None:
+    rig.service.unavailable = TemporaryError(
+        "Longshoreman is still starting; try again in a moment"
+    )
+    await rig.command("frozen-tauntaun to test")
+    [answer] = await rig.answers()
+    assert answer["text"].startswith(":warning: Longshoreman is still starting; try again")
+    assert "Nothing was changed" in answer["text"] and rig.service.actions == []
+    rig.service.unavailable = NotFound("Stage 'test' not found in namespace 'kargo-demo'")
+    await rig.command("frozen-tauntaun to test", url="r2")
+    [answer] = await rig.answers("r2")
+    assert answer["text"].startswith(":no_entry: Stage 'test' not found")
 
 
 @pytest.mark.looptime  # the quiet 0.3 s below costs no wall time

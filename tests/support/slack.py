@@ -536,6 +536,8 @@ class MemoryPromotions:
         self.leader = True
         self.actions: list[tuple[str, ...]] = []
         self.annotate_failures = 0
+        # Set to an error of promoter.errors' kinds: every read of the cluster fails with it.
+        self.unavailable: Exception | None = None
         self._n = itertools.count(1)
 
     # ---- test setup -------------------------------------------------------------------------
@@ -608,6 +610,8 @@ class MemoryPromotions:
     # ---- the port ---------------------------------------------------------------------------
 
     async def snapshot(self, namespace: str) -> Snapshot:
+        if self.unavailable is not None:
+            raise self.unavailable
         # Shared objects, as the informer caches hand them out: readers must not mutate.
         return Snapshot(
             namespace=namespace,
