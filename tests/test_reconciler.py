@@ -17,21 +17,21 @@ import pytest
 
 from app.controller import kube as k
 from app.controller.reconciler import Controller, create_promotion
-from app.embedded import seed
 from promoter.steps.base import GitSettings, StepServices
 from promoter.steps.registry import builtin_registry
 from tests.support import objects
 from tests.support.clock import FakeClock
 from tests.support.controller import (
+    Cluster,
     Gate,
     registry_with,
+    running_cluster,
     running_controller,
     wait_for_object,
     wait_terminal,
 )
 from tests.support.github import fixture
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
-from tests.support.kube import RunningApiServer, running_apiserver
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -45,12 +45,9 @@ def seed_files() -> dict[str, str]:
 
 
 @dataclass
-class Env:
-    server: RunningApiServer
-    kube: k.Kube
+class Env(Cluster):
     remote: RemoteRepo
     services: StepServices
-    work: Path
     # The emulator's clock (creationTimestamps): a test moves it rather than waiting.
     clock: FakeClock
 
@@ -82,10 +79,10 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     genv = git_env(tmp_path, {remote.url: DEMO_URL})
     services = StepServices(git=GitSettings(env=genv))
     clock = FakeClock()
-    async with running_apiserver(namespaces=[NS, "argocd"], clock=clock.now) as server:
-        kube = k.Kube(server.api_client())
-        await seed(kube, [EXAMPLES / "kargo-demo"])
-        yield Env(server, kube, remote, services, tmp_path / "work", clock)
+    async with running_cluster(
+        tmp_path, [NS, "argocd"], seed_from=[EXAMPLES / "kargo-demo"], clock=clock.now
+    ) as c:
+        yield Env(c.server, c.kube, c.work, remote, services, clock)
 
 
 def stage_recorded(promotion: str) -> Callable[[dict[str, Any]], bool]:

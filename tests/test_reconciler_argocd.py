@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from app.controller import kube as k
-from app.embedded import seed
 from tests.support import objects
 from tests.support.argocd import (
     FAIL_MESSAGE,
@@ -22,9 +21,14 @@ from tests.support.argocd import (
     Outcome,
     make_app,
 )
-from tests.support.controller import running_controller, wait_for_object, wait_terminal
+from tests.support.controller import (
+    Cluster,
+    running_cluster,
+    running_controller,
+    wait_for_object,
+    wait_terminal,
+)
 from tests.support.fixtures import analysis_template
-from tests.support.kube import RunningApiServer, running_apiserver
 from tests.support.telemetry import RecordingTelemetry
 from tests.support.waiting import eventually
 
@@ -52,12 +56,9 @@ STEPS = [
 
 
 @dataclass
-class Env:
-    server: RunningApiServer
-    kube: k.Kube
+class Env(Cluster):
     apps: KubernetesApps
     argocd: FakeArgoCDController
-    work: Path
 
     async def promote(self, name: str, *, annotations: dict[str, str] | None = None) -> None:
         promotion = objects.promotion(
@@ -71,9 +72,9 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_apiserver(namespaces=[NS, "argocd"]) as server:
-        kube = k.Kube(server.api_client())
-        await seed(kube, [ROOT / "examples" / "kargo-demo" / "project.yaml"])
+    project = ROOT / "examples" / "kargo-demo" / "project.yaml"
+    async with running_cluster(tmp_path, [NS, "argocd"], seed_from=[project]) as c:
+        server, kube = c.server, c.kube
         template = {"spec": {"vars": [{"name": "revision", "value": "c0ffee1"}], "steps": STEPS}}
         await kube.create(
             k.STAGES,
@@ -85,7 +86,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         # The Promotion's desired commit is what the tracked branch points at (a git-push
         # earlier in a real template put it there).
         argocd.set_head("https://github.com/example/repo.git", "main", "c0ffee1")
-        yield Env(server, kube, apps, argocd, tmp_path / "work")
+        yield Env(server, kube, c.work, apps, argocd)
 
 
 async def test_sync_succeeds_and_the_application_event_wakes_the_promotion(env: Env) -> None:

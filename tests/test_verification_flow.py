@@ -18,9 +18,15 @@ import pytest
 from app.controller import kube as k
 from promoter.model import parse_time
 from tests.support import objects
-from tests.support.controller import running_controller, wait_for_object, wait_terminal
+from tests.support.controller import (
+    Cluster,
+    running_cluster,
+    running_controller,
+    wait_for_object,
+    wait_terminal,
+)
 from tests.support.fixtures import analysis_template
-from tests.support.kube import OUR_CRDS, RunningApiServer, running_apiserver
+from tests.support.kube import OUR_CRDS, running_apiserver
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
 
 NS = "flow"
@@ -58,11 +64,8 @@ def freight(name: str) -> dict[str, Any]:
 
 
 @dataclass
-class Env:
-    server: RunningApiServer
-    kube: k.Kube
+class Env(Cluster):
     rollouts: FakeRolloutsController
-    work: Path
 
     async def verified_in(self, freight_name: str, stage_name: str) -> dict[str, Any]:
         return await wait_for_object(
@@ -86,11 +89,10 @@ async def _template(kube: k.Kube) -> None:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_apiserver(namespaces=[NS]) as server:
-        kube = k.Kube(server.api_client())
-        await _template(kube)
-        rollouts = FakeRolloutsController(KubernetesAnalysisRuns(server.api_client()))
-        yield Env(server, kube, rollouts, tmp_path / "work")
+    async with running_cluster(tmp_path, [NS]) as c:
+        await _template(c.kube)
+        rollouts = FakeRolloutsController(KubernetesAnalysisRuns(c.server.api_client()))
+        yield Env(c.server, c.kube, c.work, rollouts)
 
 
 async def test_freight_flows_dev_staging_prod_gated_by_analysis(env: Env) -> None:
