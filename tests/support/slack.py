@@ -36,6 +36,7 @@ from aiohttp.test_utils import TestServer
 from promoter.chatops import PromotionRef, Snapshot
 from promoter.errors import NotFound
 from promoter.model import GROUP, meta, name_of
+from tests.support import objects
 
 TOKEN = "xoxb-test-token"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -545,33 +546,20 @@ class MemoryPromotions:
     def add_stage(
         self, name: str, annotations: Mapping[str, str] | None = None, **spec: Any
     ) -> dict[str, Any]:
-        stage = {
-            "metadata": {
-                "name": name,
-                "namespace": self.namespace,
-                "annotations": dict(annotations or {}),
-            },
-            "spec": {
-                "requestedFreight": spec.pop(
-                    "requested",
-                    [{"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}],
-                ),
-                **spec,
-            },
-            "status": {},
-        }
+        requested = spec.pop("requested", None)
+        if requested is not None:
+            spec["requestedFreight"] = requested
+        stage = objects.stage(
+            name, namespace=self.namespace, annotations=annotations or {}, status={}, **spec
+        )
         self.stages.append(stage)
         return stage
 
     def add_freight(self, name: str, alias: str = "", **extra: Any) -> dict[str, Any]:
         freight = {
-            "metadata": {
-                "name": name,
-                "namespace": self.namespace,
-                "creationTimestamp": "2024-01-01T00:00:00Z",
-            },
-            "alias": alias,
-            "origin": {"kind": "Warehouse", "name": "w"},
+            **objects.freight(
+                name, namespace=self.namespace, alias=alias, created="2024-01-01T00:00:00Z"
+            ),
             **extra,
         }
         self.freight.append(freight)
