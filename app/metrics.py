@@ -169,6 +169,13 @@ class Metrics:
             ["source", "event", "outcome"],
             registry=self.registry,
         )
+        self.git_seconds = Histogram(
+            "longshoreman_git_command_duration_seconds",
+            "Time git subprocesses of the steps took, by git subcommand (clone, push...).",
+            ["command"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120),
+        )
         self.leader = Gauge(
             "longshoreman_leader",
             "1 while this replica holds the leader lease.",
@@ -203,6 +210,9 @@ class Metrics:
             self.webhook_processed.labels(source, event, outcome).inc()
         else:
             self.webhook_deliveries.labels(source, event, outcome).inc()
+
+    def git_call(self, command: str, seconds: float) -> None:
+        self.git_seconds.labels(command).observe(max(0.0, seconds))
 
     # ---- hooks the server wires --------------------------------------------------------------
 

@@ -33,8 +33,10 @@ from app.settings import Settings
 from app.ui.pages import setup_pages
 from handlers.git_credentials import GitHubRegistryCredentials
 from handlers.webhook import setup_github
+from promoter.clock import SYSTEM, Clock
 from promoter.steps.base import GitCredentials, GitSettings, HttpSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
+from promoter.telemetry import NO_TELEMETRY, Telemetry
 from slack.app import setup_slack
 
 log = logging.getLogger("longshoreman")
@@ -47,6 +49,7 @@ class ServerState:
     settings: Settings
     metrics: Metrics = field(default_factory=Metrics)
     registry: StepRegistry | None = None
+    clock: Clock = SYSTEM
     kube: k.Kube | None = None
     controller: Controller | None = None
     warehouses: WarehouseController | None = None
@@ -109,19 +112,25 @@ def create_app(
     *,
     registry: StepRegistry | None = None,
     extra_services: Mapping[str, Any] | None = None,
+    clock: Clock = SYSTEM,
 ) -> web.Application:
-    """The aiohttp application: endpoints plus the reconciler's lifecycle."""
+    """The aiohttp application: endpoints plus the reconciler's lifecycle.
+
+    ``clock`` is where every part of it reads the time (tests pass a fake).
+    """
     # GitHub's payloads can be large (a push with many commits); its handler reads the body
     # itself with GitHub's own cap.
     app = web.Application(client_max_size=30 * 1024 * 1024)
-    state = ServerState(settings=settings, registry=registry)
+    state = ServerState(settings=settings, registry=registry, clock=clock)
     app[SERVER] = state
     # Whatever logs this process writes, these values never appear in them (app.logs).
     REDACTOR.add_static(settings.secrets())
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
-    pages = setup_pages(app, settings.ui, lambda: state.controller, secrets=settings.secrets())
+    pages = setup_pages(
+        app, settings.ui, lambda: state.controller, secrets=settings.secrets(), clock=clock
+    )
     state.listeners.append(pages.on_promotion)
     extra = dict(extra_services or {})
     # Registry webhooks: mounted now, answered 503 until the Warehouse informer exists.
@@ -142,6 +151,7 @@ def create_app(
             telemetry=state.metrics,
             # Installation tokens join the log redactor as GitHub issues them.
             on_token=REDACTOR.add,
+            clock=clock,
         )
         extra.setdefault("github", github.pull_requests)
         state.git_credentials = github.git_credentials
@@ -149,7 +159,9 @@ def create_app(
         state.listeners.append(github.on_promotion)
         state.stage_listeners.append(github.on_stage)
     if settings.slack is not None:
-        slack_app = setup_slack(app, settings.slack, state.service, telemetry=state.metrics)
+        slack_app = setup_slack(
+            app, settings.slack, state.service, telemetry=state.metrics, clock=clock
+        )
         state.listeners.append(slack_app.on_promotion)
         state.freight_listeners.append(slack_app.on_freight)
     return app
@@ -160,6 +172,7 @@ def _services(
     kube: k.Kube,
     extra: Mapping[str, Any],
     credentials: GitCredentials | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> StepServices:
     env = {"GIT_CONFIG_GLOBAL": str(settings.git_config)} if settings.git_config else {}
     return StepServices(
@@ -175,6 +188,7 @@ def _services(
             max_download_bytes=settings.http_max_download_bytes,
         ),
         extra=dict(extra),
+        telemetry=telemetry,
     )
 
 
@@ -210,7 +224,7 @@ async def _start(
     controller = Controller(
         kube,
         registry=state.registry or builtin_registry(),
-        services=_services(settings, kube, extra, state.git_credentials),
+        services=_services(settings, kube, extra, state.git_credentials, state.metrics),
         work_dir=settings.work_dir,
         namespace=settings.watch_namespace,
         max_concurrent=settings.max_concurrent_reconciles,
@@ -219,6 +233,7 @@ async def _start(
         health_interval=settings.health_check_interval,
         on_promotion_finished=state.metrics.on_promotion_finished,
         on_reconcile=state.metrics.on_reconcile,
+        clock=state.clock,
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller
@@ -269,6 +284,7 @@ async def _start(
             lease_duration=settings.lease_duration,
             renew_deadline=settings.renew_deadline,
             retry_period=settings.retry_period,
+            clock=state.clock,
         )
         state.elector = elector
 

@@ -3,7 +3,8 @@
 Builds a local bare repository with ~200 files, maps ``https://github.com/example/repo.git`` to it
 with ``url.<local>.insteadOf`` (as tests and operators do), and runs the steps N times, each in a
 fresh work directory like a new Promotion. Reports the median wall time of each step and of the
-whole sequence, and how much of it was spent inside git subprocesses (``promoter.steps.git.STATS``).
+whole sequence, and how much of it was spent inside git subprocesses (what the steps report
+through ``Telemetry.git_call``).
 
     .venv/bin/python bench/bench_git.py [--runs 20] [--files 200]
 """
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from promoter.steps import git as git_steps
 from tests.support.gitrepo import git_env, make_remote
 from tests.support.steps import make_context
+from tests.support.telemetry import RecordingTelemetry
 
 REPO = "https://github.com/example/repo.git"
 STEP_NAMES = ("git-clone", "edit", "git-commit", "git-push")
@@ -43,9 +45,15 @@ def _files(count: int) -> dict[str, str | bytes | None]:
 
 
 async def _one_run(root: Path, env: dict[str, str], run: int) -> dict[str, float]:
-    ctx = make_context(root, git_env=env, promotion=f"test.run{run:03d}", work_dir=root / f"w{run}")
+    telemetry = RecordingTelemetry()
+    ctx = make_context(
+        root,
+        git_env=env,
+        promotion=f"test.run{run:03d}",
+        work_dir=root / f"w{run}",
+        telemetry=telemetry,
+    )
     timings: dict[str, float] = {}
-    git_steps.STATS.reset()
 
     started = time.perf_counter()
     await git_steps.STEPS["git-clone"].run(
@@ -71,8 +79,8 @@ async def _one_run(root: Path, env: dict[str, str], run: int) -> dict[str, float
     timings["git-push"] = time.perf_counter() - mark
 
     timings["total"] = time.perf_counter() - started
-    timings["in_git"] = git_steps.STATS.seconds
-    timings["git_calls"] = git_steps.STATS.calls
+    timings["in_git"] = telemetry.git_seconds
+    timings["git_calls"] = telemetry.git_calls.total()
     return timings
 
 

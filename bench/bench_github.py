@@ -61,6 +61,7 @@ from tests.support.github import (
 from tests.support.gitrepo import RemoteRepo, make_remote
 from tests.support.kube import running_apiserver
 from tests.support.steps import make_context
+from tests.support.telemetry import RecordingTelemetry
 
 SECRET = "bench-secret"
 NS = "bench"
@@ -153,7 +154,10 @@ async def bench_ack(seconds: float, rate: float, tmp: Path) -> None:
         fake.set_permission("Codertocat/Hello-World", "Codertocat", "write")
         issue = fake.add_issue("Codertocat/Hello-World")
         app = web.Application()
-        integration = setup_github(app, fake.settings(SECRET), FakePromotions())
+        telemetry = RecordingTelemetry()
+        integration = setup_github(
+            app, fake.settings(SECRET), FakePromotions(), telemetry=telemetry
+        )
         pr_closed = fixture("pull_request.closed.with-organization")
         comment = fixture("issue_comment.created.with-installation")
         comment["issue"]["number"] = issue
@@ -180,7 +184,7 @@ async def bench_ack(seconds: float, rate: float, tmp: Path) -> None:
                 )
             await asyncio.wait_for(integration.queue.join(), 60)
         latencies = result["latencies"]
-        handled = Counter(integration.handled)
+        handled = Counter(telemetry.handled())
         twice = [d for d, n in handled.items() if n > 1]
         lost = [d for d in result["accepted"] if d not in handled]
         total, elapsed = result["total"], result["elapsed"]
@@ -192,7 +196,7 @@ async def bench_ack(seconds: float, rate: float, tmp: Path) -> None:
         print(
             f"     answers {dict(sorted(result['statuses'].items()))}; handled {len(handled)}, "
             f"lost {len(lost)}, handled twice {len(twice)}, failed handlers "
-            f"{integration.failed_handlers}"
+            f"{telemetry.failed()}"
         )
 
 
@@ -247,6 +251,7 @@ async def bench_wake(promotions: int, tmp: Path, shared_freight: bool = False) -
                 },
             )
         services = StepServices(extra={"github": GitHubPullRequests(client)})
+        counted = RecordingTelemetry()
         controller = await stack.enter_async_context(
             running_controller(
                 server,
@@ -256,6 +261,7 @@ async def bench_wake(promotions: int, tmp: Path, shared_freight: bool = False) -
                 # The test harness's 0.2 s health sweep would reconcile every Stage 5 times a
                 # second; the server's default is 30 s.
                 health_interval=30.0,
+                on_reconcile=counted.on_reconcile,
             )
         )
         waiting: dict[str, asyncio.Event] = {}
@@ -282,7 +288,7 @@ async def bench_wake(promotions: int, tmp: Path, shared_freight: bool = False) -
                 await service.promote(NS, f"s{i}", freight_name(i, shared_freight), actor="bench")
             await asyncio.wait_for(asyncio.gather(*(e.wait() for e in waiting.values())), 60)
             await asyncio.sleep(0.5)  # let the start-up reconciles settle
-            reconciles = controller.reconciles
+            reconciles = counted.reconciles
             for i in range(promotions):
                 await fake.merge("example/gitops", i + 1)
                 headers, body = webhook_request(
@@ -297,7 +303,7 @@ async def bench_wake(promotions: int, tmp: Path, shared_freight: bool = False) -
                     await asyncio.sleep(0.001)
                 latencies.append(finished.get(f"s{i}", float("inf")) - sent)
             await asyncio.sleep(0.5)  # the last Promotion's verification and Stage write
-            reconciles = controller.reconciles - reconciles
+            reconciles = counted.reconciles - reconciles
         label = "one shared Freight" if shared_freight else "a Freight per Promotion"
         p99 = pct(latencies, 0.99)
         print(
@@ -312,7 +318,8 @@ async def bench_wake(promotions: int, tmp: Path, shared_freight: bool = False) -
 
 
 async def api_cost(fake: FakeGitHub, git: RemoteRepo, tmp: Path, etag: bool, polls: int) -> str:
-    client = GitHubClient(fake.settings(SECRET), etag_cache=etag)
+    telemetry = RecordingTelemetry()
+    client = GitHubClient(fake.settings(SECRET), etag_cache=etag, telemetry=telemetry)
     await client.start()
     try:
         port = GitHubPullRequests(client)
@@ -321,7 +328,7 @@ async def api_cost(fake: FakeGitHub, git: RemoteRepo, tmp: Path, etag: bool, pol
         ctx = make_context(tmp, extra_services={"github": port})
         await client.installation_for("example/gitops")  # warm: shared by every Promotion
         await client.token(1)
-        client.stats.reset()
+        telemetry.reset()
         opened = await GITHUB_STEPS["git-open-pr"].run(
             ctx, {"repoURL": GITOPS_URL, "sourceBranch": branch, "targetBranch": "main"}
         )
@@ -332,10 +339,11 @@ async def api_cost(fake: FakeGitHub, git: RemoteRepo, tmp: Path, etag: bool, pol
         await fake.merge("example/gitops", number)
         done = await GITHUB_STEPS["git-wait-for-pr"].run(ctx, wait)
         assert done.output.get("commit"), done
-        stats = client.stats
+        # A 304 to a conditional request does not count against the rate limit.
+        requests, not_modified = telemetry.requests("github"), telemetry.answered("github", "304")
         return (
-            f"{'with' if etag else 'without'} ETag cache: {stats.requests} requests, "
-            f"{stats.billed} billed ({stats.not_modified} answered 304)"
+            f"{'with' if etag else 'without'} ETag cache: {requests} requests, "
+            f"{requests - not_modified} billed ({not_modified} answered 304)"
         )
     finally:
         await client.close()

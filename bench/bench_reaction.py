@@ -56,6 +56,7 @@ from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.kube import running_apiserver
+from tests.support.telemetry import RecordingTelemetry
 
 NS = "bench"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -196,6 +197,7 @@ async def main(runs: int, real: bool) -> dict[str, Any]:
             controller_client = StampingApiClient(
                 server.configuration(), sent, "status write", r"/promotions/[^/]+/status$"
             )
+            counted = RecordingTelemetry()
             controller = TimedController(
                 k.Kube(controller_client, on_request=count),
                 registry=builtin_registry(),
@@ -203,6 +205,7 @@ async def main(runs: int, real: bool) -> dict[str, Any]:
                 work_dir=Path(work),
                 min_requeue=3600.0,
                 health_interval=3600.0,
+                on_reconcile=counted.on_reconcile,
             )
             tasks = [
                 asyncio.create_task(controller.run_informers()),
@@ -245,9 +248,9 @@ async def main(runs: int, real: bool) -> dict[str, Any]:
                     # The status write's own watch event causes one more (no-op) reconcile;
                     # start the clock only once the controller is idle again.
                     for _ in range(100):  # polled: the work queue has no "idle" event
-                        before = controller.reconciles
+                        before = counted.reconciles
                         await asyncio.sleep(0.02)
-                        if controller.reconciles == before and not controller.queue.active:
+                        if counted.reconciles == before and not controller.queue.active:
                             break
                     controller.app_event_at = controller.reconcile_at = None
                     sent.clear()

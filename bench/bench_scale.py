@@ -59,6 +59,7 @@ from bench.realserver import cpu_readers, cpu_seconds, machine_cpu_seconds, real
 from promoter.model import TaskRef, TaskSpec
 from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry
+from tests.support.telemetry import RecordingTelemetry
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = "scale"
@@ -230,6 +231,7 @@ async def run(
 
     kube = k.Kube(connect(), on_request=count)
     with tempfile.TemporaryDirectory() as work:
+        counted = RecordingTelemetry()
         controller = Controller(
             kube,
             registry=builtin_registry(),
@@ -239,6 +241,7 @@ async def run(
             min_requeue=0.0,
             health_interval=3600.0,
             on_promotion_finished=on_finished,
+            on_reconcile=counted.on_reconcile,
         )
         profiler = cProfile.Profile() if args.profile else None
         started = time.perf_counter()
@@ -280,7 +283,7 @@ async def run(
         "requests": requests,
         "refused": refused,
         "created": created,
-        "reconciles": controller.reconciles,
+        "reconciles": counted.reconciles,
         "cpu": cpu,
         "server_cpu": servers_used,
         "others_cpu": machine - cpu - sum(servers_used.values()),

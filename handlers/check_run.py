@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from gidgethub import routing, sansio
@@ -92,7 +91,7 @@ class _Pressed:
         def may_act(stage: Mapping[str, Any] | None) -> Decision:
             return github_may_act(stage or {}, self.user, permission, teams)
 
-        decision = plan(command, Facts(self.snapshot, may_act, now=datetime.now(UTC)))
+        decision = plan(command, Facts(self.snapshot, may_act, now=self.deps.clock.now()))
         actor = self.deps.actor(self.user)
         if isinstance(decision, Refusal):
             await self.tell(f"refused: {checks.quiet(decision.reason)}. Nothing was changed.")

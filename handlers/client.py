@@ -35,6 +35,7 @@ import gidgethub.apps
 from cachetools import LRUCache, TLRUCache, TTLCache
 
 from handlers.settings import GitHubSettings
+from promoter.clock import SYSTEM, Clock
 from promoter.errors import StepError
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
@@ -74,34 +75,6 @@ class RateLimited(Exception):
 
 class GitHubUnreachable(Exception):
     """The connection to the API failed after the bounded retries."""
-
-
-@dataclass
-class RequestStats:
-    """Counts of requests sent (read by tests and bench/bench_github.py)."""
-
-    requests: int = 0
-    not_modified: int = 0
-    by_status: dict[int, int] = field(default_factory=dict)
-    by_route: dict[str, int] = field(default_factory=dict)
-
-    def record(self, method: str, url: str, status: int) -> None:
-        self.requests += 1
-        if status == 304:
-            self.not_modified += 1
-        self.by_status[status] = self.by_status.get(status, 0) + 1
-        route = f"{method} {url.split('?', 1)[0]}"
-        self.by_route[route] = self.by_route.get(route, 0) + 1
-
-    @property
-    def billed(self) -> int:
-        """Requests that count against the rate limit (a 304 to a conditional request does not)."""
-        return self.requests - self.not_modified
-
-    def reset(self) -> None:
-        self.requests = self.not_modified = 0
-        self.by_status.clear()
-        self.by_route.clear()
 
 
 # ---- pure decisions --------------------------------------------------------------------------
@@ -152,7 +125,7 @@ def _jitter(delay: float) -> float:
     return delay * random.uniform(0.8, 1.0) if delay > 0 else 0.0
 
 
-def step_error(exc: BaseException, what: str) -> StepError:
+def step_error(exc: BaseException, what: str, *, clock: Clock = SYSTEM) -> StepError:
     """Translate a failure talking to GitHub into the engine's error kinds.
 
     Rate limits, 5xx and connection failures are temporary (``retry_after`` set); 401/403/404 and
@@ -169,7 +142,9 @@ def step_error(exc: BaseException, what: str) -> StepError:
     if isinstance(exc, gidgethub.HTTPException):
         code = int(exc.status_code)
         if code in (403, 429):
-            delay = retry_delay(code, exc.headers, str(exc), 1, RetryPolicy(), time.time())
+            delay = retry_delay(
+                code, exc.headers, str(exc), 1, RetryPolicy(), clock.now().timestamp()
+            )
             if delay is not None:
                 return StepError(f"{what}: rate limited by GitHub ({exc})", retry_after=delay)
         hint = {
@@ -206,7 +181,6 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         *,
         policy: RetryPolicy,
         limit: _Limit,
-        stats: RequestStats,
         clock: Callable[[], float],
         telemetry: Telemetry = NO_TELEMETRY,
         **kwargs: Any,
@@ -214,7 +188,6 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
         super().__init__(session, REQUESTER, **kwargs)
         self._policy = policy
         self._limit = limit
-        self._stats = stats
         self._clock = clock
         self._telemetry = telemetry
 
@@ -233,7 +206,6 @@ class GitHubAPI(gidgethub.aiohttp.GitHubAPI):
                     raise GitHubUnreachable(f"{method} {_path(url)}: {type(e).__name__}") from None
                 await self.sleep(_jitter(delay))
                 continue
-            self._stats.record(method, _path(url), status)
             self._telemetry.api_call("github", method, str(status))
             remaining = _header(response_headers, "x-ratelimit-remaining")
             if remaining is not None:
@@ -329,7 +301,6 @@ class GitHubClient:
             raise ValueError("the GitHub App is not configured (GITHUB_APP_ID)")
         self.settings = settings
         self.policy = policy or RetryPolicy()
-        self.stats = RequestStats()
         self.etag_cache = etag_cache
         self._clock = clock
         self.telemetry = telemetry
@@ -375,7 +346,6 @@ class GitHubClient:
             self.session,
             policy=self.policy,
             limit=self._limits.setdefault(installation, _Limit()),
-            stats=self.stats,
             clock=self._clock,
             telemetry=self.telemetry,
             base_url=self.settings.api_url,

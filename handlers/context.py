@@ -24,6 +24,7 @@ from promoter.chatops import (
     github_may_act,
     listed,
 )
+from promoter.clock import SYSTEM, Clock
 from promoter.model import meta
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ class Deps:
     permissions: Permissions
     # Forget what is remembered of one of our GitHub Deployments (handlers.environments).
     forget_deployment: Callable[[int], None] = field(default=lambda _id: None)
+    clock: Clock = SYSTEM
 
     async def gh(self, data: Mapping[str, Any]) -> GitHubAPI:
         """A client for the installation the event came from (looked up when not named)."""

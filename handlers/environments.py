@@ -74,7 +74,6 @@ class Environments:
         self._denied: TTLCache[str, str] = TTLCache(maxsize=4096, ttl=DENIED_TTL)
         self._told: set[str] = set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self.synced = 0
 
     def forget(self, deployment: int) -> None:
         """Someone else wrote a status on this Deployment: read it from GitHub next time."""
@@ -134,8 +133,7 @@ class Environments:
             json.dumps([status, targets, env.name], sort_keys=True).encode()
         ).hexdigest()
         if view.terminal and record.get("shown") == digest:
-            self.synced += 1  # a replay: GitHub shows all of it already
-            return
+            return  # a replay: GitHub shows all of it already
         ids: dict[str, int] = {
             str(k): int(v) for k, v in (record.get("ids") or {}).items() if str(v).isdigit()
         }
@@ -189,7 +187,6 @@ class Environments:
                 )
             except LongshoremanError as e:  # gone, or the cluster refused: recorded next time
                 log.info("recording the GitHub Deployments of %s failed: %s", key, e)
-        self.synced += 1
 
     def _deny(self, repo: str, environment: str, e: gidgethub.BadRequest) -> str:
         warning = (

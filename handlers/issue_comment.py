@@ -18,7 +18,6 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 from gidgethub import routing, sansio
@@ -177,7 +176,7 @@ class CommandSession:
         def may_act(stage: Mapping[str, Any] | None) -> Decision:
             return github_may_act(stage or {}, self.user, permission, teams)
 
-        return Facts(snapshot, may_act, now=datetime.now(UTC), pr_freight=pr_freight)
+        return Facts(snapshot, may_act, now=self.deps.clock.now(), pr_freight=pr_freight)
 
     async def _pr_freight(self, snapshot: Snapshot, command: Command) -> str | Refusal:
         """The Freight whose commits include this PR's merge commit, or why there is none."""

@@ -104,8 +104,6 @@ class Progress:
         self._not_installed: TTLCache[str, bool] = TTLCache(maxsize=4096, ttl=600)
         self._latest_stages: dict[str, dict[str, Any]] = {}
         self._verify_ids: LRUCache[tuple[str, str], int] = LRUCache(maxsize=50_000)
-        self.synced = 0
-        self.verifications_synced = 0
         # GitHub Deployments, for Stages that opt in (handlers/environments.py).
         self.environments = Environments(deps, self._api_for)
 
@@ -195,7 +193,6 @@ class Progress:
         if shown is not None and shown == ann.first(promotion, (ann.GITHUB_SHOWN,)):
             # Finished, and GitHub shows exactly this already (a replay after a restart or a
             # change of leader): writing it again would cost requests in proportion to history.
-            self.synced += 1
             return
         done = True
         try:
@@ -218,7 +215,6 @@ class Progress:
                 )
             except LongshoremanError as e:  # gone, or the cluster refused: shown again later
                 log.info("recording what %s shows failed: %s", checks.external_id(promotion), e)
-        self.synced += 1
 
     async def _sync_environment(
         self,
@@ -405,7 +401,6 @@ class Progress:
                 await api.patch(f"/repos/{repo}/check-runs/{run_id}", data=fields)
             self._verify_ids[(external, target)] = run_id
             self._sent[(external, target)] = digest
-        self.verifications_synced += 1
 
     async def _analysis_run(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
         ref = entry.get("analysisRun") or {}

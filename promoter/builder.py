@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Protocol
 
 from promoter.errors import InvalidInput
@@ -194,8 +195,10 @@ def build_promotion(
     actor: str,
     extra_vars: Sequence[Var] = (),
     name: str | None = None,
+    now: datetime | None = None,
 ) -> Promotion:
-    """A new Pending Promotion of ``freight`` into ``stage`` with its steps inflated."""
+    """A new Pending Promotion of ``freight`` into ``stage`` with its steps inflated; its
+    generated name's ULID carries ``now`` (the system's time when not given)."""
     if not stage.steps:
         raise InvalidInput(
             f"Stage {stage.name!r} has no spec.promotionTemplate.spec.steps: nothing to run"
@@ -211,7 +214,12 @@ def build_promotion(
     )
     check_expressions(steps, vars_)
     return Promotion(
-        name=name or promotion_name(stage.name, freight_name),
+        name=name
+        or promotion_name(
+            stage.name,
+            freight_name,
+            new_ulid(int(now.timestamp() * 1000)) if now is not None else None,
+        ),
         namespace=stage.namespace,
         stage=stage.name,
         freight=freight_name,

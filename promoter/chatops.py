@@ -586,7 +586,12 @@ class Snapshot:
 
 
 class PromotionService(Protocol):
-    """What chat front ends may do to the cluster. The app layer implements it over Kubernetes."""
+    """What chat front ends may do to the cluster. The app layer implements it over Kubernetes.
+
+    Its methods fail with :mod:`promoter.errors`' kinds only: ``NotFound`` (no such Stage,
+    Freight or Promotion), ``Refused`` (not available, or the cluster said no),
+    ``TemporaryError`` (still starting, the cluster did not answer: try again).
+    """
 
     async def snapshot(self, namespace: str) -> Snapshot: ...
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -364,8 +364,6 @@ class Runtime:
     freights: Sequence[Mapping[str, Any]] = ()
     extra_functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now().astimezone())
-    # Called after each step with the Promotion so far (persist it: any replica may continue).
-    checkpoint: Callable[[Promotion], Awaitable[None]] | None = None
     # Called with (promotion, step index) whenever a step starts or finishes, for progress output.
     observer: Callable[[Promotion, int], None] | None = None
     # When to enter a Running step again if it names no time and no event wakes it (seconds).
@@ -868,15 +866,10 @@ def _render_config(
 async def _checkpoint(work: _Work, runtime: Runtime, index: int | None) -> None:
     if runtime.observer and index is not None:
         runtime.observer(work.snapshot(), index)
-    if runtime.checkpoint:
-        await runtime.checkpoint(work.snapshot())
 
 
 async def _done(work: _Work, runtime: Runtime) -> Outcome:
-    promotion = work.snapshot()
-    if runtime.checkpoint:
-        await runtime.checkpoint(promotion)
-    return Outcome(promotion, None)
+    return Outcome(work.snapshot(), None)
 
 
 async def _finish_errored(

@@ -1,7 +1,18 @@
-"""Kinds of errors the engine understands.
+"""Kinds of errors the engine and the front ends understand.
 
 Adapters translate library exceptions (HTTP, git, Kubernetes) into these, so the engine never sees
-an HTTP exception and can decide purely: retry later, give up, or refuse.
+an HTTP exception and a caller can tell what to do from the kind alone:
+
+- :class:`TemporaryError`: trouble that passes (still starting, the cluster did not answer);
+  try again, after ``retry_after`` seconds when it is known.
+- :class:`PermanentError`: trying again cannot help until the user changes something. Its kinds:
+  :class:`InvalidInput` (a manifest, var or flag is wrong: names the file and field),
+  :class:`NotFound` (a named object does not exist) and :class:`Refused` (policy said no: the
+  Freight is not available to the Stage; the cluster's validation, admission or RBAC).
+
+The message of each is written for the user who asked: it names the problem, never a secret.
+Steps have their own pair (:class:`StepError` and :class:`ConfigRefused`), which the engine turns
+into a step's status.
 """
 
 from __future__ import annotations
@@ -11,7 +22,28 @@ class LongshoremanError(Exception):
     """Base class of our own errors."""
 
 
-class InvalidInput(LongshoremanError):
+class TemporaryError(LongshoremanError):
+    """Trouble that may pass: try again, after ``retry_after`` seconds when that is known."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(LongshoremanError):
+    """Trying again cannot help: the user must change something (see the subclasses)."""
+
+
+class NotFound(PermanentError):
+    """A named object (a Stage, a Freight, a Promotion) does not exist."""
+
+
+class Refused(PermanentError):
+    """Policy said no: the Freight is not available to the Stage, or the cluster refused the
+    object (validation, admission, RBAC). Nothing was changed."""
+
+
+class InvalidInput(PermanentError):
     """User input (a manifest, a var, a flag) is wrong. Names the file and field where it can."""
 
     def __init__(self, message: str, *, source: str | None = None, field: str | None = None):
@@ -64,7 +96,3 @@ class ConfigRefused(StepError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, terminal=True)
-
-
-class PolicyRefused(LongshoremanError):
-    """An action was refused by policy (authorization, a Stage's rules)."""

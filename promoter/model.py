@@ -48,10 +48,6 @@ class Phase(enum.StrEnum):
         return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.ERRORED, Phase.ABORTED)
 
 
-def now_utc() -> datetime:
-    return datetime.now(UTC)
-
-
 def format_time(t: datetime | None) -> str | None:
     """RFC 3339 in UTC with a Z, as Kubernetes writes metav1.Time (second precision)."""
     if t is None:
@@ -287,20 +283,6 @@ def parse_steps(raw: Any, where: str) -> tuple[StepSpec, ...]:
     if not isinstance(raw, list):
         raise InvalidInput("must be a list of steps", field=where)
     return tuple(parse_step(s, f"{where}[{i}]") for i, s in enumerate(raw))
-
-
-@dataclass(frozen=True)
-class ObjectRef:
-    """Where an object came from, for messages ("stages.yaml: Stage kargo-demo/test")."""
-
-    kind: str
-    namespace: str | None
-    name: str
-    source: str | None = None
-
-    def describe(self) -> str:
-        ns = f"{self.namespace}/" if self.namespace else ""
-        return f"{self.kind} {ns}{self.name}"
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -74,7 +74,12 @@ class Telemetry(Protocol):
     def webhook_delivery(self, source: str, event: str, outcome: str) -> None:
         """One inbound delivery (``github``, ``slack``) and what the request path did with it
         (``accepted``, ``duplicate``, ``invalid_signature``, ``too_large``...); for accepted
-        deliveries, once more when processed (``handled`` or ``failed``)."""
+        deliveries, once more when processed (``handled`` or ``failed``), inside the delivery's
+        :func:`log_context` (a recording fake may read its ``delivery_id`` from there)."""
+
+    def git_call(self, command: str, seconds: float) -> None:
+        """One git subprocess (``command`` is git's subcommand: ``clone``, ``push``...) and how
+        long it ran."""
 
 
 class _NoTelemetry:
@@ -85,6 +90,9 @@ class _NoTelemetry:
         pass
 
     def webhook_delivery(self, source: str, event: str, outcome: str) -> None:
+        pass
+
+    def git_call(self, command: str, seconds: float) -> None:
         pass
 
 

@@ -17,10 +17,8 @@ import contextlib
 import json
 import logging
 import re
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -45,6 +43,7 @@ from promoter.chatops import (
     reason_of,
     stages_to_announce,
 )
+from promoter.clock import SYSTEM, Clock
 from promoter.commands import (
     AskConfirm,
     Cancelled,
@@ -58,7 +57,7 @@ from promoter.commands import (
     plan,
     stages_to_authorize,
 )
-from promoter.errors import InvalidInput
+from promoter.errors import PermanentError, TemporaryError
 from promoter.model import name_of
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 from slack import messages as m
@@ -157,7 +156,7 @@ class SlackIntegration:
         settings: SlackSettings,
         service: PromotionService,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.settings = settings
@@ -173,6 +172,7 @@ class SlackIntegration:
             verify_window=settings.verify_window,
             retry_delay=settings.retry_delay,
             promotion_url=settings.promotion_url,
+            clock=clock,
         )
         self._jobs: set[asyncio.Task[None]] = set()
         self._confirmed: dict[str, float] = {}  # nonce -> expiry: one Promotion per Confirm
@@ -226,7 +226,7 @@ class SlackIntegration:
         self.api = SlackApi.create(
             self.settings.bot_token, self.settings.api_url, telemetry=self.telemetry
         )
-        self.groups = UserGroups(self.api, ttl=self.settings.usergroup_ttl)
+        self.groups = UserGroups(self.api, ttl=self.settings.usergroup_ttl, clock=self.clock)
         self.live.start(self.api)
         self._spawn(self._check_token())
 
@@ -252,12 +252,6 @@ class SlackIntegration:
             await asyncio.gather(*self._jobs, return_exceptions=True)
             await self.live.idle()
 
-    def use_service(self, service: PromotionService) -> None:
-        """Act through ``service`` from now on (the cluster port exists only once the server has
-        started its controller, after the routes were mounted)."""
-        self.service = service
-        self.live.service = service
-
     def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         """For ``controller.listeners``: a Promotion changed."""
         self.live.on_promotion(obj, old)
@@ -278,7 +272,7 @@ class SlackIntegration:
         freight = next((f for f in snapshot.freight if name_of(f) == freight_name), None)
         if freight is None or self.api is None:
             return
-        now = datetime.fromtimestamp(self.clock(), UTC)
+        now = self.clock.now()
         told = []
         for stage in stages_to_announce(freight, snapshot.stages, snapshot.freight, now):
             key = (freight_name, name_of(stage))
@@ -426,7 +420,7 @@ class SlackIntegration:
         facts = Facts(
             snapshot,
             authorizer(who.user, groups, defaults),
-            now=datetime.fromtimestamp(self.clock(), UTC),
+            now=self.clock.now(),
             confirm=needs_confirmation,
         )
         return plan(command, facts)
@@ -450,8 +444,12 @@ class SlackIntegration:
                 ),
                 replace=command.confirmed,
             )
-        except InvalidInput as e:
+        except PermanentError as e:  # not found, refused, invalid: the user must change it
             await self._tell(who, m.refused(str(e)), replace=command.confirmed)
+        except TemporaryError as e:
+            await self._tell(
+                who, m.say(f":warning: {e}. Nothing was changed."), replace=command.confirmed
+            )
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -478,7 +476,7 @@ class SlackIntegration:
                 decision.stage,
                 decision.freight,
                 who.user,
-                self.clock(),
+                self.clock.now().timestamp(),
                 self.settings.confirm_ttl,
                 label=decision.label.short,
             )
@@ -522,7 +520,7 @@ class SlackIntegration:
         except ValueError:
             await self._tell(who, m.refused("that button is not one of mine"))
             return
-        now = self.clock()
+        now = self.clock.now().timestamp()
         if pending.namespace != self.settings.namespace:
             await self._tell(who, m.refused("that confirmation is for another project"))
             return
@@ -562,7 +560,11 @@ class SlackIntegration:
         except Exception as e:
             self._confirmed.pop(pending.nonce, None)
             log.exception("confirmed promotion failed", extra={"user": who.user})
-            reason = str(e) if isinstance(e, InvalidInput | SlackError) else type(e).__name__
+            reason = (
+                str(e)
+                if isinstance(e, PermanentError | TemporaryError | SlackError)
+                else type(e).__name__
+            )
             await self._tell(who, m.say(f":warning: Promotion failed: {reason}"), replace=True)
 
     async def _tell(self, who: Requester, message: Message, *, replace: bool = False) -> None:
@@ -588,7 +590,7 @@ def setup_slack(
     settings: SlackSettings,
     service: PromotionService,
     *,
-    clock: Callable[[], float] = time.time,
+    clock: Clock = SYSTEM,
     telemetry: Telemetry = NO_TELEMETRY,
 ) -> SlackIntegration:
     """Mount Slack on ``app`` (``POST /slack/events``); start and stop it with the app.

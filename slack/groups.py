@@ -7,16 +7,14 @@ per group per TTL; concurrent commands share one lookup.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
+from promoter.clock import SYSTEM, Clock
 from slack.api import SlackApi
 
 
 class UserGroups:
-    def __init__(
-        self, api: SlackApi, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, api: SlackApi, ttl: float = 60.0, clock: Clock = SYSTEM) -> None:
         self.api = api
         self.ttl = ttl
         self.clock = clock
@@ -26,7 +24,7 @@ class UserGroups:
     async def members(self, group: str) -> frozenset[str]:
         """Raises slack.api.SlackError when Slack cannot tell us."""
         cached = self._members.get(group)
-        if cached is not None and self.clock() - cached[0] < self.ttl:
+        if cached is not None and self.clock.monotonic() - cached[0] < self.ttl:
             return cached[1]
         inflight = self._inflight.get(group)
         if inflight is not None:
@@ -44,7 +42,7 @@ class UserGroups:
             raise
         finally:
             self._inflight.pop(group, None)
-        self._members[group] = (self.clock(), members)
+        self._members[group] = (self.clock.monotonic(), members)
         future.set_result(members)
         return members
 

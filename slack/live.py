@@ -26,9 +26,8 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -37,7 +36,8 @@ from cachetools import LRUCache
 
 from promoter import annotations as ann
 from promoter.chatops import PromotionService
-from promoter.errors import InvalidInput
+from promoter.clock import SYSTEM, Clock
+from promoter.errors import NotFound
 from promoter.model import meta, name_of, namespace_of
 from promoter.stages import phase_of
 from promoter.views import Verification, promotion_view
@@ -115,10 +115,10 @@ class LiveMessages:
         verify_window: float = 1800.0,
         retry_delay: float = 1.0,
         promotion_url: str | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.service = service
-        self.clock = clock  # wall clock, compared with Slack's message timestamps
+        self.clock = clock  # its wall time is compared with Slack's message timestamps
         # {namespace}/{promotion} template of the Promotion's status page (None: no link).
         self.promotion_url = promotion_url
         self.update_interval = update_interval
@@ -219,7 +219,6 @@ class LiveMessages:
     # ---- the follower -------------------------------------------------------------------------
 
     async def _follow(self, key: Key) -> None:
-        loop = asyncio.get_running_loop()
         last: dict[str, Any] | None = None
         watch_until: float | None = None
         failures = 0
@@ -230,7 +229,7 @@ class LiveMessages:
                 if obj is None:
                     if last is None or watch_until is None:
                         return  # up to date; the next change starts a new follower
-                    if loop.time() >= watch_until:
+                    if self.clock.monotonic() >= watch_until:
                         log.info(
                             "gave up waiting for a verification result", extra={"promotion": key[1]}
                         )
@@ -243,7 +242,9 @@ class LiveMessages:
                     obj = self._pending.pop(key, None)
                     if obj is None:
                         obj, stale = last, True
-                delay = max(self._next_send.get(key, 0.0), self._blocked_until) - loop.time()
+                delay = (
+                    max(self._next_send.get(key, 0.0), self._blocked_until) - self.clock.monotonic()
+                )
                 if delay > 0:
                     await asyncio.sleep(delay)
                     newer = self._pending.pop(key, None)  # the newest, coalesced
@@ -267,9 +268,11 @@ class LiveMessages:
                     wait = backoff(e, failures, self.retry_delay)
                     if isinstance(e, RateLimited):
                         # Rate limits are per workspace and method: every follower waits.
-                        self._blocked_until = max(self._blocked_until, loop.time() + wait)
+                        self._blocked_until = max(
+                            self._blocked_until, self.clock.monotonic() + wait
+                        )
                     else:
-                        self._next_send[key] = loop.time() + wait
+                        self._next_send[key] = self.clock.monotonic() + wait
                     log.info(
                         "Slack unavailable for a Promotion message, retrying in %.1fs: %s",
                         wait,
@@ -288,7 +291,9 @@ class LiveMessages:
                     )
                     if failures >= MAX_ATTEMPTS:
                         return
-                    self._next_send[key] = loop.time() + backoff(e, failures, self.retry_delay)
+                    self._next_send[key] = self.clock.monotonic() + backoff(
+                        e, failures, self.retry_delay
+                    )
                     self._pending.setdefault(key, obj)
                     continue
                 failures = 0
@@ -301,7 +306,7 @@ class LiveMessages:
                 if outcome is Outcome.IGNORED:
                     return
                 if outcome is Outcome.WATCHING and watch_until is None:
-                    watch_until = loop.time() + self.verify_window
+                    watch_until = self.clock.monotonic() + self.verify_window
         finally:
             self._tasks.pop(key, None)
             self._wake.pop(key, None)
@@ -351,12 +356,12 @@ class LiveMessages:
                 return Posted(channel, ts), True
             tag, since = lost.tag, lost.since
         else:
-            tag, since = LiveTag(key[0], key[1], secrets.token_hex(8)), self.clock()
+            tag, since = LiveTag(key[0], key[1], secrets.token_hex(8)), self.clock.now().timestamp()
         try:
             posted = await self.api.post(channel, message, metadata=tag.metadata())
         except SlackUnavailable:
             # Posted or not: Slack did not say. (A 429 or an ok: false posted nothing.)
-            self._lost[key] = LostPost(channel, tag, since, self.clock())
+            self._lost[key] = LostPost(channel, tag, since, self.clock.now().timestamp())
             raise
         self._lost.pop(key, None)
         return posted, False
@@ -392,7 +397,6 @@ class LiveMessages:
         cache's copy, if any, is newer.
         """
         assert self.api is not None
-        loop = asyncio.get_running_loop()
         namespace, name = key
         snapshot = await self.service.snapshot(namespace)
         if stale:
@@ -427,7 +431,7 @@ class LiveMessages:
                 self._shown.pop(key, None)
             else:
                 self._shown[key] = message
-                self._next_send[key] = loop.time() + self.update_interval
+                self._next_send[key] = self.clock.monotonic() + self.update_interval
             log.info(
                 "found a Promotion message whose post got no answer"
                 if found
@@ -442,7 +446,7 @@ class LiveMessages:
         if self._shown.get(key) != message:
             await self.api.update(record.channel, record.ts, message)
             self._shown[key] = message
-            self._next_send[key] = loop.time() + self.update_interval
+            self._next_send[key] = self.clock.monotonic() + self.update_interval
 
         for event, reply in notable_events(obj, verification):
             if event in record.events:
@@ -460,7 +464,7 @@ class LiveMessages:
         if value != current and value != self._annotated.get(key):
             try:
                 await self.service.annotate(namespace, name, ann.SLACK_MESSAGE, value)
-            except InvalidInput:
+            except NotFound:
                 return Outcome.FINAL  # the Promotion is gone
             self._annotated[key] = value
         if final:

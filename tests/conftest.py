@@ -20,16 +20,22 @@ lives outside the repository (:mod:`tests.support.conformance`):
 - set to a folder that is missing or incomplete: the run stops before any test, with the reason.
 
 And for the whole suite: a ``parametrize`` list that comes out empty (a glob that matched nothing)
-stops the run, where pytest would otherwise skip the test quietly.
+stops the run, where pytest would otherwise skip the test quietly; and an asyncio test that leaves
+tasks running after its fixtures are torn down fails (``_no_leaked_tasks``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+import pytest_asyncio
 from hypothesis import HealthCheck, settings
 
 from tests.support import conformance
@@ -117,3 +123,40 @@ def pytest_terminal_summary(
             f"conformance group skipped ({modules} modules in tests/conformance/): "
             f"{conformance.HOW_TO_SET} to run it"
         )
+
+
+# ---- no leaked tasks ----------------------------------------------------------------------------
+#
+# An asyncio test passes only if every task it (or its fixtures) started has ended by the time its
+# fixtures are torn down: a task left running is work nobody waits for, and with a loop per test
+# pytest-asyncio would cancel it silently. Kopf's suite holds its tests to the same rule.
+
+LEAK_GRACE_PASSES = 20
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_tasks(request: pytest.FixtureRequest) -> None:
+    # Requested first (autouse), so torn down last: after every fixture the test uses.
+    if inspect.iscoroutinefunction(request.function):
+        request.getfixturevalue("_leaked_task_guard")
+
+
+@pytest_asyncio.fixture
+async def _leaked_task_guard() -> AsyncIterator[None]:
+    before = asyncio.all_tasks()
+    yield
+    current = asyncio.current_task()
+    leaked: list[asyncio.Task[Any]] = []
+    for _ in range(LEAK_GRACE_PASSES):  # cancelled tasks need a few loop passes to finish
+        leaked = [t for t in asyncio.all_tasks() - before if t is not current and not t.done()]
+        if not leaked:
+            return
+        await asyncio.sleep(0)
+    for task in leaked:
+        task.cancel()
+    await asyncio.gather(*leaked, return_exceptions=True)
+    pytest.fail(
+        "the test left asyncio tasks running (end them in the test or its fixtures): "
+        + "; ".join(f"{t.get_name()} {t.get_coro()!r}" for t in leaked),
+        pytrace=False,
+    )

@@ -29,6 +29,7 @@ from app.apiserver.selectors import (
     parse_label_selector,
 )
 from tests.support.kube import RunningApiServer, running_apiserver
+from tests.support.waiting import eventually
 
 ARGO = ("argoproj.io", "v1alpha1")
 TEST_GROUP = "test.longshoreman.dev"
@@ -1572,8 +1573,11 @@ async def test_state_file_survives_a_restart(tmp_path: Path) -> None:
         created = await crs.create_namespaced_custom_object(
             TEST_GROUP, "v1", NS, "widgets", widget("w")
         )
-        await asyncio.sleep(0.1)  # the debounced write lands while the server runs
-        assert '"name":"w"' in state.read_text()
+
+        async def written() -> bool | None:
+            return (state.exists() and '"name":"w"' in state.read_text()) or None
+
+        await eventually(written, "the debounced write, while the server runs")
         ext = client.ApiextensionsV1Api(first.api_client())
         gadget = json.loads(
             json.dumps(WIDGET_CRD)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -247,6 +248,17 @@ def test_promotion_name_follows_kargo_scheme() -> None:
     )
     # ULIDs sort by creation time, so names sort oldest first.
     assert new_ulid(1_000) < new_ulid(2_000)
+
+
+def test_a_promotions_name_carries_the_time_it_was_built_at() -> None:
+    """The controller builds with its clock's time, so names sort by that clock."""
+    st = stage([{"uses": "compose-output"}])
+    at = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    first = build_promotion(st, FREIGHT, Tasks(), actor="tester", now=at)
+    later = build_promotion(st, FREIGHT, Tasks(), actor="tester", now=at + timedelta(seconds=1))
+    ulid = first.name.split(".")[1]
+    assert ulid[:10] == new_ulid(int(at.timestamp() * 1000))[:10]  # the time part
+    assert first.name < later.name
 
 
 def test_kubectl_promotion_with_only_stage_and_freight_is_inflated_from_the_stage() -> None:

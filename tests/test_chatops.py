@@ -25,6 +25,7 @@ from promoter.chatops import (
     usage_lines,
 )
 from promoter.views import stage_views
+from tests.support import objects
 
 
 @pytest.mark.parametrize(
@@ -76,25 +77,19 @@ def test_the_comment_parser_never_raises(body: str) -> None:
 def freight(
     name: str, alias: str, created: str, commit: str, verified: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "creationTimestamp": created},
-        "alias": alias,
-        "origin": {"kind": "Warehouse", "name": "w"},
-        "commits": [{"repoURL": "https://x/r.git", "id": commit}],
-        "status": {"verifiedIn": {s: {} for s in verified}},
-    }
+    return objects.freight(
+        name,
+        alias=alias,
+        created=created,
+        commits=[{"repoURL": "https://x/r.git", "id": commit}],
+        status={"verifiedIn": {s: {} for s in verified}},
+    )
 
 
 F1 = freight("f1aaaaaa", "old-one", "2026-01-01T00:00:00Z", "1111111aaaa", verified=("test",))
 F2 = freight("f2bbbbbb", "new-one", "2026-01-02T00:00:00Z", "2222222bbbb")
-DIRECT = {
-    "metadata": {"name": "test"},
-    "spec": {"requestedFreight": [{"origin": {"name": "w"}, "sources": {"direct": True}}]},
-}
-UPSTREAM = {
-    "metadata": {"name": "uat"},
-    "spec": {"requestedFreight": [{"origin": {"name": "w"}, "sources": {"stages": ["test"]}}]},
-}
+DIRECT = objects.stage("test")
+UPSTREAM = objects.stage("uat", upstream=["test"])
 
 
 @pytest.mark.parametrize(

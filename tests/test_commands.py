@@ -41,68 +41,41 @@ from promoter.commands import (
 )
 from promoter.views import FreightLabel
 from slack.commands import authorizer, needs_confirmation
+from tests.support.objects import freight, promotion, stage
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 TAUNTAUN = FreightLabel("abc1234def", "frozen-tauntaun")
 
 
-def stage(name: str, **annotations: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "p", "annotations": annotations},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}
-            ]
-        },
-    }
-
-
-def verified(stage: dict[str, Any]) -> dict[str, Any]:
-    stage["spec"]["verification"] = {"analysisTemplates": [{"name": "smoke"}]}
-    return stage
-
-
-def downstream(stage: dict[str, Any], upstream: str) -> dict[str, Any]:
-    stage["spec"]["requestedFreight"][0]["sources"] = {"stages": [upstream]}
-    return stage
-
-
-def promotion(name: str, stage_name: str, phase: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "p", "creationTimestamp": name[-2:]},
-        "spec": {"stage": stage_name, "freight": "f1"},
-        "status": {"phase": phase},
-    }
-
-
 SNAPSHOT = Snapshot(
     namespace="p",
     stages=[
-        stage("test"),
-        verified(stage("prod", **{ann.SLACK_PROMOTERS: "U1, S0OPS", ann.SLACK_CONFIRM: "true"})),
-        downstream(stage("uat", **{ann.SLACK_CONFIRM: "true"}), "test"),
+        stage("test", annotations={}),
+        stage(
+            "prod",
+            verification=["smoke"],
+            annotations={ann.SLACK_PROMOTERS: "U1, S0OPS", ann.SLACK_CONFIRM: "true"},
+        ),
+        stage("uat", upstream=["test"], annotations={ann.SLACK_CONFIRM: "true"}),
     ],
     freight=[
-        {
-            "metadata": {"name": "abc1234def", "creationTimestamp": "2024-01-01T00:00:00Z"},
-            "alias": "frozen-tauntaun",
-            "origin": {"kind": "Warehouse", "name": "w"},
-            "commits": [{"id": "abc1234def0"}],
-        },
+        freight(
+            "abc1234def",
+            alias="frozen-tauntaun",
+            created="2024-01-01T00:00:00Z",
+            commits=[{"id": "abc1234def0"}],
+        ),
         *(
-            {
-                "metadata": {"name": name, "creationTimestamp": "2024-01-01T00:00:00Z"},
-                "alias": alias,
-                "origin": {"kind": "Warehouse", "name": "w"},
-                "commits": [{"id": "1234567abc"}],
-            }
+            freight(
+                name, alias=alias, created="2024-01-01T00:00:00Z", commits=[{"id": "1234567abc"}]
+            )
             for name, alias in [("0ddba11aaa", "lazy-lemur"), ("0ddba11bbb", "wily-yak")]
         ),
     ],
     promotions=[
-        promotion("prod.01", "prod", "Succeeded"),
-        promotion("prod.02", "prod", "Pending"),
-        promotion("prod.03", "prod", "Running"),
+        promotion("prod.01", "prod", phase="Succeeded", created="01"),
+        promotion("prod.02", "prod", phase="Pending", created="02"),
+        promotion("prod.03", "prod", phase="Running", created="03"),
     ],
 )
 
@@ -252,9 +225,11 @@ def comment(text: str) -> Command:
 GITHUB_SNAPSHOT = Snapshot(
     namespace="p",
     stages=[
-        stage("test"),
-        verified(stage("prod", **{ann.GITHUB_PROMOTERS: "alice, acme/ops"})),
-        downstream(stage("uat"), "test"),
+        stage("test", annotations={}),
+        stage(
+            "prod", verification=["smoke"], annotations={ann.GITHUB_PROMOTERS: "alice, acme/ops"}
+        ),
+        stage("uat", upstream=["test"], annotations={}),
     ],
     freight=SNAPSHOT.freight,
     promotions=SNAPSHOT.promotions,

@@ -52,6 +52,7 @@ from tests.support.kustomize import build, load_documents
 from tests.support.rbac import Rbac, ServiceAccount, attributes_of, authorizing_proxy
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
 from tests.support.slack import FakeSlack
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -568,9 +569,17 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
                     try:
                         await asyncio.wait_for(warehouses.informer.synced.wait(), 10)
                         await warehouses.reconcile((NS, "invalid"))
-                        # The informer watches right after its list; give the watch request
-                        # time to reach the authorizing proxy before stopping it.
-                        await asyncio.sleep(0.3)
+
+                        # The informer watches right after its list: wait for the watch to
+                        # reach the authorizing proxy before stopping it.
+                        async def watched() -> bool | None:
+                            seen = proxy.allowed + proxy.denied
+                            return (
+                                any(a.resource == "warehouses" and a.verb == "watch" for a in seen)
+                                or None
+                            )
+
+                        await eventually(watched, "the Warehouse informer's watch")
                     finally:
                         informer.cancel()
                         await asyncio.gather(informer, return_exceptions=True)

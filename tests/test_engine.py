@@ -418,15 +418,15 @@ async def test_abort_marks_the_running_step_and_names_the_actor(tmp_path: Path) 
     assert engine.abort(aborted, "bob", clock.now) == aborted
 
 
-async def test_checkpoint_receives_progress_after_each_step(tmp_path: Path) -> None:
+async def test_the_observer_sees_each_step_start_and_finish(tmp_path: Path) -> None:
+    """What the CLI prints its progress from (``run_promotion(observer=...)``)."""
     clock = Clock()
-    seen: list[tuple[int, Phase]] = []
+    seen: list[tuple[int, str]] = []
 
-    async def checkpoint(p: Promotion) -> None:
-        seen.append((p.status.current_step, p.status.phase))
+    def observer(p: Promotion, index: int) -> None:
+        seen.append((index, str(p.status.steps[index].status)))
 
-    rt = runtime(tmp_path, clock)
-    rt = replace(rt, checkpoint=checkpoint)
+    rt = replace(runtime(tmp_path, clock), observer=observer)
     out = await engine.advance(
         make(
             [
@@ -437,7 +437,7 @@ async def test_checkpoint_receives_progress_after_each_step(tmp_path: Path) -> N
         rt,
     )
     assert out.promotion.status.phase is Phase.SUCCEEDED
-    assert seen == [(1, Phase.RUNNING), (2, Phase.RUNNING), (2, Phase.SUCCEEDED)]
+    assert seen == [(0, "Running"), (0, "Succeeded"), (1, "Running"), (1, "Succeeded")]
 
 
 async def test_health_checks_of_successful_steps_are_recorded(tmp_path: Path) -> None:

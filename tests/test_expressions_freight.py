@@ -7,14 +7,11 @@ from typing import Any
 import pytest
 
 from promoter.expressions import ExpressionError, evaluate_expression, freight_functions
+from tests.support import objects
 
 
 def freight(origin: str, **artifacts: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": f"{origin}-freight"},
-        "origin": {"kind": "Warehouse", "name": origin},
-        **artifacts,
-    }
+    return {**objects.freight(f"{origin}-freight", warehouse=origin), **artifacts}
 
 
 FRONTEND = freight(

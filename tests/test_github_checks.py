@@ -22,6 +22,7 @@ from handlers.client import RetryPolicy
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter import annotations as ann
 from promoter.views import FreightLabel, promotion_view
+from tests.support import objects
 from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
 
@@ -43,16 +44,16 @@ def promotion(phase: str = "Pending", step: int = 0, message: str = "") -> dict[
         elif i == step and phase in ("Running", "Failed", "Aborted"):
             status = {"Running": "Running", "Failed": "Failed", "Aborted": "Aborted"}[phase]
             executions.append({"alias": spec["as"], "status": status, "message": message})
-    return {
-        "metadata": {"name": "staging.0001", "namespace": NS, "annotations": {}},
-        "spec": {"stage": "staging", "freight": "f" * 40, "steps": steps},
-        "status": {
-            "phase": phase,
-            "currentStep": step,
-            "message": message,
-            "stepExecutionMetadata": executions,
-        },
-    }
+    return objects.promotion(
+        "staging.0001",
+        "staging",
+        namespace=NS,
+        freight="f" * 40,
+        steps=steps,
+        annotations={},
+        phase=phase,
+        status={"currentStep": step, "message": message, "stepExecutionMetadata": executions},
+    )
 
 
 @dataclass

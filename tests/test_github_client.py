@@ -20,6 +20,7 @@ from handlers.client import (
 )
 from tests.support.github import FakeGitHub, running_fake_github
 from tests.support.gitrepo import make_remote
+from tests.support.telemetry import RecordingTelemetry
 
 FAST = RetryPolicy(attempts=4, backoff=0.01, max_backoff=0.05, max_wait=2.0)
 
@@ -29,6 +30,7 @@ class Env:
     fake: FakeGitHub
     client: GitHubClient
     skew: list[float]  # added to the client's clock, to move it past token expiry
+    telemetry: RecordingTelemetry
 
 
 @pytest.fixture
@@ -36,10 +38,16 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     async with running_fake_github() as fake:
         fake.add_repo("example/app", make_remote(tmp_path, {"README.md": "hi\n"}))
         skew = [0.0]
-        client = GitHubClient(fake.settings(), policy=FAST, clock=lambda: time.time() + skew[0])
+        telemetry = RecordingTelemetry()
+        client = GitHubClient(
+            fake.settings(),
+            policy=FAST,
+            clock=lambda: time.time() + skew[0],
+            telemetry=telemetry,
+        )
         await client.start()
         try:
-            yield Env(fake, client, skew)
+            yield Env(fake, client, skew, telemetry)
         finally:
             await client.close()
 
@@ -66,7 +74,7 @@ async def test_one_installation_token_serves_many_requests_and_is_refreshed_earl
 async def test_etag_cache_turns_repeat_reads_into_unbilled_304s(env: Env) -> None:
     for _ in range(3):
         await get_branch(env.client)
-    assert env.client.stats.not_modified == 2
+    assert env.telemetry.answered("github", "304") == 2
     assert [r.status for r in env.fake.requests("GET", "/branches/")] == [200, 304, 304]
 
 

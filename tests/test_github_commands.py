@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from handlers.client import RetryPolicy
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter import annotations as ann
+from tests.support import objects
 from tests.support.github import (
     FakeGitHub,
     FakePromotions,
@@ -27,6 +28,7 @@ from tests.support.github import (
     webhook_request,
 )
 from tests.support.gitrepo import RemoteRepo, make_remote
+from tests.support.telemetry import RecordingTelemetry
 
 SECRET = "webhook-secret"
 NS = "kargo-demo"
@@ -41,16 +43,16 @@ def stage(
     promoters: str | None = None,
     verified: bool = False,
 ) -> dict[str, Any]:
-    sources: dict[str, Any] = {"stages": [upstream]} if upstream else {"direct": True}
-    meta: dict[str, Any] = {"name": name, "namespace": NS}
-    if promoters is not None:
-        meta["annotations"] = {"longshoreman.dev/github-promoters": promoters}
-    spec: dict[str, Any] = {
-        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"}, "sources": sources}]
-    }
-    if verified:
-        spec["verification"] = {"analysisTemplates": [{"name": "smoke"}]}
-    return {"metadata": meta, "spec": spec}
+    return objects.stage(
+        name,
+        namespace=NS,
+        warehouse="app",
+        upstream=[upstream] if upstream else (),
+        verification=["smoke"] if verified else (),
+        annotations=(
+            {"longshoreman.dev/github-promoters": promoters} if promoters is not None else None
+        ),
+    )
 
 
 @dataclass
@@ -387,7 +389,10 @@ def test_the_command_handler_never_fails_on_arbitrary_text(
             number = fake.add_issue(REPO)
             service = FakePromotions(NS, stages=[stage("staging")])
             app = web.Application()
-            integration = setup_github(app, fake.settings(SECRET, GITHUB_PROJECT=NS), service)
+            telemetry = RecordingTelemetry()
+            integration = setup_github(
+                app, fake.settings(SECRET, GITHUB_PROJECT=NS), service, telemetry=telemetry
+            )
             async with TestClient(TestServer(app)) as http:
                 for body in ["\n".join(bodies)]:
                     comment = fake.add_comment(REPO, number, body)
@@ -396,7 +401,7 @@ def test_the_command_handler_never_fails_on_arbitrary_text(
                     )
                     assert (await http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
                 await asyncio.wait_for(integration.queue.join(), 10)
-            assert integration.failed_handlers == 0
+            assert telemetry.failed() == 0
             # Every reply is addressed to the commenter and within GitHub's size limit.
             for reply in fake.comments(REPO, number)[1:]:
                 assert reply["body"].startswith("@alice") and len(reply["body"]) <= 65536

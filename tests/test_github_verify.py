@@ -30,6 +30,7 @@ from handlers.context import Deps, Permissions
 from handlers.progress import Progress
 from handlers.queue import KeyedQueue
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from tests.support import objects
 from tests.support.controller import running_controller, wait_for_object
 from tests.support.fixtures import analysis_template
 from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
@@ -45,13 +46,14 @@ STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.st
 
 
 def stage(name: str, sources: dict[str, Any], *, verify: bool) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"}, "sources": sources}],
-        "promotionTemplate": {"spec": {"steps": STEPS}},
-    }
-    if verify:
-        spec["verification"] = {"analysisTemplates": [{"name": "multiple-job"}]}
-    return {"metadata": {"name": name, "namespace": NS}, "spec": spec}
+    return objects.stage(
+        name,
+        namespace=NS,
+        warehouse="app",
+        sources=sources,
+        steps=STEPS,
+        verification=["multiple-job"] if verify else (),
+    )
 
 
 @dataclass

@@ -27,6 +27,7 @@ from tests.support.github import (
     webhook_request,
 )
 from tests.support.gitrepo import make_remote
+from tests.support.telemetry import RecordingTelemetry
 
 SECRET = "webhook-secret"
 
@@ -37,6 +38,7 @@ class Bot:
     service: FakePromotions
     integration: GitHubIntegration
     http: TestClient[Any, Any]
+    telemetry: RecordingTelemetry
 
     async def send(
         self,
@@ -66,11 +68,16 @@ async def bot(tmp_path: Path) -> AsyncIterator[Bot]:
         fake.add_repo("Codertocat/Hello-World", make_remote(tmp_path, {"README.md": "hi\n"}))
         service = FakePromotions()
         app = web.Application()
+        telemetry = RecordingTelemetry()
         integration = setup_github(
-            app, fake.settings(SECRET), service, policy=RetryPolicy(backoff=0.01, max_wait=0.5)
+            app,
+            fake.settings(SECRET),
+            service,
+            policy=RetryPolicy(backoff=0.01, max_wait=0.5),
+            telemetry=telemetry,
         )
         async with TestClient(TestServer(app)) as http:
-            yield Bot(fake, service, integration, http)
+            yield Bot(fake, service, integration, http, telemetry)
 
 
 def closed_pr() -> dict[str, Any]:
@@ -105,7 +112,7 @@ async def test_missing_or_wrong_signatures_get_401_and_nothing_happens(
     status, _ = await bot.send("pull_request", closed_pr(), secret=secret, signature=signature)
     assert status == 401
     await bot.settle()
-    assert bot.service.woken == [] and not bot.integration.handled
+    assert bot.service.woken == [] and not bot.telemetry.handled()
     assert bot.fake.log == []
 
 
@@ -117,7 +124,7 @@ async def test_malformed_json_and_other_content_types_are_refused(bot: Bot) -> N
     status, _ = await bot.send("pull_request", b"[1, 2]")
     assert status == 400
     await bot.settle()
-    assert not bot.integration.handled
+    assert not bot.telemetry.handled()
 
 
 async def test_missing_event_header_is_a_bad_request(bot: Bot) -> None:
@@ -138,7 +145,7 @@ async def test_a_replayed_delivery_is_processed_once(bot: Bot) -> None:
     assert first[0] == 202
     assert second[0] == 200 and "duplicate" in second[1]["message"]
     await bot.settle()
-    assert list(bot.integration.handled) == ["d-1"]
+    assert bot.telemetry.handled() == ["d-1"]
     assert len(bot.service.woken) == 2  # html_url and url, once
 
 
@@ -153,8 +160,8 @@ async def test_unknown_events_and_actions_are_accepted_and_ignored(bot: Bot) -> 
         status, _ = await bot.send(event, fixture(name))
         assert status == 202
     await bot.settle()
-    assert len(bot.integration.handled) == 5
-    assert bot.integration.failed_handlers == 0
+    assert len(bot.telemetry.handled()) == 5
+    assert bot.telemetry.failed() == 0
     assert bot.service.woken == [] and bot.service.promoted == []
     assert bot.fake.log == []  # nothing needed GitHub
 

@@ -13,6 +13,7 @@ import pytest
 from app.apiserver import RequestInfo
 from app.controller.informer import Backoff, Informer, ObjectKey, diff_snapshot
 from app.controller.kube import PROMOTIONS, Kube
+from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
 
 NS = "demo"
@@ -20,10 +21,7 @@ Seen = list[tuple[str, str, str | None]]
 
 
 def promotion(name: str, stage: str = "prod", namespace: str = NS) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"stage": stage, "freight": "f1"},
-    }
+    return objects.promotion(name, stage, namespace=namespace)
 
 
 def recorder(seen: Seen) -> Callable[[str, dict[str, Any], dict[str, Any] | None], None]:
@@ -284,6 +282,7 @@ async def test_backs_off_on_errors_without_busy_looping(
         await task
 
 
+@pytest.mark.looptime  # the second of backoff below passes on virtual time
 async def test_real_backoff_bounds_requests(kube: Kube, server: RunningApiServer) -> None:
     server.faults.add("throttle", path_pattern="/promotions$", times=None)
     informer = Informer(

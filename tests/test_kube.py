@@ -41,6 +41,7 @@ from app.controller.kube import (
     parse_retry_after,
     resource_path,
 )
+from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
 
 NS = "demo"
@@ -67,10 +68,7 @@ def kube(server: RunningApiServer, calls: list[tuple[str, str, int | None]]) -> 
 
 
 def promotion(name: str, stage: str = "prod", freight: str = "abc123") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": NS, "labels": {"stage": stage}},
-        "spec": {"stage": stage, "freight": freight},
-    }
+    return objects.promotion(name, stage, namespace=NS, freight=freight, labels={"stage": stage})
 
 
 def application(name: str) -> dict[str, Any]:
@@ -333,14 +331,20 @@ async def test_watch_delivers_changes_in_order_then_bookmarks(kube: Kube) -> Non
 async def test_watch_ends_when_the_server_closes_it(kube: Kube, server: RunningApiServer) -> None:
     _, start = await kube.list(PROMOTIONS, NS)
 
+    seen: list[str] = []
+    added = asyncio.Event()
+
     async def drain() -> list[str]:
         stream = kube.watch(PROMOTIONS, NS, resource_version=start, allow_bookmarks=False)
-        return [kind async for kind, _ in stream]
+        async for kind, _ in stream:
+            seen.append(kind)
+            added.set()
+        return seen
 
     task = asyncio.create_task(drain())
     await server.server.wait_for_watches(1)
     await kube.create(PROMOTIONS, promotion("p1"))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(added.wait(), 5)  # delivered before the server closes the watch
     server.close_watches()
     assert await asyncio.wait_for(task, 5) == ["ADDED"]
 

@@ -1,7 +1,9 @@
 """``app.controller.leader.LeaderElector`` with real Leases on the API server emulator.
 
-Durations are short (lease 1.0 s, renew deadline 0.6 s, retry 0.1 s) and every timing
-assertion leaves room for one retry period of jitter plus request latency.
+The tests run on virtual loop time (looptime): the elector's clock is the loop's, requests take
+no loop time, and waiting out a lease costs no wall time. Durations are short (lease 1.0 s,
+renew deadline 0.6 s, retry 0.1 s) and every timing assertion leaves room for one retry period
+of jitter.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,12 @@ NS = "demo"
 LEASE = "longshoreman-leader"
 TIMINGS: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+pytestmark = pytest.mark.looptime
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()
 
 
 @dataclass
@@ -47,7 +54,7 @@ class Candidate:
             raise
 
     def on_stopped(self) -> None:
-        self.stopped_at = time.monotonic()
+        self.stopped_at = loop_time()
         self.started.clear()
         self.stopped.set()
 
@@ -161,12 +168,12 @@ async def test_standby_takes_over_quickly_after_a_release(
     await asyncio.sleep(0.3)
     assert not b.started.is_set()
 
-    released_at = time.monotonic()
+    released_at = loop_time()
     await a.stop()
     assert a.work_cancelled == 1 and a.stopped.is_set() and not a.elector.is_leader
     await asyncio.wait_for(b.started.wait(), 3)
     # Released: no need to wait out the lease duration.
-    assert time.monotonic() - released_at < TIMINGS["lease_duration"]
+    assert loop_time() - released_at < TIMINGS["lease_duration"]
     spec = await lease_spec(server)
     assert spec["holderIdentity"] == "pod-b" and spec["leaseTransitions"] == 1
 
@@ -179,11 +186,11 @@ async def test_standby_takes_over_after_the_leader_crashes(
     b = make("pod-b")
     await asyncio.sleep(0.3)
 
-    crashed_at = time.monotonic()
+    crashed_at = loop_time()
     await a.stop()
     assert (await lease_spec(server))["holderIdentity"] == "pod-a"  # not released
     await asyncio.wait_for(b.started.wait(), 3)
-    elapsed = time.monotonic() - crashed_at
+    elapsed = loop_time() - crashed_at
     # The last renewal was at most one (jittered) retry period before the crash.
     lease, retry = TIMINGS["lease_duration"], TIMINGS["retry_period"]
     assert lease - 1.2 * retry - 0.05 <= elapsed <= lease + 3 * retry + 0.3
@@ -202,7 +209,7 @@ async def test_leader_steps_down_when_renewals_fail(
         return "error" if request.method == "PUT" and "/leases/" in request.path else None
 
     server.faults.hook = failing_lease_writes  # type: ignore[assignment]
-    failing_since = time.monotonic()
+    failing_since = loop_time()
     await asyncio.wait_for(a.stopped.wait(), 3)
     assert a.stopped_at is not None
     elapsed = a.stopped_at - failing_since
@@ -225,7 +232,7 @@ async def test_leader_steps_down_at_once_when_someone_else_holds_the_lease(
     lease = await kube.get(LEASES, NS, LEASE)
     lease["spec"]["holderIdentity"] = "intruder"
     await kube.replace(LEASES, lease)
-    overwritten_at = time.monotonic()
+    overwritten_at = loop_time()
     await asyncio.wait_for(a.stopped.wait(), 3)
     assert a.stopped_at is not None
     assert a.stopped_at - overwritten_at < TIMINGS["renew_deadline"]

@@ -34,6 +34,7 @@ from promoter.telemetry import log_context
 from slack.api import RateLimited as SlackRateLimited
 from slack.api import SlackApi
 from slack.blocks import Message
+from tests.support import objects
 from tests.support.github import app_private_key, running_fake_github, webhook_request
 from tests.support.projects import FREIGHT, project_prelude
 from tests.support.slack import SIGNING_SECRET, running_fake_slack, signed_headers, slash_command
@@ -99,12 +100,7 @@ async def scrape(client: TestClient[Any, Any]) -> Samples:
 
 
 def promotion(name: str, stage: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Promotion",
-        "metadata": {"name": name, "namespace": "obs"},
-        "spec": {"stage": stage, "freight": FREIGHT, **spec},
-    }
+    return objects.promotion(name, stage, namespace="obs", freight=FREIGHT, **spec)
 
 
 @pytest.fixture

@@ -22,9 +22,11 @@ from app.server import ServerState, create_app, wait_started
 from app.settings import Settings, SettingsError
 from app.ui.views import MASK, Masker
 from handlers.checks import check_run_fields
+from promoter.clock import SYSTEM, Clock
 from promoter.stages import phase_of
 from promoter.views import promotion_view
 from slack.messages import render_promotion
+from tests.support.clock import FakeClock
 from tests.support.controller import Gate, registry_with, wait_for_object
 from tests.support.github import FakeGitHub, app_private_key, running_fake_github
 from tests.test_faults import QUIET
@@ -37,12 +39,12 @@ SESSION_SECRET = "s" * 40
 
 @contextlib.asynccontextmanager
 async def serving(
-    tmp_path: Path, gate: Gate | None = None, **env: str
+    tmp_path: Path, gate: Gate | None = None, clock: Clock = SYSTEM, **env: str
 ) -> AsyncIterator[tuple[TestClient[Any, Any], ServerState]]:
     settings = Settings.from_env(
         {**QUIET, "WORK_DIR": str(tmp_path / "work"), "MIN_REQUEUE_SECONDS": "0", **env}
     )
-    app = create_app(settings, registry=registry_with(gate=gate or Gate()))
+    app = create_app(settings, registry=registry_with(gate=gate or Gate()), clock=clock)
     async with TestClient(TestServer(app, host="127.0.0.1")) as client:
         state = await wait_started(client.app)
         assert state.controller is not None
@@ -512,22 +514,22 @@ async def test_github_sign_in_refuses_non_members_and_forged_cookies(tmp_path: P
 
 
 async def test_an_event_stream_ends_when_its_session_expires(tmp_path: Path) -> None:
-    import time
-
     from app.ui.auth import sign
 
+    clock = FakeClock()
     async with (
         running_fake_github() as fake,
-        serving(tmp_path, **github_env(fake)) as (client, state),
+        serving(tmp_path, clock=clock, **github_env(fake)) as (client, state),
     ):
-        soon = sign(SESSION_SECRET, {"u": "octocat", "org": "example", "exp": time.time() + 2})
+        expiry = clock.now().timestamp() + 2
+        soon = sign(SESSION_SECRET, {"u": "octocat", "org": "example", "exp": expiry})
         client.session.cookie_jar.update_cookies({"longshoreman_session": soon})
         stream = await client.get(f"/ui/projects/{NS}/events")
         assert stream.status == 200
         async with asyncio.timeout(20):
             name, _ = await read_event(stream.content)
             assert name == "update"
-            await asyncio.sleep(2.5)
+            clock.advance(2.5)
             # A change wakes the stream: an expired session gets nothing more.
             await create(state, promotion("test.after-expiry", [gate_step("x")]))
             rest = b""

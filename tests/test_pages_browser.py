@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 from PIL import Image
 
+from tests.support import objects
 from tests.support.controller import Gate
 from tests.test_pages import NS, create, gate_step, promotion, serving, wait_phase
 
@@ -143,18 +144,13 @@ ALIAS = "frozen-tauntaun"
 
 
 def _stage(name: str, upstream: str) -> dict[str, object]:
-    return {
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "requestedFreight": [
-                {
-                    "origin": {"kind": "Warehouse", "name": WAREHOUSE},
-                    "sources": {"stages": [upstream]},
-                }
-            ],
-            "promotionTemplate": {"spec": {"steps": [{"uses": "compose-output", "config": {}}]}},
-        },
-    }
+    return objects.stage(
+        name,
+        namespace=NS,
+        warehouse=WAREHOUSE,
+        upstream=[upstream],
+        steps=[{"uses": "compose-output", "config": {}}],
+    )
 
 
 async def test_the_pipeline_graph_and_freight_timeline_update_live_in_both_themes(

@@ -9,16 +9,21 @@ import pytest
 
 from handlers import checks
 from promoter.views import FreightLabel, freight_label, promotion_view
+from tests.support import objects
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def _promotion(steps: list[Any], executions: list[Any] | None = None) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "prod.01", "namespace": "demo"},
-        "spec": {"stage": "prod", "freight": "abc123", "steps": steps},
-        "status": {"phase": "Running", "stepExecutionMetadata": executions or []},
-    }
+    return objects.promotion(
+        "prod.01",
+        "prod",
+        namespace="demo",
+        freight="abc123",
+        steps=steps,
+        phase="Running",
+        status={"stepExecutionMetadata": executions or []},
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,19 +17,21 @@ import pytest
 
 from app.controller import kube as k
 from app.controller.reconciler import Controller, create_promotion
-from app.embedded import seed
 from promoter.steps.base import GitSettings, StepServices
 from promoter.steps.registry import builtin_registry
+from tests.support import objects
+from tests.support.clock import FakeClock
 from tests.support.controller import (
+    Cluster,
     Gate,
     registry_with,
+    running_cluster,
     running_controller,
     wait_for_object,
     wait_terminal,
 )
 from tests.support.github import fixture
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
-from tests.support.kube import RunningApiServer, running_apiserver
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -43,12 +45,11 @@ def seed_files() -> dict[str, str]:
 
 
 @dataclass
-class Env:
-    server: RunningApiServer
-    kube: k.Kube
+class Env(Cluster):
     remote: RemoteRepo
     services: StepServices
-    work: Path
+    # The emulator's clock (creationTimestamps): a test moves it rather than waiting.
+    clock: FakeClock
 
     async def stage(self, name: str = "test") -> dict[str, Any]:
         return await self.kube.get(k.STAGES, NS, name)
@@ -61,32 +62,15 @@ class Env:
         self, name: str, steps: list[dict[str, Any]], **spec: Any
     ) -> dict[str, Any]:
         return await self.kube.create(
-            k.STAGES,
-            {
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {
-                    "requestedFreight": [
-                        {
-                            "origin": {"kind": "Warehouse", "name": "kargo-demo"},
-                            "sources": {"direct": True},
-                        }
-                    ],
-                    "promotionTemplate": {"spec": {"steps": steps}},
-                    **spec,
-                },
-            },
+            k.STAGES, objects.stage(name, namespace=NS, warehouse="kargo-demo", steps=steps, **spec)
         )
 
     async def bare_promotion(
         self, name: str, stage: str, freight: str = "frozen-tauntaun", **meta: Any
     ) -> dict[str, Any]:
-        return await self.kube.create(
-            k.PROMOTIONS,
-            {
-                "metadata": {"name": name, "namespace": NS, **meta},
-                "spec": {"stage": stage, "freight": freight},
-            },
-        )
+        obj = objects.promotion(name, stage, namespace=NS, freight=freight)
+        obj["metadata"].update(meta)
+        return await self.kube.create(k.PROMOTIONS, obj)
 
 
 @pytest.fixture
@@ -94,10 +78,20 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     remote = make_remote(tmp_path, files=seed_files())
     genv = git_env(tmp_path, {remote.url: DEMO_URL})
     services = StepServices(git=GitSettings(env=genv))
-    async with running_apiserver(namespaces=[NS, "argocd"]) as server:
-        kube = k.Kube(server.api_client())
-        await seed(kube, [EXAMPLES / "kargo-demo"])
-        yield Env(server, kube, remote, services, tmp_path / "work")
+    clock = FakeClock()
+    async with running_cluster(
+        tmp_path, [NS, "argocd"], seed_from=[EXAMPLES / "kargo-demo"], clock=clock.now
+    ) as c:
+        yield Env(c.server, c.kube, c.work, remote, services, clock)
+
+
+def stage_recorded(promotion: str) -> Callable[[dict[str, Any]], bool]:
+    def recorded(stage: dict[str, Any]) -> bool:
+        status = stage.get("status") or {}
+        last = status.get("lastPromotion") or {}
+        return last.get("name") == promotion and "currentPromotion" not in status
+
+    return recorded
 
 
 async def events_for(kube: k.Kube, name: str) -> list[str]:
@@ -209,7 +203,7 @@ async def test_one_promotion_per_stage_oldest_first_and_stages_in_parallel(env: 
     async with running_controller(env.server, env.work, registry=registry_with(gate=gate)):
         for name in ("a1", "a2", "a3"):
             await env.bare_promotion(name, "one")
-            await asyncio.sleep(1.05)  # creationTimestamp has second precision
+            env.clock.advance(1)  # creationTimestamp has second precision
         await env.bare_promotion("b1", "two")
         await wait_for_object(
             env.kube,
@@ -345,7 +339,8 @@ async def test_a_new_leader_shows_every_stage_and_promotion_to_the_front_ends(en
     async with running_controller(env.server, env.work, services=env.services):
         await env.bare_promotion("p", "test")
         await wait_terminal(env.kube, NS, "p")
-        await asyncio.sleep(0.5)  # its last Stage status write
+        # Its last write: the Stage's status records the finished Promotion.
+        await wait_for_object(env.kube, k.STAGES, NS, "test", stage_recorded("p"))
     controller = Controller(
         k.Kube(env.server.api_client()),
         registry=builtin_registry(),
@@ -395,17 +390,41 @@ async def test_dropped_watches_lose_no_event(env: Env) -> None:
 
 async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: Env) -> None:
     from app.controller.promotions import ClusterPromotions
-    from promoter.errors import InvalidInput
+    from promoter.errors import Refused
 
     async with running_controller(env.server, env.work, services=env.services) as controller:
         service = ClusterPromotions(env.kube, controller)
         freight = (await env.freight())["metadata"]["name"]
-        with pytest.raises(InvalidInput, match="is not available to Stage `uat`"):
+        with pytest.raises(Refused, match="is not available to Stage `uat`"):
             await service.promote(NS, "uat", freight, actor="slack:T/U")
         ref = await service.promote(NS, "test", freight, actor="slack:T/U")
         done = await wait_terminal(env.kube, NS, ref.name)
         assert done["status"]["phase"] == "Succeeded"
         assert done["metadata"]["annotations"]["longshoreman.dev/create-actor"] == "slack:T/U"
+
+
+async def test_the_cluster_port_says_what_kind_of_trouble_it_is(env: Env) -> None:
+    """Front ends tell "change this" from "try again" by the error's kind alone."""
+    from app.controller.promotions import ClusterPromotions, DeferredPromotions
+    from promoter.errors import NotFound, PermanentError, TemporaryError
+
+    starting = DeferredPromotions()
+    with pytest.raises(TemporaryError, match="still starting; try again"):
+        await starting.snapshot(NS)
+    async with running_controller(env.server, env.work, services=env.services) as controller:
+        service = ClusterPromotions(env.kube, controller)
+        with pytest.raises(NotFound, match="Promotion 'nope' not found in namespace 'kargo-demo'"):
+            await service.abort(NS, "nope", actor="slack:T/U")
+        with pytest.raises(NotFound, match="Stage 'nope' not found"):
+            await service.reverify(NS, "nope", actor="slack:T/U")
+        freight = (await env.freight())["metadata"]["name"]
+        env.server.faults.add("error", methods="POST", path_pattern="/promotions$", times=None)
+        with pytest.raises(TemporaryError, match="the cluster did not answer; try again") as info:
+            await service.promote(NS, "test", freight, actor="slack:T/U")
+        assert not isinstance(info.value, PermanentError)
+        env.server.faults.clear()
+        ref = await service.promote(NS, "test", freight, actor="slack:T/U")
+        assert (await wait_terminal(env.kube, NS, ref.name))["status"]["phase"] == "Succeeded"
 
 
 async def test_push_webhooks_make_freight_in_the_cluster_once_per_commit(env: Env) -> None:

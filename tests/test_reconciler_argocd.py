@@ -4,7 +4,6 @@ application controller both talk to the API server emulator over HTTP, as they w
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.controller import kube as k
-from app.embedded import seed
+from tests.support import objects
 from tests.support.argocd import (
     FAIL_MESSAGE,
     FakeArgoCDController,
@@ -22,9 +21,16 @@ from tests.support.argocd import (
     Outcome,
     make_app,
 )
-from tests.support.controller import running_controller, wait_for_object, wait_terminal
+from tests.support.controller import (
+    Cluster,
+    running_cluster,
+    running_controller,
+    wait_for_object,
+    wait_terminal,
+)
 from tests.support.fixtures import analysis_template
-from tests.support.kube import RunningApiServer, running_apiserver
+from tests.support.telemetry import RecordingTelemetry
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = "kargo-demo"
@@ -50,21 +56,15 @@ STEPS = [
 
 
 @dataclass
-class Env:
-    server: RunningApiServer
-    kube: k.Kube
+class Env(Cluster):
     apps: KubernetesApps
     argocd: FakeArgoCDController
-    work: Path
 
     async def promote(self, name: str, *, annotations: dict[str, str] | None = None) -> None:
-        meta: dict[str, Any] = {"name": name, "namespace": NS}
-        if annotations:
-            meta["annotations"] = annotations
-        await self.kube.create(
-            k.PROMOTIONS,
-            {"metadata": meta, "spec": {"stage": "prod", "freight": "frozen-tauntaun"}},
+        promotion = objects.promotion(
+            name, "prod", namespace=NS, freight="frozen-tauntaun", annotations=annotations or None
         )
+        await self.kube.create(k.PROMOTIONS, promotion)
 
     async def app(self) -> dict[str, Any]:
         return await self.kube.get(k.APPLICATIONS, "argocd", "web")
@@ -72,25 +72,13 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_apiserver(namespaces=[NS, "argocd"]) as server:
-        kube = k.Kube(server.api_client())
-        await seed(kube, [ROOT / "examples" / "kargo-demo" / "project.yaml"])
+    project = ROOT / "examples" / "kargo-demo" / "project.yaml"
+    async with running_cluster(tmp_path, [NS, "argocd"], seed_from=[project]) as c:
+        server, kube = c.server, c.kube
+        template = {"spec": {"vars": [{"name": "revision", "value": "c0ffee1"}], "steps": STEPS}}
         await kube.create(
             k.STAGES,
-            {
-                "metadata": {"name": "prod", "namespace": NS},
-                "spec": {
-                    "requestedFreight": [
-                        {
-                            "origin": {"kind": "Warehouse", "name": "kargo-demo"},
-                            "sources": {"direct": True},
-                        }
-                    ],
-                    "promotionTemplate": {
-                        "spec": {"vars": [{"name": "revision", "value": "c0ffee1"}], "steps": STEPS}
-                    },
-                },
-            },
+            objects.stage("prod", namespace=NS, warehouse="kargo-demo", promotionTemplate=template),
         )
         apps = KubernetesApps(server.api_client())
         await apps.put(make_app("web", authorized=f"{NS}:prod"))
@@ -98,7 +86,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         # The Promotion's desired commit is what the tracked branch points at (a git-push
         # earlier in a real template put it there).
         argocd.set_head("https://github.com/example/repo.git", "main", "c0ffee1")
-        yield Env(server, kube, apps, argocd, tmp_path / "work")
+        yield Env(server, kube, c.work, apps, argocd)
 
 
 async def test_sync_succeeds_and_the_application_event_wakes_the_promotion(env: Env) -> None:
@@ -272,7 +260,9 @@ async def test_a_reverify_requested_while_unhealthy_starts_once_the_stage_is_hea
         history = (stage.get("status") or {}).get("freightHistory") or [{}]
         return list(history[0].get("verificationHistory") or [])
 
-    async with running_controller(env.server, env.work), env.argocd.running():
+    counted = RecordingTelemetry()
+    controller = running_controller(env.server, env.work, on_reconcile=counted.on_reconcile)
+    async with controller, env.argocd.running():
         await env.promote("p1")
         assert (await wait_terminal(env.kube, NS, "p1"))["status"]["phase"] == "Succeeded"
         await wait_for_object(env.kube, k.STAGES, NS, "prod", lambda s: len(runs(s)) == 1)
@@ -296,8 +286,14 @@ async def test_a_reverify_requested_while_unhealthy_starts_once_the_stage_is_hea
         )
         assert len(runs(waiting)) == 1, "no verification starts on an unhealthy Stage"
         assert waiting["status"].get("lastHandledReverify") != request
-        # Several health re-checks pass; the request must survive them.
-        await asyncio.sleep(1.0)
+        # Several health re-checks (Stage reconciles) pass; the request must survive them.
+        rechecked = counted.reconciles + 5
+
+        async def five_more() -> bool | None:
+            return counted.reconciles >= rechecked or None
+
+        await eventually(five_more, "five Stage reconciles")
+        assert "lastHandledReverify" not in (await env.kube.get(k.STAGES, NS, "prod"))["status"]
         await env.argocd.set_health("argocd", "web", "Healthy")
         started = await wait_for_object(env.kube, k.STAGES, NS, "prod", lambda s: len(runs(s)) == 2)
         assert runs(started)[0]["actor"] == "alice"

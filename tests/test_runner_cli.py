@@ -22,7 +22,11 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from promoter.cli import main
+from promoter.cli import Progress, main
+from promoter.manifests import load
+from promoter.model import Phase
+from promoter.runner import RunOptions, run_promotion
+from promoter.steps.base import HttpSettings, StepServices
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -373,7 +377,10 @@ async def _run_cli(*args: str) -> asyncio.subprocess.Process:
     )
 
 
+@pytest.mark.looptime  # the step's 10 s poll interval passes on virtual time
 async def test_runner_waits_out_running_steps(tmp_path: Path) -> None:
+    """In process, as the CLI runs it: the wait is the event loop's, so it costs no wall time
+    (``test_ctrl_c_aborts_the_promotion`` drives the CLI process through a wait)."""
     calls = []
 
     async def status(request: web.Request) -> web.Response:
@@ -387,15 +394,28 @@ async def test_runner_waits_out_running_steps(tmp_path: Path) -> None:
     async with TestServer(app, host="127.0.0.1") as server:
         path = tmp_path / "m.yaml"
         path.write_text(yaml.safe_dump_all(http_stage(str(server.make_url("/status")))))
-        proc = await _run_cli(
-            "--manifests", str(path), "--stage", "s", "--freight", "f1", "--output", "json"
+        progress = io.StringIO()
+        printer = Progress(progress)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        promotion = await run_promotion(
+            load(path),
+            RunOptions(
+                stage="s",
+                freight="f1",
+                work_dir=tmp_path / "work",
+                services=StepServices(http=HttpSettings(allow_hosts=("127.0.0.1",))),
+            ),
+            observer=printer.step,
+            on_wait=printer.wait,
         )
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    promotion = json.loads(out)
-    assert promotion["status"]["state"]["wait-ready"] == {"version": "2.0"}
+        waited = loop.time() - started
+    assert promotion.status.phase is Phase.SUCCEEDED, promotion.status.message
+    assert promotion.status.state["wait-ready"] == {"version": "2.0"}
     assert len(calls) == 2
-    assert b"wait-ready (http): Running" in err and b"waiting" in err
+    assert waited >= 10, "no faster than the step's poll interval"
+    assert "wait-ready (http): Running" in progress.getvalue()
+    assert "waiting 10.0s before checking again" in progress.getvalue()
 
 
 async def test_ctrl_c_aborts_the_promotion(tmp_path: Path) -> None:
@@ -412,7 +432,11 @@ async def test_ctrl_c_aborts_the_promotion(tmp_path: Path) -> None:
         path.write_text(yaml.safe_dump_all(http_stage(str(server.make_url("/status")))))
         proc = await _run_cli("--manifests", str(path), "--stage", "s", "--freight", "f1")
         await asyncio.wait_for(asked.wait(), 30)
-        await asyncio.sleep(0.3)
+        # Interrupted while it waits for the step to be checked again (it says so first).
+        assert proc.stdout is not None
+        async with asyncio.timeout(30):
+            while b"before checking again" not in await proc.stdout.readline():
+                pass
         proc.send_signal(signal.SIGINT)
         out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1, err.decode()

@@ -16,11 +16,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from promoter import annotations as ann
+from promoter.errors import NotFound, TemporaryError
 from promoter.model import name_of
 from slack import messages as m
 from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CANCEL, CONFIRM, PROMOTE_NEXT, REVERIFY
 from slack.settings import SlackSettings
+from tests.support.clock import FakeClock
 from tests.support.slack import (
     SIGNING_SECRET,
     TEAM,
@@ -40,7 +42,7 @@ class Rig:
     service: MemoryPromotions
     client: TestClient[Any, Any]
     integration: SlackIntegration
-    now: list[float]
+    clock: FakeClock
 
     async def post(self, body: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
         response = await self.client.post(
@@ -86,7 +88,7 @@ async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
             status={"verifiedIn": {"test": {}}},
         )
         slack.usergroups["S0OPS"] = ["U7"]
-        now = [time.time()]
+        clock = FakeClock()
         settings = SlackSettings(
             bot_token=TOKEN,
             signing_secret=SIGNING_SECRET,
@@ -98,10 +100,10 @@ async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
             verify_window=3,
         )
         app = web.Application()
-        integration = setup_slack(app, settings, service, clock=lambda: now[0])
+        integration = setup_slack(app, settings, service, clock=clock)
         service.listeners.append(integration.on_promotion)
         client = await aiohttp_client(app)
-        yield Rig(slack, service, client, integration, now)
+        yield Rig(slack, service, client, integration, clock)
         await integration.idle()
 
 
@@ -262,7 +264,7 @@ async def test_confirmation_creates_nothing_until_confirmed(rig: Rig) -> None:
 
 async def test_expired_confirmation_says_so(rig: Rig) -> None:
     buttons = await confirm_prompt(rig)
-    rig.now[0] += 61
+    rig.clock.advance(61)
     await rig.click(buttons[CONFIRM])
     [answer] = await rig.answers("c1")
     assert "expired" in answer["text"] and answer["replace_original"] is True
@@ -389,6 +391,21 @@ async def test_reverify_and_promote_next_buttons(rig: Rig) -> None:
     assert [a[0] for a in rig.service.actions] == ["promote", "reverify"]
 
 
+async def test_trouble_that_passes_says_try_again_and_a_refusal_says_why(rig: Rig) -> None:
+    rig.service.unavailable = TemporaryError(
+        "Longshoreman is still starting; try again in a moment"
+    )
+    await rig.command("frozen-tauntaun to test")
+    [answer] = await rig.answers()
+    assert answer["text"].startswith(":warning: Longshoreman is still starting; try again")
+    assert "Nothing was changed" in answer["text"] and rig.service.actions == []
+    rig.service.unavailable = NotFound("Stage 'test' not found in namespace 'kargo-demo'")
+    await rig.command("frozen-tauntaun to test", url="r2")
+    [answer] = await rig.answers("r2")
+    assert answer["text"].startswith(":no_entry: Stage 'test' not found")
+
+
+@pytest.mark.looptime  # the quiet 0.3 s below costs no wall time
 async def test_reverify_right_after_the_final_update_sends_no_identical_update(rig: Rig) -> None:
     test = rig.service.stage("test")
     test["metadata"]["annotations"][ann.SLACK_CHANNEL] = "C0TEST"
@@ -424,7 +441,7 @@ async def test_freight_not_available_is_refused_before_any_confirm(rig: Rig) -> 
 
 async def test_the_expiry_hint_is_a_command_that_works_when_pasted(rig: Rig) -> None:
     buttons = await confirm_prompt(rig)
-    rig.now[0] += 61
+    rig.clock.advance(61)
     await rig.click(buttons[CONFIRM])
     [answer] = await rig.answers("c1")
     assert "`/promote frozen-tauntaun to prod`" in answer["text"]

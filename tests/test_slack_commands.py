@@ -4,8 +4,6 @@ The decisions themselves are the shared planner's: tests/test_commands.py."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,6 +16,7 @@ from promoter.chatops import (
     reason_of,
 )
 from slack.commands import PendingPromotion, groups_to_resolve
+from tests.support.objects import stage
 
 
 @pytest.mark.parametrize(
@@ -89,17 +88,13 @@ def test_parsing_grammar_words_never_raises(words: list[str]) -> None:
 
 
 def test_only_listed_groups_are_looked_up() -> None:
-    prod = stage("prod", **{ann.SLACK_PROMOTERS: "U1, S0OPS"})
-    test = stage("test")
+    prod = stage("prod", annotations={ann.SLACK_PROMOTERS: "U1, S0OPS"})
+    test = stage("test", annotations={})
     assert groups_to_resolve([prod], ["S0DEFAULT"]) == ["S0OPS"]
     assert groups_to_resolve([test], ["U1", "S0DEFAULT"]) == ["S0DEFAULT"]
     assert groups_to_resolve([prod, test], ["S0DEFAULT"]) == ["S0OPS", "S0DEFAULT"]
     # Nothing to consult (an abort of a Stage that is gone): the defaults decide.
     assert groups_to_resolve([], ["S0DEFAULT"]) == ["S0DEFAULT"]
-
-
-def stage(name: str, **annotations: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "p", "annotations": annotations}}
 
 
 def test_pending_promotions_round_trip_and_expire() -> None:

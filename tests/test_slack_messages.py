@@ -24,6 +24,7 @@ from slack.messages import (
     render_promotion,
     tagged,
 )
+from tests.support import objects
 from tests.support.slack import block_kit_errors
 
 STATUSES = st.sampled_from(["", "Running", "Succeeded", "Skipped", "Failed", "Errored", "Aborted"])
@@ -62,27 +63,21 @@ def test_any_promotion_renders_within_block_kit_limits(promotion: dict[str, Any]
 
 
 def promotion(phase: str, **status: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "prod.01", "namespace": "p"},
-        "spec": {
-            "stage": "prod",
-            "freight": "f1",
-            "steps": [{"uses": "argocd-update", "as": "sync"}, {"uses": "http"}],
-        },
-        "status": {
-            "phase": phase,
+    return objects.promotion(
+        "prod.01",
+        "prod",
+        phase=phase,
+        steps=[{"uses": "argocd-update", "as": "sync"}, {"uses": "http"}],
+        status={
             "startedAt": "2024-01-01T00:00:00Z",
             "finishedAt": "2024-01-01T00:01:00Z",
             **status,
         },
-    }
+    )
 
 
 def stage(**status: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "prod", "annotations": {ann.SLACK_CHANNEL: " C1 "}},
-        "status": status,
-    }
+    return objects.stage("prod", annotations={ann.SLACK_CHANNEL: " C1 "}, status=status)
 
 
 LAST = {"lastPromotion": {"name": "prod.01", "finishedAt": "2024-01-01T00:01:00Z"}}

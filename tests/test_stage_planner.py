@@ -21,6 +21,7 @@ from promoter.stage_planner import (
     verification_in_progress,
 )
 from promoter.views import stage_views
+from tests.support import objects
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -28,18 +29,10 @@ NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 def promotion(
     name: str, phase: str | None = None, *, created: str = "00", **annotations: str
 ) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "p",
-            "uid": f"uid-{name}",
-            "creationTimestamp": f"2024-01-01T00:00:{created}Z",
-            "annotations": dict(annotations),
-        },
-        "spec": {"stage": "test", "freight": "f1"},
-    }
-    if phase:
-        obj["status"] = {"phase": phase}
+    obj = objects.promotion(
+        name, phase=phase, created=f"2024-01-01T00:00:{created}Z", annotations=annotations
+    )
+    obj["metadata"]["uid"] = f"uid-{name}"
     return obj
 
 
@@ -55,7 +48,7 @@ def stage(verification: str | None = None, healthy: str | None = "True") -> dict
         status["freightHistory"] = [
             {"items": {}, "verificationHistory": [{"id": "v1", "phase": verification}]}
         ]
-    return {"metadata": {"name": "test", "namespace": "p"}, "status": status}
+    return objects.stage("test", status=status)
 
 
 def names(plan: QueuePlan) -> tuple[list[str], list[tuple[str, str]], str | None, bool]:

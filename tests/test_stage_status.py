@@ -14,22 +14,29 @@ from typing import Any
 import pytest
 
 from promoter.stages import stage_status
+from tests.support import objects
 
 NOW = datetime(2026, 11, 30, 1, 6, 26, tzinfo=UTC)
 SECOND = "2026-11-30T01:06:26Z"
 
 
 def finished(name: str, *, at: str = SECOND, created: str = SECOND) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
-        "spec": {"stage": "dev", "freight": f"f-{name}"},
-        "status": {"phase": "Succeeded", "startedAt": at, "finishedAt": at},
-    }
+    return objects.promotion(
+        name,
+        "dev",
+        namespace="ns",
+        freight=f"f-{name}",
+        created=created,
+        phase="Succeeded",
+        status={"startedAt": at, "finishedAt": at},
+    )
 
 
 def stage(last: str | None = None) -> dict[str, Any]:
     status = {"lastPromotion": {"name": last}} if last else {}
-    return {"metadata": {"name": "dev", "namespace": "ns", "generation": 1}, "status": status}
+    obj = objects.stage("dev", namespace="ns", status=status)
+    obj["metadata"]["generation"] = 1
+    return obj
 
 
 @pytest.mark.parametrize(

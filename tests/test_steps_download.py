@@ -260,6 +260,7 @@ async def test_downloads_over_the_limit_are_refused(
     assert leftovers(ctx.work_dir) == []
 
 
+@pytest.mark.looptime  # the slow server's wait and the timeout run on virtual time
 async def test_timeout_is_retried_and_leaves_no_partial_file(base_url: str, tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     with pytest.raises(StepError) as caught:

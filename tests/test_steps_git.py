@@ -19,7 +19,6 @@ import pytest
 from promoter.errors import StepError
 from promoter.steps.base import StepContext, StepStatus
 from promoter.steps.git import (
-    STATS,
     STEPS,
     commit_url,
     generated_branch,
@@ -30,6 +29,7 @@ from promoter.steps.git import (
 )
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 from tests.support.steps import make_context
+from tests.support.telemetry import RecordingTelemetry
 
 REPO = "https://github.com/example/repo.git"
 BASE_FILES = {
@@ -51,8 +51,14 @@ def env(tmp_path: Path, remote: RemoteRepo) -> dict[str, str]:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path, env: dict[str, str]) -> StepContext:
-    return make_context(tmp_path, git_env=env)
+def telemetry() -> RecordingTelemetry:
+    """Counts the git processes the steps run."""
+    return RecordingTelemetry()
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, env: dict[str, str], telemetry: RecordingTelemetry) -> StepContext:
+    return make_context(tmp_path, git_env=env, telemetry=telemetry)
 
 
 async def run(step: str, ctx: StepContext, config: dict[str, Any]) -> Any:
@@ -290,18 +296,18 @@ async def test_clone_reentry_resets_own_checkout(ctx: StepContext, remote: Remot
 
 
 async def test_one_branch_is_one_git_clone_and_a_promotion_seven_git_processes(
-    ctx: StepContext, remote: RemoteRepo
+    ctx: StepContext, remote: RemoteRepo, telemetry: RecordingTelemetry
 ) -> None:
-    STATS.reset()
+    calls = telemetry.git_calls
     config = {"repoURL": REPO, "checkout": [{"branch": "main", "path": "src"}]}
     result = await run("git-clone", ctx, config)
     assert result.output == {"commits": {"src": remote.head("main")}}
-    assert STATS.by_command == {"clone": 1}
+    assert calls == {"clone": 1}
     write(ctx, "src/README.md", "changed\n")
     await run("git-commit", ctx, {"path": "src", "message": "change"})
-    assert STATS.calls == 5, STATS.by_command  # status, add, commit, log
+    assert calls.total() == 5, calls  # status, add, commit, log
     pushed = await run("git-push", ctx, {"path": "src", "generateTargetBranch": True})
-    assert STATS.calls == 7, STATS.by_command  # config (the remote's URL), push
+    assert calls.total() == 7, calls  # config (the remote's URL), push
     assert remote.head(pushed.output["branch"]) == pushed.output["commit"]
 
 
@@ -401,15 +407,15 @@ async def test_clone_sparse(ctx: StepContext) -> None:
     ],
 )
 async def test_clone_rejects_bad_config_before_running_git(
-    ctx: StepContext, tmp_path: Path, config: dict[str, Any]
+    ctx: StepContext, tmp_path: Path, config: dict[str, Any], telemetry: RecordingTelemetry
 ) -> None:
     marker = tmp_path / "pwned"
     config = with_marker({"repoURL": REPO, **config}, marker)
-    calls = STATS.calls
+    calls = telemetry.git_calls.total()
     with pytest.raises(StepError) as info:
         await run("git-clone", ctx, config)
     assert info.value.terminal
-    assert STATS.calls == calls, "no git process may run for a rejected config"
+    assert telemetry.git_calls.total() == calls, "no git process may run for a rejected config"
     assert not marker_exists(marker)
 
 
@@ -689,15 +695,15 @@ async def test_push_gives_up_after_max_attempts(ctx: StepContext, remote: Remote
     ],
 )
 async def test_push_rejects_bad_config_before_running_git(
-    ctx: StepContext, tmp_path: Path, config: dict[str, Any]
+    ctx: StepContext, tmp_path: Path, config: dict[str, Any], telemetry: RecordingTelemetry
 ) -> None:
     await clone_out(ctx)
     marker = tmp_path / "pwned"
-    calls = STATS.calls
+    calls = telemetry.git_calls.total()
     with pytest.raises(StepError) as info:
         await run("git-push", ctx, with_marker({"path": "out", **config}, marker))
     assert info.value.terminal
-    assert STATS.calls == calls
+    assert telemetry.git_calls.total() == calls
     assert not marker_exists(marker)
 
 

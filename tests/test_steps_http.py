@@ -530,6 +530,7 @@ async def test_header_function(base_url: str, tmp_path: Path) -> None:
 # --- limits and errors ---------------------------------------------------------------------------
 
 
+@pytest.mark.looptime  # the slow server's wait and the timeout run on virtual time
 async def test_timeout_is_a_retryable_error(base_url: str, tmp_path: Path) -> None:
     with pytest.raises(StepError) as caught:
         await run(tmp_path, {"url": f"{base_url}/slow", "timeout": "200ms"})
@@ -707,6 +708,7 @@ async def test_bad_host_rules_are_a_terminal_error(
     assert caught.value.terminal and "host policy" in caught.value.message
 
 
+@pytest.mark.looptime  # the slow server's wait and the timeout run on virtual time
 async def test_secrets_never_appear_in_messages(base_url: str, tmp_path: Path) -> None:
     headers = [{"name": "Authorization", "value": f"Bearer {SECRET}"}]
     query = [{"name": "token", "value": SECRET}]

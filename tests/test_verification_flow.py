@@ -17,9 +17,16 @@ import pytest
 
 from app.controller import kube as k
 from promoter.model import parse_time
-from tests.support.controller import running_controller, wait_for_object, wait_terminal
+from tests.support import objects
+from tests.support.controller import (
+    Cluster,
+    running_cluster,
+    running_controller,
+    wait_for_object,
+    wait_terminal,
+)
 from tests.support.fixtures import analysis_template
-from tests.support.kube import OUR_CRDS, RunningApiServer, running_apiserver
+from tests.support.kube import OUR_CRDS, running_apiserver
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
 
 NS = "flow"
@@ -29,35 +36,36 @@ STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.st
 def stage(
     name: str, sources: dict[str, Any], *, verify: bool = True, auto: bool = True
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"}, "sources": sources}],
-        "promotionTemplate": {"spec": {"steps": STEPS}},
-    }
+    obj = objects.stage(
+        name,
+        namespace=NS,
+        warehouse="app",
+        sources=sources,
+        steps=STEPS,
+        annotations={"longshoreman.dev/auto-promote": "true"} if auto else {},
+    )
     if verify:
-        spec["verification"] = {
+        obj["spec"]["verification"] = {
             "analysisTemplates": [{"name": "multiple-job"}],
             "args": [{"name": "exit-code", "value": "${{ ctx.stage == 'never' ? '1' : '0' }}"}],
             "analysisRunMetadata": {"labels": {"team": "platform"}},
         }
-    annotations = {"longshoreman.dev/auto-promote": "true"} if auto else {}
-    return {"metadata": {"name": name, "namespace": NS, "annotations": annotations}, "spec": spec}
+    return obj
 
 
 def freight(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": NS},
-        "alias": f"alias-{name[:6]}",
-        "origin": {"kind": "Warehouse", "name": "app"},
-        "images": [{"repoURL": "ghcr.io/example/app", "tag": "1.0.0"}],
-    }
+    return objects.freight(
+        name,
+        namespace=NS,
+        alias=f"alias-{name[:6]}",
+        warehouse="app",
+        images=[{"repoURL": "ghcr.io/example/app", "tag": "1.0.0"}],
+    )
 
 
 @dataclass
-class Env:
-    server: RunningApiServer
-    kube: k.Kube
+class Env(Cluster):
     rollouts: FakeRolloutsController
-    work: Path
 
     async def verified_in(self, freight_name: str, stage_name: str) -> dict[str, Any]:
         return await wait_for_object(
@@ -81,11 +89,10 @@ async def _template(kube: k.Kube) -> None:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_apiserver(namespaces=[NS]) as server:
-        kube = k.Kube(server.api_client())
-        await _template(kube)
-        rollouts = FakeRolloutsController(KubernetesAnalysisRuns(server.api_client()))
-        yield Env(server, kube, rollouts, tmp_path / "work")
+    async with running_cluster(tmp_path, [NS]) as c:
+        await _template(c.kube)
+        rollouts = FakeRolloutsController(KubernetesAnalysisRuns(c.server.api_client()))
+        yield Env(c.server, c.kube, c.work, rollouts)
 
 
 async def test_freight_flows_dev_staging_prod_gated_by_analysis(env: Env) -> None:

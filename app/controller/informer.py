@@ -18,12 +18,12 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from app.controller.kube import Gone, JsonObject, Kube, KubeError, ResourceType, TemporaryError
+from promoter.clock import SYSTEM
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class Informer:
         on_event: OnEvent | None = None,
         watch_timeout: int = 300,
         backoff: Backoff | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.kube = kube

@@ -36,6 +36,7 @@ from kubernetes.aio import config as aio_config
 from yarl import URL
 
 from app import fastjson
+from promoter.clock import SYSTEM, Clock
 
 logger = logging.getLogger(__name__)
 
@@ -389,9 +390,11 @@ class Kube:
         request_timeout: float = 30.0,
         on_request: OnRequest | None = None,
         list_page_size: int = 500,
+        clock: Clock = SYSTEM,
     ) -> None:
         settle_proxy_settings(api_client)
         self.api_client = api_client
+        self.clock = clock  # the time Events are stamped with
         self.request_timeout = request_timeout
         self.on_request = on_request
         self.list_page_size = list_page_size
@@ -688,7 +691,7 @@ class Kube:
                 message=message,
                 type=type,
                 component=component,
-                now=datetime.now(UTC),
+                now=self.clock.now(),
             )
             await self.create(EVENTS, event)
         except asyncio.CancelledError:

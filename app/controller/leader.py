@@ -21,12 +21,12 @@ import contextlib
 import logging
 import math
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from app.controller.kube import LEASES, Conflict, JsonObject, Kube, KubeError, NotFound, micro_time
+from promoter.clock import SYSTEM, Clock
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class LeaderElector:
         retry_period: float = 2.0,
         release_on_exit: bool = True,
         jitter: float = 0.2,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM,
         rand: Callable[[], float] = random.random,
     ) -> None:
         if not identity:
@@ -131,7 +131,7 @@ class LeaderElector:
         return record
 
     async def _try_acquire_or_renew(self) -> bool:
-        now = self.clock()
+        now = self.clock.monotonic()
         if self.is_leader and self._lease is not None and self._observed is not None:
             # Fast path: renew from what we wrote last; a Conflict means someone else wrote
             # since, and the slow path below finds out who.
@@ -140,7 +140,7 @@ class LeaderElector:
         try:
             lease = await self.kube.get(LEASES, self.namespace, self.name)
         except NotFound:
-            record = claim(None, self.identity, self._lease_seconds, micro_time())
+            record = claim(None, self.identity, self._lease_seconds, micro_time(self.clock.now()))
             body: JsonObject = {
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": record.to_spec(),
@@ -164,7 +164,7 @@ class LeaderElector:
             return False
 
     async def _write(self, lease: JsonObject, record: LeaseRecord, now: float) -> bool:
-        new = claim(record, self.identity, self._lease_seconds, micro_time())
+        new = claim(record, self.identity, self._lease_seconds, micro_time(self.clock.now()))
         if new.holder != record.holder:
             logger.info("%s takes over lease %s from %r", self.identity, self.name, record.holder)
         written = await self.kube.replace(LEASES, {**lease, "spec": new.to_spec()})
@@ -187,7 +187,7 @@ class LeaderElector:
     async def _acquire(self) -> float:
         """Try every retry_period until the lease is ours; returns when that happened."""
         while True:
-            started = self.clock()
+            started = self.clock.monotonic()
             if await self._attempt(self.renew_deadline):
                 logger.info("%s is now the leader (lease %s)", self.identity, self.name)
                 return started
@@ -203,7 +203,7 @@ class LeaderElector:
                 if work.done():
                     return
                 while True:
-                    started = self.clock()
+                    started = self.clock.monotonic()
                     remaining = renewed_at + self.renew_deadline - started
                     if remaining > 0 and await self._attempt(remaining):
                         renewed_at = started
@@ -215,7 +215,7 @@ class LeaderElector:
                             "%s lost lease %s to %r", self.identity, self.name, self.leader
                         )
                         return
-                    if self.clock() >= renewed_at + self.renew_deadline:
+                    if self.clock.monotonic() >= renewed_at + self.renew_deadline:
                         logger.warning(
                             "%s could not renew lease %s within %.1fs; stepping down",
                             self.identity,
@@ -244,7 +244,7 @@ class LeaderElector:
             return
         if self._observed.holder != self.identity:
             return
-        record = released(self._observed, micro_time())
+        record = released(self._observed, micro_time(self.clock.now()))
         try:
             written = await asyncio.wait_for(
                 self.kube.replace(LEASES, {**self._lease, "spec": record.to_spec()}),
@@ -254,7 +254,7 @@ class LeaderElector:
             # Someone else already holds it, or the server is away: the lease expires anyway.
             logger.info("could not release lease %s: %s", self.name, exc)
             return
-        self._observe(written, self.clock())
+        self._observe(written, self.clock.monotonic())
         logger.info("%s released lease %s", self.identity, self.name)
 
     async def run(

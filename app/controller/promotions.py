@@ -2,14 +2,14 @@
 
 Reads come from the controller's informer caches (every replica keeps them warm, so a webhook
 answered by a standby sees what the leader sees); writes go through :mod:`app.controller.kube`, and
-Promotions are created through the one builder.
+Promotions are created through the one builder. The cluster's errors reach the front ends in
+:mod:`promoter.errors`' kinds (:func:`_translated`), so a chat user is told what to do.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from app.controller import kube as k
@@ -17,8 +17,22 @@ from app.controller.reconciler import Controller, create_promotion
 from app.controller.warehouses.reconciler import request_refresh
 from promoter import annotations as ann
 from promoter.chatops import PromotionRef, Snapshot, not_available
-from promoter.errors import InvalidInput
+from promoter.errors import LongshoremanError, NotFound, Refused, TemporaryError
 from promoter.model import name_of, namespace_of
+
+
+def _translated(error: k.KubeError, what: str, namespace: str) -> LongshoremanError:
+    """The kind of a failed write about ``what``, in words for the user who asked for it."""
+    if isinstance(error, k.NotFound):
+        return NotFound(f"{what} not found in namespace {namespace!r}")
+    if isinstance(error, k.TemporaryError):
+        # The details (host, path) are for the server log, which has the chained error.
+        return TemporaryError(
+            "the cluster did not answer; try again in a moment", retry_after=error.retry_after
+        )
+    # Refused by the cluster (validation, admission, RBAC): its own words tell the user (and
+    # the operator) what to change; a stack trace in the server log would not.
+    return Refused(f"the cluster refused {what}: {error.server_message}")
 
 
 class ClusterPromotions:
@@ -44,24 +58,25 @@ class ClusterPromotions:
     ) -> PromotionRef:
         stage_obj = self.controller.stages.get(namespace, stage)
         if stage_obj is None:
-            raise InvalidInput(f"Stage {stage!r} not found in namespace {namespace!r}")
+            raise NotFound(f"Stage {stage!r} not found in namespace {namespace!r}")
         freight_obj = self.controller.freight.get(namespace, freight)
         if freight_obj is None:
-            raise InvalidInput(f"Freight {freight!r} not found in namespace {namespace!r}")
+            raise NotFound(f"Freight {freight!r} not found in namespace {namespace!r}")
         # Asked again here, at the last moment: a Confirm button is pressed minutes later.
-        refusal = not_available(stage_obj, freight_obj, datetime.now(UTC))
+        refusal = not_available(stage_obj, freight_obj, self.controller.clock.now())
         if refusal is not None:
-            raise InvalidInput(refusal)
+            raise Refused(refusal)
         try:
             created = await create_promotion(
-                self.kube, stage_obj, freight_obj, self.controller.task_source, actor=actor
+                self.kube,
+                stage_obj,
+                freight_obj,
+                self.controller.task_source,
+                actor=actor,
+                now=self.controller.clock.now(),
             )
-        except k.TemporaryError:
-            raise
         except k.KubeError as e:
-            # Refused by the cluster (validation, admission, RBAC): its own words tell the user
-            # (and the operator) what to change; a stack trace in the server log would not.
-            raise InvalidInput(f"the cluster refused the Promotion: {e.server_message}") from None
+            raise _translated(e, "the Promotion", namespace) from e
         self.controller.promotions.observe(created)
         return PromotionRef(namespace, name_of(created), stage, freight)
 
@@ -73,10 +88,8 @@ class ClusterPromotions:
                 promotion,
                 {"metadata": {"annotations": ann.abort(actor)}},
             )
-        except k.NotFound:
-            raise InvalidInput(
-                f"Promotion {promotion!r} not found in namespace {namespace!r}"
-            ) from None
+        except k.KubeError as e:
+            raise _translated(e, f"Promotion {promotion!r}", namespace) from e
         spec = patched.get("spec") or {}
         status = patched.get("status") or {}
         return PromotionRef(
@@ -94,20 +107,18 @@ class ClusterPromotions:
                 k.STAGES,
                 namespace,
                 stage,
-                {"metadata": {"annotations": ann.reverify(actor, datetime.now(UTC))}},
+                {"metadata": {"annotations": ann.reverify(actor, self.controller.clock.now())}},
             )
-        except k.NotFound:
-            raise InvalidInput(f"Stage {stage!r} not found in namespace {namespace!r}") from None
+        except k.KubeError as e:
+            raise _translated(e, f"Stage {stage!r}", namespace) from e
 
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         try:
             await self.kube.patch(
                 k.PROMOTIONS, namespace, promotion, {"metadata": {"annotations": {key: value}}}
             )
-        except k.NotFound:
-            raise InvalidInput(
-                f"Promotion {promotion!r} not found in namespace {namespace!r}"
-            ) from None
+        except k.KubeError as e:
+            raise _translated(e, f"Promotion {promotion!r}", namespace) from e
 
     async def annotate_freight(
         self, namespace: str, freight: str, annotations: Mapping[str, str]
@@ -127,7 +138,7 @@ class ClusterPromotions:
     async def refresh_warehouse(self, namespace: str, name: str) -> None:
         """Ask the Warehouse to discover now: its refresh annotation, which the leader's
         Warehouse reconciler watches (any replica may receive the webhook)."""
-        await request_refresh(self.kube, namespace, name, datetime.now(UTC))
+        await request_refresh(self.kube, namespace, name, self.controller.clock.now())
 
     async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
         """Create it unless a Freight of that name exists (its name derives from its
@@ -165,7 +176,7 @@ class DeferredPromotions:
 
     def _get(self) -> ClusterPromotions:
         if self.target is None:
-            raise InvalidInput("Longshoreman is still starting; try again in a moment")
+            raise TemporaryError("Longshoreman is still starting; try again in a moment")
         return self.target
 
     async def snapshot(self, namespace: str) -> Snapshot:

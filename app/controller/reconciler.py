@@ -17,7 +17,7 @@ import shutil
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,6 +29,7 @@ from app.controller.workqueue import WorkQueue
 from promoter import annotations as ann
 from promoter import engine
 from promoter.builder import TaskSource, build_promotion, ensure_inflated
+from promoter.clock import SYSTEM, Clock
 from promoter.errors import InvalidInput, StepError
 from promoter.metadata import metadata_functions
 from promoter.model import (
@@ -173,7 +174,7 @@ class Controller:
         min_requeue: float = 10.0,
         default_requeue: float = engine.DEFAULT_RUNNING_RETRY,
         health_interval: float = 30.0,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM,
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
         on_reconcile: Callable[[float], None] | None = None,
     ) -> None:
@@ -190,7 +191,7 @@ class Controller:
         self.on_promotion_finished = on_promotion_finished
         # Called with the seconds each Stage reconcile took (the reconcile latency metric).
         self.on_reconcile = on_reconcile
-        self.queue = WorkQueue()
+        self.queue = WorkQueue(clock=clock.monotonic)
         self.promotions = Informer(
             kube, k.PROMOTIONS, namespace=namespace, on_event=self._on_promotion
         )
@@ -239,7 +240,6 @@ class Controller:
         self.argocd_missing = False
         self._probed = asyncio.Event()
         self._leading = False
-        self.reconciles = 0
 
     @property
     def informers(self) -> tuple[Informer, ...]:
@@ -348,7 +348,12 @@ class Controller:
 
     async def _auto_promote(self, stage: Mapping[str, Any], freight: Mapping[str, Any]) -> None:
         created = await create_promotion(
-            self.kube, stage, freight, self.task_source, actor=AUTO_PROMOTION_ACTOR
+            self.kube,
+            stage,
+            freight,
+            self.task_source,
+            actor=AUTO_PROMOTION_ACTOR,
+            now=self.clock.now(),
         )
         self.promotions.observe(created)
         log.info(
@@ -436,7 +441,6 @@ class Controller:
     async def reconcile_stage(
         self, namespace: str, stage_name: str, *, wake: bool = False
     ) -> float | None:
-        self.reconciles += 1
         stage_obj = self.stages.get(namespace, stage_name)
         key = f"{namespace}/{stage_name}"
         # Decide (promoter.stage_planner), then apply: announce, abort, then run the queue.
@@ -535,7 +539,7 @@ class Controller:
             freight=freight,
             freights=stage_freights(stage_obj, freight),
             extra_functions=self._functions(namespace),
-            clock=self.clock,
+            clock=self.clock.now,
             running_retry=self.default_requeue,
         )
         while True:
@@ -634,7 +638,7 @@ class Controller:
 
     async def _fail(self, obj: Mapping[str, Any], message: str) -> dict[str, Any] | None:
         promotion_status = dict(obj.get("status") or {})
-        now = self.clock()
+        now = self.clock.now()
         status = {
             **promotion_status,
             "phase": Phase.ERRORED.value,
@@ -663,7 +667,7 @@ class Controller:
         self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, actor: str
     ) -> None:
         promotion = Promotion.from_object(obj)
-        now = self.clock()
+        now = self.clock.now()
         if promotion.status.phase is Phase.RUNNING:
             await self._abort_running_step(promotion, obj)
         aborted = engine.abort(promotion, actor, now)
@@ -683,7 +687,7 @@ class Controller:
             freight=freight,
             freights=[freight],
             extra_functions=self._functions(namespace),
-            clock=self.clock,
+            clock=self.clock.now,
         )
         try:
             await engine.abort_step(promotion, runtime)
@@ -731,7 +735,7 @@ class Controller:
         current: Mapping[str, Any] = self.stages.get(namespace, name) or stage_obj
         for _ in range(3):
             promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
-            now = self.clock()
+            now = self.clock.now()
             new = plan_status(
                 current,
                 promotions,
@@ -812,6 +816,7 @@ async def create_promotion(
     actor: str,
     extra_vars: Iterable[Var] = (),
     name: str | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """Create a Promotion through the one builder (CLI, chat commands, auto-promotion).
 
@@ -820,7 +825,7 @@ async def create_promotion(
     """
     stage: StageSpec = parse_stage(stage_obj)
     promotion = build_promotion(
-        stage, freight_obj, tasks, actor=actor, extra_vars=tuple(extra_vars), name=name
+        stage, freight_obj, tasks, actor=actor, extra_vars=tuple(extra_vars), name=name, now=now
     )
     obj = promotion.to_object()
     obj.pop("status", None)

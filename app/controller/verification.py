@@ -17,12 +17,13 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from app.controller import kube as k
 from app.controller.informer import Informer
 from promoter import annotations as ann
+from promoter.clock import SYSTEM, Clock
 from promoter.model import GROUP, format_time, meta, name_of, namespace_of
 from promoter.stages import (
     Condition,
@@ -74,7 +75,7 @@ class Verifier:
         self,
         kube: k.Kube,
         *,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM,
         enqueue: Callable[[str, str], None],
         create_promotion: Callable[[Mapping[str, Any], Mapping[str, Any]], Any],
     ) -> None:
@@ -123,7 +124,7 @@ class Verifier:
         """
         status = dict(stage.get("status") or {})
         history = [dict(h) for h in status.get("freightHistory") or []]
-        now = self.clock()
+        now = self.clock.now()
         changed: dict[str, Any] = {}
         if history:
             current = history[0]
@@ -418,7 +419,7 @@ class Verifier:
         skip listing it for Stages that do not auto-promote)."""
         if not auto_promote_enabled(stage):
             return None
-        now = self.clock()
+        now = self.clock.now()
         if any(not phase_of(p).terminal for p in promotions):
             return None  # something is queued or running already
         current = _current_freight(stage, freight)

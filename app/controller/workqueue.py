@@ -15,11 +15,11 @@ import asyncio
 import heapq
 import itertools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
 from app.controller.informer import Backoff
+from promoter.clock import SYSTEM
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class WorkQueue:
     def __init__(
         self,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM.monotonic,
         backoff: Callable[[], Backoff] = default_backoff,
     ) -> None:
         self._clock = clock

@@ -19,7 +19,6 @@ import hmac
 import json
 import logging
 import secrets
-import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -28,6 +27,7 @@ import aiohttp
 from aiohttp import web
 
 from app.ui.settings import UiSettings
+from promoter.clock import SYSTEM, Clock
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,9 @@ def safe_next(value: str | None) -> str:
 
 
 class Auth:
-    def __init__(self, settings: UiSettings) -> None:
+    def __init__(self, settings: UiSettings, clock: Clock = SYSTEM) -> None:
         self.settings = settings
+        self.clock = clock
         self._http: aiohttp.ClientSession | None = None
 
     @property
@@ -104,6 +105,9 @@ class Auth:
             await self._http.close()
             self._http = None
 
+    def _now(self) -> float:
+        return self.clock.now().timestamp()
+
     def user(self, request: web.Request) -> str | None:
         """Who is asking; None when they must authenticate first (never in mode ``none``)."""
         s = self.settings
@@ -112,7 +116,7 @@ class Auth:
         if s.auth == "header":
             return request.headers.get(s.auth_header, "").strip() or None
         assert s.session_secret is not None
-        payload = verify(s.session_secret, request.cookies.get(SESSION_COOKIE), time.time())
+        payload = verify(s.session_secret, request.cookies.get(SESSION_COOKIE), self._now())
         if payload is None or payload.get("org") != s.github_org:
             return None
         return str(payload.get("u") or "") or None
@@ -167,7 +171,7 @@ class Auth:
             {
                 "state": state,
                 "next": safe_next(request.query.get("next")),
-                "exp": time.time() + STATE_SECONDS,
+                "exp": self._now() + STATE_SECONDS,
             },
         )
         response.set_cookie(STATE_COOKIE, cookie, **self._cookie_options(STATE_SECONDS))
@@ -177,7 +181,7 @@ class Auth:
         """The signed-in login and where to go next. Raises Refused."""
         s = self.settings
         assert s.session_secret is not None
-        pending = verify(s.session_secret, request.cookies.get(STATE_COOKIE), time.time())
+        pending = verify(s.session_secret, request.cookies.get(STATE_COOKIE), self._now())
         state = request.query.get("state", "")
         # Only a state cookie has a state: a session cookie (same key) must not stand for one.
         expected = pending.get("state") if pending is not None else None
@@ -203,7 +207,7 @@ class Auth:
         response = web.Response(status=302, headers={"Location": next_url})
         session = sign(
             s.session_secret,
-            {"u": login, "org": s.github_org, "exp": time.time() + SESSION_SECONDS},
+            {"u": login, "org": s.github_org, "exp": self._now() + SESSION_SECONDS},
         )
         response.set_cookie(SESSION_COOKIE, session, **self._cookie_options(SESSION_SECONDS))
         response.del_cookie(STATE_COOKIE, path="/ui/")

@@ -20,7 +20,6 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -29,6 +28,7 @@ from app.ui import html as h
 from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
 from app.ui.settings import UiSettings
 from app.ui.views import Masker, project_view, promotion_page, stage_view
+from promoter.clock import SYSTEM, Clock
 from promoter.model import Phase, namespace_of
 from promoter.stages import phase_of
 
@@ -112,10 +112,12 @@ class Pages:
         caches: Callable[[], Caches | None],
         *,
         secrets: Iterable[str | None],
+        clock: Clock = SYSTEM,
     ) -> None:
         self.ui = ui
         self.controller = caches
-        self.auth = Auth(ui)
+        self.clock = clock
+        self.auth = Auth(ui, clock)
         self.events = PageEvents()
         # Every secret the server holds, so no page can echo one (a step's message may quote
         # a URL with a token in it).
@@ -188,7 +190,7 @@ class Pages:
             c.freight.items(ns),
             masker=self.masker,
             warehouses=warehouses.items(ns) if warehouses is not None else None,
-            now=datetime.now(UTC),
+            now=self.clock.now(),
         )
         return Rendered(
             f"Project {ns}",
@@ -220,7 +222,7 @@ class Pages:
         stage_name = str((promotion.get("spec") or {}).get("stage") or "")
         view = promotion_page(
             promotion,
-            now=datetime.now(UTC),
+            now=self.clock.now(),
             stage=c.stages.get(ns, stage_name),
             freights=c.freight.items(ns),
             masker=self.masker,
@@ -327,9 +329,9 @@ class Pages:
                 }
             )
             await response.prepare(request)
-            loop = asyncio.get_running_loop()
+            clock = self.clock
             last: str | None = None
-            quiet_since = loop.time()
+            quiet_since = clock.monotonic()
             page: Rendered | None = first
             with contextlib.suppress(ConnectionResetError):
                 await response.write(b"retry: 2000\n\n")
@@ -339,10 +341,10 @@ class Pages:
                         break
                     if page.fragment != last:
                         await response.write(_event("update", page.fragment))
-                        last, quiet_since = page.fragment, loop.time()
-                    elif loop.time() - quiet_since >= KEEPALIVE_SECONDS:
+                        last, quiet_since = page.fragment, clock.monotonic()
+                    elif clock.monotonic() - quiet_since >= KEEPALIVE_SECONDS:
                         await response.write(b": keepalive\n\n")
-                        quiet_since = loop.time()
+                        quiet_since = clock.monotonic()
                     await self.events.wait(first.watch, STREAM_REFRESH_SECONDS)
                     if self.auth.user(request) is None:
                         break  # the session expired: the browser reconnects and gets a 401
@@ -400,8 +402,9 @@ def setup_pages(
     caches: Callable[[], Caches | None],
     *,
     secrets: Iterable[str | None],
+    clock: Clock = SYSTEM,
 ) -> Pages:
     """Mount the status pages; feed :meth:`Pages.on_promotion` from the controller."""
-    pages = Pages(ui, caches, secrets=secrets)
+    pages = Pages(ui, caches, secrets=secrets, clock=clock)
     pages.setup(app)
     return pages

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from promoter.errors import ConfigRefused
+from promoter.telemetry import NO_TELEMETRY, Telemetry
 
 # A directory inside every work directory for the engine's own files (the git clone cache).
 PRIVATE_DIR = ".longshoreman"
@@ -164,6 +165,8 @@ class StepServices:
     http: HttpSettings = field(default_factory=HttpSettings)
     # Extra ports for steps that need them (Argo CD, GitHub, ...), keyed by name.
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Where steps report what they ran (git subprocesses); the app puts its metrics here.
+    telemetry: Telemetry = NO_TELEMETRY
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ import signal
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -164,28 +164,6 @@ _PERMANENT_ERRORS = (
     "the requested url returned error: 403",
     "the requested url returned error: 404",
 )
-
-
-# --------------------------------------------------------------------------------------------
-# Instrumentation (read by bench/bench_git.py)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class GitCallStats:
-    """Running totals of git subprocesses: two perf_counter reads per call, nothing more."""
-
-    calls: int = 0
-    seconds: float = 0.0
-    by_command: dict[str, int] = field(default_factory=dict)
-
-    def reset(self) -> None:
-        self.calls = 0
-        self.seconds = 0.0
-        self.by_command.clear()
-
-
-STATS = GitCallStats()
 
 
 # --------------------------------------------------------------------------------------------
@@ -473,9 +451,8 @@ class _Git:
                     proc.kill()
                 with contextlib.suppress(Exception):
                     await proc.wait()
-            STATS.calls += 1
-            STATS.seconds += time.perf_counter() - started
-            STATS.by_command[args[0]] = STATS.by_command.get(args[0], 0) + 1
+            # Two perf_counter reads per call, nothing more (longshoreman_git_command_*).
+            self.ctx.services.telemetry.git_call(args[0], time.perf_counter() - started)
         assert proc.returncode is not None
         return GitRun(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
 
@@ -1737,11 +1714,9 @@ STEPS: dict[str, Step] = {
 }
 
 __all__: Sequence[str] = [
-    "STATS",
     "STEPS",
     "CheckoutPlan",
     "ClonePlan",
-    "GitCallStats",
     "PushPlan",
     "commit_url",
     "credential_env",

@@ -17,21 +17,14 @@ import pytest
 from app.controller import kube as k
 from app.controller.informer import Backoff, Informer
 from tests.cluster.support import Cluster
+from tests.support import objects
 from tests.support.tcpproxy import tcp_proxy
 
 NS = "team-a"
 
 
 def stage(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}
-            ],
-            **spec,
-        },
-    }
+    return objects.stage(name, namespace=NS, **spec)
 
 
 async def ready(cluster: Cluster) -> k.Kube:

@@ -17,6 +17,7 @@ from typing import Any
 from app.controller import kube as k
 from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
+from tests.support import objects
 from tests.support.argocd import KubernetesApps, Outcome, make_app
 from tests.support.controller import wait_for_object, wait_terminal
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
@@ -75,10 +76,7 @@ def server_env(cluster: Cluster, tmp_path: Path, git_config: str, **extra: str) 
 
 
 def promotion(name: str, stage: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"stage": stage, "freight": FREIGHT},
-    }
+    return objects.promotion(name, stage, namespace=NS, freight=FREIGHT)
 
 
 def operation_phase(app: dict[str, Any]) -> str:

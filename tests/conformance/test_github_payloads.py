@@ -24,6 +24,7 @@ from tests.support import conformance
 from tests.support.fixtures import GITHUB
 from tests.support.github import FakePromotions, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
+from tests.support.telemetry import RecordingTelemetry
 
 SECRET = "webhook-secret"
 SAMPLES = conformance.files("github/payloads", "*.payload.json")
@@ -93,26 +94,30 @@ def test_our_payload_has_githubs_shape(ours: Path) -> None:
     assert problems == []
 
 
+Bot = tuple[GitHubIntegration, TestClient[Any, Any], RecordingTelemetry]
+
+
 @pytest.fixture
-async def bot(tmp_path: Path) -> AsyncIterator[tuple[GitHubIntegration, TestClient[Any, Any]]]:
+async def bot(tmp_path: Path) -> AsyncIterator[Bot]:
     async with running_fake_github() as fake:
         fake.add_repo("Codertocat/Hello-World", make_remote(tmp_path, {"README.md": "hi\n"}))
         app = web.Application()
-        integration = setup_github(app, fake.settings(SECRET), FakePromotions())
+        telemetry = RecordingTelemetry()
+        integration = setup_github(
+            app, fake.settings(SECRET), FakePromotions(), telemetry=telemetry
+        )
         async with TestClient(TestServer(app)) as http:
-            yield integration, http
+            yield integration, http, telemetry
 
 
 @pytest.mark.parametrize(
     ("event", "body"),
     [pytest.param(event_of(p), p.read_bytes(), id=p.name.split(".payload")[0]) for p in SAMPLES],
 )
-async def test_githubs_sample_is_accepted_and_handled(
-    bot: tuple[GitHubIntegration, TestClient[Any, Any]], event: str, body: bytes
-) -> None:
-    integration, http = bot
+async def test_githubs_sample_is_accepted_and_handled(bot: Bot, event: str, body: bytes) -> None:
+    integration, http, telemetry = bot
     headers, signed = webhook_request(event, body, SECRET)
     response = await http.post(WEBHOOK_PATH, data=signed, headers=headers)
     assert response.status in (200, 202), await response.text()
     await asyncio.wait_for(integration.queue.join(), 10)
-    assert integration.failed_handlers == 0
+    assert telemetry.failed() == 0

@@ -1,7 +1,9 @@
 """Run the real reconciler against the API server emulator, for end-to-end tests.
 
-``running_controller`` wires a :class:`app.controller.reconciler.Controller` to a running
-emulator exactly as the server does (informers + leader work loop) and tears it down cleanly.
+``running_cluster`` starts what every controller test starts from (:class:`Cluster`: the
+emulator, a client to it, a work directory; the tests' ``Env`` extends it with their fakes), and
+``running_controller`` wires a :class:`app.controller.reconciler.Controller` to it exactly as
+the server does (informers + leader work loop) and tears it down cleanly.
 ``Gate`` is a step kind for tests: it reports Running until the test opens its gate, which
 makes queueing and timing observable without sleeping on real external systems.
 """
@@ -11,15 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from app.controller import kube as k
 from app.controller.reconciler import Controller
+from app.embedded import seed
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
-from tests.support.kube import RunningApiServer
+from tests.support.kube import RunningApiServer, running_apiserver
 
 TERMINAL = ("Succeeded", "Failed", "Errored", "Aborted")
 
@@ -42,6 +47,32 @@ class Gate:
         return StepResult(StepStatus.RUNNING, message=f"gate {name} closed", retry_after=0.05)
 
 
+@dataclass
+class Cluster:
+    """The API server emulator, a client to it and the controller's work directory."""
+
+    server: RunningApiServer
+    kube: k.Kube
+    work: Path
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(
+    tmp_path: Path,
+    namespaces: Sequence[str],
+    *,
+    seed_from: Sequence[Path] = (),
+    clock: Callable[[], datetime] | None = None,
+) -> AsyncIterator[Cluster]:
+    """An emulator with ``namespaces``, seeded from the manifests at ``seed_from``; ``clock``
+    is the emulator's (its creationTimestamps), the real time when not given."""
+    async with running_apiserver(namespaces=list(namespaces), clock=clock) as server:
+        kube = k.Kube(server.api_client())
+        if seed_from:
+            await seed(kube, list(seed_from))
+        yield Cluster(server, kube, tmp_path / "work")
+
+
 def registry_with(**extra: Any) -> StepRegistry:
     registry = builtin_registry()
     for kind, step in extra.items():
@@ -60,6 +91,7 @@ async def running_controller(
     health_interval: float = 0.2,
     max_concurrent: int = 16,
     on_request: Callable[[str, str, int | None], None] | None = None,
+    on_reconcile: Callable[[float], None] | None = None,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
@@ -70,6 +102,7 @@ async def running_controller(
         max_concurrent=max_concurrent,
         min_requeue=min_requeue,
         health_interval=health_interval,
+        on_reconcile=on_reconcile,
     )
     informers = asyncio.create_task(controller.run_informers())
     leader = asyncio.create_task(controller.lead())

@@ -1663,7 +1663,7 @@ class FakePromotions:
 
     async def abort(self, namespace: str, promotion: str, *, actor: str) -> Any:
         from promoter.chatops import PromotionRef
-        from promoter.errors import InvalidInput
+        from promoter.errors import NotFound
 
         for p in self.promotions:
             if p["metadata"]["name"] == promotion and p["metadata"]["namespace"] == namespace:
@@ -1671,7 +1671,7 @@ class FakePromotions:
                 return PromotionRef(
                     namespace, promotion, p["spec"]["stage"], p["spec"]["freight"], "Running"
                 )
-        raise InvalidInput(f"Promotion {promotion!r} not found in namespace {namespace!r}")
+        raise NotFound(f"Promotion {promotion!r} not found in namespace {namespace!r}")
 
     async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
         self.reverified.append((namespace, stage, actor))

@@ -34,8 +34,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from promoter.chatops import PromotionRef, Snapshot
-from promoter.errors import InvalidInput
+from promoter.errors import NotFound
 from promoter.model import GROUP, meta, name_of
+from tests.support import objects
 
 TOKEN = "xoxb-test-token"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -536,6 +537,8 @@ class MemoryPromotions:
         self.leader = True
         self.actions: list[tuple[str, ...]] = []
         self.annotate_failures = 0
+        # Set to an error of promoter.errors' kinds: every read of the cluster fails with it.
+        self.unavailable: Exception | None = None
         self._n = itertools.count(1)
 
     # ---- test setup -------------------------------------------------------------------------
@@ -543,33 +546,20 @@ class MemoryPromotions:
     def add_stage(
         self, name: str, annotations: Mapping[str, str] | None = None, **spec: Any
     ) -> dict[str, Any]:
-        stage = {
-            "metadata": {
-                "name": name,
-                "namespace": self.namespace,
-                "annotations": dict(annotations or {}),
-            },
-            "spec": {
-                "requestedFreight": spec.pop(
-                    "requested",
-                    [{"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}],
-                ),
-                **spec,
-            },
-            "status": {},
-        }
+        requested = spec.pop("requested", None)
+        if requested is not None:
+            spec["requestedFreight"] = requested
+        stage = objects.stage(
+            name, namespace=self.namespace, annotations=annotations or {}, status={}, **spec
+        )
         self.stages.append(stage)
         return stage
 
     def add_freight(self, name: str, alias: str = "", **extra: Any) -> dict[str, Any]:
         freight = {
-            "metadata": {
-                "name": name,
-                "namespace": self.namespace,
-                "creationTimestamp": "2024-01-01T00:00:00Z",
-            },
-            "alias": alias,
-            "origin": {"kind": "Warehouse", "name": "w"},
+            **objects.freight(
+                name, namespace=self.namespace, alias=alias, created="2024-01-01T00:00:00Z"
+            ),
             **extra,
         }
         self.freight.append(freight)
@@ -608,6 +598,8 @@ class MemoryPromotions:
     # ---- the port ---------------------------------------------------------------------------
 
     async def snapshot(self, namespace: str) -> Snapshot:
+        if self.unavailable is not None:
+            raise self.unavailable
         # Shared objects, as the informer caches hand them out: readers must not mutate.
         return Snapshot(
             namespace=namespace,
@@ -620,7 +612,7 @@ class MemoryPromotions:
         self, namespace: str, stage: str, freight: str, *, actor: str
     ) -> PromotionRef:
         if not any(name_of(s) == stage for s in self.stages):
-            raise InvalidInput(f"Stage {stage!r} not found")
+            raise NotFound(f"Stage {stage!r} not found")
         name = f"{stage}.{next(self._n):04d}.{freight[:7]}"
         obj: dict[str, Any] = {
             "metadata": {
@@ -648,7 +640,7 @@ class MemoryPromotions:
 
     async def abort(self, namespace: str, promotion: str, *, actor: str) -> PromotionRef:
         if promotion not in self.promotions:
-            raise InvalidInput(f"Promotion {promotion!r} not found")
+            raise NotFound(f"Promotion {promotion!r} not found")
         self.actions.append(("abort", promotion, actor))
         obj = self.set_status(promotion, phase="Aborted", message=f"aborted by {actor}")
         return PromotionRef(
@@ -672,7 +664,7 @@ class MemoryPromotions:
             self.annotate_failures -= 1
             raise ConnectionError("API server unavailable")
         if promotion not in self.promotions:
-            raise InvalidInput(f"Promotion {promotion!r} not found")
+            raise NotFound(f"Promotion {promotion!r} not found")
 
         def change(obj: dict[str, Any]) -> None:
             obj["metadata"].setdefault("annotations", {})[key] = value

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from promoter.steps.base import GitSettings, StepContext, StepServices
+from promoter.telemetry import NO_TELEMETRY, Telemetry
 
 FIXED_NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -26,6 +27,7 @@ def make_context(
     previous_output: Mapping[str, Any] | None = None,
     work_dir: Path | None = None,
     extra_services: Mapping[str, Any] | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> StepContext:
     """A StepContext whose work directory is ``tmp_path/work`` (created) unless given."""
     if work_dir is None:
@@ -44,6 +46,7 @@ def make_context(
         services=StepServices(
             git=GitSettings(env=dict(git_env or {}), secrets=tuple(secrets)),
             extra=dict(extra_services or {}),
+            telemetry=telemetry,
         ),
         now=FIXED_NOW,
         started_at=FIXED_NOW,
