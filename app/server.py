@@ -157,6 +157,7 @@ def _services(
             deny_hosts=settings.http_deny,
             max_download_bytes=settings.http_max_download_bytes,
         ),
+        ui_base_url=settings.ui.public_url or "",
         extra=dict(extra),
     )
 

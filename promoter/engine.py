@@ -9,7 +9,9 @@ a Promotion left ``Running`` in one process is continued by another.
 Kargo's rules, as implemented here:
 - start at ``currentStep``; ``if`` is evaluated only before a step starts; without ``if`` a step
   is skipped once an earlier step without ``continueOnError`` has failed or errored;
-- config is rendered just in time; a step's output is stored at ``state[alias]``;
+- config is rendered just in time, and the Promotion's vars with it, for every step that
+  needs them (a var that fails errors that step, not the Promotion); a step's output is stored
+  at ``state[alias]``;
 - a technical error counts against ``retry.errorThreshold`` (default 1); ``retry.timeout`` is
   measured from the step's first start; a refused config (:class:`ConfigRefused`) ends the step
   ``Failed`` at once, another terminal error ``Errored``;
@@ -43,6 +45,7 @@ from promoter.model import (
     PromotionStatus,
     StepExecution,
     StepSpec,
+    Var,
     freight_reference,
 )
 from promoter.steps.base import (
@@ -216,11 +219,9 @@ async def abort_step(promotion: Promotion, runtime: Runtime) -> bool:
     alias = spec.alias or spec.alias_at(i)
     functions = _functions(runtime)
     functions.update(status_functions(promotion.steps, status.steps, i))
-    ctx = base_context(promotion, runtime.freight)
-    promo_vars: dict[str, Any] = {}
-    evaluate_vars(promotion.vars, {"ctx": ctx}, functions, promo_vars, "vars")
+    ctx = step_ctx_map(base_context(promotion, runtime), alias)
     state = dict(status.state)
-    config = _render_config(spec, functions, ctx, promo_vars, state, alias)
+    config = _render_config(spec, functions, ctx, promotion.vars, state, alias)
     step_ctx = _step_context(
         promotion, runtime, alias, state, runtime.clock(), status.steps[i].started_at
     )
@@ -379,9 +380,12 @@ class Outcome:
     requeue_after: float | None
 
 
-def base_context(promotion: Promotion, freight: Mapping[str, Any]) -> dict[str, Any]:
+def base_context(promotion: Promotion, runtime: Runtime) -> dict[str, Any]:
+    """``ctx`` as Kargo's expressions see it (pkg/promotion BuildCtxMap), before a step's alias."""
+    freight = runtime.freight
     origin = freight.get("origin") or {}
     return {
+        "uiBaseUrl": runtime.services.ui_base_url,
         "project": promotion.namespace,
         "stage": promotion.stage,
         "promotion": promotion.name,
@@ -392,8 +396,14 @@ def base_context(promotion: Promotion, freight: Mapping[str, Any]) -> dict[str, 
             "alias": freight.get("alias") or "",
             "origin": {"kind": origin.get("kind", "Warehouse"), "name": origin.get("name", "")},
         },
-        "meta": {"promotion": {"actor": promotion.actor}},
+        "meta": {"promotion": {"actor": promotion.actor, "rollback": promotion.rollback}},
     }
+
+
+def step_ctx_map(ctx: Mapping[str, Any], alias: str) -> dict[str, Any]:
+    """``ctx`` for one step: the base with ``ctx.meta.step.alias``."""
+    meta = ctx.get("meta") or {}
+    return {**ctx, "meta": {**meta, "step": {"alias": alias}}}
 
 
 def evaluate_vars(
@@ -465,14 +475,12 @@ async def advance(
         work.freight = freight_reference(runtime.freight)
 
     steps = promotion.steps
-    ctx = base_context(promotion, runtime.freight)
+    promotion_ctx = base_context(promotion, runtime)
     live_functions = _functions(runtime)
     # The functions that read the cluster, noting what they answered: a replay of a step must
     # see the same answers (promoter/replay.py).
     recorder = replay.CallRecorder(live_functions)
     functions = recorder.functions
-    promo_vars: dict[str, Any] | None = None
-    promo_calls: dict[str, str] = {}
     ran = 0
     prepared = False
 
@@ -482,24 +490,17 @@ async def advance(
         i = work.current
         spec = steps[i]
         alias = spec.alias or spec.alias_at(i)
+        ctx = step_ctx_map(promotion_ctx, alias)
         now = runtime.clock()
         fns = {**functions, **status_functions(steps, work.executions, i)}
         if i >= len(work.executions):
             work.executions.append(StepExecution(alias=alias))
         execution = work.executions[i]
 
-        if promo_vars is None:
-            promo_vars = {}
-            try:
-                evaluate_vars(promotion.vars, {"ctx": ctx}, functions, promo_vars, "vars")
-            except ExpressionError as e:
-                return await _finish_errored(work, runtime, i, alias, f"promotion vars: {e}", now)
-            promo_calls = dict(recorder.calls)
-
         if execution.status is None:
             # Not started: `if` is evaluated only now, never again once the step runs.
             try:
-                run = _should_run(spec, fns, ctx, promo_vars, work.state, alias)
+                run = _should_run(spec, fns, ctx, promotion.vars, work.state, alias)
             except ExpressionError as e:
                 work.executions[i] = replace(
                     execution,
@@ -555,12 +556,13 @@ async def advance(
             if not prepared:
                 problem = await _prepare_work_dir(work, runtime, promotion, i, ctx, live_functions)
                 prepared = problem is None
-            recorder.calls = dict(promo_calls)
+            # What the cluster-reading functions answer this step's vars and config.
+            recorder.calls = {}
             if problem is not None:
                 result = problem
             else:
                 try:
-                    config = _render_config(spec, fns, ctx, promo_vars, work.state, alias)
+                    config = _render_config(spec, fns, ctx, promotion.vars, work.state, alias)
                 except ExpressionError as e:
                     result = StepError(str(e), terminal=True)
                 else:
@@ -740,9 +742,7 @@ async def _replay_step(
         **status_functions(promotion.steps, as_it_ran, j),
     }
     try:
-        promo_vars: dict[str, Any] = {}
-        evaluate_vars(promotion.vars, {"ctx": ctx}, fns, promo_vars, "vars")
-        config = _render_config(spec, fns, ctx, promo_vars, state, alias)
+        config = _render_config(spec, fns, step_ctx_map(ctx, alias), promotion.vars, state, alias)
     except ExpressionError as e:
         raise StepError(f"{what}: its config no longer renders: {e}", terminal=True) from None
     if record_.input and replay.input_digest(config) != record_.input:
@@ -814,17 +814,21 @@ def _variables(
     spec: StepSpec,
     fns: Mapping[str, Callable[..., Any]],
     ctx: Mapping[str, Any],
-    promo_vars: Mapping[str, Any],
+    promotion_vars: Sequence[Var],
     state: Mapping[str, Any],
     alias: str,
 ) -> dict[str, Any]:
+    """What a step's ``if`` and config see. As in Kargo (StepEvaluator.Vars) the Promotion's vars
+    are evaluated again for every step that needs them, without the outputs, so one that fails
+    errors that step only, and a step that never runs never evaluates them."""
     owner = task_alias(alias)
     task_outputs: dict[str, Any] = {}
     if owner is not None:
         prefix = owner + TASK_SEPARATOR
         task_outputs = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
     base: dict[str, Any] = {"ctx": ctx, "outputs": state, "task": {"outputs": task_outputs}}
-    step_vars = dict(promo_vars)
+    step_vars: dict[str, Any] = {}
+    evaluate_vars(promotion_vars, {"ctx": ctx}, fns, step_vars, "promotion vars")
     if spec.vars:
         evaluate_vars(spec.vars, base, fns, step_vars, f"{alias}: vars")
     base["vars"] = step_vars
@@ -835,13 +839,13 @@ def _should_run(
     spec: StepSpec,
     fns: Mapping[str, Callable[..., Any]],
     ctx: Mapping[str, Any],
-    promo_vars: Mapping[str, Any],
+    promotion_vars: Sequence[Var],
     state: Mapping[str, Any],
     alias: str,
 ) -> bool:
     if spec.if_ is None:
         return bool(fns["success"]())
-    variables = _variables(spec, fns, ctx, promo_vars, state, alias)
+    variables = _variables(spec, fns, ctx, promotion_vars, state, alias)
     value = render(spec.if_, Scope(variables, fns), where=f"step {alias!r}: if")
     if isinstance(value, bool):
         return value
@@ -856,11 +860,13 @@ def _render_config(
     spec: StepSpec,
     fns: Mapping[str, Callable[..., Any]],
     ctx: Mapping[str, Any],
-    promo_vars: Mapping[str, Any],
+    promotion_vars: Sequence[Var],
     state: Mapping[str, Any],
     alias: str,
 ) -> Mapping[str, Any]:
-    variables = _variables(spec, fns, ctx, promo_vars, state, alias)
+    if not spec.config:
+        return {}  # Kargo: no config, nothing evaluated (not even the vars)
+    variables = _variables(spec, fns, ctx, promotion_vars, state, alias)
     rendered = render(spec.config or {}, Scope(variables, fns), where=f"step {alias!r}: config")
     return rendered if isinstance(rendered, Mapping) else {}
 
@@ -877,19 +883,3 @@ async def _done(work: _Work, runtime: Runtime) -> Outcome:
     if runtime.checkpoint:
         await runtime.checkpoint(promotion)
     return Outcome(promotion, None)
-
-
-async def _finish_errored(
-    work: _Work, runtime: Runtime, index: int, alias: str, message: str, now: datetime
-) -> Outcome:
-    work.executions[index] = replace(
-        work.executions[index],
-        status=StepStatus.ERRORED.value,
-        started_at=now,
-        finished_at=now,
-        message=message,
-    )
-    work.phase = Phase.ERRORED
-    work.message = f"step {alias!r}: {message}"
-    work.finished_at = now
-    return await _done(work, runtime)

@@ -9,7 +9,7 @@ files live in tests/conformance/; this module is our own data.)
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,10 @@ from promoter import engine
 from promoter.builder import build_promotion
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError
+from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import (
     Phase,
+    Promotion,
     StepExecution,
     StepSpec,
     TaskRef,
@@ -30,6 +32,7 @@ from promoter.model import (
     parse_stage,
 )
 from promoter.steps.base import StepResult, StepServices, StepStatus
+from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import builtin_registry
 from tests.support.steps import make_context
 
@@ -39,6 +42,7 @@ FREIGHT = {
     "origin": {"kind": "Warehouse", "name": "w"},
     "images": [{"repoURL": "nginx", "tag": "1.21.0"}],
 }
+FREIGHT_OBJECT = {"kind": "Freight", **FREIGHT}
 
 
 class NoTasks:
@@ -46,26 +50,40 @@ class NoTasks:
         return None
 
 
-def build(steps: list[dict[str, Any]]) -> Any:
+def build(steps: list[dict[str, Any]], vars_: list[dict[str, Any]] | None = None) -> Any:
+    template: dict[str, Any] = {"steps": steps}
+    if vars_:
+        template["vars"] = vars_
     stage = parse_stage(
         {
             "kind": "Stage",
             "metadata": {"name": "test", "namespace": "demo"},
-            "spec": {"promotionTemplate": {"spec": {"steps": steps}}},
+            "spec": {"promotionTemplate": {"spec": template}},
         }
     )
     return build_promotion(stage, FREIGHT, NoTasks(), actor="alice")
 
 
-async def run_promotion(steps: list[dict[str, Any]], work_dir: Path) -> Any:
+async def run_promotion(
+    steps: list[dict[str, Any]],
+    work_dir: Path,
+    *,
+    vars_: list[dict[str, Any]] | None = None,
+    services: StepServices | None = None,
+    rollback: bool = False,
+) -> Any:
+    services = services or StepServices()
+    port = services.extra.get(METADATA_PORT)
     runtime = engine.Runtime(
         registry=builtin_registry(),
-        services=StepServices(),
+        services=services,
         work_dir=work_dir,
         freight=FREIGHT,
+        extra_functions=metadata_functions(port, "demo") if port else {},
         clock=lambda: NOW,
     )
-    return (await engine.advance(build(steps), runtime)).promotion
+    promotion = replace(build(steps, vars_), rollback=rollback)
+    return (await engine.advance(promotion, runtime)).promotion
 
 
 # ---- default aliases ----------------------------------------------------------------------------
@@ -105,6 +123,139 @@ async def test_outputs_and_status_of_step_1_are_the_first_steps(tmp_path: Path) 
         tmp_path / "work",
     )
     assert done.status.state["read"] == {"n": 1, "s": "Succeeded"}
+
+
+# ---- lazy: what a step that does not run would evaluate to never matters -----------------------
+
+# pkg/promotion/local_orchestrator.go, ExecuteSteps: a step's config is evaluated
+# (StepEvaluator.BuildStepContext) only once the step runs; the Promotion's vars are evaluated
+# again for each step that has an `if` or a config (StepEvaluator.Vars), so one that fails
+# errors that step ("error checking if step ... should be skipped" / "failed to build step
+# context") and the loop goes on: a later step whose `if` allows it still runs.
+BROKEN = "${{ imageFrom('no-such-image').tag }}"
+
+
+async def test_a_step_whose_if_is_false_is_never_rendered(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [
+            {
+                "uses": "compose-output",
+                "as": "never",
+                "if": "${{ false }}",
+                "config": {"t": BROKEN},
+            },
+            {"uses": "compose-output", "as": "after", "config": {"ok": True}},
+        ],
+        tmp_path / "work",
+    )
+    assert done.status.phase is Phase.SUCCEEDED, done.status.message
+    assert [s.status for s in done.status.steps] == ["Skipped", "Succeeded"]
+
+
+async def test_a_step_skipped_after_a_failure_is_never_rendered(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [
+            {"uses": "fail", "config": {"message": "stop"}},
+            {"uses": "compose-output", "as": "skipped", "config": {"t": BROKEN}},
+        ],
+        tmp_path / "work",
+    )
+    assert [s.status for s in done.status.steps] == ["Failed", "Skipped"]
+    assert done.status.phase is Phase.FAILED
+    assert "no-such-image" not in done.status.message
+
+
+async def test_a_promotion_var_that_fails_errors_the_step_that_needs_it_only(
+    tmp_path: Path,
+) -> None:
+    done = await run_promotion(
+        [
+            {"uses": "compose-output", "as": "first", "config": {"tag": "${{ vars.tag }}"}},
+            {"uses": "compose-output", "as": "skipped", "config": {"n": 1}},
+            {
+                "uses": "compose-output",
+                "as": "cleanup",
+                "if": "${{ always() }}",
+                "config": {"n": 2},
+            },
+        ],
+        tmp_path / "work",
+        vars_=[{"name": "tag", "value": BROKEN}],
+    )
+    first, skipped, cleanup = done.status.steps
+    assert first.status == "Errored"
+    assert "promotion vars.tag" in first.message and "no-such-image" in first.message
+    assert skipped.status == "Skipped"
+    # The var fails for every step that has a config (Kargo evaluates them all per step): the
+    # always() step ran its `if`, then errored on the var as well.
+    assert cleanup.status == "Errored"
+    assert done.status.phase is Phase.ERRORED
+
+
+async def test_promotion_vars_are_evaluated_for_each_step_as_kargo_does(tmp_path: Path) -> None:
+    # set-metadata changes what freightMetadata() answers; the next step's vars see the change.
+    done = await run_promotion(
+        [
+            {"uses": "compose-output", "as": "before", "config": {"v": "${{ vars.note }}"}},
+            {
+                "uses": "set-metadata",
+                "config": {
+                    "updates": [{"kind": "Freight", "name": "f1", "values": {"note": "set"}}]
+                },
+            },
+            {"uses": "compose-output", "as": "after", "config": {"v": "${{ vars.note }}"}},
+        ],
+        tmp_path / "work",
+        vars_=[{"name": "note", "value": "${{ freightMetadata(ctx.targetFreight.name, 'note') }}"}],
+        services=StepServices(extra={METADATA_PORT: InMemoryMetadata([FREIGHT_OBJECT], "demo")}),
+    )
+    assert done.status.phase is Phase.SUCCEEDED, done.status.message
+    assert (done.status.state["before"]["v"], done.status.state["after"]["v"]) == (None, "set")
+
+
+# ---- ctx ----------------------------------------------------------------------------------------
+
+
+# pkg/promotion/evaluator_test.go, TestBuildCtxMap "full step context": what `ctx` holds (ours
+# also names the origin's kind).
+async def test_ctx_carries_kargos_fields(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [{"uses": "compose-output", "as": "my-step", "config": {"ctx": "${{ ctx }}"}}],
+        tmp_path / "work",
+        services=StepServices(ui_base_url="https://kargo.example.com"),
+        rollback=True,
+    )
+    assert done.status.state["my-step"]["ctx"] == {
+        "uiBaseUrl": "https://kargo.example.com",
+        "project": "demo",
+        "promotion": done.name,
+        "stage": "test",
+        "targetFreight": {"name": "f1", "alias": "", "origin": {"kind": "Warehouse", "name": "w"}},
+        "meta": {
+            "promotion": {"actor": "alice", "rollback": True},
+            "step": {"alias": "my-step"},
+        },
+    }
+
+
+# pkg/promotion/evaluator_test.go, TestBuildCtxMap "empty step context": no public URL, not a
+# rollback; an unnamed step's alias is its default one.
+async def test_ctx_defaults(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [{"uses": "compose-output", "config": {"a": "${{ ctx.meta.step.alias }}",
+          "r": "${{ ctx.meta.promotion.rollback }}", "u": "${{ ctx.uiBaseUrl }}"}}],
+        tmp_path / "work",
+    )  # fmt: skip
+    assert done.status.state["step-1"] == {"a": "step-1", "r": False, "u": ""}
+
+
+def test_the_rollback_annotation_is_read_from_kargos_key_too() -> None:
+    promotion = build([{"uses": "compose-output", "config": {"a": 1}}])
+    obj = promotion.to_object()
+    assert Promotion.from_object(obj).rollback is False
+    obj["metadata"]["annotations"]["kargo.akuity.io/rollback"] = "true"
+    assert Promotion.from_object(obj).rollback is True
+    assert Promotion.from_object(replace(promotion, rollback=True).to_object()).rollback is True
 
 
 # ---- status() -----------------------------------------------------------------------------------

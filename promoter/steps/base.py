@@ -162,6 +162,8 @@ class StepServices:
 
     git: GitSettings = field(default_factory=GitSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
+    # Where people reach this server (LONGSHOREMAN_PUBLIC_URL): ctx.uiBaseUrl in expressions.
+    ui_base_url: str = ""
     # Extra ports for steps that need them (Argo CD, GitHub, ...), keyed by name.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
