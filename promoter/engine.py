@@ -217,7 +217,7 @@ async def abort_step(promotion: Promotion, runtime: Runtime) -> bool:
     if hook is None:
         return False
     alias = spec.alias or spec.alias_at(i)
-    functions = _functions(runtime)
+    functions = _functions(runtime, promotion.namespace)
     functions.update(status_functions(promotion.steps, status.steps, i))
     ctx = step_ctx_map(base_context(promotion, runtime), alias)
     state = dict(status.state)
@@ -229,10 +229,14 @@ async def abort_step(promotion: Promotion, runtime: Runtime) -> bool:
     return True
 
 
-def _functions(runtime: Runtime) -> dict[str, Callable[..., Any]]:
+def _functions(runtime: Runtime, namespace: str) -> dict[str, Callable[..., Any]]:
     """The Freight functions over the runtime's Freight, plus the caller's extra ones."""
     functions: dict[str, Callable[..., Any]] = dict(
-        freight_functions(list(runtime.freights) or [runtime.freight])
+        freight_functions(
+            list(runtime.freights) or [runtime.freight],
+            warehouses=runtime.warehouses,
+            namespace=namespace,
+        )
     )
     functions.update(runtime.extra_functions)
     return functions
@@ -254,6 +258,8 @@ def _step_context(
         actor=promotion.actor,
         work_dir=runtime.work_dir,
         freight=runtime.freight,
+        freights=tuple(runtime.freights) or (runtime.freight,),
+        warehouses=runtime.warehouses,
         state=state,
         previous_output=state.get(alias) or {},
         services=runtime.services,
@@ -363,6 +369,10 @@ class Runtime:
     freight: Mapping[str, Any]
     # Freight the expression functions may search (the target first, then the Stage's others).
     freights: Sequence[Mapping[str, Any]] = ()
+    # The Warehouses the Stage requests Freight from, by name (None: not found), which decide
+    # where imageFrom() and the like look without an origin, as in Kargo. None: not known (a
+    # local run without their manifests), so the Freight that carry an artifact decide.
+    warehouses: Mapping[str, Mapping[str, Any] | None] | None = None
     extra_functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now().astimezone())
     # Called after each step with the Promotion so far (persist it: any replica may continue).
@@ -476,7 +486,7 @@ async def advance(
 
     steps = promotion.steps
     promotion_ctx = base_context(promotion, runtime)
-    live_functions = _functions(runtime)
+    live_functions = _functions(runtime, promotion.namespace)
     # The functions that read the cluster, noting what they answered: a replay of a step must
     # see the same answers (promoter/replay.py).
     recorder = replay.CallRecorder(live_functions)

@@ -11,9 +11,10 @@ import asyncio
 import contextlib
 import getpass
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from promoter import engine
 from promoter.builder import build_promotion
@@ -21,7 +22,7 @@ from promoter.freight_alias import InMemoryFreightAliases
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
-from promoter.stages import stage_freights
+from promoter.stages import requested_warehouses, stage_freights
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
@@ -46,6 +47,21 @@ class RunOptions:
     actor: str = field(default_factory=local_actor)
     # Longest single wait for a Running step before checking again (seconds).
     max_sleep: float = 30.0
+
+
+def _warehouses(
+    manifests: ManifestSet, stage_obj: Mapping[str, Any], namespace: str
+) -> dict[str, Mapping[str, Any] | None] | None:
+    """The Stage's requested Warehouses from the manifests, as the controller finds them in the
+    cluster; None (let the Freight decide) when the manifests hold none of them, so a run of a
+    Stage and its Freight alone keeps working."""
+
+    def lookup(name: str) -> Mapping[str, Any] | None:
+        found = manifests.find("Warehouse", name, namespace)
+        return found.obj if found is not None else None
+
+    requested = requested_warehouses(stage_obj, lookup)
+    return requested if any(w is not None for w in requested.values()) else None
 
 
 async def run_promotion(
@@ -91,6 +107,7 @@ async def run_promotion(
             work_dir=work_dir,
             freight=freight,
             freights=stage_freights(stage_loaded.obj, freight),
+            warehouses=_warehouses(manifests, stage_loaded.obj, namespace),
             extra_functions=metadata_functions(services.extra[METADATA_PORT], promotion.namespace),
             observer=observer,
         )

@@ -9,7 +9,7 @@ objects and ``now``; the reconciler writes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -412,6 +412,20 @@ def stage_freights(
             if (ref.get("origin") or {}).get("name") == target_origin:
                 continue
             out.append({"metadata": {"name": ref.get("name", "")}, **ref})
+    return out
+
+
+def requested_warehouses(
+    stage_obj: Mapping[str, Any], lookup: Callable[[str], Mapping[str, Any] | None]
+) -> dict[str, Mapping[str, Any] | None]:
+    """The Warehouses a Stage requests Freight from, by name, as ``lookup`` finds them (None for
+    one it does not): what decides where imageFrom() and the like look without an origin."""
+    out: dict[str, Mapping[str, Any] | None] = {}
+    for request in (stage_obj.get("spec") or {}).get("requestedFreight") or ():
+        origin = (request or {}).get("origin") or {}
+        name = origin.get("name")
+        if isinstance(name, str) and name and origin.get("kind", "Warehouse") == "Warehouse":
+            out[name] = lookup(name)
     return out
 
 

@@ -9,6 +9,7 @@ files live in tests/conformance/; this module is our own data.)
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ from ruamel.yaml import YAML
 from promoter import engine
 from promoter.builder import build_promotion
 from promoter.errors import ConfigRefused, StepError
-from promoter.expressions import ExpressionError
+from promoter.expressions import ExpressionError, evaluate_expression, freight_functions
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import (
     Phase,
@@ -256,6 +257,159 @@ def test_the_rollback_annotation_is_read_from_kargos_key_too() -> None:
     obj["metadata"]["annotations"]["kargo.akuity.io/rollback"] = "true"
     assert Promotion.from_object(obj).rollback is True
     assert Promotion.from_object(replace(promotion, rollback=True).to_object()).rollback is True
+
+
+# ---- origins: Kargo's freight finder ------------------------------------------------------------
+
+# pkg/controller/freight/finder_test.go (TestFindCommit, TestFindImage, TestFindChart): the
+# requested Warehouses' subscriptions decide the origin when none is given. Warehouses: name ->
+# subscriptions (None: not in the namespace); Freight: (origin, collection, artifact).
+O1, O2 = "test-warehouse", "some-other-warehouse"
+REPO, CHART = "fake-repo-url", "fake-chart"
+
+
+@dataclass(frozen=True)
+class FinderCase:
+    kargo_test: str
+    expression: str
+    warehouses: dict[str, list[dict[str, Any]] | None]
+    freight: tuple[tuple[str, str, dict[str, Any]], ...] = ()
+    expected: Any = None
+    error: str = ""
+
+
+def _finder_cases(test: str, function: str, collection: str, kind: str) -> list[FinderCase]:
+    if collection == "charts":
+        art1 = {"repoURL": REPO, "name": CHART, "version": "fake-version-1"}
+        art2 = {"repoURL": REPO, "name": CHART, "version": "fake-version-2"}
+        sub: dict[str, Any] = {"repoURL": REPO, "name": CHART}
+        other_sub: dict[str, Any] = {"repoURL": "not-the-right-repo", "name": "not-the-right-chart"}
+        call = f"{function}('{REPO}', '{CHART}'"
+        field, value1 = "Version", "fake-version-1"
+    else:
+        field = "ID" if collection == "commits" else "Tag"
+        key = field.lower()
+        art1 = {"repoURL": REPO, key: "fake-1"}
+        art2 = {"repoURL": REPO, key: "fake-2"}
+        sub, other_sub = {"repoURL": REPO}, {"repoURL": "not-the-right-repo"}
+        call = f"{function}('{REPO}'"
+        value1 = "fake-1"
+    with_origin = f"{call}, warehouse('{O1}'))?.{field}"
+    without = f"{call})?.{field}"
+    cannot = "not found in referenced Freight" if collection == "charts" else ""
+    return [
+        FinderCase(f"{test}/desired origin specified, but not found", with_origin, {},
+                   ((O2, collection, art2),), None),
+        FinderCase(f"{test}/desired origin specified and found", with_origin, {},
+                   ((O1, collection, art1), (O2, collection, art2)), value1),
+        FinderCase(f"{test}/desired origin not specified and warehouse not found", without,
+                   {O1: None}, error=f'Warehouse "{O1}" not found in namespace "demo"'),
+        FinderCase(f"{test}/desired origin not specified and cannot be inferred", without,
+                   {O1: [{kind: other_sub}]}, expected=None, error=cannot),
+        FinderCase(f"{test}/desired origin not specified and more than one possible origin found",
+                   without, {O1: [{kind: sub}], O2: [{kind: sub}]},
+                   error="multiple requested Freight could potentially provide"),
+        FinderCase(f"{test}/desired origin not specified and successfully inferred", without,
+                   {O1: [{kind: sub}]}, ((O1, collection, art1), (O2, collection, art1)), value1),
+    ]  # fmt: skip
+
+
+FINDER = [
+    *_finder_cases("TestFindCommit", "commitFrom", "commits", "git"),
+    *_finder_cases("TestFindImage", "imageFrom", "images", "image"),
+    *_finder_cases("TestFindChart", "chartFrom", "charts", "chart"),
+]
+
+
+@pytest.mark.parametrize("case", FINDER, ids=[c.kargo_test for c in FINDER])
+def test_freight_finder(case: FinderCase) -> None:
+    freights = [
+        {"origin": {"kind": "Warehouse", "name": origin}, collection: [artifact]}
+        for origin, collection, artifact in case.freight
+    ]
+    warehouses = {
+        name: None if subs is None else {"spec": {"subscriptions": subs}}
+        for name, subs in case.warehouses.items()
+    }
+    functions = freight_functions(freights, warehouses=warehouses, namespace="demo")
+    if case.error:
+        with pytest.raises(ExpressionError, match=re.escape(case.error)):
+            evaluate_expression(case.expression, {}, functions)
+    else:
+        assert evaluate_expression(case.expression, {}, functions) == case.expected
+
+
+# pkg/controller/freight/finder_test.go, TestHasAmbiguousImageRequest, through the step that
+# uses it: kustomize-set-image without config.images (kustomize_image_setter.go,
+# buildTargetImagesAutomatically) errors with Kargo's message.
+HAS_AMBIGUOUS_IMAGE_REQUEST = [
+    ("no ambiguous image request", {O1: [{"image": {"repoURL": REPO}}]}, ""),
+    ("ambiguous image request",
+     {O1: [{"image": {"repoURL": REPO}}], O2: [{"image": {"repoURL": REPO}}]},
+     "manual configuration required due to ambiguous result: multiple requested Freight could "
+     f"potentially provide a container image from repository {REPO}"),
+    ("origin not found", {O1: None}, "not found in namespace"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "warehouses", "error"),
+    HAS_AMBIGUOUS_IMAGE_REQUEST,
+    ids=[c[0] for c in HAS_AMBIGUOUS_IMAGE_REQUEST],
+)
+async def test_kustomize_set_image_refuses_to_guess_between_warehouses(
+    tmp_path: Path, name: str, warehouses: dict[str, list[dict[str, Any]] | None], error: str
+) -> None:
+    freight = {**FREIGHT, "images": [{"repoURL": REPO, "tag": "1.2.3"}]}
+    runtime = engine.Runtime(
+        registry=builtin_registry(),
+        services=StepServices(),
+        work_dir=tmp_path / "work",
+        freight=freight,
+        warehouses={
+            n: None if subs is None else {"spec": {"subscriptions": subs}}
+            for n, subs in warehouses.items()
+        },
+        clock=lambda: NOW,
+    )
+    promotion = build(
+        [
+            {"uses": "file-write", "config": {"path": "kustomization.yaml", "contents": "{}\n"}},
+            {"uses": "kustomize-set-image", "as": "set", "config": {"path": "."}},
+        ]
+    )
+    done = (await engine.advance(promotion, runtime)).promotion
+    step = done.status.steps[-1]
+    if error:
+        assert (step.status, done.status.phase) == ("Errored", Phase.ERRORED)
+        assert error in step.message
+    else:
+        assert step.status == "Succeeded", step.message
+        assert "newTag: 1.2.3" in (tmp_path / "work" / "kustomization.yaml").read_text()
+
+
+async def test_image_from_without_an_origin_is_an_error_when_two_requested_warehouses_subscribe(
+    tmp_path: Path,
+) -> None:
+    runtime = engine.Runtime(
+        registry=builtin_registry(),
+        services=StepServices(),
+        work_dir=tmp_path / "work",
+        freight=FREIGHT,
+        warehouses={
+            n: {"spec": {"subscriptions": [{"image": {"repoURL": "nginx"}}]}} for n in "ab"
+        },
+        clock=lambda: NOW,
+    )
+    promotion = build(
+        [{"uses": "compose-output", "config": {"t": "${{ imageFrom('nginx').Tag }}"}}]
+    )
+    done = (await engine.advance(promotion, runtime)).promotion
+    assert done.status.phase is Phase.ERRORED
+    assert (
+        "multiple requested Freight could potentially provide a container image from repository "
+        "nginx: please provide a Freight origin to disambiguate" in done.status.steps[0].message
+    )
 
 
 # ---- status() -----------------------------------------------------------------------------------

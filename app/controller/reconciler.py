@@ -49,6 +49,7 @@ from promoter.stage_planner import plan_queue, plan_status
 from promoter.stages import (
     available_at,
     phase_of,
+    requested_warehouses,
     stage_freights,
     stage_status,
 )
@@ -196,6 +197,8 @@ class Controller:
         )
         self.stages = Informer(kube, k.STAGES, namespace=namespace, on_event=self._on_stage)
         self.freight = Informer(kube, k.FREIGHT, namespace=namespace, on_event=self._on_freight)
+        # The Stages' requested Warehouses decide where imageFrom() and the like look (Kargo).
+        self.warehouses = Informer(kube, k.WAREHOUSES, namespace=namespace)
         self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
         self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
         self.applications = Informer(kube, k.APPLICATIONS, on_event=self._on_application)
@@ -245,6 +248,7 @@ class Controller:
             self.promotions,
             self.stages,
             self.freight,
+            self.warehouses,
             self.tasks,
             self.cluster_tasks,
             *(() if self.argocd_missing else (self.applications,)),
@@ -526,6 +530,9 @@ class Controller:
             work_dir=self._work_dir(namespace, promotion.name),
             freight=freight,
             freights=stage_freights(stage_obj, freight),
+            warehouses=requested_warehouses(
+                stage_obj, lambda name: self.warehouses.get(namespace, name)
+            ),
             extra_functions=self._functions(namespace),
             clock=self.clock,
             running_retry=self.default_requeue,

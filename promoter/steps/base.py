@@ -207,6 +207,11 @@ class StepContext:
     started_at: datetime | None = None
     # Set while the step is replayed to rebuild the work directory (see Replaying).
     replay: Replaying | None = None
+    # The Freight collection (the target first, then what the Stage holds from other origins)
+    # and the Stage's requested Warehouses by name (None: not known), for steps that pick
+    # artifacts by themselves (kustomize-set-image without images), as Kargo's do.
+    freights: Sequence[Mapping[str, Any]] = ()
+    warehouses: Mapping[str, Mapping[str, Any] | None] | None = None
 
     def path(self, relative: str, *, field_name: str = "path") -> Path:
         """Resolve a config path inside the work directory, refusing any way out of it.

@@ -35,7 +35,7 @@ from ruamel.yaml.error import YAMLError as RuamelYAMLError
 from ruamel.yaml.scalarstring import ScalarString
 
 from promoter.errors import ConfigRefused, StepError
-from promoter.expressions import ExpressionError, evaluate_expression
+from promoter.expressions import ExpressionError, ambiguous_image_request, evaluate_expression
 from promoter.steps.base import (
     Config,
     Effect,
@@ -877,25 +877,44 @@ def _freight_image(ctx: StepContext, kind: str, repo_url: str, where: str) -> Ma
     return images[0]
 
 
+def _images_of_the_freight(ctx: StepContext, kind: str) -> dict[str, _ImageSetting]:
+    """Kargo's buildTargetImagesAutomatically: without config.images, every image of the Freight
+    collection is set, by its repoURL; when two requested Warehouses subscribe to the same
+    repository (or, not knowing the Warehouses, two Freight carry it) the step cannot choose."""
+    ambiguous = None
+    try:
+        if ctx.warehouses is not None:
+            ambiguous = ambiguous_image_request(ctx.warehouses, ctx.project)
+    except ExpressionError as e:
+        ambiguous = str(e)
+    targets: dict[str, _ImageSetting] = {}
+    for freight in ctx.freights or (ctx.freight,):
+        for image in freight.get("images") or []:
+            if not isinstance(image, Mapping) or not image.get("repoURL"):
+                continue
+            repo_url = str(image["repoURL"])
+            if repo_url in targets and ambiguous is None:
+                ambiguous = (
+                    "multiple requested Freight could potentially provide a container image "
+                    f"from repository {repo_url}"
+                )
+            targets[repo_url] = _ImageSetting(
+                repo_url, new_tag=str(image.get("tag") or ""), digest=str(image.get("digest") or "")
+            )
+    if ambiguous is not None:
+        # Errored, not Failed, as in Kargo (the Warehouses may change); list config.images.
+        raise StepError(
+            f"{kind}: manual configuration required due to ambiguous result: {ambiguous}"
+        )
+    return targets
+
+
 def _image_settings(ctx: StepContext, cfg: Config) -> dict[str, _ImageSetting]:
     kind = cfg.kind
     targets: dict[str, _ImageSetting] = {}
     items = cfg.items("images")
     if not items:
-        # Kargo: without images, every image of the Freight is set, by its repoURL.
-        for image in ctx.freight.get("images") or []:
-            if not isinstance(image, Mapping) or not image.get("repoURL"):
-                continue
-            repo_url = str(image["repoURL"])
-            if repo_url in targets:
-                raise ConfigRefused(
-                    f"{kind}: the target Freight lists image {repo_url!r} more than once; "
-                    "list config.images explicitly"
-                )
-            targets[repo_url] = _ImageSetting(
-                repo_url, new_tag=str(image.get("tag") or ""), digest=str(image.get("digest") or "")
-            )
-        return targets
+        return _images_of_the_freight(ctx, kind)
     for item in items:
         image = item.str("image")
         tag, digest = item.opt_str("tag"), item.opt_str("digest")
