@@ -412,6 +412,77 @@ async def test_image_from_without_an_origin_is_an_error_when_two_requested_wareh
     )
 
 
+# ---- yaml-parse / json-parse: the document is expr-lang's environment --------------------------
+
+# pkg/promotion/runner/builtin/json_parser_test.go Test_jsonParser_extractValues and
+# yaml_parser_test.go Test_yamlParser_extractValues (the same table): document, expression,
+# output (an error when it is an Exception type).
+EXTRACT_VALUES = [
+    ("valid expression", {"key": "value"}, "key", "value"),
+    ("root list - access by index", ["first", "second", "third"], "$env[0]", "first"),
+    ("root list - get length", ["first", "second", "third"], "len($env)", 3),
+    ("root list of objects - access nested property",
+     [{"name": "item1", "value": 10}, {"name": "item2", "value": 20}], "$env[1].name", "item2"),
+    ("expression points to missing key", {"key": "value"}, "missingKey", None),
+    ("expression evaluates to a nested object", {"nested": {"key": "value"}}, "nested",
+     {"key": "value"}),
+    ("expression evaluates to an array", {"array": [1, 2, 3]}, "array", [1, 2, 3]),
+    ("expression evaluates to a string", {"key": "value"}, "key", "value"),
+    ("expression evaluates to an integer", {"number": 42}, "number", 42),
+    ("expression compilation error", {"key": "value"}, "(1 + 2", ExpressionError),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["json-parse", "yaml-parse"])
+@pytest.mark.parametrize(
+    ("name", "document", "expression", "expected"),
+    EXTRACT_VALUES,
+    ids=[c[0] for c in EXTRACT_VALUES],
+)
+async def test_parse_steps_extract_values(
+    tmp_path: Path, kind: str, name: str, document: Any, expression: str, expected: Any
+) -> None:
+    done = await run_promotion(
+        [
+            # JSON text is YAML too.
+            {"uses": "file-write", "config": {"path": "doc", "contents": json.dumps(document)}},
+            {
+                "uses": kind,
+                "as": "parse",
+                "config": {
+                    "path": "doc",
+                    "outputs": [{"name": "result", "fromExpression": expression}],
+                },
+            },
+        ],
+        tmp_path / "work",
+    )
+    step = done.status.steps[-1]
+    if expected is ExpressionError:
+        assert step.status == "Errored"
+        assert "(1 + 2" in step.message
+    else:
+        assert step.status == "Succeeded", step.message
+        assert done.status.state["parse"] == {"result": expected}
+
+
+# yaml_parser_test.go Test_yamlParser_readAndParseYAML "Valid YAML with scalar root": the
+# whole document is $env.
+async def test_yaml_parse_of_a_scalar_document(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [
+            {"uses": "file-write", "config": {"path": "doc", "contents": "simple string value\n"}},
+            {
+                "uses": "yaml-parse",
+                "as": "parse",
+                "config": {"path": "doc", "outputs": [{"name": "v", "fromExpression": "$env"}]},
+            },
+        ],
+        tmp_path / "work",
+    )
+    assert done.status.state["parse"] == {"v": "simple string value"}
+
+
 # ---- status() -----------------------------------------------------------------------------------
 
 

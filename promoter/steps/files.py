@@ -36,6 +36,7 @@ from ruamel.yaml.scalarstring import ScalarString
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, ambiguous_image_request, evaluate_expression
+from promoter.expressions.compiler import ENVIRONMENT
 from promoter.steps.base import (
     Config,
     Effect,
@@ -738,8 +739,9 @@ def _load_for_parse(ctx: StepContext, kind: str, raw_path: str, load: Loader) ->
     if not text.strip():
         raise StepError(f"{kind}: {raw_path!r} is empty", terminal=True)
     data = _string_keys(load(text, raw_path))
-    # Like Kargo: a document whose root is not a map is reachable as `root`.
-    return data if isinstance(data, dict) else {"root": data}
+    # Kargo runs the expressions with the document as expr-lang's environment: `$env[0]` and
+    # `len($env)` read a list root; ours also names it `root`.
+    return data if isinstance(data, dict) else {"root": data, ENVIRONMENT: data}
 
 
 def _load_json_or_yaml(kind: str) -> Loader:
