@@ -158,6 +158,7 @@ def _services(
             max_download_bytes=settings.http_max_download_bytes,
         ),
         ui_base_url=settings.ui.public_url or "",
+        shared_namespace=settings.shared_resources_namespace,
         extra=dict(extra),
     )
 

@@ -7,6 +7,7 @@ operator who mistyped a value sees which one at start, not a stack trace later.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -15,6 +16,7 @@ from typing import Any
 
 from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import GitHubSettings, GitHubSettingsError
+from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE
 from promoter.steps.http import HostRules
 from slack.settings import SlackSettings, SlackSettingsError
 
@@ -71,6 +73,22 @@ def _path(env: Mapping[str, str], name: str, *, must_exist: bool = False) -> Pat
     return path
 
 
+# A Kubernetes namespace name (RFC 1123 label).
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _namespace(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if not _NAMESPACE.match(raw):
+        raise SettingsError(
+            f"{name}={raw!r} is not a namespace name (lower-case letters, digits and '-', "
+            "at most 63)"
+        )
+    return raw
+
+
 def _hosts(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     entries = tuple(e.strip() for e in (env.get(name) or "").split(",") if e.strip())
     try:
@@ -96,6 +114,8 @@ class Settings:
     embedded_seed: tuple[Path, ...] = ()
     # Only watch this namespace (empty: all namespaces).
     watch_namespace: str | None = None
+    # Where sharedSecret() and sharedConfigMap() read (Kargo's SHARED_RESOURCES_NAMESPACE).
+    shared_resources_namespace: str = DEFAULT_SHARED_NAMESPACE
     leader_election: bool = False
     lease_namespace: str = "default"
     lease_name: str = "longshoreman-controller"
@@ -190,6 +210,9 @@ class Settings:
             embedded_state_file=_path(env, "EMBEDDED_STATE_FILE"),
             embedded_seed=tuple(Path(p) for p in seed.split(os.pathsep) if p) if seed else (),
             watch_namespace=env.get("WATCH_NAMESPACE") or None,
+            shared_resources_namespace=_namespace(
+                env, "LONGSHOREMAN_SHARED_RESOURCES_NAMESPACE", DEFAULT_SHARED_NAMESPACE
+            ),
             leader_election=_bool(env, "LEADER_ELECTION", defaults.leader_election),
             lease_namespace=env.get("LEASE_NAMESPACE", defaults.lease_namespace),
             lease_name=env.get("LEASE_NAME", defaults.lease_name),

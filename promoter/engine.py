@@ -32,10 +32,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from promoter import replay
+from promoter.clusterdata import DataCache, evaluate_with_data
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
 from promoter.model import (
@@ -217,13 +219,19 @@ async def abort_step(promotion: Promotion, runtime: Runtime) -> bool:
     if hook is None:
         return False
     alias = spec.alias or spec.alias_at(i)
+    data = _data_cache(promotion, runtime)
     functions = _functions(runtime, promotion.namespace)
+    functions.update(data.functions())
     functions.update(status_functions(promotion.steps, status.steps, i))
     ctx = step_ctx_map(base_context(promotion, runtime), alias)
     state = dict(status.state)
-    config = _render_config(spec, functions, ctx, promotion.vars, state, alias)
+    config = await evaluate_with_data(
+        lambda: _render_config(spec, functions, ctx, promotion.vars, state, alias),
+        data,
+        runtime.services.cluster_data,
+    )
     step_ctx = _step_context(
-        promotion, runtime, alias, state, runtime.clock(), status.steps[i].started_at
+        promotion, runtime, alias, state, runtime.clock(), status.steps[i].started_at, data
     )
     await hook(step_ctx, config)
     return True
@@ -242,6 +250,11 @@ def _functions(runtime: Runtime, namespace: str) -> dict[str, Callable[..., Any]
     return functions
 
 
+def _data_cache(promotion: Promotion, runtime: Runtime) -> DataCache:
+    """What one step's secret()/configMap() calls read: fetched on demand, kept for the step."""
+    return DataCache(promotion.namespace, runtime.services.shared_namespace)
+
+
 def _step_context(
     promotion: Promotion,
     runtime: Runtime,
@@ -249,6 +262,7 @@ def _step_context(
     state: Mapping[str, Any],
     now: datetime,
     started_at: datetime | None,
+    data: DataCache | None = None,
 ) -> StepContext:
     return StepContext(
         project=promotion.namespace,
@@ -265,6 +279,7 @@ def _step_context(
         services=runtime.services,
         now=now,
         started_at=started_at,
+        secret_values=data.secret_values() if data is not None else (),
     )
 
 
@@ -502,7 +517,10 @@ async def advance(
         alias = spec.alias or spec.alias_at(i)
         ctx = step_ctx_map(promotion_ctx, alias)
         now = runtime.clock()
-        fns = {**functions, **status_functions(steps, work.executions, i)}
+        # secret() and the like: not recorded for replays (their values must not reach the
+        # status), fetched for this step only.
+        data = _data_cache(promotion, runtime)
+        fns = {**functions, **data.functions(), **status_functions(steps, work.executions, i)}
         if i >= len(work.executions):
             work.executions.append(StepExecution(alias=alias))
         execution = work.executions[i]
@@ -510,14 +528,18 @@ async def advance(
         if execution.status is None:
             # Not started: `if` is evaluated only now, never again once the step runs.
             try:
-                run = _should_run(spec, fns, ctx, promotion.vars, work.state, alias)
+                run = await evaluate_with_data(
+                    partial(_should_run, spec, fns, ctx, promotion.vars, work.state, alias),
+                    data,
+                    runtime.services.cluster_data,
+                )
             except ExpressionError as e:
                 work.executions[i] = replace(
                     execution,
                     status=StepStatus.ERRORED.value,
                     started_at=now,
                     finished_at=now,
-                    message=f"if: {e}",
+                    message=data.redact(f"if: {e}"),
                 )
                 work.current += 1
                 await _checkpoint(work, runtime, i)
@@ -572,12 +594,16 @@ async def advance(
                 result = problem
             else:
                 try:
-                    config = _render_config(spec, fns, ctx, promotion.vars, work.state, alias)
+                    config = await evaluate_with_data(
+                        partial(_render_config, spec, fns, ctx, promotion.vars, work.state, alias),
+                        data,
+                        runtime.services.cluster_data,
+                    )
                 except ExpressionError as e:
-                    result = StepError(str(e), terminal=True)
+                    result = StepError(data.redact(str(e)), terminal=True)
                 else:
                     step_ctx = _step_context(
-                        promotion, runtime, alias, work.state, now, execution.started_at
+                        promotion, runtime, alias, work.state, now, execution.started_at, data
                     )
                     result = await _run_step(step, step_ctx, config, spec)
         now = runtime.clock()
@@ -747,14 +773,23 @@ async def _replay_step(
     record_ = replay.StepRecord.from_dict(work.replay_steps.get(alias))
     execution = work.executions[j]
     as_it_ran = [*work.executions[:j], replace(execution, status=StepStatus.RUNNING.value)]
+    data = _data_cache(promotion, runtime)
     fns = {
         **replay.replaying_functions(functions, record_.calls),
+        **data.functions(),
         **status_functions(promotion.steps, as_it_ran, j),
     }
+    step_ctx_vars = step_ctx_map(ctx, alias)
     try:
-        config = _render_config(spec, fns, step_ctx_map(ctx, alias), promotion.vars, state, alias)
+        config = await evaluate_with_data(
+            lambda: _render_config(spec, fns, step_ctx_vars, promotion.vars, state, alias),
+            data,
+            runtime.services.cluster_data,
+        )
     except ExpressionError as e:
-        raise StepError(f"{what}: its config no longer renders: {e}", terminal=True) from None
+        raise StepError(
+            data.redact(f"{what}: its config no longer renders: {e}"), terminal=True
+        ) from None
     if record_.input and replay.input_digest(config) != record_.input:
         raise StepError(
             f"{what}: its config renders differently than when it ran (an input it read has "
@@ -763,7 +798,9 @@ async def _replay_step(
         )
     recorded = work.state.get(alias) or {}
     step_ctx = replace(
-        _step_context(promotion, runtime, alias, state, runtime.clock(), execution.started_at),
+        _step_context(
+            promotion, runtime, alias, state, runtime.clock(), execution.started_at, data
+        ),
         previous_output={},
         replay=Replaying(dict(recorded), record_.data),
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 from promoter import engine
 from promoter.builder import build_promotion
+from promoter.clusterdata import InMemoryData
 from promoter.freight_alias import InMemoryFreightAliases
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
@@ -85,6 +86,9 @@ async def run_promotion(
     # not changed).
     services = replace(
         options.services,
+        # secret(), configMap() and their shared forms read the Secrets and ConfigMaps loaded.
+        cluster_data=options.services.cluster_data
+        or InMemoryData((o.obj for o in manifests), promotion.namespace),
         extra={
             METADATA_PORT: InMemoryMetadata((o.obj for o in manifests), promotion.namespace),
             ALIAS_PORT: InMemoryFreightAliases((o.obj for o in manifests), promotion.namespace),

@@ -374,11 +374,20 @@ def _prod_stage() -> dict[str, Any]:
             "promotionTemplate": {
                 "spec": {
                     "steps": [
+                        # Reads a ConfigMap and a Secret by name (absent here: {}, as in Kargo).
+                        {
+                            "uses": "compose-output",
+                            "as": "data",
+                            "config": {
+                                "region": "${{ configMap('settings').region ?? 'none' }}",
+                                "keys": "${{ len(secret('credentials')) }}",
+                            },
+                        },
                         {
                             "uses": "argocd-update",
                             "as": "sync",
                             "config": {"apps": [{"name": "web"}]},
-                        }
+                        },
                     ]
                 }
             },

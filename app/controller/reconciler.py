@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from app.controller import kube as k
+from app.controller.clusterdata import KubeClusterData
 from app.controller.informer import Informer
 from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
 from app.controller.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_promote_enabled
 from app.controller.workqueue import WorkQueue
+from app.logs import REDACTOR
 from promoter import annotations as ann
 from promoter import engine
 from promoter.builder import TaskSource, build_promotion, ensure_inflated
@@ -206,6 +208,10 @@ class Controller:
         # stageMetadata()/freightMetadata() read it from these informers.
         self.services = replace(
             self.services,
+            # secret(), configMap(): one GET per object a step names; values join the log
+            # redactor as they are read.
+            cluster_data=self.services.cluster_data
+            or KubeClusterData(kube, on_secret=REDACTOR.add),
             extra={
                 METADATA_PORT: KubeMetadataStore(kube, stages=self.stages, freight=self.freight),
                 # set-freight-alias writes Freight's alias field and label.

@@ -1,4 +1,5 @@
-"""Kargo's Freight functions: ``warehouse()``, ``commitFrom()``, ``imageFrom()``, ``chartFrom()``.
+"""Kargo's Freight functions: ``warehouse()``, ``commitFrom()``, ``imageFrom()``, ``chartFrom()``
+and ``artifactFrom()`` (artifacts of Kargo's generic subscriptions, by subscription name).
 
 Mirrors Kargo's ``pkg/expressions/function`` and ``pkg/controller/freight/finder.go``:
 
@@ -210,6 +211,9 @@ _AMBIGUOUS = {
     "repository {url}: please provide a Freight origin to disambiguate",
     "charts": "multiple requested Freight could potentially provide a chart from repository "
     "{url}: please provide a Freight origin to disambiguate",
+    "artifacts": "error finding artifact from subscription {url}: multiple requested Freight "
+    'could potentially provide a "{url}" artifact; please update promotion steps to '
+    "disambiguate",
 }
 
 
@@ -229,14 +233,19 @@ def freight_functions(
     def candidates_from_warehouses(
         kind: str, matches: Callable[[Mapping[str, Any]], bool]
     ) -> list[tuple[str, str]]:
+        """The requested Warehouses with a subscription of ``kind`` that ``matches``; for
+        ``subscription`` (Kargo's generic ones) ``matches`` sees the whole entry (its name)."""
         assert warehouses is not None
         found = []
         for name, warehouse in warehouses.items():
             if warehouse is None:
                 raise _warehouse_not_found(str(name), namespace)
-            if any(isinstance(s.get(kind), Mapping) and matches(s[kind])
-                   for s in _subscriptions(warehouse)):  # fmt: skip
-                found.append(("Warehouse", str(name)))
+            for s in _subscriptions(warehouse):
+                if isinstance(s.get(kind), Mapping) and matches(
+                    s if kind == "subscription" else s[kind]
+                ):
+                    found.append(("Warehouse", str(name)))
+                    break
         return found
 
     def find(
@@ -341,7 +350,50 @@ def freight_functions(
             raise ExpressionError(reason=f"chartFrom(): {what} not found in referenced Freight")
         return None if artifact is None else kargo_object(Chart, artifact)
 
+    def artifact_from(*args: Any) -> dict[str, Any] | None:
+        # Kargo's artifactFrom(subscriptionName[, origin]): an artifact of a generic
+        # subscription, with Go's field names (Kargo's expressionFriendlyArtifactReference has
+        # no JSON tags); its metadata as a map.
+        if not 1 <= len(args) <= 2:
+            raise ExpressionError(reason=f"artifactFrom(): expected 1-2 arguments, got {len(args)}")
+        name = _string_arg("artifactFrom", args[0], "first")
+        desired = None
+        if len(args) == 2:
+            if not isinstance(args[1], Mapping) or "kind" not in args[1]:
+                raise ExpressionError(
+                    reason="artifactFrom(): second argument must be FreightOrigin "
+                    '(from warehouse("name"))'
+                )
+            desired = _origin_arg("artifactFrom", args[1])
+        if desired is None and warehouses is not None:
+            candidates = candidates_from_warehouses("subscription", lambda s: s.get("name") == name)
+            if len(candidates) > 1:
+                raise ExpressionError(
+                    reason=f"artifactFrom(): {_AMBIGUOUS['artifacts'].format(url=name)}"
+                )
+            if not candidates:
+                return None
+            desired = candidates[0]
+        artifact, _ = find(
+            "artifactFrom",
+            "artifacts",
+            "subscription",
+            lambda a: a.get("subscriptionName") == name,
+            desired,
+            name,
+        )
+        if artifact is None:
+            return None
+        metadata = artifact.get("metadata")
+        return {
+            "ArtifactType": str(artifact.get("artifactType") or ""),
+            "SubscriptionName": str(artifact.get("subscriptionName") or ""),
+            "Version": str(artifact.get("version") or ""),
+            "Metadata": dict(metadata) if isinstance(metadata, Mapping) else {},
+        }
+
     return {
+        "artifactFrom": artifact_from,
         "warehouse": warehouse,
         "commitFrom": commit_from,
         "imageFrom": image_from,

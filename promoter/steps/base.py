@@ -33,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
 
 # A directory inside every work directory for the engine's own files (the git clone cache).
@@ -164,6 +165,10 @@ class StepServices:
     http: HttpSettings = field(default_factory=HttpSettings)
     # Where people reach this server (LONGSHOREMAN_PUBLIC_URL): ctx.uiBaseUrl in expressions.
     ui_base_url: str = ""
+    # Secrets and ConfigMaps for secret(), configMap() and their shared forms (None: refused),
+    # and the namespace the shared forms read.
+    cluster_data: ClusterData | None = None
+    shared_namespace: str = DEFAULT_SHARED_NAMESPACE
     # Extra ports for steps that need them (Argo CD, GitHub, ...), keyed by name.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -212,6 +217,8 @@ class StepContext:
     # artifacts by themselves (kustomize-set-image without images), as Kargo's do.
     freights: Sequence[Mapping[str, Any]] = ()
     warehouses: Mapping[str, Mapping[str, Any] | None] | None = None
+    # Secret values the step's expressions read (secret()): never in its messages.
+    secret_values: Sequence[str] = ()
 
     def path(self, relative: str, *, field_name: str = "path") -> Path:
         """Resolve a config path inside the work directory, refusing any way out of it.
@@ -244,7 +251,7 @@ class StepContext:
 
     def redact(self, text: str) -> str:
         """Remove every configured secret from a text meant for messages."""
-        for secret in self.services.git.secrets:
+        for secret in (*self.services.git.secrets, *self.secret_values):
             if secret:
                 text = text.replace(secret, "***")
         return text
