@@ -18,6 +18,7 @@ from aiohttp import web
 
 from app.controller import kube as k
 from app.controller.leader import LeaderElector
+from app.controller.oci import Registries, docker_config_credentials
 from app.controller.promotions import ClusterPromotions, DeferredPromotions
 from app.controller.reconciler import Controller
 from app.controller.warehouses.reconciler import start_warehouse_controller
@@ -158,6 +159,9 @@ def _services(
             max_download_bytes=settings.http_max_download_bytes,
         ),
         ui_base_url=settings.ui.public_url or "",
+        oci=Registries(
+            docker_config_credentials(settings.registry_auth) if settings.registry_auth else None
+        ),
         shared_namespace=settings.shared_resources_namespace,
         extra=dict(extra),
     )
@@ -192,10 +196,13 @@ async def _start(
         )
     state.kube = kube
     stack.push_async_callback(kube.close)
+    services = _services(settings, kube, extra, state.git_credentials)
+    if isinstance(services.oci, Registries):
+        stack.push_async_callback(services.oci.close)
     controller = Controller(
         kube,
         registry=state.registry or builtin_registry(),
-        services=_services(settings, kube, extra, state.git_credentials),
+        services=services,
         work_dir=settings.work_dir,
         namespace=settings.watch_namespace,
         max_concurrent=settings.max_concurrent_reconciles,

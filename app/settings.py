@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.controller.oci import docker_config_credentials
 from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import GitHubSettings, GitHubSettingsError
 from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE
@@ -89,6 +90,16 @@ def _namespace(env: Mapping[str, str], name: str, default: str) -> str:
     return raw
 
 
+def _registry_auth(env: Mapping[str, str], name: str) -> Path | None:
+    path = _path(env, name, must_exist=True)
+    if path is not None:
+        try:
+            docker_config_credentials(path)
+        except ValueError as e:
+            raise SettingsError(f"{name}: {e}") from None
+    return path
+
+
 def _hosts(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     entries = tuple(e.strip() for e in (env.get(name) or "").split(",") if e.strip())
     try:
@@ -130,6 +141,8 @@ class Settings:
     health_check_interval: float = 30.0
     work_dir: Path = field(default_factory=lambda: Path("/tmp/longshoreman-work"))
     git_config: Path | None = None
+    # Registry credentials for oci-download/oci-push: a Docker config.json (auths by host).
+    registry_auth: Path | None = None
     git_author_name: str = "Longshoreman"
     git_author_email: str = "longshoreman@localhost"
     log_level: str = "INFO"
@@ -232,6 +245,7 @@ class Settings:
             ),
             work_dir=_path(env, "WORK_DIR") or defaults.work_dir,
             git_config=_path(env, "LONGSHOREMAN_GIT_CONFIG", must_exist=True),
+            registry_auth=_registry_auth(env, "LONGSHOREMAN_REGISTRY_AUTH"),
             git_author_name=env.get("GIT_AUTHOR_NAME", defaults.git_author_name),
             git_author_email=env.get("GIT_AUTHOR_EMAIL", defaults.git_author_email),
             log_level=log_level,

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
+from promoter.oci import OCIRegistry
 
 # A directory inside every work directory for the engine's own files (the git clone cache).
 PRIVATE_DIR = ".longshoreman"
@@ -169,6 +170,8 @@ class StepServices:
     # and the namespace the shared forms read.
     cluster_data: ClusterData | None = None
     shared_namespace: str = DEFAULT_SHARED_NAMESPACE
+    # OCI registries for oci-download and oci-push (None: refused, as in the local runner).
+    oci: OCIRegistry | None = None
     # Extra ports for steps that need them (Argo CD, GitHub, ...), keyed by name.
     extra: Mapping[str, Any] = field(default_factory=dict)
 

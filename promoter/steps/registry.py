@@ -42,6 +42,9 @@ BUILTIN_KINDS: Mapping[str, str] = {
     "http-download": "promoter.steps.download",
     "untar": "promoter.steps.archive",
     "tar": "promoter.steps.archive",
+    # Need the registry port (StepServices.oci), which the server provides.
+    "oci-download": "promoter.steps.oci",
+    "oci-push": "promoter.steps.oci",
     # Needs the metadata port (StepServices.extra["metadata"]), which the server and the local
     # runner provide.
     "set-metadata": "promoter.steps.metadata",
