@@ -306,6 +306,13 @@ def test_the_dockerfile_builds_a_slim_non_root_image_that_runs_the_source_tree()
     # git is installed in the runtime (the git steps run it).
     runs = " ".join(line for instruction, line in runtime if instruction == "RUN")
     assert re.search(r"apt-get install\b[^&]*\bgit\b", runs)
+    # kubectl is copied in (kustomize-build runs `kubectl kustomize`), checked by its SHA-256.
+    copies = [line for instruction, line in runtime if instruction == "COPY"]
+    assert any(line.endswith("/usr/local/bin/kubectl") for line in copies)
+    kubectl_stage = " ".join(
+        line for stage in stages if "AS kubectl" in stage[0][1] for i, line in stage if i == "RUN"
+    )
+    assert "sha256sum -c" in kubectl_stage and "dl.k8s.io/release/" in kubectl_stage
     # The command is `python -m app serve`, and that module and subcommand exist.
     entrypoint = json.loads(next(line for i, line in runtime if i == "ENTRYPOINT"))
     cmd = json.loads(next(line for i, line in runtime if i == "CMD"))

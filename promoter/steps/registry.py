@@ -36,6 +36,8 @@ BUILTIN_KINDS: Mapping[str, str] = {
     "delete": "promoter.steps.files",
     "file-write": "promoter.steps.files",
     "yaml-merge": "promoter.steps.files",
+    # Runs `kubectl kustomize` (the image ships kubectl).
+    "kustomize-build": "promoter.steps.kustomize",
     "toml-parse": "promoter.steps.tomlfiles",
     "toml-update": "promoter.steps.tomlfiles",
     "http": "promoter.steps.http",
