@@ -16,14 +16,12 @@ from typing import Any
 
 import pytest
 
-from promoter import engine
-from promoter.builder import build_promotion
 from promoter.clusterdata import InMemoryData
 from promoter.expressions import ExpressionError, evaluate_expression, freight_functions
 from promoter.metadata import InMemoryMetadata, metadata_functions
-from promoter.model import Phase, TaskRef, TaskSpec, parse_stage
+from promoter.model import Phase
 from promoter.steps.base import StepServices
-from promoter.steps.registry import builtin_registry
+from tests.support.steps import run_template
 
 NOW = datetime(2026, 7, 25, 12, 0, tzinfo=UTC)
 NS = "fake-project"
@@ -33,11 +31,6 @@ FREIGHT = {
     "metadata": {"name": "fake-freight", "namespace": NS},
     "origin": {"kind": "Warehouse", "name": "w"},
 }
-
-
-class NoTasks:
-    def get_task(self, ref: TaskRef, namespace: str) -> TaskSpec | None:
-        return None
 
 
 def secret(name: str, namespace: str, data: dict[str, str], **labels: str) -> dict[str, Any]:
@@ -57,27 +50,15 @@ def config_map(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any
 async def run(
     config: dict[str, Any], objects: list[dict[str, Any]], tmp_path: Path, *, freight: Any = None
 ) -> Any:
-    stage = parse_stage(
-        {
-            "kind": "Stage",
-            "metadata": {"name": "test", "namespace": NS},
-            "spec": {"promotionTemplate": {"spec": {"steps": [
-                {"uses": "compose-output", "as": "out", "config": config}
-            ]}}},
-        }
-    )  # fmt: skip
     target = freight or FREIGHT
-    store = InMemoryMetadata([target], NS)
-    runtime = engine.Runtime(
-        registry=builtin_registry(),
-        services=StepServices(cluster_data=InMemoryData(objects, NS), shared_namespace=SHARED),
-        work_dir=tmp_path / "work",
+    return await run_template(
+        [{"uses": "compose-output", "as": "out", "config": config}],
+        tmp_path / "work",
         freight=target,
-        extra_functions=metadata_functions(store, NS),
-        clock=lambda: NOW,
+        services=StepServices(cluster_data=InMemoryData(objects, NS), shared_namespace=SHARED),
+        extra_functions=metadata_functions(InMemoryMetadata([target], NS), NS),
+        now=NOW,
     )
-    promotion = build_promotion(stage, target, NoTasks(), actor="alice")
-    return (await engine.advance(promotion, runtime)).promotion
 
 
 # Test_getSecret (direct access: secret()) and, with hasDirectAccess false, sharedSecret();
@@ -142,25 +123,11 @@ async def test_a_secret_value_never_shows_in_a_step_message(tmp_path: Path) -> N
 
 
 async def test_without_a_port_the_data_functions_are_refused_by_name(tmp_path: Path) -> None:
-    stage = parse_stage(
-        {
-            "kind": "Stage",
-            "metadata": {"name": "test", "namespace": NS},
-            "spec": {"promotionTemplate": {"spec": {"steps": [
-                {"uses": "compose-output", "config": {"v": "${{ configMap('c') }}"}}
-            ]}}},
-        }
-    )  # fmt: skip
-    runtime = engine.Runtime(
-        registry=builtin_registry(),
-        services=StepServices(),
-        work_dir=tmp_path / "work",
+    done = await run_template(
+        [{"uses": "compose-output", "config": {"v": "${{ configMap('c') }}"}}],
+        tmp_path / "work",
         freight=FREIGHT,
-        clock=lambda: NOW,
     )
-    done = (
-        await engine.advance(build_promotion(stage, FREIGHT, NoTasks(), actor="a"), runtime)
-    ).promotion
     assert "not available here" in done.status.steps[0].message
 
 

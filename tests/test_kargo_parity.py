@@ -35,7 +35,7 @@ from promoter.model import (
 from promoter.steps.base import StepResult, StepServices, StepStatus
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import builtin_registry
-from tests.support.steps import make_context
+from tests.support.steps import make_context, run_template
 
 NOW = datetime(2024, 7, 15, 22, 0, tzinfo=UTC)
 FREIGHT = {
@@ -72,19 +72,22 @@ async def run_promotion(
     vars_: list[dict[str, Any]] | None = None,
     services: StepServices | None = None,
     rollback: bool = False,
+    freight: dict[str, Any] | None = None,
+    warehouses: dict[str, Any] | None = None,
 ) -> Any:
     services = services or StepServices()
     port = services.extra.get(METADATA_PORT)
-    runtime = engine.Runtime(
-        registry=builtin_registry(),
+    return await run_template(
+        steps,
+        work_dir,
+        freight=freight or FREIGHT,
         services=services,
-        work_dir=work_dir,
-        freight=FREIGHT,
+        vars_=vars_ or (),
+        rollback=rollback,
+        warehouses=warehouses,
         extra_functions=metadata_functions(port, "demo") if port else {},
-        clock=lambda: NOW,
+        now=NOW,
     )
-    promotion = replace(build(steps, vars_), rollback=rollback)
-    return (await engine.advance(promotion, runtime)).promotion
 
 
 # ---- default aliases ----------------------------------------------------------------------------
@@ -361,24 +364,18 @@ async def test_kustomize_set_image_refuses_to_guess_between_warehouses(
     tmp_path: Path, name: str, warehouses: dict[str, list[dict[str, Any]] | None], error: str
 ) -> None:
     freight = {**FREIGHT, "images": [{"repoURL": REPO, "tag": "1.2.3"}]}
-    runtime = engine.Runtime(
-        registry=builtin_registry(),
-        services=StepServices(),
-        work_dir=tmp_path / "work",
+    done = await run_promotion(
+        [
+            {"uses": "file-write", "config": {"path": "kustomization.yaml", "contents": "{}\n"}},
+            {"uses": "kustomize-set-image", "as": "set", "config": {"path": "."}},
+        ],
+        tmp_path / "work",
         freight=freight,
         warehouses={
             n: None if subs is None else {"spec": {"subscriptions": subs}}
             for n, subs in warehouses.items()
         },
-        clock=lambda: NOW,
     )
-    promotion = build(
-        [
-            {"uses": "file-write", "config": {"path": "kustomization.yaml", "contents": "{}\n"}},
-            {"uses": "kustomize-set-image", "as": "set", "config": {"path": "."}},
-        ]
-    )
-    done = (await engine.advance(promotion, runtime)).promotion
     step = done.status.steps[-1]
     if error:
         assert (step.status, done.status.phase) == ("Errored", Phase.ERRORED)
@@ -391,20 +388,13 @@ async def test_kustomize_set_image_refuses_to_guess_between_warehouses(
 async def test_image_from_without_an_origin_is_an_error_when_two_requested_warehouses_subscribe(
     tmp_path: Path,
 ) -> None:
-    runtime = engine.Runtime(
-        registry=builtin_registry(),
-        services=StepServices(),
-        work_dir=tmp_path / "work",
-        freight=FREIGHT,
+    done = await run_promotion(
+        [{"uses": "compose-output", "config": {"t": "${{ imageFrom('nginx').Tag }}"}}],
+        tmp_path / "work",
         warehouses={
             n: {"spec": {"subscriptions": [{"image": {"repoURL": "nginx"}}]}} for n in "ab"
         },
-        clock=lambda: NOW,
     )
-    promotion = build(
-        [{"uses": "compose-output", "config": {"t": "${{ imageFrom('nginx').Tag }}"}}]
-    )
-    done = (await engine.advance(promotion, runtime)).promotion
     assert done.status.phase is Phase.ERRORED
     assert (
         "multiple requested Freight could potentially provide a container image from repository "

@@ -6,20 +6,15 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from promoter import engine
-from promoter.builder import build_promotion
-from promoter.model import Phase, TaskRef, TaskSpec, parse_stage
-from promoter.steps.base import StepServices
-from promoter.steps.registry import builtin_registry
+from promoter.model import Phase
+from tests.support.steps import run_template
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 FREIGHT = {"metadata": {"name": "f", "namespace": "demo"}, "origin": {"name": "w"}}
 KUSTOMIZATION = """\
 apiVersion: kustomize.config.k8s.io/v1beta1
@@ -45,33 +40,13 @@ def _kubectl() -> None:
         pytest.skip(hint)
 
 
-class NoTasks:
-    def get_task(self, ref: TaskRef, namespace: str) -> TaskSpec | None:
-        return None
-
-
 async def build(work: Path, files: dict[str, str], config: dict[str, Any]) -> Any:
     steps: list[dict[str, Any]] = [
         {"uses": "file-write", "config": {"path": path, "contents": text}}
         for path, text in files.items()
     ]
     steps.append({"uses": "kustomize-build", "as": "build", "config": config})
-    stage = parse_stage(
-        {
-            "kind": "Stage",
-            "metadata": {"name": "s", "namespace": "demo"},
-            "spec": {"promotionTemplate": {"spec": {"steps": steps}}},
-        }
-    )
-    runtime = engine.Runtime(
-        registry=builtin_registry(),
-        services=StepServices(),
-        work_dir=work,
-        freight=FREIGHT,
-        clock=lambda: NOW,
-    )
-    promotion = build_promotion(stage, FREIGHT, NoTasks(), actor="a")
-    return (await engine.advance(promotion, runtime)).promotion
+    return await run_template(steps, work, freight=FREIGHT)
 
 
 SIMPLE = {"kustomization.yaml": KUSTOMIZATION, "deployment.yaml": DEPLOYMENT}

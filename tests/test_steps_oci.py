@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,21 +15,13 @@ import pytest
 
 from app.controller.oci import Registries, docker_config_credentials
 from app.settings import Settings, SettingsError
-from promoter import engine
-from promoter.builder import build_promotion
-from promoter.model import Phase, TaskRef, TaskSpec, parse_stage
+from promoter.model import Phase
 from promoter.steps.base import StepServices
-from promoter.steps.registry import builtin_registry
 from tests.support.registry import PASSWORD, USERNAME, Registry, running_registry
+from tests.support.steps import run_template
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 FREIGHT = {"metadata": {"name": "f", "namespace": "demo"}, "origin": {"name": "w"}}
 CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
-
-
-class NoTasks:
-    def get_task(self, ref: TaskRef, namespace: str) -> TaskSpec | None:
-        return None
 
 
 @pytest.fixture
@@ -47,22 +38,7 @@ async def port() -> AsyncIterator[Registries]:
 
 
 async def run(steps: list[dict[str, Any]], work: Path, port: Registries | None) -> Any:
-    stage = parse_stage(
-        {
-            "kind": "Stage",
-            "metadata": {"name": "s", "namespace": "demo"},
-            "spec": {"promotionTemplate": {"spec": {"steps": steps}}},
-        }
-    )
-    runtime = engine.Runtime(
-        registry=builtin_registry(),
-        services=StepServices(oci=port),
-        work_dir=work,
-        freight=FREIGHT,
-        clock=lambda: NOW,
-    )
-    promotion = build_promotion(stage, FREIGHT, NoTasks(), actor="a")
-    return (await engine.advance(promotion, runtime)).promotion
+    return await run_template(steps, work, freight=FREIGHT, services=StepServices(oci=port))
 
 
 def download(ref: str, **config: Any) -> dict[str, Any]:
