@@ -54,15 +54,13 @@ def _warehouses(
     manifests: ManifestSet, stage_obj: Mapping[str, Any], namespace: str
 ) -> dict[str, Mapping[str, Any] | None] | None:
     """The Stage's requested Warehouses from the manifests, as the controller finds them in the
-    cluster; None (let the Freight decide) when the manifests hold none of them, so a run of a
-    Stage and its Freight alone keeps working."""
+    cluster (None when the manifests hold none of them: the Freight decide)."""
 
     def lookup(name: str) -> Mapping[str, Any] | None:
         found = manifests.find("Warehouse", name, namespace)
         return found.obj if found is not None else None
 
-    requested = requested_warehouses(stage_obj, lookup)
-    return requested if any(w is not None for w in requested.values()) else None
+    return requested_warehouses(stage_obj, lookup)
 
 
 async def run_promotion(

@@ -417,16 +417,20 @@ def stage_freights(
 
 def requested_warehouses(
     stage_obj: Mapping[str, Any], lookup: Callable[[str], Mapping[str, Any] | None]
-) -> dict[str, Mapping[str, Any] | None]:
+) -> dict[str, Mapping[str, Any] | None] | None:
     """The Warehouses a Stage requests Freight from, by name, as ``lookup`` finds them (None for
-    one it does not): what decides where imageFrom() and the like look without an origin."""
+    one it does not): what decides where imageFrom() and the like look without an origin.
+
+    None when not one of them exists: Freight made with kubectl needs no Warehouse object in
+    Longshoreman, and then the Freight that carry an artifact decide (Kargo, which always has
+    the Warehouses, would fail with "Warehouse ... not found")."""
     out: dict[str, Mapping[str, Any] | None] = {}
     for request in (stage_obj.get("spec") or {}).get("requestedFreight") or ():
         origin = (request or {}).get("origin") or {}
         name = origin.get("name")
         if isinstance(name, str) and name and origin.get("kind", "Warehouse") == "Warehouse":
             out[name] = lookup(name)
-    return out
+    return out if any(w is not None for w in out.values()) else None
 
 
 def downstream_stages(
