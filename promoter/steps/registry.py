@@ -32,7 +32,7 @@ BUILTIN_KINDS: Mapping[str, str] = {
     "json-update": "promoter.steps.files",
     "yaml-parse": "promoter.steps.files",
     "json-parse": "promoter.steps.files",
-    "kustomize-set-image": "promoter.steps.files",
+    "kustomize-set-image": "promoter.steps.kustomize",
     "helm-update-chart": "promoter.steps.files",
     "copy": "promoter.steps.files",
     "delete": "promoter.steps.files",
