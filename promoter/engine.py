@@ -899,7 +899,9 @@ def _should_run(
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     raise ExpressionError(
-        spec.if_, f"step {alias!r}: if", f"must evaluate to true or false, got {value!r}"
+        spec.if_,
+        f"step {alias!r}: if",
+        f"must evaluate to a boolean (true or false), got {value!r}",
     )
 
 

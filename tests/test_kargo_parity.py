@@ -217,6 +217,34 @@ async def test_promotion_vars_are_evaluated_for_each_step_as_kargo_does(tmp_path
     assert (done.status.state["before"]["v"], done.status.state["after"]["v"]) == (None, "set")
 
 
+# pkg/promotion/evaluator_test.go, TestStepEvaluator_ShouldSkip: (case, if, skipped; None: the
+# step errors with Kargo's "must evaluate to a boolean").
+SHOULD_SKIP = [
+    ("if condition evaluates to false - step should be skipped", "${{ false }}", True),
+    ("if condition evaluates to true - step should not be skipped", "${{ true }}", False),
+    ("if condition does not evaluate to a boolean", "invalid condition", None),
+    ("if condition uses vars", "${{ vars.run }}", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "if_", "skipped"),
+    SHOULD_SKIP,
+    ids=[f"TestStepEvaluator_ShouldSkip/{c[0]}" for c in SHOULD_SKIP],
+)
+async def test_should_skip(tmp_path: Path, name: str, if_: str, skipped: bool | None) -> None:
+    done = await run_promotion(
+        [{"uses": "compose-output", "if": if_, "config": {"ran": True}}],
+        tmp_path / "work",
+        vars_=[{"name": "run", "value": "true"}],
+    )
+    step = done.status.steps[0]
+    if skipped is None:
+        assert step.status == "Errored" and "must evaluate to a boolean" in step.message
+    else:
+        assert step.status == ("Skipped" if skipped else "Succeeded"), step.message
+
+
 # ---- ctx ----------------------------------------------------------------------------------------
 
 
