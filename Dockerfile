@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # Longshoreman's image: a virtualenv with the dependencies, built in a builder stage, and the
-# source tree run as-is (`python -m app serve`) in a slim runtime with git and no build tools.
+# source tree run as-is (`python -m app serve`) in a slim runtime with git, kubectl (for
+# kustomize-build) and no build tools.
 #
 # The source tree is not pip-installed: our top-level `slack/` package would clash with
 # slack-sdk's legacy top-level `slack` package in site-packages (see pyproject.toml), so only
@@ -21,12 +22,25 @@ RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip install --upgrade pip \
  && /opt/venv/bin/pip install -r requirements.txt
 
+# kubectl for the kustomize-build step (it runs `kubectl kustomize`, kustomize v5 built into
+# kubectl; Debian's kubernetes-client is 1.20, far older). The official binary, checked
+# against the SHA-256 the Kubernetes release publishes next to it.
+FROM ${PYTHON_IMAGE} AS kubectl
+ARG KUBECTL_VERSION=v1.32.4
+ARG TARGETARCH=amd64
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends curl ca-certificates \
+ && curl -fsSLo /kubectl "https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/${TARGETARCH}/kubectl" \
+ && echo "$(curl -fsSL "https://dl.k8s.io/release/${KUBECTL_VERSION}/bin/linux/${TARGETARCH}/kubectl.sha256")  /kubectl" | sha256sum -c - \
+ && chmod 0755 /kubectl
+
 FROM ${PYTHON_IMAGE} AS runtime
 # git: the git-* steps run the git CLI. ca-certificates: HTTPS to GitHub, Slack, the API server.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=builder /opt/venv /opt/venv
+COPY --from=kubectl /kubectl /usr/local/bin/kubectl
 WORKDIR /app
 COPY app ./app
 COPY handlers ./handlers

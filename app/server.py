@@ -18,8 +18,10 @@ from aiohttp import web
 
 from app.controller import kube as k
 from app.controller.leader import LeaderElector
+from app.controller.oci import Registries
 from app.controller.promotions import ClusterPromotions, DeferredPromotions
 from app.controller.reconciler import Controller
+from app.controller.warehouses.credentials import DockerConfigCredentials
 from app.controller.warehouses.reconciler import (
     WarehouseController,
     start_warehouse_controller,
@@ -187,6 +189,13 @@ def _services(
             deny_hosts=settings.http_deny,
             max_download_bytes=settings.http_max_download_bytes,
         ),
+        ui_base_url=settings.ui.public_url or "",
+        oci=Registries(
+            DockerConfigCredentials(settings.registry_auth_file)
+            if settings.registry_auth_file
+            else None
+        ),
+        shared_namespace=settings.shared_resources_namespace,
         extra=dict(extra),
         telemetry=telemetry,
     )
@@ -221,10 +230,13 @@ async def _start(
         )
     state.kube = kube
     stack.push_async_callback(kube.close)
+    services = _services(settings, kube, extra, state.git_credentials, state.metrics)
+    if isinstance(services.oci, Registries):
+        stack.push_async_callback(services.oci.close)
     controller = Controller(
         kube,
         registry=state.registry or builtin_registry(),
-        services=_services(settings, kube, extra, state.git_credentials, state.metrics),
+        services=services,
         work_dir=settings.work_dir,
         namespace=settings.watch_namespace,
         max_concurrent=settings.max_concurrent_reconciles,

@@ -6,7 +6,9 @@ operator who mistyped a value sees which one at start, not a stack trace later.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -16,6 +18,7 @@ from typing import Any
 from app.receivers.settings import ReceiverSettings, ReceiverSettingsError
 from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import GitHubSettings, GitHubSettingsError
+from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE
 from promoter.steps.http import HostRules
 from slack.settings import SlackSettings, SlackSettingsError
 
@@ -72,6 +75,36 @@ def _path(env: Mapping[str, str], name: str, *, must_exist: bool = False) -> Pat
     return path
 
 
+# A Kubernetes namespace name (RFC 1123 label).
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _namespace(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if not _NAMESPACE.match(raw):
+        raise SettingsError(
+            f"{name}={raw!r} is not a namespace name (lower-case letters, digits and '-', "
+            "at most 63)"
+        )
+    return raw
+
+
+def _registry_auth(env: Mapping[str, str], name: str) -> Path | None:
+    path = _path(env, name, must_exist=True)
+    if path is not None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise SettingsError(
+                f"{name}: {path} is not a readable docker config.json ({type(e).__name__})"
+            ) from None
+        if not isinstance(data, dict) or not isinstance(data.get("auths"), dict):
+            raise SettingsError(f"{name}: {path} has no 'auths' map")
+    return path
+
+
 def _hosts(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     entries = tuple(e.strip() for e in (env.get(name) or "").split(",") if e.strip())
     try:
@@ -97,6 +130,8 @@ class Settings:
     embedded_seed: tuple[Path, ...] = ()
     # Only watch this namespace (empty: all namespaces).
     watch_namespace: str | None = None
+    # Where sharedSecret() and sharedConfigMap() read (Kargo's SHARED_RESOURCES_NAMESPACE).
+    shared_resources_namespace: str = DEFAULT_SHARED_NAMESPACE
     leader_election: bool = False
     # Warehouses discover artifacts (poll their registries and repositories, and on refresh).
     # Off: Freight comes only from kubectl and chat; `--demo` turns it off so nothing leaves
@@ -130,7 +165,8 @@ class Settings:
     slack: SlackSettings | None = None
     # The status pages (app/ui): public URL, access control.
     ui: UiSettings = field(default_factory=UiSettings)
-    # A docker config.json with registry credentials for Warehouse discovery.
+    # A docker config.json with registry credentials (auths by host): Warehouse discovery,
+    # oci-download and oci-push. Checked at start, re-read when the Secret rotates.
     registry_auth_file: Path | None = None
     # The registry webhook receivers (app/receivers): each on when its secret is set.
     receivers: ReceiverSettings = field(default_factory=ReceiverSettings)
@@ -208,6 +244,9 @@ class Settings:
             embedded_state_file=_path(env, "EMBEDDED_STATE_FILE"),
             embedded_seed=tuple(Path(p) for p in seed.split(os.pathsep) if p) if seed else (),
             watch_namespace=env.get("WATCH_NAMESPACE") or None,
+            shared_resources_namespace=_namespace(
+                env, "LONGSHOREMAN_SHARED_RESOURCES_NAMESPACE", DEFAULT_SHARED_NAMESPACE
+            ),
             leader_election=_bool(env, "LEADER_ELECTION", defaults.leader_election),
             warehouse_discovery=_bool(env, "WAREHOUSE_DISCOVERY", defaults.warehouse_discovery),
             lease_namespace=env.get("LEASE_NAMESPACE", defaults.lease_namespace),
@@ -228,7 +267,7 @@ class Settings:
             ),
             work_dir=_path(env, "WORK_DIR") or defaults.work_dir,
             git_config=_path(env, "LONGSHOREMAN_GIT_CONFIG", must_exist=True),
-            registry_auth_file=_path(env, "LONGSHOREMAN_REGISTRY_AUTH_FILE", must_exist=True),
+            registry_auth_file=_registry_auth(env, "LONGSHOREMAN_REGISTRY_AUTH_FILE"),
             git_author_name=env.get("GIT_AUTHOR_NAME", defaults.git_author_name),
             git_author_email=env.get("GIT_AUTHOR_EMAIL", defaults.git_author_email),
             log_level=log_level,

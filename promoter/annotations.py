@@ -27,6 +27,9 @@ KARGO_GROUP = "kargo.akuity.io"
 
 CREATE_ACTOR_ANNOTATIONS = (f"{GROUP}/create-actor", f"{KARGO_GROUP}/create-actor")
 ABORT_ANNOTATIONS = (f"{GROUP}/abort", f"{KARGO_GROUP}/abort")
+# Set (to "true") on a Promotion that puts back Freight the Stage had before: expressions see it
+# as ctx.meta.promotion.rollback, as in Kargo.
+ROLLBACK_ANNOTATIONS = (f"{GROUP}/rollback", f"{KARGO_GROUP}/rollback")
 # The GitHub front end's comment, check runs and last shown digest; the Slack front end's
 # message. Kept on the Promotion so any replica carries on after a restart.
 GITHUB_REPLY = f"{GROUP}/github-reply"
@@ -125,6 +128,11 @@ def create_actor(actor: str) -> dict[str, str]:
 def created_by(promotion: Mapping[str, Any]) -> str | None:
     """The actor recorded by whoever created the Promotion (our builder, Kargo's API), if any."""
     return first(promotion, CREATE_ACTOR_ANNOTATIONS)
+
+
+def is_rollback(promotion: Mapping[str, Any]) -> bool:
+    """Whether the Promotion was created as a rollback (Kargo: the annotation says "true")."""
+    return first(promotion, ROLLBACK_ANNOTATIONS) == "true"
 
 
 def abort(actor: str) -> dict[str, str]:

@@ -9,7 +9,9 @@ a Promotion left ``Running`` in one process is continued by another.
 Kargo's rules, as implemented here:
 - start at ``currentStep``; ``if`` is evaluated only before a step starts; without ``if`` a step
   is skipped once an earlier step without ``continueOnError`` has failed or errored;
-- config is rendered just in time; a step's output is stored at ``state[alias]``;
+- config is rendered just in time, and the Promotion's vars with it, for every step that
+  needs them (a var that fails errors that step, not the Promotion); a step's output is stored
+  at ``state[alias]``;
 - a technical error counts against ``retry.errorThreshold`` (default 1); ``retry.timeout`` is
   measured from the step's first start; a refused config (:class:`ConfigRefused`) ends the step
   ``Failed`` at once, another terminal error ``Errored``;
@@ -30,10 +32,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from promoter import replay
+from promoter.clusterdata import DataCache, evaluate_with_data
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
 from promoter.model import (
@@ -43,6 +47,7 @@ from promoter.model import (
     PromotionStatus,
     StepExecution,
     StepSpec,
+    Var,
     freight_reference,
 )
 from promoter.steps.base import (
@@ -214,27 +219,40 @@ async def abort_step(promotion: Promotion, runtime: Runtime) -> bool:
     if hook is None:
         return False
     alias = spec.alias or spec.alias_at(i)
-    functions = _functions(runtime)
+    data = _data_cache(promotion, runtime)
+    functions = _functions(runtime, promotion.namespace)
+    functions.update(data.functions())
     functions.update(status_functions(promotion.steps, status.steps, i))
-    ctx = base_context(promotion, runtime.freight)
-    promo_vars: dict[str, Any] = {}
-    evaluate_vars(promotion.vars, {"ctx": ctx}, functions, promo_vars, "vars")
+    ctx = step_ctx_map(base_context(promotion, runtime), alias)
     state = dict(status.state)
-    config = _render_config(spec, functions, ctx, promo_vars, state, alias)
+    config = await evaluate_with_data(
+        lambda: _render_config(spec, functions, ctx, promotion.vars, state, alias),
+        data,
+        runtime.services.cluster_data,
+    )
     step_ctx = _step_context(
-        promotion, runtime, alias, state, runtime.clock(), status.steps[i].started_at
+        promotion, runtime, alias, state, runtime.clock(), status.steps[i].started_at, data
     )
     await hook(step_ctx, config)
     return True
 
 
-def _functions(runtime: Runtime) -> dict[str, Callable[..., Any]]:
+def _functions(runtime: Runtime, namespace: str) -> dict[str, Callable[..., Any]]:
     """The Freight functions over the runtime's Freight, plus the caller's extra ones."""
     functions: dict[str, Callable[..., Any]] = dict(
-        freight_functions(list(runtime.freights) or [runtime.freight])
+        freight_functions(
+            list(runtime.freights) or [runtime.freight],
+            warehouses=runtime.warehouses,
+            namespace=namespace,
+        )
     )
     functions.update(runtime.extra_functions)
     return functions
+
+
+def _data_cache(promotion: Promotion, runtime: Runtime) -> DataCache:
+    """What one step's secret()/configMap() calls read: fetched on demand, kept for the step."""
+    return DataCache(promotion.namespace, runtime.services.shared_namespace)
 
 
 def _step_context(
@@ -244,6 +262,7 @@ def _step_context(
     state: Mapping[str, Any],
     now: datetime,
     started_at: datetime | None,
+    data: DataCache | None = None,
 ) -> StepContext:
     return StepContext(
         project=promotion.namespace,
@@ -253,11 +272,14 @@ def _step_context(
         actor=promotion.actor,
         work_dir=runtime.work_dir,
         freight=runtime.freight,
+        freights=tuple(runtime.freights) or (runtime.freight,),
+        warehouses=runtime.warehouses,
         state=state,
         previous_output=state.get(alias) or {},
         services=runtime.services,
         now=now,
         started_at=started_at,
+        secret_values=data.secret_values() if data is not None else (),
     )
 
 
@@ -362,6 +384,10 @@ class Runtime:
     freight: Mapping[str, Any]
     # Freight the expression functions may search (the target first, then the Stage's others).
     freights: Sequence[Mapping[str, Any]] = ()
+    # The Warehouses the Stage requests Freight from, by name (None: not found), which decide
+    # where imageFrom() and the like look without an origin, as in Kargo. None: not known (a
+    # local run without their manifests), so the Freight that carry an artifact decide.
+    warehouses: Mapping[str, Mapping[str, Any] | None] | None = None
     extra_functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now().astimezone())
     # Called with (promotion, step index) whenever a step starts or finishes, for progress output.
@@ -377,9 +403,12 @@ class Outcome:
     requeue_after: float | None
 
 
-def base_context(promotion: Promotion, freight: Mapping[str, Any]) -> dict[str, Any]:
+def base_context(promotion: Promotion, runtime: Runtime) -> dict[str, Any]:
+    """``ctx`` as Kargo's expressions see it (pkg/promotion BuildCtxMap), before a step's alias."""
+    freight = runtime.freight
     origin = freight.get("origin") or {}
     return {
+        "uiBaseUrl": runtime.services.ui_base_url,
         "project": promotion.namespace,
         "stage": promotion.stage,
         "promotion": promotion.name,
@@ -390,8 +419,14 @@ def base_context(promotion: Promotion, freight: Mapping[str, Any]) -> dict[str, 
             "alias": freight.get("alias") or "",
             "origin": {"kind": origin.get("kind", "Warehouse"), "name": origin.get("name", "")},
         },
-        "meta": {"promotion": {"actor": promotion.actor}},
+        "meta": {"promotion": {"actor": promotion.actor, "rollback": promotion.rollback}},
     }
+
+
+def step_ctx_map(ctx: Mapping[str, Any], alias: str) -> dict[str, Any]:
+    """``ctx`` for one step: the base with ``ctx.meta.step.alias``."""
+    meta = ctx.get("meta") or {}
+    return {**ctx, "meta": {**meta, "step": {"alias": alias}}}
 
 
 def evaluate_vars(
@@ -463,14 +498,12 @@ async def advance(
         work.freight = freight_reference(runtime.freight)
 
     steps = promotion.steps
-    ctx = base_context(promotion, runtime.freight)
-    live_functions = _functions(runtime)
+    promotion_ctx = base_context(promotion, runtime)
+    live_functions = _functions(runtime, promotion.namespace)
     # The functions that read the cluster, noting what they answered: a replay of a step must
     # see the same answers (promoter/replay.py).
     recorder = replay.CallRecorder(live_functions)
     functions = recorder.functions
-    promo_vars: dict[str, Any] | None = None
-    promo_calls: dict[str, str] = {}
     ran = 0
     prepared = False
 
@@ -480,31 +513,31 @@ async def advance(
         i = work.current
         spec = steps[i]
         alias = spec.alias or spec.alias_at(i)
+        ctx = step_ctx_map(promotion_ctx, alias)
         now = runtime.clock()
-        fns = {**functions, **status_functions(steps, work.executions, i)}
+        # secret() and the like: not recorded for replays (their values must not reach the
+        # status), fetched for this step only.
+        data = _data_cache(promotion, runtime)
+        fns = {**functions, **data.functions(), **status_functions(steps, work.executions, i)}
         if i >= len(work.executions):
             work.executions.append(StepExecution(alias=alias))
         execution = work.executions[i]
 
-        if promo_vars is None:
-            promo_vars = {}
-            try:
-                evaluate_vars(promotion.vars, {"ctx": ctx}, functions, promo_vars, "vars")
-            except ExpressionError as e:
-                return await _finish_errored(work, runtime, i, alias, f"promotion vars: {e}", now)
-            promo_calls = dict(recorder.calls)
-
         if execution.status is None:
             # Not started: `if` is evaluated only now, never again once the step runs.
             try:
-                run = _should_run(spec, fns, ctx, promo_vars, work.state, alias)
+                run = await evaluate_with_data(
+                    partial(_should_run, spec, fns, ctx, promotion.vars, work.state, alias),
+                    data,
+                    runtime.services.cluster_data,
+                )
             except ExpressionError as e:
                 work.executions[i] = replace(
                     execution,
                     status=StepStatus.ERRORED.value,
                     started_at=now,
                     finished_at=now,
-                    message=f"if: {e}",
+                    message=data.redact(f"if: {e}"),
                 )
                 work.current += 1
                 await _checkpoint(work, runtime, i)
@@ -553,17 +586,22 @@ async def advance(
             if not prepared:
                 problem = await _prepare_work_dir(work, runtime, promotion, i, ctx, live_functions)
                 prepared = problem is None
-            recorder.calls = dict(promo_calls)
+            # What the cluster-reading functions answer this step's vars and config.
+            recorder.calls = {}
             if problem is not None:
                 result = problem
             else:
                 try:
-                    config = _render_config(spec, fns, ctx, promo_vars, work.state, alias)
+                    config = await evaluate_with_data(
+                        partial(_render_config, spec, fns, ctx, promotion.vars, work.state, alias),
+                        data,
+                        runtime.services.cluster_data,
+                    )
                 except ExpressionError as e:
-                    result = StepError(str(e), terminal=True)
+                    result = StepError(data.redact(str(e)), terminal=True)
                 else:
                     step_ctx = _step_context(
-                        promotion, runtime, alias, work.state, now, execution.started_at
+                        promotion, runtime, alias, work.state, now, execution.started_at, data
                     )
                     result = await _run_step(step, step_ctx, config, spec)
         now = runtime.clock()
@@ -733,16 +771,23 @@ async def _replay_step(
     record_ = replay.StepRecord.from_dict(work.replay_steps.get(alias))
     execution = work.executions[j]
     as_it_ran = [*work.executions[:j], replace(execution, status=StepStatus.RUNNING.value)]
+    data = _data_cache(promotion, runtime)
     fns = {
         **replay.replaying_functions(functions, record_.calls),
+        **data.functions(),
         **status_functions(promotion.steps, as_it_ran, j),
     }
+    step_ctx_vars = step_ctx_map(ctx, alias)
     try:
-        promo_vars: dict[str, Any] = {}
-        evaluate_vars(promotion.vars, {"ctx": ctx}, fns, promo_vars, "vars")
-        config = _render_config(spec, fns, ctx, promo_vars, state, alias)
+        config = await evaluate_with_data(
+            lambda: _render_config(spec, fns, step_ctx_vars, promotion.vars, state, alias),
+            data,
+            runtime.services.cluster_data,
+        )
     except ExpressionError as e:
-        raise StepError(f"{what}: its config no longer renders: {e}", terminal=True) from None
+        raise StepError(
+            data.redact(f"{what}: its config no longer renders: {e}"), terminal=True
+        ) from None
     if record_.input and replay.input_digest(config) != record_.input:
         raise StepError(
             f"{what}: its config renders differently than when it ran (an input it read has "
@@ -751,7 +796,9 @@ async def _replay_step(
         )
     recorded = work.state.get(alias) or {}
     step_ctx = replace(
-        _step_context(promotion, runtime, alias, state, runtime.clock(), execution.started_at),
+        _step_context(
+            promotion, runtime, alias, state, runtime.clock(), execution.started_at, data
+        ),
         previous_output={},
         replay=Replaying(dict(recorded), record_.data),
     )
@@ -812,17 +859,21 @@ def _variables(
     spec: StepSpec,
     fns: Mapping[str, Callable[..., Any]],
     ctx: Mapping[str, Any],
-    promo_vars: Mapping[str, Any],
+    promotion_vars: Sequence[Var],
     state: Mapping[str, Any],
     alias: str,
 ) -> dict[str, Any]:
+    """What a step's ``if`` and config see. As in Kargo (StepEvaluator.Vars) the Promotion's vars
+    are evaluated again for every step that needs them, without the outputs, so one that fails
+    errors that step only, and a step that never runs never evaluates them."""
     owner = task_alias(alias)
     task_outputs: dict[str, Any] = {}
     if owner is not None:
         prefix = owner + TASK_SEPARATOR
         task_outputs = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
     base: dict[str, Any] = {"ctx": ctx, "outputs": state, "task": {"outputs": task_outputs}}
-    step_vars = dict(promo_vars)
+    step_vars: dict[str, Any] = {}
+    evaluate_vars(promotion_vars, {"ctx": ctx}, fns, step_vars, "promotion vars")
     if spec.vars:
         evaluate_vars(spec.vars, base, fns, step_vars, f"{alias}: vars")
     base["vars"] = step_vars
@@ -833,20 +884,22 @@ def _should_run(
     spec: StepSpec,
     fns: Mapping[str, Callable[..., Any]],
     ctx: Mapping[str, Any],
-    promo_vars: Mapping[str, Any],
+    promotion_vars: Sequence[Var],
     state: Mapping[str, Any],
     alias: str,
 ) -> bool:
     if spec.if_ is None:
         return bool(fns["success"]())
-    variables = _variables(spec, fns, ctx, promo_vars, state, alias)
+    variables = _variables(spec, fns, ctx, promotion_vars, state, alias)
     value = render(spec.if_, Scope(variables, fns), where=f"step {alias!r}: if")
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     raise ExpressionError(
-        spec.if_, f"step {alias!r}: if", f"must evaluate to true or false, got {value!r}"
+        spec.if_,
+        f"step {alias!r}: if",
+        f"must evaluate to a boolean (true or false), got {value!r}",
     )
 
 
@@ -854,11 +907,13 @@ def _render_config(
     spec: StepSpec,
     fns: Mapping[str, Callable[..., Any]],
     ctx: Mapping[str, Any],
-    promo_vars: Mapping[str, Any],
+    promotion_vars: Sequence[Var],
     state: Mapping[str, Any],
     alias: str,
 ) -> Mapping[str, Any]:
-    variables = _variables(spec, fns, ctx, promo_vars, state, alias)
+    if not spec.config:
+        return {}  # Kargo: no config, nothing evaluated (not even the vars)
+    variables = _variables(spec, fns, ctx, promotion_vars, state, alias)
     rendered = render(spec.config or {}, Scope(variables, fns), where=f"step {alias!r}: config")
     return rendered if isinstance(rendered, Mapping) else {}
 
@@ -870,19 +925,3 @@ async def _checkpoint(work: _Work, runtime: Runtime, index: int | None) -> None:
 
 async def _done(work: _Work, runtime: Runtime) -> Outcome:
     return Outcome(work.snapshot(), None)
-
-
-async def _finish_errored(
-    work: _Work, runtime: Runtime, index: int, alias: str, message: str, now: datetime
-) -> Outcome:
-    work.executions[index] = replace(
-        work.executions[index],
-        status=StepStatus.ERRORED.value,
-        started_at=now,
-        finished_at=now,
-        message=message,
-    )
-    work.phase = Phase.ERRORED
-    work.message = f"step {alias!r}: {message}"
-    work.finished_at = now
-    return await _done(work, runtime)

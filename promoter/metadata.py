@@ -41,6 +41,11 @@ class MetadataStore(Protocol):
         """
         ...
 
+    def freight_status(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The Freight's whole ``status`` ({} when it has none), or None when there is no such
+        Freight (``freightStatus()``). Synchronous, from a cache, as :meth:`get`."""
+        ...
+
     async def merge(self, kind: str, namespace: str, name: str, values: Mapping[str, Any]) -> None:
         """Set ``values``' keys in the object's metadata, keeping the others.
 
@@ -176,7 +181,24 @@ def metadata_functions(store: MetadataStore, namespace: str) -> dict[str, Callab
             raise ExpressionError(reason="freightMetadata(): the key must be a string")
         return found.get(key)
 
-    return {"stageMetadata": stage_metadata, "freightMetadata": freight_metadata}
+    def freight_status(*args: Any) -> dict[str, Any] | None:
+        # Kargo's freightStatus(): the Freight's status as JSON, nil when there is no such
+        # Freight (pkg/expressions/function, Test_freightStatus).
+        if len(args) != 1:
+            raise ExpressionError(reason=f"freightStatus(): expected 1 argument, got {len(args)}")
+        name = args[0]
+        if not isinstance(name, str):
+            raise ExpressionError(reason="freightStatus(): first argument must be string")
+        if not name:
+            raise ExpressionError(reason="freightStatus(): freight ref name must not be empty")
+        found = store.freight_status(namespace, name)
+        return None if found is None else json.loads(json.dumps(found, default=str))
+
+    return {
+        "stageMetadata": stage_metadata,
+        "freightMetadata": freight_metadata,
+        "freightStatus": freight_status,
+    }
 
 
 class InMemoryMetadata:
@@ -187,15 +209,28 @@ class InMemoryMetadata:
 
     def __init__(self, objects: Iterable[Mapping[str, Any]], default_namespace: str) -> None:
         self._data: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._status: dict[tuple[str, str], dict[str, Any]] = {}
         for obj in objects:
             kind = obj.get("kind")
             meta = obj.get("metadata") or {}
             if kind in KINDS and meta.get("name"):
                 namespace = meta.get("namespace") or default_namespace
                 self._data[(str(kind), namespace, str(meta["name"]))] = metadata_of(obj)
+                if kind == FREIGHT:
+                    status = obj.get("status")
+                    self._status[(namespace, str(meta["name"]))] = (
+                        dict(status) if isinstance(status, Mapping) else {}
+                    )
 
     def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._data.get((kind, namespace, name))
+
+    def freight_status(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        status = self._status.get((namespace, name))
+        if status is None:
+            return None
+        metadata = self._data.get((FREIGHT, namespace, name)) or {}
+        return {**status, **({"metadata": metadata} if metadata else {})}
 
     async def merge(self, kind: str, namespace: str, name: str, values: Mapping[str, Any]) -> None:
         key = (kind, namespace, name)

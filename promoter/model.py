@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from promoter.annotations import GROUP as GROUP  # also the API group
-from promoter.annotations import create_actor, created_by
+from promoter.annotations import ROLLBACK_ANNOTATIONS, create_actor, created_by, is_rollback
 from promoter.errors import InvalidInput
 
 VERSION = "v1alpha1"
@@ -500,6 +500,8 @@ class Promotion:
     vars: tuple[Var, ...] = ()
     actor: str = ""
     status: PromotionStatus = field(default_factory=PromotionStatus)
+    # Created to put back Freight the Stage had before (ctx.meta.promotion.rollback).
+    rollback: bool = False
 
     def with_status(self, status: PromotionStatus) -> Promotion:
         return replace(self, status=status)
@@ -508,8 +510,11 @@ class Promotion:
         self, *, api_version: str = API_VERSION, extra_meta: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
-        if self.actor:
-            metadata["annotations"] = create_actor(self.actor)
+        annotations = create_actor(self.actor) if self.actor else {}
+        if self.rollback:
+            annotations[ROLLBACK_ANNOTATIONS[0]] = "true"
+        if annotations:
+            metadata["annotations"] = annotations
         if extra_meta:
             metadata.update(extra_meta)
         spec: dict[str, Any] = {"stage": self.stage, "freight": self.freight}
@@ -538,6 +543,7 @@ class Promotion:
             vars=parse_vars(spec.get("vars"), "spec.vars"),
             actor=actor,
             status=PromotionStatus.from_dict(obj.get("status")),
+            rollback=is_rollback(obj),
         )
 
 

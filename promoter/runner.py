@@ -11,17 +11,19 @@ import asyncio
 import contextlib
 import getpass
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from promoter import engine
 from promoter.builder import build_promotion
+from promoter.clusterdata import InMemoryData
 from promoter.freight_alias import InMemoryFreightAliases
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
-from promoter.stages import stage_freights
+from promoter.stages import requested_warehouses, stage_freights
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
@@ -48,6 +50,19 @@ class RunOptions:
     max_sleep: float = 30.0
 
 
+def _warehouses(
+    manifests: ManifestSet, stage_obj: Mapping[str, Any], namespace: str
+) -> dict[str, Mapping[str, Any] | None] | None:
+    """The Stage's requested Warehouses from the manifests, as the controller finds them in the
+    cluster (None when the manifests hold none of them: the Freight decide)."""
+
+    def lookup(name: str) -> Mapping[str, Any] | None:
+        found = manifests.find("Warehouse", name, namespace)
+        return found.obj if found is not None else None
+
+    return requested_warehouses(stage_obj, lookup)
+
+
 async def run_promotion(
     manifests: ManifestSet,
     options: RunOptions,
@@ -69,6 +84,9 @@ async def run_promotion(
     # not changed).
     services = replace(
         options.services,
+        # secret(), configMap() and their shared forms read the Secrets and ConfigMaps loaded.
+        cluster_data=options.services.cluster_data
+        or InMemoryData((o.obj for o in manifests), promotion.namespace),
         extra={
             METADATA_PORT: InMemoryMetadata((o.obj for o in manifests), promotion.namespace),
             ALIAS_PORT: InMemoryFreightAliases((o.obj for o in manifests), promotion.namespace),
@@ -91,6 +109,7 @@ async def run_promotion(
             work_dir=work_dir,
             freight=freight,
             freights=stage_freights(stage_loaded.obj, freight),
+            warehouses=_warehouses(manifests, stage_loaded.obj, namespace),
             extra_functions=metadata_functions(services.extra[METADATA_PORT], promotion.namespace),
             observer=observer,
         )

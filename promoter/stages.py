@@ -9,7 +9,7 @@ objects and ``now``; the reconciler writes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -413,6 +413,24 @@ def stage_freights(
                 continue
             out.append({"metadata": {"name": ref.get("name", "")}, **ref})
     return out
+
+
+def requested_warehouses(
+    stage_obj: Mapping[str, Any], lookup: Callable[[str], Mapping[str, Any] | None]
+) -> dict[str, Mapping[str, Any] | None] | None:
+    """The Warehouses a Stage requests Freight from, by name, as ``lookup`` finds them (None for
+    one it does not): what decides where imageFrom() and the like look without an origin.
+
+    None when not one of them exists: Freight made with kubectl needs no Warehouse object in
+    Longshoreman, and then the Freight that carry an artifact decide (Kargo, which always has
+    the Warehouses, would fail with "Warehouse ... not found")."""
+    out: dict[str, Mapping[str, Any] | None] = {}
+    for request in (stage_obj.get("spec") or {}).get("requestedFreight") or ():
+        origin = (request or {}).get("origin") or {}
+        name = origin.get("name")
+        if isinstance(name, str) and name and origin.get("kind", "Warehouse") == "Warehouse":
+            out[name] = lookup(name)
+    return out if any(w is not None for w in out.values()) else None
 
 
 def downstream_stages(

@@ -309,6 +309,13 @@ def test_the_dockerfile_builds_a_slim_non_root_image_that_runs_the_source_tree()
     # git is installed in the runtime (the git steps run it).
     runs = " ".join(line for instruction, line in runtime if instruction == "RUN")
     assert re.search(r"apt-get install\b[^&]*\bgit\b", runs)
+    # kubectl is copied in (kustomize-build runs `kubectl kustomize`), checked by its SHA-256.
+    copies = [line for instruction, line in runtime if instruction == "COPY"]
+    assert any(line.endswith("/usr/local/bin/kubectl") for line in copies)
+    kubectl_stage = " ".join(
+        line for stage in stages if "AS kubectl" in stage[0][1] for i, line in stage if i == "RUN"
+    )
+    assert "sha256sum -c" in kubectl_stage and "dl.k8s.io/release/" in kubectl_stage
     # The command is `python -m app serve`, and that module and subcommand exist.
     entrypoint = json.loads(next(line for i, line in runtime if i == "ENTRYPOINT"))
     cmd = json.loads(next(line for i, line in runtime if i == "CMD"))
@@ -382,11 +389,20 @@ def _prod_stage() -> dict[str, Any]:
             "promotionTemplate": {
                 "spec": {
                     "steps": [
+                        # Reads a ConfigMap and a Secret by name (absent here: {}, as in Kargo).
+                        {
+                            "uses": "compose-output",
+                            "as": "data",
+                            "config": {
+                                "region": "${{ configMap('settings').region ?? 'none' }}",
+                                "keys": "${{ len(secret('credentials')) }}",
+                            },
+                        },
                         {
                             "uses": "argocd-update",
                             "as": "sync",
                             "config": {"apps": [{"name": "web"}]},
-                        }
+                        },
                     ]
                 }
             },

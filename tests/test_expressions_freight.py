@@ -96,7 +96,7 @@ def test_ambiguous_origin_asks_for_warehouse() -> None:
     with pytest.raises(ExpressionError) as caught:
         ev('commitFrom("https://github.com/example/app.git").ID', [FRONTEND, BACKEND])
     message = str(caught.value)
-    assert "ambiguous" in message
+    assert "multiple requested Freight could potentially provide a commit" in message
     assert "'frontend'" in message and "'backend'" in message
     assert 'warehouse("name")' in message
 
@@ -129,7 +129,7 @@ def test_origin_resolution_uses_warehouse_subscriptions_when_given() -> None:
     # Subscribed, but its Freight has not arrived: nil rather than an error.
     assert ev('imageFrom("ghcr.io/example/frontend")', [BACKEND], warehouses=warehouses) is None
     both = {**warehouses, "backend": warehouses["frontend"]}
-    with pytest.raises(ExpressionError, match="ambiguous"):
+    with pytest.raises(ExpressionError, match="multiple requested Freight could potentially"):
         ev('imageFrom("ghcr.io/example/frontend")', [FRONTEND], warehouses=both)
 
 

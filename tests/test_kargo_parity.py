@@ -9,7 +9,8 @@ files live in tests/conformance/; this module is our own data.)
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,11 @@ from ruamel.yaml import YAML
 from promoter import engine
 from promoter.builder import build_promotion
 from promoter.errors import ConfigRefused, StepError
-from promoter.expressions import ExpressionError
+from promoter.expressions import ExpressionError, evaluate_expression, freight_functions
+from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import (
     Phase,
+    Promotion,
     StepExecution,
     StepSpec,
     TaskRef,
@@ -30,8 +33,9 @@ from promoter.model import (
     parse_stage,
 )
 from promoter.steps.base import StepResult, StepServices, StepStatus
+from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import builtin_registry
-from tests.support.steps import make_context
+from tests.support.steps import make_context, run_template
 
 NOW = datetime(2024, 7, 15, 22, 0, tzinfo=UTC)
 FREIGHT = {
@@ -39,6 +43,7 @@ FREIGHT = {
     "origin": {"kind": "Warehouse", "name": "w"},
     "images": [{"repoURL": "nginx", "tag": "1.21.0"}],
 }
+FREIGHT_OBJECT = {"kind": "Freight", **FREIGHT}
 
 
 class NoTasks:
@@ -46,26 +51,43 @@ class NoTasks:
         return None
 
 
-def build(steps: list[dict[str, Any]]) -> Any:
+def build(steps: list[dict[str, Any]], vars_: list[dict[str, Any]] | None = None) -> Any:
+    template: dict[str, Any] = {"steps": steps}
+    if vars_:
+        template["vars"] = vars_
     stage = parse_stage(
         {
             "kind": "Stage",
             "metadata": {"name": "test", "namespace": "demo"},
-            "spec": {"promotionTemplate": {"spec": {"steps": steps}}},
+            "spec": {"promotionTemplate": {"spec": template}},
         }
     )
     return build_promotion(stage, FREIGHT, NoTasks(), actor="alice")
 
 
-async def run_promotion(steps: list[dict[str, Any]], work_dir: Path) -> Any:
-    runtime = engine.Runtime(
-        registry=builtin_registry(),
-        services=StepServices(),
-        work_dir=work_dir,
-        freight=FREIGHT,
-        clock=lambda: NOW,
+async def run_promotion(
+    steps: list[dict[str, Any]],
+    work_dir: Path,
+    *,
+    vars_: list[dict[str, Any]] | None = None,
+    services: StepServices | None = None,
+    rollback: bool = False,
+    freight: dict[str, Any] | None = None,
+    warehouses: dict[str, Any] | None = None,
+) -> Any:
+    services = services or StepServices()
+    port = services.extra.get(METADATA_PORT)
+    return await run_template(
+        steps,
+        work_dir,
+        freight=freight or FREIGHT,
+        services=services,
+        vars_=vars_ or (),
+        rollback=rollback,
+        warehouses=warehouses,
+        extra_functions=metadata_functions(port, "demo") if port else {},
+        now=NOW,
     )
-    return (await engine.advance(build(steps), runtime)).promotion
 
 
 # ---- default aliases ----------------------------------------------------------------------------
@@ -105,6 +127,378 @@ async def test_outputs_and_status_of_step_1_are_the_first_steps(tmp_path: Path) 
         tmp_path / "work",
     )
     assert done.status.state["read"] == {"n": 1, "s": "Succeeded"}
+
+
+# ---- lazy: what a step that does not run would evaluate to never matters -----------------------
+
+# pkg/promotion/local_orchestrator.go, ExecuteSteps: a step's config is evaluated
+# (StepEvaluator.BuildStepContext) only once the step runs; the Promotion's vars are evaluated
+# again for each step that has an `if` or a config (StepEvaluator.Vars), so one that fails
+# errors that step ("error checking if step ... should be skipped" / "failed to build step
+# context") and the loop goes on: a later step whose `if` allows it still runs.
+BROKEN = "${{ imageFrom('no-such-image').tag }}"
+
+
+async def test_a_step_whose_if_is_false_is_never_rendered(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [
+            {
+                "uses": "compose-output",
+                "as": "never",
+                "if": "${{ false }}",
+                "config": {"t": BROKEN},
+            },
+            {"uses": "compose-output", "as": "after", "config": {"ok": True}},
+        ],
+        tmp_path / "work",
+    )
+    assert done.status.phase is Phase.SUCCEEDED, done.status.message
+    assert [s.status for s in done.status.steps] == ["Skipped", "Succeeded"]
+
+
+async def test_a_step_skipped_after_a_failure_is_never_rendered(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [
+            {"uses": "fail", "config": {"message": "stop"}},
+            {"uses": "compose-output", "as": "skipped", "config": {"t": BROKEN}},
+        ],
+        tmp_path / "work",
+    )
+    assert [s.status for s in done.status.steps] == ["Failed", "Skipped"]
+    assert done.status.phase is Phase.FAILED
+    assert "no-such-image" not in done.status.message
+
+
+async def test_a_promotion_var_that_fails_errors_the_step_that_needs_it_only(
+    tmp_path: Path,
+) -> None:
+    done = await run_promotion(
+        [
+            {"uses": "compose-output", "as": "first", "config": {"tag": "${{ vars.tag }}"}},
+            {"uses": "compose-output", "as": "skipped", "config": {"n": 1}},
+            {
+                "uses": "compose-output",
+                "as": "cleanup",
+                "if": "${{ always() }}",
+                "config": {"n": 2},
+            },
+        ],
+        tmp_path / "work",
+        vars_=[{"name": "tag", "value": BROKEN}],
+    )
+    first, skipped, cleanup = done.status.steps
+    assert first.status == "Errored"
+    assert "promotion vars.tag" in first.message and "no-such-image" in first.message
+    assert skipped.status == "Skipped"
+    # The var fails for every step that has a config (Kargo evaluates them all per step): the
+    # always() step ran its `if`, then errored on the var as well.
+    assert cleanup.status == "Errored"
+    assert done.status.phase is Phase.ERRORED
+
+
+async def test_promotion_vars_are_evaluated_for_each_step_as_kargo_does(tmp_path: Path) -> None:
+    # set-metadata changes what freightMetadata() answers; the next step's vars see the change.
+    done = await run_promotion(
+        [
+            {"uses": "compose-output", "as": "before", "config": {"v": "${{ vars.note }}"}},
+            {
+                "uses": "set-metadata",
+                "config": {
+                    "updates": [{"kind": "Freight", "name": "f1", "values": {"note": "set"}}]
+                },
+            },
+            {"uses": "compose-output", "as": "after", "config": {"v": "${{ vars.note }}"}},
+        ],
+        tmp_path / "work",
+        vars_=[{"name": "note", "value": "${{ freightMetadata(ctx.targetFreight.name, 'note') }}"}],
+        services=StepServices(extra={METADATA_PORT: InMemoryMetadata([FREIGHT_OBJECT], "demo")}),
+    )
+    assert done.status.phase is Phase.SUCCEEDED, done.status.message
+    assert (done.status.state["before"]["v"], done.status.state["after"]["v"]) == (None, "set")
+
+
+# pkg/promotion/evaluator_test.go, TestStepEvaluator_ShouldSkip: (case, if, skipped; None: the
+# step errors with Kargo's "must evaluate to a boolean").
+SHOULD_SKIP = [
+    ("if condition evaluates to false - step should be skipped", "${{ false }}", True),
+    ("if condition evaluates to true - step should not be skipped", "${{ true }}", False),
+    ("if condition does not evaluate to a boolean", "invalid condition", None),
+    ("if condition uses vars", "${{ vars.run }}", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "if_", "skipped"),
+    SHOULD_SKIP,
+    ids=[f"TestStepEvaluator_ShouldSkip/{c[0]}" for c in SHOULD_SKIP],
+)
+async def test_should_skip(tmp_path: Path, name: str, if_: str, skipped: bool | None) -> None:
+    done = await run_promotion(
+        [{"uses": "compose-output", "if": if_, "config": {"ran": True}}],
+        tmp_path / "work",
+        vars_=[{"name": "run", "value": "true"}],
+    )
+    step = done.status.steps[0]
+    if skipped is None:
+        assert step.status == "Errored" and "must evaluate to a boolean" in step.message
+    else:
+        assert step.status == ("Skipped" if skipped else "Succeeded"), step.message
+
+
+# ---- ctx ----------------------------------------------------------------------------------------
+
+
+# pkg/promotion/evaluator_test.go, TestBuildCtxMap "full step context": what `ctx` holds (ours
+# also names the origin's kind).
+async def test_ctx_carries_kargos_fields(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [{"uses": "compose-output", "as": "my-step", "config": {"ctx": "${{ ctx }}"}}],
+        tmp_path / "work",
+        services=StepServices(ui_base_url="https://kargo.example.com"),
+        rollback=True,
+    )
+    assert done.status.state["my-step"]["ctx"] == {
+        "uiBaseUrl": "https://kargo.example.com",
+        "project": "demo",
+        "promotion": done.name,
+        "stage": "test",
+        "targetFreight": {"name": "f1", "alias": "", "origin": {"kind": "Warehouse", "name": "w"}},
+        "meta": {
+            "promotion": {"actor": "alice", "rollback": True},
+            "step": {"alias": "my-step"},
+        },
+    }
+
+
+# pkg/promotion/evaluator_test.go, TestBuildCtxMap "empty step context": no public URL, not a
+# rollback; an unnamed step's alias is its default one.
+async def test_ctx_defaults(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [{"uses": "compose-output", "config": {"a": "${{ ctx.meta.step.alias }}",
+          "r": "${{ ctx.meta.promotion.rollback }}", "u": "${{ ctx.uiBaseUrl }}"}}],
+        tmp_path / "work",
+    )  # fmt: skip
+    assert done.status.state["step-1"] == {"a": "step-1", "r": False, "u": ""}
+
+
+def test_the_rollback_annotation_is_read_from_kargos_key_too() -> None:
+    promotion = build([{"uses": "compose-output", "config": {"a": 1}}])
+    obj = promotion.to_object()
+    assert Promotion.from_object(obj).rollback is False
+    obj["metadata"]["annotations"]["kargo.akuity.io/rollback"] = "true"
+    assert Promotion.from_object(obj).rollback is True
+    assert Promotion.from_object(replace(promotion, rollback=True).to_object()).rollback is True
+
+
+# ---- origins: Kargo's freight finder ------------------------------------------------------------
+
+# pkg/controller/freight/finder_test.go (TestFindCommit, TestFindImage, TestFindChart): the
+# requested Warehouses' subscriptions decide the origin when none is given. Warehouses: name ->
+# subscriptions (None: not in the namespace); Freight: (origin, collection, artifact).
+O1, O2 = "test-warehouse", "some-other-warehouse"
+REPO, CHART = "fake-repo-url", "fake-chart"
+
+
+@dataclass(frozen=True)
+class FinderCase:
+    kargo_test: str
+    expression: str
+    warehouses: dict[str, list[dict[str, Any]] | None]
+    freight: tuple[tuple[str, str, dict[str, Any]], ...] = ()
+    expected: Any = None
+    error: str = ""
+
+
+def _finder_cases(test: str, function: str, collection: str, kind: str) -> list[FinderCase]:
+    if collection == "charts":
+        art1 = {"repoURL": REPO, "name": CHART, "version": "fake-version-1"}
+        art2 = {"repoURL": REPO, "name": CHART, "version": "fake-version-2"}
+        sub: dict[str, Any] = {"repoURL": REPO, "name": CHART}
+        other_sub: dict[str, Any] = {"repoURL": "not-the-right-repo", "name": "not-the-right-chart"}
+        call = f"{function}('{REPO}', '{CHART}'"
+        field, value1 = "Version", "fake-version-1"
+    else:
+        field = "ID" if collection == "commits" else "Tag"
+        key = field.lower()
+        art1 = {"repoURL": REPO, key: "fake-1"}
+        art2 = {"repoURL": REPO, key: "fake-2"}
+        sub, other_sub = {"repoURL": REPO}, {"repoURL": "not-the-right-repo"}
+        call = f"{function}('{REPO}'"
+        value1 = "fake-1"
+    with_origin = f"{call}, warehouse('{O1}'))?.{field}"
+    without = f"{call})?.{field}"
+    cannot = "not found in referenced Freight" if collection == "charts" else ""
+    return [
+        FinderCase(f"{test}/desired origin specified, but not found", with_origin, {},
+                   ((O2, collection, art2),), None),
+        FinderCase(f"{test}/desired origin specified and found", with_origin, {},
+                   ((O1, collection, art1), (O2, collection, art2)), value1),
+        FinderCase(f"{test}/desired origin not specified and warehouse not found", without,
+                   {O1: None}, error=f'Warehouse "{O1}" not found in namespace "demo"'),
+        FinderCase(f"{test}/desired origin not specified and cannot be inferred", without,
+                   {O1: [{kind: other_sub}]}, expected=None, error=cannot),
+        FinderCase(f"{test}/desired origin not specified and more than one possible origin found",
+                   without, {O1: [{kind: sub}], O2: [{kind: sub}]},
+                   error="multiple requested Freight could potentially provide"),
+        FinderCase(f"{test}/desired origin not specified and successfully inferred", without,
+                   {O1: [{kind: sub}]}, ((O1, collection, art1), (O2, collection, art1)), value1),
+    ]  # fmt: skip
+
+
+FINDER = [
+    *_finder_cases("TestFindCommit", "commitFrom", "commits", "git"),
+    *_finder_cases("TestFindImage", "imageFrom", "images", "image"),
+    *_finder_cases("TestFindChart", "chartFrom", "charts", "chart"),
+]
+
+
+@pytest.mark.parametrize("case", FINDER, ids=[c.kargo_test for c in FINDER])
+def test_freight_finder(case: FinderCase) -> None:
+    freights = [
+        {"origin": {"kind": "Warehouse", "name": origin}, collection: [artifact]}
+        for origin, collection, artifact in case.freight
+    ]
+    warehouses = {
+        name: None if subs is None else {"spec": {"subscriptions": subs}}
+        for name, subs in case.warehouses.items()
+    }
+    functions = freight_functions(freights, warehouses=warehouses, namespace="demo")
+    if case.error:
+        with pytest.raises(ExpressionError, match=re.escape(case.error)):
+            evaluate_expression(case.expression, {}, functions)
+    else:
+        assert evaluate_expression(case.expression, {}, functions) == case.expected
+
+
+# pkg/controller/freight/finder_test.go, TestHasAmbiguousImageRequest, through the step that
+# uses it: kustomize-set-image without config.images (kustomize_image_setter.go,
+# buildTargetImagesAutomatically) errors with Kargo's message.
+HAS_AMBIGUOUS_IMAGE_REQUEST = [
+    ("no ambiguous image request", {O1: [{"image": {"repoURL": REPO}}]}, ""),
+    ("ambiguous image request",
+     {O1: [{"image": {"repoURL": REPO}}], O2: [{"image": {"repoURL": REPO}}]},
+     "manual configuration required due to ambiguous result: multiple requested Freight could "
+     f"potentially provide a container image from repository {REPO}"),
+    ("origin not found", {O1: None}, "not found in namespace"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "warehouses", "error"),
+    HAS_AMBIGUOUS_IMAGE_REQUEST,
+    ids=[c[0] for c in HAS_AMBIGUOUS_IMAGE_REQUEST],
+)
+async def test_kustomize_set_image_refuses_to_guess_between_warehouses(
+    tmp_path: Path, name: str, warehouses: dict[str, list[dict[str, Any]] | None], error: str
+) -> None:
+    freight = {**FREIGHT, "images": [{"repoURL": REPO, "tag": "1.2.3"}]}
+    done = await run_promotion(
+        [
+            {"uses": "file-write", "config": {"path": "kustomization.yaml", "contents": "{}\n"}},
+            {"uses": "kustomize-set-image", "as": "set", "config": {"path": "."}},
+        ],
+        tmp_path / "work",
+        freight=freight,
+        warehouses={
+            n: None if subs is None else {"spec": {"subscriptions": subs}}
+            for n, subs in warehouses.items()
+        },
+    )
+    step = done.status.steps[-1]
+    if error:
+        assert (step.status, done.status.phase) == ("Errored", Phase.ERRORED)
+        assert error in step.message
+    else:
+        assert step.status == "Succeeded", step.message
+        assert "newTag: 1.2.3" in (tmp_path / "work" / "kustomization.yaml").read_text()
+
+
+async def test_image_from_without_an_origin_is_an_error_when_two_requested_warehouses_subscribe(
+    tmp_path: Path,
+) -> None:
+    done = await run_promotion(
+        [{"uses": "compose-output", "config": {"t": "${{ imageFrom('nginx').Tag }}"}}],
+        tmp_path / "work",
+        warehouses={
+            n: {"spec": {"subscriptions": [{"image": {"repoURL": "nginx"}}]}} for n in "ab"
+        },
+    )
+    assert done.status.phase is Phase.ERRORED
+    assert (
+        "multiple requested Freight could potentially provide a container image from repository "
+        "nginx: please provide a Freight origin to disambiguate" in done.status.steps[0].message
+    )
+
+
+# ---- yaml-parse / json-parse: the document is expr-lang's environment --------------------------
+
+# pkg/promotion/runner/builtin/json_parser_test.go Test_jsonParser_extractValues and
+# yaml_parser_test.go Test_yamlParser_extractValues (the same table): document, expression,
+# output (an error when it is an Exception type).
+EXTRACT_VALUES = [
+    ("valid expression", {"key": "value"}, "key", "value"),
+    ("root list - access by index", ["first", "second", "third"], "$env[0]", "first"),
+    ("root list - get length", ["first", "second", "third"], "len($env)", 3),
+    ("root list of objects - access nested property",
+     [{"name": "item1", "value": 10}, {"name": "item2", "value": 20}], "$env[1].name", "item2"),
+    ("expression points to missing key", {"key": "value"}, "missingKey", None),
+    ("expression evaluates to a nested object", {"nested": {"key": "value"}}, "nested",
+     {"key": "value"}),
+    ("expression evaluates to an array", {"array": [1, 2, 3]}, "array", [1, 2, 3]),
+    ("expression evaluates to a string", {"key": "value"}, "key", "value"),
+    ("expression evaluates to an integer", {"number": 42}, "number", 42),
+    ("expression compilation error", {"key": "value"}, "(1 + 2", ExpressionError),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["json-parse", "yaml-parse"])
+@pytest.mark.parametrize(
+    ("name", "document", "expression", "expected"),
+    EXTRACT_VALUES,
+    ids=[c[0] for c in EXTRACT_VALUES],
+)
+async def test_parse_steps_extract_values(
+    tmp_path: Path, kind: str, name: str, document: Any, expression: str, expected: Any
+) -> None:
+    done = await run_promotion(
+        [
+            # JSON text is YAML too.
+            {"uses": "file-write", "config": {"path": "doc", "contents": json.dumps(document)}},
+            {
+                "uses": kind,
+                "as": "parse",
+                "config": {
+                    "path": "doc",
+                    "outputs": [{"name": "result", "fromExpression": expression}],
+                },
+            },
+        ],
+        tmp_path / "work",
+    )
+    step = done.status.steps[-1]
+    if expected is ExpressionError:
+        assert step.status == "Errored"
+        assert "(1 + 2" in step.message
+    else:
+        assert step.status == "Succeeded", step.message
+        assert done.status.state["parse"] == {"result": expected}
+
+
+# yaml_parser_test.go Test_yamlParser_readAndParseYAML "Valid YAML with scalar root": the
+# whole document is $env.
+async def test_yaml_parse_of_a_scalar_document(tmp_path: Path) -> None:
+    done = await run_promotion(
+        [
+            {"uses": "file-write", "config": {"path": "doc", "contents": "simple string value\n"}},
+            {
+                "uses": "yaml-parse",
+                "as": "parse",
+                "config": {"path": "doc", "outputs": [{"name": "v", "fromExpression": "$env"}]},
+            },
+        ],
+        tmp_path / "work",
+    )
+    assert done.status.state["parse"] == {"v": "simple string value"}
 
 
 # ---- status() -----------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ shape) and observed only through the objects on the API server.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
@@ -307,6 +308,81 @@ async def test_bad_promotions_end_errored_and_other_stages_keep_working(
         assert message in bad["status"]["message"]
         good = await wait_terminal(env.kube, NS, "good")
         assert good["status"]["phase"] == "Succeeded"
+
+
+async def test_image_from_without_an_origin_is_refused_when_two_requested_warehouses_subscribe(
+    env: Env,
+) -> None:
+    """Kargo's rule (pkg/controller/freight/finder.go): the controller reads the requested
+    Warehouses' subscriptions; with two on the same image, only an explicit origin works."""
+    image = {"repoURL": "public.ecr.aws/nginx/nginx"}
+    await env.kube.create(
+        k.WAREHOUSES,
+        {
+            "metadata": {"name": "mirror", "namespace": NS},
+            "spec": {"subscriptions": [{"image": image}]},
+        },
+    )
+    both = [
+        {"origin": {"kind": "Warehouse", "name": w}, "sources": {"direct": True}}
+        for w in ("kargo-demo", "mirror")
+    ]
+    repo = image["repoURL"]
+    await env.add_stage(
+        "guess",
+        [{"uses": "compose-output", "config": {"t": f"${{{{ imageFrom('{repo}').Tag }}}}"}}],
+    )
+    await env.kube.patch(k.STAGES, NS, "guess", {"spec": {"requestedFreight": both}})
+    origin = f"${{{{ imageFrom('{repo}', warehouse('kargo-demo')).Tag }}}}"
+    await env.add_stage("named", [{"uses": "compose-output", "as": "o", "config": {"t": origin}}])
+    await env.kube.patch(k.STAGES, NS, "named", {"spec": {"requestedFreight": both}})
+    async with running_controller(env.server, env.work):
+        await env.bare_promotion("guess", "guess")
+        await env.bare_promotion("named", "named")
+        guess = await wait_terminal(env.kube, NS, "guess")
+        assert guess["status"]["phase"] == "Errored"
+        assert (
+            "multiple requested Freight could potentially provide a container image"
+            in (guess["status"]["message"])
+        )
+        named = await wait_terminal(env.kube, NS, "named")
+        assert named["status"]["phase"] == "Succeeded", named["status"]
+        assert named["status"]["state"]["o"] == {"t": "1.27.0"}
+
+
+async def test_secret_and_config_map_are_read_from_the_cluster_and_never_shown(env: Env) -> None:
+    await env.kube.create(
+        k.SECRETS,
+        {
+            "metadata": {"name": "creds", "namespace": NS},
+            "data": {"token": base64.b64encode(b"tok-5ecr3t-value").decode()},
+        },
+    )
+    await env.kube.create(
+        k.CONFIG_MAPS, {"metadata": {"name": "settings", "namespace": NS}, "data": {"r": "eu"}}
+    )
+    await env.add_stage(
+        "data",
+        [
+            {
+                "uses": "compose-output",
+                "as": "o",
+                "config": {
+                    "region": "${{ configMap('settings').r }}",
+                    "has": "${{ 'token' in secret('creds') }}",
+                },
+            },
+            {"uses": "compose-output", "config": {"n": "${{ int(secret('creds').token) }}"}},
+        ],
+    )
+    async with running_controller(env.server, env.work):
+        await env.bare_promotion("data", "data")
+        done = await wait_terminal(env.kube, NS, "data")
+    status = done["status"]
+    assert status["state"]["o"] == {"region": "eu", "has": True}
+    assert status["phase"] == "Errored"
+    assert "tok-5ecr3t-value" not in json.dumps(done)
+    assert "***" in status["stepExecutionMetadata"][1]["message"]
 
 
 async def test_running_promotion_resumes_after_the_controller_restarts(env: Env) -> None:

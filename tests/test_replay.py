@@ -162,16 +162,16 @@ def test_every_built_in_step_says_whether_a_replay_runs_it_again_or_only_checks_
         "git-clone", "git-clear", "git-commit", "git-tag", "yaml-update", "json-update",
         "yaml-parse", "json-parse", "kustomize-set-image", "helm-update-chart", "copy", "delete",
         "file-write", "compose-output", "fail", "http-download", "untar", "tar", "yaml-merge",
-        "toml-parse", "toml-update",
+        "toml-parse", "toml-update", "kustomize-build", "oci-download",
     }  # fmt: skip
     assert external == {
         "git-push", "git-open-pr", "git-wait-for-pr", "git-merge-pr", "argocd-update",
-        "argocd-wait", "http", "set-metadata", "set-freight-alias",
+        "argocd-wait", "http", "set-metadata", "set-freight-alias", "oci-push",
     }  # fmt: skip
     outside = {kind for kind, step in registry.items() if not uses_work_dir_of(step)}
     assert outside == {
         "compose-output", "fail", "http", "set-metadata", "git-open-pr", "git-wait-for-pr",
-        "git-merge-pr", "argocd-update", "argocd-wait", "set-freight-alias",
+        "git-merge-pr", "argocd-update", "argocd-wait", "set-freight-alias", "oci-push",
     }  # fmt: skip
     checked = {kind for kind, step in registry.items() if verifier_of(step) is not None}
     assert checked == {

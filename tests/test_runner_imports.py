@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from promoter.steps import git as git_steps
-from promoter.steps.registry import BUILTIN_KINDS, StepRegistry, builtin_registry
+from promoter.steps.registry import BUILTIN_KINDS, MODULES, StepRegistry, builtin_registry
 from tests.support.gitrepo import git_env, make_remote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,6 +167,10 @@ def test_the_kind_table_matches_every_modules_steps() -> None:
         for kind in importlib.import_module(module).STEPS:
             defined[kind] = module
     assert defined == dict(BUILTIN_KINDS)
+    # Each module has its loader, and the loader gives that module's steps.
+    assert set(MODULES) == set(BUILTIN_KINDS.values())
+    for module, load in MODULES.items():
+        assert load() is importlib.import_module(module).STEPS
 
 
 def test_a_kind_resolves_to_its_modules_step_and_unknown_kinds_are_missing() -> None:

@@ -104,6 +104,9 @@ CLUSTER_ANALYSIS_TEMPLATES = ResourceType(
 ANALYSIS_RUNS = ResourceType(*_ARGO, "analysisruns", "AnalysisRun", status_subresource=False)
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", status_subresource=False)
 EVENTS = ResourceType("", "v1", "events", "Event", status_subresource=False)
+# Read one at a time by name, for secret() and configMap() (app/controller/clusterdata.py).
+SECRETS = ResourceType("", "v1", "secrets", "Secret", status_subresource=False)
+CONFIG_MAPS = ResourceType("", "v1", "configmaps", "ConfigMap", status_subresource=False)
 
 
 # ----------------------------------------------------------------------------- errors

@@ -38,6 +38,13 @@ class KubeMetadataStore:
         obj = self._informers[kind].get(namespace, name)
         return None if obj is None else metadata_of(obj)
 
+    def freight_status(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        obj = self._informers[FREIGHT].get(namespace, name)
+        if obj is None:
+            return None
+        status = obj.get("status")
+        return dict(status) if isinstance(status, Mapping) else {}
+
     async def merge(self, kind: str, namespace: str, name: str, values: Mapping[str, Any]) -> None:
         informer, rt = self._informers[kind], self._types[kind]
         current = informer.get(namespace, name)

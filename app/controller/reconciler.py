@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from app.controller import kube as k
+from app.controller.clusterdata import KubeClusterData
 from app.controller.informer import Informer
 from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
 from app.controller.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_promote_enabled
 from app.controller.workqueue import WorkQueue
+from app.logs import REDACTOR
 from promoter import annotations as ann
 from promoter import engine
 from promoter.builder import TaskSource, build_promotion, ensure_inflated
@@ -50,6 +52,7 @@ from promoter.stage_planner import plan_queue, plan_status
 from promoter.stages import (
     available_at,
     phase_of,
+    requested_warehouses,
     stage_freights,
     stage_status,
 )
@@ -197,6 +200,8 @@ class Controller:
         )
         self.stages = Informer(kube, k.STAGES, namespace=namespace, on_event=self._on_stage)
         self.freight = Informer(kube, k.FREIGHT, namespace=namespace, on_event=self._on_freight)
+        # The Stages' requested Warehouses decide where imageFrom() and the like look (Kargo).
+        self.warehouses = Informer(kube, k.WAREHOUSES, namespace=namespace)
         self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
         self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
         self.applications = Informer(kube, k.APPLICATIONS, on_event=self._on_application)
@@ -204,6 +209,10 @@ class Controller:
         # stageMetadata()/freightMetadata() read it from these informers.
         self.services = replace(
             self.services,
+            # secret(), configMap(): one GET per object a step names; values join the log
+            # redactor as they are read.
+            cluster_data=self.services.cluster_data
+            or KubeClusterData(kube, on_secret=REDACTOR.add),
             extra={
                 METADATA_PORT: KubeMetadataStore(kube, stages=self.stages, freight=self.freight),
                 # set-freight-alias writes Freight's alias field and label.
@@ -247,6 +256,7 @@ class Controller:
             self.promotions,
             self.stages,
             self.freight,
+            self.warehouses,
             self.tasks,
             self.cluster_tasks,
             *(() if self.argocd_missing else (self.applications,)),
@@ -538,6 +548,9 @@ class Controller:
             work_dir=self._work_dir(namespace, promotion.name),
             freight=freight,
             freights=stage_freights(stage_obj, freight),
+            warehouses=requested_warehouses(
+                stage_obj, lambda name: self.warehouses.get(namespace, name)
+            ),
             extra_functions=self._functions(namespace),
             clock=self.clock.now,
             running_retry=self.default_requeue,

@@ -24,7 +24,7 @@ from typing import Any
 
 from promoter.expressions.compiler import Compiled, Scope, compile_expression
 from promoter.expressions.errors import ExpressionError, ExpressionSyntaxError
-from promoter.expressions.freight import freight_functions, revive_result
+from promoter.expressions.freight import ambiguous_image_request, freight_functions, revive_result
 from promoter.expressions.templates import check_syntax, has_expression, render, render_string
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "ExpressionError",
     "ExpressionSyntaxError",
     "Scope",
+    "ambiguous_image_request",
     "check_syntax",
     "compile_expression",
     "evaluate_expression",

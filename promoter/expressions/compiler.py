@@ -69,6 +69,9 @@ class Scope:
 
 Fn = Callable[[Scope], Any]
 
+# The variable that, when a caller sets it, is what ``$env`` answers (instead of the variables).
+ENVIRONMENT = "$env"
+
 
 class _ShortCircuit(Exception):
     """Raised at a ``?.`` that met nil; the enclosing optional chain turns it into nil."""
@@ -572,6 +575,10 @@ def _compile_identifier(node: syntax.Identifier) -> Fn:
     if name == "$env":
 
         def environment(scope: Scope) -> Any:
+            # A caller whose environment is not a map (a parsed document whose root is a list:
+            # Kargo's yaml-parse runs expr over it) gives it as the variable "$env".
+            if ENVIRONMENT in scope.variables:
+                return scope.variables[ENVIRONMENT]
             # The variables the expression was given; closure locals (#...) are not part of it.
             return {k: v for k, v in scope.variables.items() if not str(k).startswith("#")}
 

@@ -1,12 +1,15 @@
-"""Kargo's Freight functions: ``warehouse()``, ``commitFrom()``, ``imageFrom()``, ``chartFrom()``.
+"""Kargo's Freight functions: ``warehouse()``, ``commitFrom()``, ``imageFrom()``, ``chartFrom()``
+and ``artifactFrom()`` (artifacts of Kargo's generic subscriptions, by subscription name).
 
 Mirrors Kargo's ``pkg/expressions/function`` and ``pkg/controller/freight/finder.go``:
 
-* Without an origin argument, the origin is the one Warehouse that can provide the artifact.
-  Kargo decides that from the Warehouses' subscriptions; we do the same when the caller passes
-  ``warehouses`` (name -> Warehouse object or spec), and otherwise infer it from which Freight
-  actually carry the artifact. More than one candidate is an error asking for
-  ``warehouse(...)``.
+* Without an origin argument, the origin is the one requested Warehouse that can provide the
+  artifact. Kargo decides that from the subscriptions of the Warehouses the Stage requests
+  Freight from; we do the same when the caller passes ``warehouses`` (name -> Warehouse object
+  or spec, None for one that does not exist: Kargo's "Warehouse ... not found" error), and
+  otherwise (a local run without the Warehouse manifests) infer it from which Freight carry the
+  artifact. More than one candidate is Kargo's "multiple requested Freight could potentially
+  provide ..." error, naming them and asking for ``warehouse(...)``.
 * Not found is nil for commits and images (so ``?.`` and ``??`` work), as in Kargo. For charts
   Kargo returns an *error* when no candidate origin could provide the chart at all, and nil when
   the origin is known but its Freight lacks the chart; we follow it.
@@ -174,25 +177,75 @@ def _subscriptions(warehouse: Any) -> list[Mapping[str, Any]]:
     return [s for s in subscriptions or [] if isinstance(s, Mapping)]
 
 
+def _warehouse_not_found(name: str, namespace: str) -> ExpressionError:
+    return ExpressionError(reason=f'Warehouse "{name}" not found in namespace "{namespace}"')
+
+
+def ambiguous_image_request(warehouses: Mapping[str, Any], namespace: str = "") -> str | None:
+    """Kargo's ``HasAmbiguousImageRequest``: the message when two requested Warehouses subscribe
+    to the same image repository (a step that picks images by itself cannot choose), else None.
+    Raises ExpressionError for a requested Warehouse that does not exist."""
+    seen: set[str] = set()
+    for name, warehouse in warehouses.items():
+        if warehouse is None:
+            raise _warehouse_not_found(str(name), namespace)
+        for subscription in _subscriptions(warehouse):
+            image = subscription.get("image")
+            if not isinstance(image, Mapping):
+                continue
+            repo_url = str(image.get("repoURL") or "")
+            if repo_url in seen:
+                return (
+                    "multiple requested Freight could potentially provide a container image "
+                    f"from repository {repo_url}"
+                )
+            seen.add(repo_url)
+    return None
+
+
+# Kargo's messages (pkg/controller/freight/finder.go), by collection.
+_AMBIGUOUS = {
+    "commits": "multiple requested Freight could potentially provide a commit from repo {url}; "
+    "please update promotion steps to disambiguate",
+    "images": "multiple requested Freight could potentially provide a container image from "
+    "repository {url}: please provide a Freight origin to disambiguate",
+    "charts": "multiple requested Freight could potentially provide a chart from repository "
+    "{url}: please provide a Freight origin to disambiguate",
+    "artifacts": "error finding artifact from subscription {url}: multiple requested Freight "
+    'could potentially provide a "{url}" artifact; please update promotion steps to '
+    "disambiguate",
+}
+
+
 def freight_functions(
-    freights: Sequence[Mapping[str, Any]], *, warehouses: Mapping[str, Any] | None = None
+    freights: Sequence[Mapping[str, Any]],
+    *,
+    warehouses: Mapping[str, Any] | None = None,
+    namespace: str = "",
 ) -> dict[str, Callable[..., Any]]:
     """``warehouse``, ``commitFrom``, ``imageFrom`` and ``chartFrom`` bound to ``freights``.
 
     ``freights`` are Kargo Freight objects (dicts) available to the promotion; ``warehouses``
-    optionally maps the requested Warehouses' names to their objects, letting origin resolution
-    use subscriptions exactly as Kargo does.
+    optionally maps the requested Warehouses' names to their objects (None: not found in
+    ``namespace``), letting origin resolution use subscriptions exactly as Kargo does.
     """
 
     def candidates_from_warehouses(
         kind: str, matches: Callable[[Mapping[str, Any]], bool]
     ) -> list[tuple[str, str]]:
+        """The requested Warehouses with a subscription of ``kind`` that ``matches``; for
+        ``subscription`` (Kargo's generic ones) ``matches`` sees the whole entry (its name)."""
         assert warehouses is not None
         found = []
         for name, warehouse in warehouses.items():
-            if any(isinstance(s.get(kind), Mapping) and matches(s[kind])
-                   for s in _subscriptions(warehouse)):  # fmt: skip
-                found.append(("Warehouse", str(name)))
+            if warehouse is None:
+                raise _warehouse_not_found(str(name), namespace)
+            for s in _subscriptions(warehouse):
+                if isinstance(s.get(kind), Mapping) and matches(
+                    s if kind == "subscription" else s[kind]
+                ):
+                    found.append(("Warehouse", str(name)))
+                    break
         return found
 
     def find(
@@ -201,7 +254,7 @@ def freight_functions(
         subscription_kind: str,
         matches: Callable[[Mapping[str, Any]], bool],
         origin: tuple[str, str] | None,
-        what: str,
+        url: str,
     ) -> tuple[Mapping[str, Any] | None, bool]:
         """The first matching artifact and whether any origin could provide it at all."""
         if origin is None:
@@ -215,8 +268,8 @@ def freight_functions(
                             candidates.append(_origin_of(freight))
             if len(candidates) > 1:
                 raise ExpressionError(
-                    reason=f"{function}(): {what} is ambiguous: it could come from "
-                    f'{_describe(candidates)}; pass warehouse("name") as the origin argument'
+                    reason=f"{function}(): {_AMBIGUOUS[collection].format(url=url)} (it could "
+                    f'come from {_describe(candidates)}: pass warehouse("name") as the origin)'
                 )
             if not candidates:
                 return None, False
@@ -243,7 +296,7 @@ def freight_functions(
             "git",
             lambda c: _git_key(str(c.get("repoURL", ""))) == wanted,
             desired,
-            f"a commit from repo {repo_url}",
+            str(repo_url),
         )
         return None if artifact is None else kargo_object(GitCommit, artifact)
 
@@ -256,7 +309,7 @@ def freight_functions(
             "image",
             lambda i: _image_key(str(i.get("repoURL", ""))) == wanted,
             desired,
-            f"an image from repository {repo_url}",
+            str(repo_url),
         )
         return None if artifact is None else kargo_object(Image, artifact)
 
@@ -291,13 +344,56 @@ def freight_functions(
             joined = _chart_key(f"{repo}/{chart_name}") if chart_name else repo
             return joined == wanted_full
 
-        what = f"chart {name!r} from repo {url}" if name else f"a chart from repo {url}"
-        artifact, possible = find("chartFrom", "charts", "chart", matches, desired, what)
+        artifact, possible = find("chartFrom", "charts", "chart", matches, desired, url)
         if not possible:
+            what = f'chart "{name}" from repo {url}' if name else f"chart from repo {url}"
             raise ExpressionError(reason=f"chartFrom(): {what} not found in referenced Freight")
         return None if artifact is None else kargo_object(Chart, artifact)
 
+    def artifact_from(*args: Any) -> dict[str, Any] | None:
+        # Kargo's artifactFrom(subscriptionName[, origin]): an artifact of a generic
+        # subscription, with Go's field names (Kargo's expressionFriendlyArtifactReference has
+        # no JSON tags); its metadata as a map.
+        if not 1 <= len(args) <= 2:
+            raise ExpressionError(reason=f"artifactFrom(): expected 1-2 arguments, got {len(args)}")
+        name = _string_arg("artifactFrom", args[0], "first")
+        desired = None
+        if len(args) == 2:
+            if not isinstance(args[1], Mapping) or "kind" not in args[1]:
+                raise ExpressionError(
+                    reason="artifactFrom(): second argument must be FreightOrigin "
+                    '(from warehouse("name"))'
+                )
+            desired = _origin_arg("artifactFrom", args[1])
+        if desired is None and warehouses is not None:
+            candidates = candidates_from_warehouses("subscription", lambda s: s.get("name") == name)
+            if len(candidates) > 1:
+                raise ExpressionError(
+                    reason=f"artifactFrom(): {_AMBIGUOUS['artifacts'].format(url=name)}"
+                )
+            if not candidates:
+                return None
+            desired = candidates[0]
+        artifact, _ = find(
+            "artifactFrom",
+            "artifacts",
+            "subscription",
+            lambda a: a.get("subscriptionName") == name,
+            desired,
+            name,
+        )
+        if artifact is None:
+            return None
+        metadata = artifact.get("metadata")
+        return {
+            "ArtifactType": str(artifact.get("artifactType") or ""),
+            "SubscriptionName": str(artifact.get("subscriptionName") or ""),
+            "Version": str(artifact.get("version") or ""),
+            "Metadata": dict(metadata) if isinstance(metadata, Mapping) else {},
+        }
+
     return {
+        "artifactFrom": artifact_from,
         "warehouse": warehouse,
         "commitFrom": commit_from,
         "imageFrom": image_from,

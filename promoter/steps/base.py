@@ -33,7 +33,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
+from promoter.oci import OCIRegistry
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
 # A directory inside every work directory for the engine's own files (the git clone cache).
@@ -163,6 +165,14 @@ class StepServices:
 
     git: GitSettings = field(default_factory=GitSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
+    # Where people reach this server (LONGSHOREMAN_PUBLIC_URL): ctx.uiBaseUrl in expressions.
+    ui_base_url: str = ""
+    # Secrets and ConfigMaps for secret(), configMap() and their shared forms (None: refused),
+    # and the namespace the shared forms read.
+    cluster_data: ClusterData | None = None
+    shared_namespace: str = DEFAULT_SHARED_NAMESPACE
+    # OCI registries for oci-download and oci-push (None: refused, as in the local runner).
+    oci: OCIRegistry | None = None
     # Extra ports for steps that need them (Argo CD, GitHub, ...), keyed by name.
     extra: Mapping[str, Any] = field(default_factory=dict)
     # Where steps report what they ran (git subprocesses); the app puts its metrics here.
@@ -208,6 +218,13 @@ class StepContext:
     started_at: datetime | None = None
     # Set while the step is replayed to rebuild the work directory (see Replaying).
     replay: Replaying | None = None
+    # The Freight collection (the target first, then what the Stage holds from other origins)
+    # and the Stage's requested Warehouses by name (None: not known), for steps that pick
+    # artifacts by themselves (kustomize-set-image without images), as Kargo's do.
+    freights: Sequence[Mapping[str, Any]] = ()
+    warehouses: Mapping[str, Mapping[str, Any] | None] | None = None
+    # Secret values the step's expressions read (secret()): never in its messages.
+    secret_values: Sequence[str] = ()
 
     def path(self, relative: str, *, field_name: str = "path") -> Path:
         """Resolve a config path inside the work directory, refusing any way out of it.
@@ -240,7 +257,7 @@ class StepContext:
 
     def redact(self, text: str) -> str:
         """Remove every configured secret from a text meant for messages."""
-        for secret in self.services.git.secrets:
+        for secret in (*self.services.git.secrets, *self.secret_values):
             if secret:
                 text = text.replace(secret, "***")
         return text

@@ -1,7 +1,8 @@
 """Kargo-compatible steps that read and edit files in the Promotion's work directory.
 
-``yaml-update``, ``json-update``, ``yaml-parse``, ``json-parse``, ``kustomize-set-image``,
-``helm-update-chart``, ``copy``, ``delete``, ``file-write`` and ``yaml-merge``. Config fields and
+``yaml-update``, ``json-update``, ``yaml-parse``, ``json-parse``, ``helm-update-chart``,
+``copy``, ``delete``, ``file-write`` and ``yaml-merge`` (``kustomize-set-image`` lives with
+``kustomize-build`` in promoter/steps/kustomize.py, on the YAML editor here). Config fields and
 outputs follow Kargo's reference docs (docs/50-user-guide/60-reference-docs/30-promotion-steps/
 *.md); deviations are called out where they are made.
 
@@ -30,12 +31,13 @@ from typing import Any
 
 import yaml as pyyaml
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError as RuamelYAMLError
 from ruamel.yaml.scalarstring import ScalarString
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
+from promoter.expressions.compiler import ENVIRONMENT
 from promoter.steps.base import (
     Config,
     Effect,
@@ -738,8 +740,9 @@ def _load_for_parse(ctx: StepContext, kind: str, raw_path: str, load: Loader) ->
     if not text.strip():
         raise StepError(f"{kind}: {raw_path!r} is empty", terminal=True)
     data = _string_keys(load(text, raw_path))
-    # Like Kargo: a document whose root is not a map is reachable as `root`.
-    return data if isinstance(data, dict) else {"root": data}
+    # Kargo runs the expressions with the document as expr-lang's environment: `$env[0]` and
+    # `len($env)` read a list root; ours also names it `root`.
+    return data if isinstance(data, dict) else {"root": data, ENVIRONMENT: data}
 
 
 def _load_json_or_yaml(kind: str) -> Loader:
@@ -789,263 +792,6 @@ def make_parse_step(kind: str, load: Loader | None = None) -> StepFunction:
 
     parse.__name__ = kind.replace("-", "_")
     return parse
-
-
-# --------------------------------------------------------------------------------------------
-# kustomize-set-image
-# --------------------------------------------------------------------------------------------
-
-_KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-# Kargo's "keep what the kustomization already has" marker for newName/newTag/digest.
-_PRESERVE = "*"
-_IMAGE_FIELDS = ("name", "newName", "newTag", "digest")
-
-
-@dataclass(frozen=True)
-class _ImageSetting:
-    name: str
-    new_name: str = ""
-    new_tag: str = ""
-    digest: str = ""
-
-    def fields(self) -> dict[str, str]:
-        values = {
-            "name": self.name,
-            "newName": self.new_name,
-            "newTag": self.new_tag,
-            "digest": self.digest,
-        }
-        return {key: value for key, value in values.items() if value}
-
-    def reference(self) -> str:
-        ref = self.new_name or self.name
-        if self.new_tag:
-            ref = f"{ref}:{self.new_tag}"
-        if self.digest:
-            ref = f"{ref}@{self.digest}"
-        return ref
-
-
-def _freight_name(ctx: StepContext) -> str:
-    metadata = ctx.freight.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else ctx.freight.get("name")
-    return str(name) if name else "(unnamed)"
-
-
-def _check_origin(ctx: StepContext, kind: str, item: Config) -> None:
-    """``fromOrigin`` (deprecated in Kargo) picks one of several Freight; we have only one."""
-    origin = item.map("fromOrigin")
-    if not origin:
-        return
-    actual = ctx.freight.get("origin")
-    actual = actual if isinstance(actual, Mapping) else {}
-    if (origin.get("kind", "Warehouse"), origin.get("name")) != (
-        actual.get("kind", "Warehouse"),
-        actual.get("name"),
-    ):
-        raise StepError(
-            f"{kind}: {item.prefix}.fromOrigin {origin.get('kind', 'Warehouse')}/"
-            f"{origin.get('name')} does not match the target Freight's origin "
-            f"{actual.get('kind', 'Warehouse')}/{actual.get('name')}",
-            terminal=True,
-        )
-
-
-def _freight_image(ctx: StepContext, kind: str, repo_url: str, where: str) -> Mapping[str, Any]:
-    images = [
-        image
-        for image in ctx.freight.get("images") or []
-        if isinstance(image, Mapping) and image.get("repoURL") == repo_url
-    ]
-    if not images:
-        known = sorted(
-            str(image.get("repoURL"))
-            for image in ctx.freight.get("images") or []
-            if isinstance(image, Mapping)
-        )
-        raise StepError(
-            f"{kind}: {where} has no tag or digest and the target Freight {_freight_name(ctx)} "
-            f"has no image {repo_url!r} (Freight images: {', '.join(known) or 'none'})",
-            terminal=True,
-        )
-    if len(images) > 1:
-        raise StepError(
-            f"{kind}: {where}: the target Freight has {len(images)} entries for image "
-            f"{repo_url!r}; set tag or digest explicitly",
-            terminal=True,
-        )
-    return images[0]
-
-
-def _image_settings(ctx: StepContext, cfg: Config) -> dict[str, _ImageSetting]:
-    kind = cfg.kind
-    targets: dict[str, _ImageSetting] = {}
-    items = cfg.items("images")
-    if not items:
-        # Kargo: without images, every image of the Freight is set, by its repoURL.
-        for image in ctx.freight.get("images") or []:
-            if not isinstance(image, Mapping) or not image.get("repoURL"):
-                continue
-            repo_url = str(image["repoURL"])
-            if repo_url in targets:
-                raise ConfigRefused(
-                    f"{kind}: the target Freight lists image {repo_url!r} more than once; "
-                    "list config.images explicitly"
-                )
-            targets[repo_url] = _ImageSetting(
-                repo_url, new_tag=str(image.get("tag") or ""), digest=str(image.get("digest") or "")
-            )
-        return targets
-    for item in items:
-        image = item.str("image")
-        tag, digest = item.opt_str("tag"), item.opt_str("digest")
-        use_digest = item.bool("useDigest")
-        if tag and digest:
-            raise ConfigRefused(f"{kind}: {item.prefix}.tag and .digest are mutually exclusive")
-        if use_digest and (tag or digest):
-            raise ConfigRefused(
-                f"{kind}: {item.prefix}.useDigest is mutually exclusive with .tag and .digest"
-            )
-        _check_origin(ctx, kind, item)
-        if not tag and not digest:
-            found = _freight_image(ctx, kind, image, item.prefix)
-            if use_digest:
-                digest = str(found.get("digest") or "")
-                if not digest:
-                    raise StepError(
-                        f"{kind}: {item.prefix}.useDigest is true but the Freight's image "
-                        f"{image!r} has no digest",
-                        terminal=True,
-                    )
-            else:
-                tag = str(found.get("tag") or "")
-                if not tag:
-                    raise StepError(
-                        f"{kind}: the Freight's image {image!r} has no tag; set "
-                        f"{item.prefix}.useDigest or .digest",
-                        terminal=True,
-                    )
-        name = item.opt_str("name") or image
-        targets[name] = _ImageSetting(
-            name, new_name=item.opt_str("newName") or "", new_tag=tag or "", digest=digest or ""
-        )
-    return targets
-
-
-def _find_kustomization(ctx: StepContext, kind: str, raw_dir: str) -> Path:
-    directory = ctx.path(raw_dir, field_name="path")
-    if not directory.is_dir():
-        raise StepError(f"{kind}: config.path {raw_dir!r} is not a directory", terminal=True)
-    # Like kustomize (and Kargo), only regular files count: a symlinked kustomization is ignored.
-    candidates = [
-        directory / name
-        for name in _KUSTOMIZATION_NAMES
-        if (directory / name).is_file() and not (directory / name).is_symlink()
-    ]
-    if not candidates:
-        raise StepError(
-            f"{kind}: no {', '.join(_KUSTOMIZATION_NAMES)} in config.path {raw_dir!r}",
-            terminal=True,
-        )
-    if len(candidates) > 1:
-        raise StepError(
-            f"{kind}: config.path {raw_dir!r} holds several kustomization files: "
-            f"{', '.join(c.name for c in candidates)}",
-            terminal=True,
-        )
-    return candidates[0]
-
-
-def _merge_image(entry: Any, wanted: dict[str, str]) -> bool:
-    """Make ``entry`` hold exactly ``wanted``, in kustomize's key order, keeping its comments."""
-    changed = False
-    for key in _IMAGE_FIELDS:
-        if key in entry and key not in wanted:
-            del entry[key]
-            changed = True
-    for position, key in enumerate(_IMAGE_FIELDS):
-        if key not in wanted:
-            continue
-        if key in entry:
-            if not _same_value(entry[key], wanted[key]):
-                entry[key] = _keep_style(entry[key], wanted[key])
-                changed = True
-            continue
-        index = sum(1 for earlier in _IMAGE_FIELDS[:position] if earlier in entry)
-        entry.insert(index, key, wanted[key])
-        changed = True
-    return changed
-
-
-def _apply_images(
-    kind: str, document: RoundTripYaml, targets: dict[str, _ImageSetting]
-) -> list[_ImageSetting]:
-    if document.data is None:
-        document.data = CommentedMap()
-    if not isinstance(document.data, dict):
-        raise StepError(f"{kind}: the kustomization is not a map", terminal=True)
-    images = document.data.get("images")
-    if images is None:
-        images = CommentedSeq()
-        document.data["images"] = images
-    if not isinstance(images, list):
-        raise StepError(f"{kind}: the kustomization's images field is not a list", terminal=True)
-    existing: dict[str, Any] = {
-        str(entry.get("name")): entry for entry in images if isinstance(entry, dict)
-    }
-    applied = []
-    for name, target in targets.items():
-        current = existing.get(name)
-        old = current if current is not None else {}
-        resolved = _ImageSetting(
-            name,
-            new_name=str(old.get("newName") or "")
-            if target.new_name == _PRESERVE
-            else target.new_name,
-            new_tag=str(old.get("newTag") or "") if target.new_tag == _PRESERVE else target.new_tag,
-            digest=str(old.get("digest") or "") if target.digest == _PRESERVE else target.digest,
-        )
-        applied.append(resolved)
-        if current is None:
-            entry = CommentedMap()
-            _merge_image(entry, resolved.fields())
-            images.append(entry)
-            existing[name] = entry
-        else:
-            _merge_image(current, resolved.fields())
-    # Kargo rewrites the list sorted by name (mergeImages), the entries it did not touch too.
-    # Entries move whole, with their own comments; an already sorted list is left as it is.
-    ordered = sorted(images, key=lambda e: str(e.get("name")) if isinstance(e, dict) else "")
-    if any(a is not b for a, b in zip(ordered, images, strict=True)):
-        del images[:]
-        images.extend(ordered)
-    return applied
-
-
-def _kustomize_set_image(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
-    kind = "kustomize-set-image"
-    cfg = Config(kind, config)
-    raw_dir = cfg.str("path")
-    path = _find_kustomization(ctx, kind, raw_dir)
-    targets = _image_settings(ctx, cfg)
-    if not targets:
-        return succeeded(message="no images to set: config.images is empty and so is the Freight")
-    document = RoundTripYaml(_read_text(path, kind, raw_dir), kind=kind, source=path.name)
-    applied = _apply_images(kind, document, targets)
-    new_text = document.text()
-    changed = new_text != document.original
-    if changed:
-        _write_text_atomic(path, new_text)
-    message = f"Updated {raw_dir} to use new image{'s' if len(applied) > 1 else ''}\n"
-    message += "".join(
-        f"\n- {image.reference()}" for image in sorted(applied, key=lambda i: i.name)
-    )
-    return succeeded(
-        {"commitMessage": message},
-        message=f"set {len(applied)} image(s) in {path.name}"
-        if changed
-        else f"{path.name} already up to date",
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1373,6 +1119,12 @@ _PERMISSIONS = re.compile(r"0[0-7]{3}")
 _DEFAULT_PERMISSIONS = 0o600  # Kargo's default
 
 
+def _freight_name(ctx: StepContext) -> str:
+    metadata = ctx.freight.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else ctx.freight.get("name")
+    return str(name) if name else "(unnamed)"
+
+
 def _file_permissions(cfg: Config) -> int:
     raw = cfg.opt_str("permissions")
     if raw is None:
@@ -1549,7 +1301,6 @@ yaml_update = _in_thread(_yaml_update)
 json_update = _in_thread(_json_update)
 yaml_parse = make_parse_step("yaml-parse")
 json_parse = make_parse_step("json-parse")
-kustomize_set_image = _in_thread(_kustomize_set_image)
 helm_update_chart = _in_thread(_helm_update_chart)
 copy = _in_thread(_copy)
 delete = _in_thread(_delete)
@@ -1562,7 +1313,6 @@ STEPS: dict[str, Step] = {
     "json-update": FunctionStep(json_update, effect=Effect.LOCAL),
     "yaml-parse": FunctionStep(yaml_parse, effect=Effect.LOCAL),
     "json-parse": FunctionStep(json_parse, effect=Effect.LOCAL),
-    "kustomize-set-image": FunctionStep(kustomize_set_image, effect=Effect.LOCAL),
     "helm-update-chart": FunctionStep(helm_update_chart, effect=Effect.LOCAL),
     "copy": FunctionStep(copy, effect=Effect.LOCAL),
     "delete": FunctionStep(delete, effect=Effect.LOCAL),

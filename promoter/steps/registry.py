@@ -1,18 +1,20 @@
-"""Maps ``uses:`` kinds to step objects. Registering a built-in kind is one line in
-``BUILTIN_KINDS``; an adapter registers its own with :meth:`StepRegistry.register`.
+"""Maps ``uses:`` kinds to step objects. A built-in kind is one line in ``BUILTIN_KINDS`` (and
+its module one loader in ``MODULES``); an adapter registers its own with
+:meth:`StepRegistry.register`.
 
 Built-in kinds are known by name up front and their modules imported on first use: a step
 module brings its libraries along (aiohttp for ``http``, ruamel for the YAML steps, tomlkit for
 the TOML ones), and a git-only Promotion run from the command line should pay for none of them.
 Listing kinds, ``kind in registry`` and the unknown-kind error need no import;
-``registry[kind]`` imports the module that defines ``kind`` and registers all of its steps.
-``tests/test_runner_imports.py`` checks that this table matches each module's ``STEPS``.
+``registry[kind]`` calls the loader of the module that defines ``kind`` and registers all of its
+steps. The loaders are plain ``import`` statements, not ``importlib`` lookups by name, so the
+import graph (and import-linter's contracts) sees every step module.
+``tests/test_runner_imports.py`` checks that the tables match each module's ``STEPS``.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from promoter.steps.base import Step
@@ -30,18 +32,23 @@ BUILTIN_KINDS: Mapping[str, str] = {
     "json-update": "promoter.steps.files",
     "yaml-parse": "promoter.steps.files",
     "json-parse": "promoter.steps.files",
-    "kustomize-set-image": "promoter.steps.files",
+    "kustomize-set-image": "promoter.steps.kustomize",
     "helm-update-chart": "promoter.steps.files",
     "copy": "promoter.steps.files",
     "delete": "promoter.steps.files",
     "file-write": "promoter.steps.files",
     "yaml-merge": "promoter.steps.files",
+    # Runs `kubectl kustomize` (the image ships kubectl).
+    "kustomize-build": "promoter.steps.kustomize",
     "toml-parse": "promoter.steps.tomlfiles",
     "toml-update": "promoter.steps.tomlfiles",
     "http": "promoter.steps.http",
     "http-download": "promoter.steps.download",
     "untar": "promoter.steps.archive",
     "tar": "promoter.steps.archive",
+    # Need the registry port (StepServices.oci), which the server provides.
+    "oci-download": "promoter.steps.oci",
+    "oci-push": "promoter.steps.oci",
     # Needs the metadata port (StepServices.extra["metadata"]), which the server and the local
     # runner provide.
     "set-metadata": "promoter.steps.metadata",
@@ -56,6 +63,102 @@ BUILTIN_KINDS: Mapping[str, str] = {
     "git-open-pr": "promoter.steps.github",
     "git-wait-for-pr": "promoter.steps.github",
     "git-merge-pr": "promoter.steps.github",
+}
+
+
+# The loaders: each imports its module when first called (function-level imports on purpose).
+def _basic() -> Mapping[str, Step]:
+    from promoter.steps import basic
+
+    return basic.STEPS
+
+
+def _git() -> Mapping[str, Step]:
+    from promoter.steps import git
+
+    return git.STEPS
+
+
+def _files() -> Mapping[str, Step]:
+    from promoter.steps import files
+
+    return files.STEPS
+
+
+def _kustomize() -> Mapping[str, Step]:
+    from promoter.steps import kustomize
+
+    return kustomize.STEPS
+
+
+def _tomlfiles() -> Mapping[str, Step]:
+    from promoter.steps import tomlfiles
+
+    return tomlfiles.STEPS
+
+
+def _http() -> Mapping[str, Step]:
+    from promoter.steps import http
+
+    return http.STEPS
+
+
+def _download() -> Mapping[str, Step]:
+    from promoter.steps import download
+
+    return download.STEPS
+
+
+def _archive() -> Mapping[str, Step]:
+    from promoter.steps import archive
+
+    return archive.STEPS
+
+
+def _oci() -> Mapping[str, Step]:
+    from promoter.steps import oci
+
+    return oci.STEPS
+
+
+def _metadata() -> Mapping[str, Step]:
+    from promoter.steps import metadata
+
+    return metadata.STEPS
+
+
+def _freight_alias() -> Mapping[str, Step]:
+    from promoter.steps import freight_alias
+
+    return freight_alias.STEPS
+
+
+def _argocd() -> Mapping[str, Step]:
+    from promoter.steps import argocd
+
+    return argocd.STEPS
+
+
+def _github() -> Mapping[str, Step]:
+    from promoter.steps import github
+
+    return github.STEPS
+
+
+MODULES: Mapping[str, Callable[[], Mapping[str, Step]]] = {
+    "promoter.steps.basic": _basic,
+    "promoter.steps.git": _git,
+    "promoter.steps.files": _files,
+    "promoter.steps.kustomize": _kustomize,
+    "promoter.steps.tomlfiles": _tomlfiles,
+    "promoter.steps.http": _http,
+    "promoter.steps.download": _download,
+    "promoter.steps.archive": _archive,
+    "promoter.steps.oci": _oci,
+    "promoter.steps.metadata": _metadata,
+    "promoter.steps.freight_alias": _freight_alias,
+    "promoter.steps.argocd": _argocd,
+    "promoter.steps.github": _github,
 }
 
 
@@ -76,7 +179,10 @@ class StepRegistry(Mapping[str, Step]):
         self._steps[kind] = step
 
     def register_module(self, kind: str, module: str) -> None:
-        """Know ``kind`` by name; import ``module`` (whose ``STEPS`` has it) on first use."""
+        """Know ``kind`` by name; load ``module`` (one of ``MODULES``, whose ``STEPS`` has it)
+        on first use."""
+        if module not in MODULES:
+            raise LookupError(f"no loader for step module {module}")
         self._steps[kind] = _NotImported(module)
 
     def __getitem__(self, kind: str) -> Step:
@@ -86,7 +192,7 @@ class StepRegistry(Mapping[str, Step]):
         return step
 
     def _import(self, kind: str, module_name: str) -> Step:
-        steps: Mapping[str, Step] = importlib.import_module(module_name).STEPS
+        steps = MODULES[module_name]()
         # Every kind of that module still waiting for it, not only the one asked for; a kind
         # registered explicitly since (an adapter's replacement) stays as registered.
         for name, entry in self._steps.items():

@@ -1,13 +1,19 @@
-"""A hand-built :class:`StepContext` for calling step objects directly in tests."""
+"""A hand-built :class:`StepContext` for calling step objects directly in tests, and
+:func:`run_template` for running steps through the builder and the engine."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from promoter import engine
+from promoter.builder import build_promotion
+from promoter.model import Promotion, TaskRef, TaskSpec, parse_stage
 from promoter.steps.base import GitSettings, StepContext, StepServices
+from promoter.steps.registry import builtin_registry
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
 FIXED_NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -51,3 +57,48 @@ def make_context(
         now=FIXED_NOW,
         started_at=FIXED_NOW,
     )
+
+
+class _NoTasks:
+    def get_task(self, ref: TaskRef, namespace: str) -> TaskSpec | None:
+        return None
+
+
+async def run_template(
+    steps: Sequence[Mapping[str, Any]],
+    work_dir: Path,
+    *,
+    freight: Mapping[str, Any],
+    services: StepServices | None = None,
+    vars_: Sequence[Mapping[str, Any]] = (),
+    rollback: bool = False,
+    warehouses: Mapping[str, Mapping[str, Any] | None] | None = None,
+    extra_functions: Mapping[str, Callable[..., Any]] | None = None,
+    now: datetime = FIXED_NOW,
+) -> Promotion:
+    """Run a Stage template of ``steps`` (and ``vars_``) through the builder and the engine,
+    on the builtin steps, until it stops; the Stage is ``test`` in the Freight's namespace."""
+    namespace = str((freight.get("metadata") or {}).get("namespace") or "demo")
+    template: dict[str, Any] = {"steps": [dict(s) for s in steps]}
+    if vars_:
+        template["vars"] = [dict(v) for v in vars_]
+    stage = parse_stage(
+        {
+            "kind": "Stage",
+            "metadata": {"name": "test", "namespace": namespace},
+            "spec": {"promotionTemplate": {"spec": template}},
+        }
+    )
+    promotion = replace(
+        build_promotion(stage, freight, _NoTasks(), actor="alice"), rollback=rollback
+    )
+    runtime = engine.Runtime(
+        registry=builtin_registry(),
+        services=services or StepServices(),
+        work_dir=work_dir,
+        freight=freight,
+        warehouses=warehouses,
+        extra_functions=dict(extra_functions or {}),
+        clock=lambda: now,
+    )
+    return (await engine.advance(promotion, runtime)).promotion

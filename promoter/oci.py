@@ -1,0 +1,62 @@
+"""The port to OCI registries that the ``oci-download`` and ``oci-push`` steps use.
+
+The server implements it (app/controller/oci.py) over the Warehouses' OCI client, with the
+operator's registry credentials; nothing here talks to the network.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from promoter.errors import StepError
+
+INDEX_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+IMAGE_TYPES = (
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A manifest as the registry stored it: its media type, digest and exact bytes."""
+
+    media_type: str
+    digest: str
+    body: bytes
+
+    def document(self) -> dict[str, Any]:
+        value = json.loads(self.body)
+        if not isinstance(value, dict):
+            raise StepError("the registry answered a manifest that is not a JSON object")
+        return value
+
+    @property
+    def is_index(self) -> bool:
+        return self.media_type in INDEX_TYPES or "manifests" in self.document()
+
+
+class OCIRegistry(Protocol):
+    """The registry operations the steps need. ``repository`` is ``host[:port]/path``; errors
+    are StepErrors whose messages never hold a credential."""
+
+    async def manifest(self, repository: str, reference: str, *, insecure: bool) -> Manifest:
+        """A tag's or digest's manifest; StepError (terminal when it does not exist)."""
+        ...
+
+    async def blob(self, repository: str, digest: str, limit: int, *, insecure: bool) -> bytes: ...
+
+    async def copy_blob(
+        self, source: str, destination: str, digest: str, *, insecure: bool
+    ) -> None:
+        """Make blob ``digest`` of ``source`` exist in ``destination`` (no-op when it does)."""
+        ...
+
+    async def put_manifest(
+        self, repository: str, reference: str, manifest: Manifest, *, insecure: bool
+    ) -> None: ...
