@@ -270,10 +270,13 @@ async def _start(
 
     async def lead() -> None:
         # What the leader runs: the Promotion controller, and the Warehouses unless turned off.
-        if settings.warehouse_discovery:
-            await asyncio.gather(controller.lead(), warehouses.lead())
-        else:
-            await controller.lead()
+        # A TaskGroup, not gather(): cancelled (the lease lost), it returns only once both have
+        # wound down, where gather() returns as soon as the first one has. The elector waits
+        # for this before it campaigns again, so two generations never run side by side.
+        async with asyncio.TaskGroup() as group:
+            group.create_task(controller.lead())
+            if settings.warehouse_discovery:
+                group.create_task(warehouses.lead())
 
     tasks: list[asyncio.Task[None]] = []
 

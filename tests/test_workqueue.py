@@ -117,3 +117,34 @@ async def test_adds_while_running_merge_into_one_more_run() -> None:
         await asyncio.wait_for(second_done.wait(), 5)
         await asyncio.sleep(0)
     assert runs == [False, True]  # three adds while running: one more run, woken
+
+
+async def test_a_key_cut_short_by_a_lost_leadership_runs_again_under_the_next() -> None:
+    """A run cancelled mid-reconcile (the lease lost) leaves the key queued for the next run,
+    with what was added while it ran: the next leader reconciles that Stage instead of never."""
+    queue = WorkQueue()
+    started = asyncio.Event()
+    calls: list[tuple[Hashable, bool]] = []
+
+    async def hangs(key: Hashable, wake: bool) -> float | None:
+        calls.append((key, wake))
+        started.set()
+        await asyncio.Event().wait()  # a step waiting on something: cut short below
+        return None
+
+    async with running(queue, hangs):
+        queue.add("stage-a")
+        await started.wait()
+        queue.add("stage-a", wake=True)  # a webhook while it runs: marked dirty
+    assert len(queue) == 1 and queue.active == 0
+
+    again = asyncio.Event()
+
+    async def finishes(key: Hashable, wake: bool) -> float | None:
+        calls.append((key, wake))
+        again.set()
+        return None
+
+    async with running(queue, finishes):
+        await asyncio.wait_for(again.wait(), 5)
+    assert calls == [("stage-a", False), ("stage-a", True)]

@@ -249,6 +249,7 @@ class Controller:
         self.argocd_missing = False
         self._probed = asyncio.Event()
         self._leading = False
+        self._generation = 0
 
     @property
     def informers(self) -> tuple[Informer, ...]:
@@ -406,6 +407,10 @@ class Controller:
     async def lead(self) -> None:
         """Run the work queue (and the periodic health checks) until cancelled."""
         await self.wait_synced()
+        # Leadership is this call's until it returns; a generation that is still winding down
+        # must not turn off the next one's (the elector waits for it, but say so here too).
+        self._generation += 1
+        generation = self._generation
         self._leading = True
         try:
             # Front ends act only while leading, so what changed before this replica led is
@@ -427,7 +432,8 @@ class Controller:
                 )
                 group.create_task(self._health_loop())
         finally:
-            self._leading = False
+            if self._generation == generation:
+                self._leading = False
 
     async def _health_loop(self) -> None:
         while True:

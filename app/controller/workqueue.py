@@ -109,7 +109,7 @@ class WorkQueue:
     async def run(self, handler: Handler, *, concurrency: int) -> None:
         """Process keys until cancelled. ``handler`` returns seconds to requeue after, or None."""
         slots = asyncio.Semaphore(concurrency)
-        tasks: set[asyncio.Task[None]] = set()
+        tasks: dict[asyncio.Task[None], tuple[Hashable, bool]] = {}
         try:
             while True:
                 await slots.acquire()
@@ -117,19 +117,32 @@ class WorkQueue:
                 while item is None:
                     self._changed.clear()
                     delay = self._next_due_in()
+                    # asyncio.timeout, not wait_for: in Python 3.11 wait_for returns the inner
+                    # result when a cancellation arrives as the event is set, so the queue
+                    # would go on running after its leader stepped down.
                     try:
-                        await asyncio.wait_for(self._changed.wait(), timeout=delay)
+                        async with asyncio.timeout(delay):
+                            await self._changed.wait()
                     except TimeoutError:
                         pass
                     item = self._pop_due()
                 key, wake = item
                 self._active.add(key)
                 task = asyncio.create_task(self._process(handler, key, wake, slots))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+                tasks[task] = item
+                task.add_done_callback(lambda done: tasks.pop(done, None))
         finally:
-            for task in tasks:
+            interrupted = list(tasks.values())
+            for task in list(tasks):
                 task.cancel()
+            # What was being processed is queued again for the next run (a new leadership):
+            # a task cancelled before it started never reaches _process's own bookkeeping, and
+            # one that started was cut short. Done before waiting, which a second cancellation
+            # may cut short too.
+            for key, wake in interrupted:
+                self._active.discard(key)
+                dirty = self._dirty.pop(key, None)
+                self.add(key, wake=wake or bool(dirty and dirty.wake))
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
 

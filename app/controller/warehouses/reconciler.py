@@ -161,8 +161,11 @@ class WarehouseController:
                         task.add_done_callback(tasks.discard)
                 upcoming = [d for key, d in self._due.items() if key not in self._running]
                 timeout = max(min(upcoming) - time.monotonic(), 0.0) if upcoming else None
+                # asyncio.timeout, not wait_for, which in Python 3.11 can swallow a
+                # cancellation that arrives as the event is set (see app.controller.workqueue).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
         finally:
             for task in tasks:
                 task.cancel()
