@@ -69,6 +69,11 @@ IMAGE = "public.ecr.aws/nginx/nginx"
 LEASE = {"LEASE_DURATION": "1", "RENEW_DEADLINE": "0.5", "RETRY_PERIOD": "0.1"}
 ALIASES = ("clone", "edit", "commit", "wait", "push", "open-pr", "wait-for-pr", "sync")
 TERMINAL = ("Succeeded", "Failed", "Errored", "Aborted")
+# How long a case may take to reach each thing it waits for. A liveness bound, not a timing
+# claim: a case is done 2-7 s after creation on a quiet machine, but six servers, the emulator
+# and the fakes share two cores here, and under CI's load one took more than 30 s to get from
+# its kill to the pull request. Only a case that is really stuck waits this long.
+PATIENCE = 120
 
 
 def steps(repo_url: str, gate_url: str) -> list[dict[str, Any]]:
@@ -590,13 +595,13 @@ class Case:
 
     async def merge_when_open(self) -> None:
         head = f"kargo/promotion/{self.name}"
-        await _until(lambda: bool(self.w.pulls(self.lane, head)), 30, f"a PR from {head}")
+        await _until(lambda: bool(self.w.pulls(self.lane, head)), PATIENCE, f"a PR from {head}")
         if self.point.merge_first:
             # Once the step waits on it, so that its next status write records the merge.
             async def waiting() -> bool:
                 return await self.step_status("wait-for-pr") == "Running"
 
-            await _until(waiting, 30, "waiting on the PR")
+            await _until(waiting, PATIENCE, "waiting on the PR")
         else:
             await self.may_merge.wait()
         pull = self.w.pulls(self.lane, head)[0].number
@@ -712,20 +717,20 @@ async def run_round(
                     async def waiting(case: Case = case, alias: str = alias) -> bool:
                         return await case.step_status(alias) == "Running"
 
-                    await _until(waiting, 30, f"{case.point.label}: waiting")
+                    await _until(waiting, PATIENCE, f"{case.point.label}: waiting")
                 lane.killer.arm(leader, made[0].point, made[0].name, made[0].stage)
                 lane.killer.fire()
             else:
                 (case,) = made
                 if case.point.merge_first:
-                    await _until(lambda: case.merged, 30, "the merge")
+                    await _until(lambda: case.merged, PATIENCE, "the merge")
                 helpers.append(group.create_task(lane.killer.observe(w.kube, w.apps)))
                 if case.point.at == "commit":
                     done_file = Path(f"{lane.control}.done")
-                    await _until(done_file.exists, 30, "a parked git commit")
+                    await _until(done_file.exists, PATIENCE, "a parked git commit")
                     await asyncio.to_thread(done_file.unlink)
                     lane.killer.fire()
-            await asyncio.wait_for(lane.killer.fired.wait(), 30)
+            await asyncio.wait_for(lane.killer.fired.wait(), PATIENCE)
             await leader.proc.wait()
             killed()
             for case in made:
@@ -735,7 +740,7 @@ async def run_round(
             w.argocd.held.discard(case.stage)
             case.may_merge.set()
         for case in made:
-            await _until(case.terminal, 30, f"{case.point.label}: the end")
+            await _until(case.terminal, PATIENCE, f"{case.point.label}: the end")
         for helper in helpers:
             helper.cancel()
     outcomes = []
@@ -888,7 +893,7 @@ async def fresh_work_dir_scenario(
             async def waiting() -> bool:
                 return await case.step_status("wait") == "Running"
 
-            await _until(waiting, 30, "the http step waiting")
+            await _until(waiting, PATIENCE, "the http step waiting")
             await asyncio.to_thread(shutil.rmtree, work / lane.namespace / case.name)
 
         deleted = KillPoint("work directory deleted while waiting", "never")
@@ -918,5 +923,5 @@ async def _lease_holder(kube: k.Kube, lane: Lane) -> str:
             holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
         return bool(holder)
 
-    await _until(held, 30, f"a leader in {lane.namespace}")
+    await _until(held, PATIENCE, f"a leader in {lane.namespace}")
     return holder
