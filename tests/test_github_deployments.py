@@ -36,6 +36,7 @@ from tests.support.controller import registry_with, wait_for_object
 from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
+from tests.support.telemetry import RecordingTelemetry
 from tests.support.waiting import eventually
 from tests.test_faults import QUIET, ServerProcess, server_processes
 
@@ -275,6 +276,7 @@ class Env:
     integration: GitHubIntegration
     http: TestClient[Any, Any]
     sha: str
+    telemetry: RecordingTelemetry
 
     async def change(
         self, new: dict[str, Any], integration: GitHubIntegration | None = None
@@ -344,16 +346,18 @@ async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[E
             freight=[freight((REPO, sha), ("elsewhere/not-installed", sha))],
         )
         app = web.Application()
+        telemetry = RecordingTelemetry()
         integration = setup_github(
             app,
             fake.settings(SECRET, GITHUB_PROJECT=NS, GITHUB_PROMOTION_URL=PAGE, **settings_env),
             service,
             policy=RetryPolicy(backoff=0.01, max_wait=0.5),
+            telemetry=telemetry,
         )
         async with TestClient(TestServer(app)) as http:
             # GitHub sends the deployment_status webhooks of our own writes back to us.
             fake.deliver_to(str(http.make_url(WEBHOOK_PATH)), SECRET)
-            yield Env(fake, service, integration, http, sha)
+            yield Env(fake, service, integration, http, sha, telemetry)
 
 
 async def test_a_promotion_is_one_deployment_whose_statuses_follow_it(env: Env) -> None:
@@ -377,7 +381,7 @@ async def test_a_promotion_is_one_deployment_whose_statuses_follow_it(env: Env) 
     # Only repositories the App is installed on; the echoes of our writes cost nothing.
     assert [e for e, status in env.fake.deliveries] == ["deployment_status"] * 3
     assert {status for _, status in env.fake.deliveries} == {202}
-    assert env.integration.failed_handlers == 0
+    assert env.telemetry.failed() == 0
     assert env.fake.requests("GET", "/statuses") == []
     record = env.record()
     assert record["ids"] == {f"{REPO}@{env.sha}": deployment["id"]}

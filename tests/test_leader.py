@@ -1,9 +1,9 @@
 """``app.controller.leader.LeaderElector`` with real Leases on the API server emulator.
 
-The tests run on virtual loop time (looptime): the elector's clock is the loop's, requests take
-no loop time, and waiting out a lease costs no wall time. Durations are short (lease 1.0 s,
-renew deadline 0.6 s, retry 0.1 s) and every timing assertion leaves room for one retry period
-of jitter.
+The elector's clock is the loop's. Durations are short (lease 1.0 s, renew deadline 0.6 s, retry
+0.1 s) and every timing assertion leaves room for one retry period of jitter plus request
+latency. Not on virtual time (looptime): with the emulator serving real HTTP in the same loop,
+a test's teardown could hang once the whole suite had run before it.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ NS = "demo"
 LEASE = "longshoreman-leader"
 TIMINGS: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-
-pytestmark = pytest.mark.looptime
 
 
 def loop_time() -> float:

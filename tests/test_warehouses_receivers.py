@@ -32,6 +32,7 @@ from promoter.warehouses.refresh import warehouses_to_refresh
 from tests.support.fixtures import webhook_body
 from tests.support.github import FakePromotions, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
+from tests.support.telemetry import RecordingTelemetry
 
 NS = "default"
 SECRETS = {
@@ -356,10 +357,13 @@ def test_docker_hub_spellings_of_one_repository_are_one_subscription() -> None:
 # ---------------------------------------------------------------- GitHub packages (ghcr.io)
 
 
+GitHubBot = tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any], RecordingTelemetry]
+
+
 @pytest.fixture
 async def github_bot(
     tmp_path: Path,
-) -> AsyncIterator[tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any]]]:
+) -> AsyncIterator[GitHubBot]:
     async with running_fake_github() as fake:
         fake.add_repo("acme/app", make_remote(tmp_path, {"README.md": "hi\n"}))
         service = FakePromotions(NS)
@@ -370,9 +374,10 @@ async def github_bot(
             warehouse("other", "image", repoURL="ghcr.io/acme/other"),
         ]
         app = web.Application()
-        integration = setup_github(app, fake.settings(), service)
+        telemetry = RecordingTelemetry()
+        integration = setup_github(app, fake.settings(), service, telemetry=telemetry)
         async with TestClient(TestServer(app)) as http:
-            yield service, integration, http
+            yield service, integration, http, telemetry
 
 
 @pytest.mark.parametrize(
@@ -380,24 +385,24 @@ async def github_bot(
     [("package", "image"), ("registry_package", "chart")],
 )
 async def test_a_ghcr_publish_refreshes_the_subscribing_warehouse(
-    github_bot: tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any]],
+    github_bot: GitHubBot,
     event: str,
     refreshed: str,
 ) -> None:
-    service, integration, http = github_bot
+    service, integration, http, telemetry = github_bot
     headers, body = webhook_request(
         event, webhook_body(f"github.{event}.published"), "webhook-secret"
     )
     assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
     await asyncio.wait_for(integration.queue.join(), 10)
     assert service.refreshed_warehouses == [(NS, refreshed)]
-    assert integration.failed_handlers == 0
+    assert telemetry.failed() == 0
 
 
 async def test_a_ghcr_publish_with_a_bad_signature_refreshes_nothing(
-    github_bot: tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any]],
+    github_bot: GitHubBot,
 ) -> None:
-    service, integration, http = github_bot
+    service, integration, http, _ = github_bot
     headers, body = webhook_request("package", webhook_body("github.package.published"), "wrong")
     assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 401
     await asyncio.wait_for(integration.queue.join(), 10)
@@ -405,10 +410,10 @@ async def test_a_ghcr_publish_with_a_bad_signature_refreshes_nothing(
 
 
 async def test_a_ghcr_publish_of_an_unknown_package_refreshes_nothing_and_logs_once(
-    github_bot: tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any]],
+    github_bot: GitHubBot,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    service, integration, http = github_bot
+    service, integration, http, _ = github_bot
     payload = webhook_body("github.package.published")
     payload["package"]["package_version"]["package_url"] = "ghcr.io/acme/unknown:1.4.2"
     headers, body = webhook_request("package", payload, "webhook-secret")
