@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from aiohttp import web
 
 from app.controller import kube as k
-from app.controller.reconciler import create_promotion
+from app.controller.creation import create_promotion
 from app.logs import configure_logging
 from app.server import SERVER, create_app, wait_started
 from app.settings import Settings, SettingsError

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from app.controller import kube as k
-from app.controller.reconciler import Controller, create_promotion
+from app.controller.creation import create_promotion
+from app.controller.reconciler import Controller
 from promoter.steps.base import GitSettings, StepServices
 from promoter.steps.registry import builtin_registry
 from tests.support import objects

@@ -34,7 +34,7 @@ metadata:
 @pytest.fixture(autouse=True)
 def _kubectl() -> None:
     if shutil.which("kubectl") is None:
-        hint = "kustomize-build needs kubectl on PATH (the container image ships it; so do these machines)"
+        hint = "kustomize-build needs kubectl on PATH (the image and these machines ship it)"
         if os.environ.get("CI"):
             pytest.fail(hint)
         pytest.skip(hint)

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.controller import kube as k
-from app.controller.reconciler import Controller, create_promotion
+from app.controller.creation import create_promotion
+from app.controller.reconciler import Controller
 from app.controller.warehouses.reconciler import request_refresh
 from promoter import annotations as ann
 from promoter.chatops import PromotionRef, Snapshot, not_available

@@ -15,14 +15,15 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
 from app.controller import kube as k
+from app.controller.argocd import KubeArgoCDApps
 from app.controller.clusterdata import KubeClusterData
+from app.controller.creation import InformerTasks, announce_created, create_promotion
 from app.controller.informer import Informer
 from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
 from app.controller.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_promote_enabled
@@ -30,23 +31,18 @@ from app.controller.workqueue import WorkQueue
 from app.logs import REDACTOR
 from promoter import annotations as ann
 from promoter import engine
-from promoter.builder import TaskSource, build_promotion, ensure_inflated
+from promoter.builder import TaskSource, ensure_inflated
 from promoter.clock import SYSTEM, Clock
-from promoter.errors import InvalidInput, StepError
+from promoter.errors import InvalidInput
 from promoter.metadata import metadata_functions
 from promoter.model import (
     Phase,
     Promotion,
-    StageSpec,
-    TaskRef,
-    TaskSpec,
-    Var,
     format_time,
     meta,
     name_of,
     namespace_of,
     parse_stage,
-    parse_task,
 )
 from promoter.stage_planner import plan_queue, plan_status
 from promoter.stages import (
@@ -56,7 +52,6 @@ from promoter.stages import (
     stage_freights,
     stage_status,
 )
-from promoter.steps.argocd import ApplicationConflict
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
@@ -105,61 +100,6 @@ def health_apps(promotion: Mapping[str, Any]) -> list[str]:
             if isinstance(app, Mapping) and app.get("name"):
                 out.append(f"{app.get('namespace') or 'argocd'}/{app['name']}")
     return out
-
-
-class _InformerTasks:
-    """TaskSource over the task informers."""
-
-    def __init__(self, tasks: Informer, cluster_tasks: Informer) -> None:
-        self.tasks = tasks
-        self.cluster_tasks = cluster_tasks
-
-    def get_task(self, ref: TaskRef, namespace: str) -> TaskSpec | None:
-        if ref.kind == "ClusterPromotionTask":
-            obj = self.cluster_tasks.get(None, ref.name)
-        else:
-            obj = self.tasks.get(namespace, ref.name)
-        return parse_task(obj) if obj is not None else None
-
-
-class KubeArgoCDApps:
-    """The Argo CD port of the argocd steps, over the Kubernetes API."""
-
-    def __init__(self, kube: k.Kube) -> None:
-        self.kube = kube
-
-    async def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        try:
-            return await self.kube.get(k.APPLICATIONS, namespace, name)
-        except k.NotFound:
-            return None
-        except k.KubeError as e:
-            raise StepError(f"reading Application {namespace}/{name}: {e}") from None
-
-    async def list(self, namespace: str, label_selector: str) -> list[Mapping[str, Any]]:
-        try:
-            items, _ = await self.kube.list(
-                k.APPLICATIONS, namespace, label_selector=label_selector
-            )
-        except k.KubeError as e:
-            raise StepError(f"listing Applications in {namespace}: {e}") from None
-        return list(items)
-
-    async def patch(
-        self, namespace: str, name: str, patch: Mapping[str, Any], *, resource_version: str
-    ) -> Mapping[str, Any]:
-        try:
-            return await self.kube.patch(
-                k.APPLICATIONS, namespace, name, dict(patch), resource_version=resource_version
-            )
-        except k.Conflict:
-            raise ApplicationConflict(
-                f"Application {namespace}/{name} changed while we updated it; will retry"
-            ) from None
-        except k.NotFound:
-            raise StepError(f"Application {namespace}/{name} not found", terminal=True) from None
-        except k.KubeError as e:
-            raise StepError(f"updating Application {namespace}/{name}: {e}") from None
 
 
 class Controller:
@@ -237,7 +177,7 @@ class Controller:
         # Namespaces of the Stages that auto-promote: a Freight change looks at those only,
         # not at every Stage (which made each Freight write cost O(Stages)).
         self.stages.add_index("auto-promote", self._auto_promote_index)
-        self.task_source: TaskSource = _InformerTasks(self.tasks, self.cluster_tasks)
+        self.task_source: TaskSource = InformerTasks(self.tasks, self.cluster_tasks)
         self.verifier = Verifier(
             kube,
             clock=clock,
@@ -812,42 +752,3 @@ def _without_times(status: Mapping[str, Any]) -> Any:
         for c in status.get("conditions") or ()
     ]
     return out
-
-
-async def announce_created(kube: k.Kube, promotion: Mapping[str, Any]) -> None:
-    """The PromotionCreated Event (best effort, like every Event)."""
-    spec = promotion.get("spec") or {}
-    actor = ann.created_by(promotion)
-    await kube.emit_event(
-        dict(promotion),
-        reason="PromotionCreated",
-        message=f"Promotion for Freight {spec.get('freight')} into Stage {spec.get('stage')} "
-        "is queued" + (f" (created by {actor})" if actor else ""),
-    )
-
-
-async def create_promotion(
-    kube: k.Kube,
-    stage_obj: Mapping[str, Any],
-    freight_obj: Mapping[str, Any],
-    tasks: TaskSource,
-    *,
-    actor: str,
-    extra_vars: Iterable[Var] = (),
-    name: str | None = None,
-    now: datetime | None = None,
-) -> dict[str, Any]:
-    """Create a Promotion through the one builder (CLI, chat commands, auto-promotion).
-
-    The creator announces it (PromotionCreated) as Kargo's API server does, once, with the
-    actor; the reconciler then only emits the outcome.
-    """
-    stage: StageSpec = parse_stage(stage_obj)
-    promotion = build_promotion(
-        stage, freight_obj, tasks, actor=actor, extra_vars=tuple(extra_vars), name=name, now=now
-    )
-    obj = promotion.to_object()
-    obj.pop("status", None)
-    created = await kube.create(k.PROMOTIONS, obj)
-    await announce_created(kube, created)
-    return created
