@@ -45,6 +45,7 @@ from promoter.steps.base import (
     succeeded,
 )
 from promoter.steps.files import file_target
+from promoter.warehouses.freight import split_registry
 
 DOWNLOAD = "oci-download"
 PUSH = "oci-push"
@@ -103,10 +104,11 @@ class BadReference(ValueError):
 
 def _docker_hub(repository: str) -> str:
     """go-containerregistry's defaults: no registry host is Docker Hub, one name is library/."""
-    first, sep, rest = repository.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
-        return repository.lower() if first != "docker.io" else f"index.docker.io/{rest}"
-    path = repository if sep else f"library/{repository}"
+    host, path = split_registry(repository)
+    if host and host != "docker.io":
+        return repository.lower()
+    if not host and "/" not in path:
+        path = f"library/{path}"
     return f"index.docker.io/{path}"
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "normalize_chart_url",
     "normalize_git_url",
     "normalize_image_url",
+    "split_registry",
 ]
 
 
@@ -68,6 +69,17 @@ def normalize_git_url(repo: str) -> str:
     return f"ssh://{match.group(1)}/{path}" if path else f"ssh://{match.group(1)}"
 
 
+def split_registry(repo: str) -> tuple[str, str]:
+    """``(registry host, path)`` of an image repository, the host ``""`` when none is named:
+    go-containerregistry's rule, a first segment with a dot or a port, or ``localhost``, is a
+    host (``ghcr.io/acme/app``, ``localhost:5000/app``); otherwise it is Docker Hub's path
+    (``nginx``, ``acme/app``). Callers pick Docker Hub's spelling for the empty host."""
+    first, sep, rest = repo.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return first, rest
+    return "", repo
+
+
 def normalize_image_url(repo: str) -> str:
     """``urls.NormalizeImage``: Docker Hub's many spellings of one repository become one."""
     repo = _sanitize(repo.lower())
@@ -75,9 +87,8 @@ def normalize_image_url(repo: str) -> str:
         # go-containerregistry cannot parse a URL with a scheme; Kargo then keeps the input
         # (which is how classic https:// chart repositories end up in chart IDs).
         return repo
-    first, sep, rest = repo.partition("/")
-    has_registry = bool(sep) and ("." in first or ":" in first or first == "localhost")
-    registry, path = (first, rest) if has_registry else ("index.docker.io", repo)
+    registry, path = split_registry(repo)
+    registry = registry or "index.docker.io"
     path = path.split("@", 1)[0]
     if ":" in path.rsplit("/", 1)[-1]:
         path = path.rsplit(":", 1)[0]

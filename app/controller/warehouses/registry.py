@@ -35,6 +35,7 @@ from urllib.parse import urlencode, urljoin
 
 import aiohttp
 
+from promoter.warehouses.freight import split_registry
 from promoter.warehouses.selection import ImageFacts, PlatformFacts
 
 __all__ = ["OCIClient", "RateLimited", "RegistryError", "RepoRef", "parse_repo"]
@@ -102,11 +103,8 @@ def _plain_http(host: str) -> bool:
 def parse_repo(repo_url: str) -> RepoRef:
     """``ghcr.io/acme/app``, ``localhost:5000/app``, ``nginx`` (Docker Hub), ``oci://...``."""
     repo = repo_url.strip().removeprefix("oci://").rstrip("/")
-    first, sep, rest = repo.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
-        host, path = first, rest
-    else:
-        host, path = "registry-1.docker.io", repo
+    host, path = split_registry(repo)
+    host = host or "registry-1.docker.io"
     if host in ("docker.io", "index.docker.io"):
         host = "registry-1.docker.io"
     if host == "registry-1.docker.io" and "/" not in path:
