@@ -26,7 +26,7 @@ from app.controller.warehouses.reconciler import (
     WarehouseController,
     start_warehouse_controller,
 )
-from app.controller.warehouses.registry import TokenSource
+from app.controller.warehouses.registry import Credentials, TokenSource
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.logs import REDACTOR
 from app.metrics import Metrics
@@ -175,6 +175,7 @@ def _services(
     extra: Mapping[str, Any],
     credentials: GitCredentials | None = None,
     telemetry: Telemetry = NO_TELEMETRY,
+    registry_credentials: Credentials | None = None,
 ) -> StepServices:
     env = {"GIT_CONFIG_GLOBAL": str(settings.git_config)} if settings.git_config else {}
     return StepServices(
@@ -190,11 +191,7 @@ def _services(
             max_download_bytes=settings.http_max_download_bytes,
         ),
         ui_base_url=settings.ui.public_url or "",
-        oci=Registries(
-            DockerConfigCredentials(settings.registry_auth_file)
-            if settings.registry_auth_file
-            else None
-        ),
+        oci=Registries(registry_credentials),
         shared_namespace=settings.shared_resources_namespace,
         extra=dict(extra),
         telemetry=telemetry,
@@ -230,7 +227,15 @@ async def _start(
         )
     state.kube = kube
     stack.push_async_callback(kube.close)
-    services = _services(settings, kube, extra, state.git_credentials, state.metrics)
+    # One reader of the operator's docker config.json for Warehouses and the oci steps.
+    registry_credentials = (
+        DockerConfigCredentials(settings.registry_auth_file)
+        if settings.registry_auth_file
+        else None
+    )
+    services = _services(
+        settings, kube, extra, state.git_credentials, state.metrics, registry_credentials
+    )
     if isinstance(services.oci, Registries):
         stack.push_async_callback(services.oci.close)
     controller = Controller(
@@ -260,7 +265,7 @@ async def _start(
         settings.work_dir,
         stack,
         namespace=settings.watch_namespace,
-        registry_auth_file=settings.registry_auth_file,
+        credentials=registry_credentials,
         token_source=state.registry_tokens,
     )
     state.warehouses = warehouses

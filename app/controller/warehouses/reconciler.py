@@ -35,10 +35,10 @@ import aiohttp
 from app.controller import kube as k
 from app.controller.informer import Informer, ObjectKey, object_key
 from app.controller.warehouses.charts import ChartClient
-from app.controller.warehouses.credentials import DockerConfigCredentials
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitError, GitSource
 from app.controller.warehouses.registry import (
+    Credentials,
     OCIClient,
     RateLimited,
     RegistryError,
@@ -447,15 +447,16 @@ async def start_warehouse_controller(
     stack: contextlib.AsyncExitStack,
     *,
     namespace: str | None = None,
-    registry_auth_file: Path | None = None,
+    credentials: Credentials | None = None,
     token_source: TokenSource | None = None,
 ) -> WarehouseController:
-    """The controller with its HTTP session and git cache, closed with ``stack``."""
+    """The controller with its HTTP session and git cache, closed with ``stack``; registry
+    ``credentials`` are the operator's (the one docker config.json the oci steps read too)."""
     session = await stack.enter_async_context(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60), trust_env=False)
     )
     oci = OCIClient(session, token_source=token_source)
-    if registry_auth_file is not None:
-        oci.credentials = DockerConfigCredentials(registry_auth_file)
+    if credentials is not None:
+        oci.credentials = credentials
     discoverer = Discoverer(oci, ChartClient(session, oci), GitSource(work_dir / "warehouses"))
     return WarehouseController(kube, discoverer, namespace=namespace)
