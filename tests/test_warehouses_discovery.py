@@ -8,7 +8,7 @@ import base64
 import datetime as dt
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -458,3 +458,56 @@ async def test_a_bad_spec_or_failed_discovery_shows_in_the_conditions(
     assert ready["reason"] == "InvalidSpec" and "AllowTags is deprecated" in ready["message"]
     (ready,) = [c for c in down["status"]["conditions"] if c["type"] == "Ready"]
     assert ready["reason"] == "DiscoveryFailure"
+
+
+class StallsOnce(Discoverer):
+    """The first discovery never ends (a registry that hangs until the lease is lost)."""
+
+    def __init__(self, inner: Discoverer) -> None:
+        super().__init__(inner.oci, inner.charts, inner.git)
+        self.calls = 0
+        self.stalled = asyncio.Event()
+
+    async def discover(
+        self, spec: Any, last: Mapping[str, Any] | None, now: dt.datetime
+    ) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls == 1:
+            self.stalled.set()
+            await asyncio.Event().wait()
+        return await super().discover(spec, last, now)
+
+
+async def test_a_discovery_cut_short_by_a_lost_leadership_runs_under_the_next(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    remote = make_remote(tmp_path, files={"a": "1\n"})
+    async with running_apiserver(namespaces=["demo"], bookmark_interval=0.2) as api:
+        kube = k.Kube(api.api_client())
+        stalls = StallsOnce(discoverer(session, tmp_path))
+        controller = WarehouseController(kube, stalls, rand=lambda: 0.0)
+        subscriptions = [{"git": {"repoURL": remote.url, "branch": "main"}}]
+        await kube.create(k.WAREHOUSES, warehouse("app", subscriptions, interval="1h"))
+        informer = asyncio.create_task(controller.run_informer())
+        try:
+            first = asyncio.create_task(controller.lead())
+            await asyncio.wait_for(stalls.stalled.wait(), 10)
+            first.cancel()  # the lease lost mid-discovery
+            await asyncio.gather(first, return_exceptions=True)
+            second = asyncio.create_task(controller.lead())
+            try:
+
+                async def freight() -> list[dict[str, Any]]:
+                    items, _ = await kube.list(k.FREIGHT, "demo")
+                    return items
+
+                (made,) = await wait_for(freight)
+                assert made["commits"][0]["id"] == remote.head("main")
+                assert stalls.calls == 2
+            finally:
+                second.cancel()
+                await asyncio.gather(second, return_exceptions=True)
+        finally:
+            informer.cancel()
+            await asyncio.gather(informer, return_exceptions=True)
+            await kube.close()

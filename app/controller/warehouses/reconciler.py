@@ -167,8 +167,15 @@ class WarehouseController:
                     async with asyncio.timeout(timeout):
                         await self._wake.wait()
         finally:
+            # A discovery cut short (the lease lost) is due again at once for the next leader,
+            # as the Promotion work queue does: its schedule entry was taken when it started.
+            interrupted = set(self._running)
             for task in tasks:
                 task.cancel()
+            for key in interrupted:
+                self._running.discard(key)
+                self._again.discard(key)
+                self.schedule(key, 0.0)
             for task in list(tasks):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
