@@ -156,10 +156,8 @@ def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
 
 
 def cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    import asyncio
-
     from promoter.manifests import load
-    from promoter.runner import RunOptions, run_promotion
+    from promoter.runner import RunOptions, run_local
 
     progress_stream = stderr if args.output == "json" else stdout
     progress = Progress(progress_stream)
@@ -173,9 +171,7 @@ def cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             work_dir=args.work_dir,
             services=_services(args.git_config, args.http_allow),
         )
-        promotion = asyncio.run(
-            run_promotion(manifests, options, observer=progress.step, on_wait=progress.wait)
-        )
+        promotion = run_local(manifests, options, observer=progress.step, on_wait=progress.wait)
     except InvalidInput as e:
         print(f"error: {e}", file=stderr)
         return EXIT_INVALID_INPUT

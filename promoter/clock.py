@@ -15,7 +15,7 @@ different questions:
 
 from __future__ import annotations
 
-import asyncio
+import sys
 import time
 from datetime import UTC, datetime
 from typing import Final, Protocol
@@ -38,10 +38,15 @@ class SystemClock:
         return datetime.now(UTC)
 
     def monotonic(self) -> float:
-        try:
-            return asyncio.get_running_loop().time()
-        except RuntimeError:  # called outside a loop (a CLI, a sync test): the loop's own source
-            return time.monotonic()
+        # Without asyncio imported there is no loop to ask (the local runner driving a
+        # Promotion without one, promoter.io_port): no import just to find that out.
+        asyncio = sys.modules.get("asyncio")
+        if asyncio is not None:
+            try:
+                return float(asyncio.get_running_loop().time())
+            except RuntimeError:  # called outside a loop (a CLI, a sync test)
+                pass
+        return time.monotonic()
 
 
 SYSTEM: Final[Clock] = SystemClock()

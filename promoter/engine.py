@@ -27,7 +27,6 @@ Promotion it did not start (or whose work directory is gone) first rebuilds it f
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -690,11 +689,11 @@ async def _prepare_work_dir(
     try:
         replayed: list[str] = []
         if past:
-            await asyncio.to_thread(replay.clear, runtime.work_dir)
+            await runtime.services.io.call(replay.clear, runtime.work_dir)
             replayed = await _rebuild(work, runtime, promotion, index, ctx, functions, past)
         elif replay.has_content(runtime.work_dir):
             # Left by an attempt whose step never got recorded, here or elsewhere: start clean.
-            await asyncio.to_thread(replay.clear, runtime.work_dir)
+            await runtime.services.io.call(replay.clear, runtime.work_dir)
     except StepError as e:
         message = (
             "the work directory is not the one the earlier steps ran in (another replica's, or "

@@ -3,13 +3,20 @@
 It goes through the same builder and engine as the controller: load manifests, inflate the
 Stage's template into a Promotion, then call :func:`promoter.engine.advance` until the Promotion is
 terminal, sleeping through steps that report Running.
+
+:func:`run_local` is the command line's way in. When every step of the Promotion waits on
+nothing but ``ctx.services.io`` (git, the file steps, kustomize: see
+:func:`promoter.steps.base.loop_free_of`), it drives the Promotion without an event loop, on
+:class:`promoter.io_port.BlockingIo`: asyncio is never imported, which is most of what a small
+git Promotion's process would otherwise spend (``bench/bench_runner.py``). Any other step (http,
+oci, Argo CD...) and the whole run goes under ``asyncio.run`` as :func:`run_promotion`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import getpass
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,11 +27,12 @@ from promoter import engine
 from promoter.builder import build_promotion
 from promoter.clusterdata import InMemoryData
 from promoter.freight_alias import InMemoryFreightAliases
+from promoter.io_port import BlockingIo, drive
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
 from promoter.stages import requested_warehouses, stage_freights
-from promoter.steps.base import StepServices
+from promoter.steps.base import StepServices, loop_free_of
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry, builtin_registry
@@ -63,22 +71,55 @@ def _warehouses(
     return requested_warehouses(stage_obj, lookup)
 
 
-async def run_promotion(
-    manifests: ManifestSet,
-    options: RunOptions,
-    *,
-    registry: StepRegistry | None = None,
-    observer: Callable[[Promotion, int], None] | None = None,
-    on_wait: Callable[[Promotion, float], None] | None = None,
-) -> Promotion:
-    """Build and run a Promotion to a terminal phase. Raises InvalidInput before anything runs."""
+@dataclass(frozen=True)
+class _Prepared:
+    """A Promotion built from the manifests, with what its Runtime is made of."""
+
+    promotion: Promotion
+    manifests: ManifestSet
+    stage_obj: Mapping[str, Any]
+    freight: Mapping[str, Any]
+    namespace: str
+
+
+def _prepare(manifests: ManifestSet, options: RunOptions) -> _Prepared:
+    """Build the Promotion; raises InvalidInput before anything runs."""
     stage, stage_loaded = manifests.stage(options.stage, options.namespace)
     namespace = options.namespace or stage.namespace
     freight = manifests.freight(options.freight, namespace).obj
     promotion = build_promotion(
         stage, freight, manifests, actor=options.actor, extra_vars=options.vars
     )
-    registry = registry if registry is not None else builtin_registry()
+    return _Prepared(promotion, manifests, stage_loaded.obj, freight, namespace)
+
+
+def loop_free(promotion: Promotion, registry: StepRegistry) -> bool:
+    """Whether every step of ``promotion`` can run without an event loop (an unknown kind
+    cannot: the engine reports it, on the loop as always)."""
+    for step in promotion.steps:
+        try:
+            if not loop_free_of(registry[step.uses or ""]):
+                return False
+        except KeyError:
+            return False
+    return True
+
+
+def _interruptions() -> tuple[type[BaseException], ...]:
+    """How Ctrl-C arrives: KeyboardInterrupt when driven without a loop, the main task's
+    cancellation under ``asyncio.run`` (asyncio is imported then, and only then)."""
+    asyncio = sys.modules.get("asyncio")
+    return (KeyboardInterrupt,) if asyncio is None else (KeyboardInterrupt, asyncio.CancelledError)
+
+
+async def _execute(
+    prepared: _Prepared,
+    options: RunOptions,
+    registry: StepRegistry,
+    observer: Callable[[Promotion, int], None] | None,
+    on_wait: Callable[[Promotion, float], None] | None,
+) -> Promotion:
+    promotion, manifests, namespace = prepared.promotion, prepared.manifests, prepared.namespace
     # set-metadata, set-freight-alias and stageMetadata()/freightMetadata() work on the loaded
     # Stages and Freight; what the steps write lives as long as this run (the manifest files are
     # not changed).
@@ -107,9 +148,9 @@ async def run_promotion(
             registry=registry,
             services=services,
             work_dir=work_dir,
-            freight=freight,
-            freights=stage_freights(stage_loaded.obj, freight),
-            warehouses=_warehouses(manifests, stage_loaded.obj, namespace),
+            freight=prepared.freight,
+            freights=stage_freights(prepared.stage_obj, prepared.freight),
+            warehouses=_warehouses(manifests, prepared.stage_obj, namespace),
             extra_functions=metadata_functions(services.extra[METADATA_PORT], promotion.namespace),
             observer=observer,
         )
@@ -123,9 +164,43 @@ async def run_promotion(
                 delay = min(outcome.requeue_after, options.max_sleep)
                 if on_wait:
                     on_wait(promotion, delay)
-                await asyncio.sleep(delay)
+                await services.io.sleep(delay)
                 # Once the step's own pacing has passed, enter it again even if the clock is a
                 # hair short of nextAttemptAt (status times are stored with second precision).
                 force = delay >= outcome.requeue_after
-        except asyncio.CancelledError:
+        except _interruptions():
             return engine.abort(promotion, options.actor, runtime.clock())
+
+
+async def run_promotion(
+    manifests: ManifestSet,
+    options: RunOptions,
+    *,
+    registry: StepRegistry | None = None,
+    observer: Callable[[Promotion, int], None] | None = None,
+    on_wait: Callable[[Promotion, float], None] | None = None,
+) -> Promotion:
+    """Build and run a Promotion to a terminal phase on the running loop. Raises InvalidInput
+    before anything runs."""
+    registry = registry if registry is not None else builtin_registry()
+    return await _execute(_prepare(manifests, options), options, registry, observer, on_wait)
+
+
+def run_local(
+    manifests: ManifestSet,
+    options: RunOptions,
+    *,
+    registry: StepRegistry | None = None,
+    observer: Callable[[Promotion, int], None] | None = None,
+    on_wait: Callable[[Promotion, float], None] | None = None,
+) -> Promotion:
+    """:func:`run_promotion` for a caller without an event loop (the command line): driven in
+    place when every step is loop-free, under ``asyncio.run`` otherwise."""
+    registry = registry if registry is not None else builtin_registry()
+    prepared = _prepare(manifests, options)
+    if loop_free(prepared.promotion, registry):
+        blocking = replace(options, services=replace(options.services, io=BlockingIo()))
+        return drive(_execute(prepared, blocking, registry, observer, on_wait))
+    import asyncio
+
+    return asyncio.run(_execute(prepared, options, registry, observer, on_wait))

@@ -443,6 +443,69 @@ async def test_ctrl_c_aborts_the_promotion(tmp_path: Path) -> None:
     assert b"Aborted - Aborted by local:" in out
 
 
+def git_stage(repo_url: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "kargo.akuity.io/v1alpha1",
+            "kind": "Freight",
+            "metadata": {"name": "f1", "namespace": "p"},
+            "origin": {"kind": "Warehouse", "name": "w"},
+        },
+        {
+            "apiVersion": "kargo.akuity.io/v1alpha1",
+            "kind": "Stage",
+            "metadata": {"name": "s", "namespace": "p"},
+            "spec": {
+                "promotionTemplate": {
+                    "spec": {
+                        "steps": [
+                            {
+                                "uses": "git-clone",
+                                "config": {
+                                    "repoURL": repo_url,
+                                    "checkout": [{"branch": "main", "path": "./out"}],
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    ]
+
+
+async def test_ctrl_c_aborts_a_promotion_run_without_an_event_loop(tmp_path: Path) -> None:
+    """A git-only Promotion runs without asyncio (promoter.io_port.BlockingIo); Ctrl-C during
+    its clone still aborts it, and takes the git process it was waiting on down with it."""
+    connected, closed = asyncio.Event(), asyncio.Event()
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A git server that takes the request and never answers: the clone waits.
+        connected.set()
+        while await reader.read(65536):
+            pass
+        closed.set()
+        writer.close()
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        path = tmp_path / "m.yaml"
+        path.write_text(yaml.safe_dump_all(git_stage(f"http://127.0.0.1:{port}/repo.git")))
+        proc = await _run_cli("--manifests", str(path), "--stage", "s", "--freight", "f1")
+        await asyncio.wait_for(connected.wait(), 30)
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 1, err.decode()
+        assert b"Aborted - Aborted by local:" in out
+        # The connection is closed: the clone's git (in a session of its own, so the signal
+        # never reached it) was killed, not left behind.
+        await asyncio.wait_for(closed.wait(), 30)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 def test_demo_runs_on_embedded_defaults() -> None:
     out, err = io.StringIO(), io.StringIO()
     code = main(["demo"], stdout=out, stderr=err)

@@ -4,7 +4,7 @@ A step module brings its libraries along (aiohttp for ``http``, ruamel for the Y
 tomlkit for the TOML ones), so the registry imports one when a step of its kind first runs.
 These tests run the real command line in a fresh interpreter (``sys.modules`` of this one has
 everything the other tests imported) and look at what it imported: ``--help`` and a git-only
-Promotion never load aiohttp or the other steps' libraries.
+Promotion never load aiohttp, asyncio or the other steps' libraries.
 """
 
 from __future__ import annotations
@@ -137,6 +137,8 @@ def test_a_git_only_promotion_imports_no_other_steps_libraries(tmp_path: Path) -
     assert code == 0
     assert "promoter.steps.git" in modules
     assert sorted(modules & set(UNUSED_BY_GIT)) == []
+    # Driven without an event loop (promoter.io_port): asyncio is never imported.
+    assert "asyncio" not in modules
     assert [b for b in remote.branches() if b.startswith("kargo/promotion/")]
 
 

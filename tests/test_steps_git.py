@@ -295,7 +295,7 @@ async def test_clone_reentry_resets_own_checkout(ctx: StepContext, remote: Remot
     assert (ctx.work_dir / "src/new.yaml").exists()
 
 
-async def test_one_branch_is_one_git_clone_and_a_promotion_seven_git_processes(
+async def test_one_branch_is_one_git_clone_and_a_promotion_four_git_processes(
     ctx: StepContext, remote: RemoteRepo, telemetry: RecordingTelemetry
 ) -> None:
     calls = telemetry.git_calls
@@ -304,11 +304,55 @@ async def test_one_branch_is_one_git_clone_and_a_promotion_seven_git_processes(
     assert result.output == {"commits": {"src": remote.head("main")}}
     assert calls == {"clone": 1}
     write(ctx, "src/README.md", "changed\n")
-    await run("git-commit", ctx, {"path": "src", "message": "change"})
-    assert calls.total() == 5, calls  # status, add, commit, log
+    committed = await run("git-commit", ctx, {"path": "src", "message": "change"})
+    # HEAD, the new commit's tree and dates come from git's files, not from status or log.
+    assert calls.total() == 3, calls  # add, commit
     pushed = await run("git-push", ctx, {"path": "src", "generateTargetBranch": True})
-    assert calls.total() == 7, calls  # config (the remote's URL), push
+    assert calls.total() == 4, calls  # push (the remote's URL read from the config file)
     assert remote.head(pushed.output["branch"]) == pushed.output["commit"]
+    assert pushed.output["commit"] == committed.output["commit"]
+    # What was read from the files is what git says.
+    logged = git_out(ctx.work_dir / "src", "log", "-1", "--date=raw", "--format=%H %T|%ad|%cd")
+    replay_data = committed.replay_data
+    assert logged == (
+        f"{committed.output['commit']} {replay_data['tree']}|{replay_data['authorDate']}"
+        f"|{replay_data['committerDate']}"
+    )
+
+
+async def test_commit_and_push_ask_git_when_its_files_say_more_than_a_plain_reading_can(
+    ctx: StepContext, remote: RemoteRepo, telemetry: RecordingTelemetry
+) -> None:
+    """A packed branch ref and a quoted remote URL: git is asked instead, and the outputs are
+    the same."""
+    config = {"repoURL": REPO, "checkout": [{"branch": "main", "path": "src"}]}
+    await run("git-clone", ctx, config)
+    src = ctx.work_dir / "src"
+    gitdir = Path((src / ".git").read_text().removeprefix("gitdir:").strip())
+    config_file = gitdir / "config"
+    config_file.write_text(
+        config_file.read_text().replace(f"url = {REPO}", f'url = "{REPO}"'), encoding="utf-8"
+    )
+    write(ctx, "src/README.md", "changed\n")
+    first = await run("git-commit", ctx, {"path": "src", "message": "one"})
+    # Pack everything, refs included: HEAD's branch has no refs/heads file.
+    git_out(src, "gc", "-q", "--prune=now")
+    write(ctx, "src/README.md", "changed again\n")
+    before = telemetry.git_calls.total()
+    second = await run("git-commit", ctx, {"path": "src", "message": "two"})
+    assert second.output["commit"] != first.output["commit"]
+    logged = git_out(src, "log", "-1", "--date=raw", "--format=%H %T|%ad|%cd")
+    data = second.replay_data
+    assert logged == (
+        f"{second.output['commit']} {data['tree']}|{data['authorDate']}|{data['committerDate']}"
+    )
+    assert telemetry.git_calls.total() - before == 3  # rev-parse HEAD (packed ref), add, commit
+    assert telemetry.git_calls["rev-parse"] == 1
+    git_out(src, "gc", "-q", "--prune=now")
+    pushed = await run("git-push", ctx, {"path": "src", "generateTargetBranch": True})
+    assert telemetry.git_calls["config"] == 1  # the quoted URL: asked git
+    assert remote.head(pushed.output["branch"]) == second.output["commit"]
+    assert pushed.output["commit"] == second.output["commit"]
 
 
 async def test_a_clone_killed_half_way_is_started_over(
@@ -346,6 +390,13 @@ async def test_a_second_clone_of_the_same_repository_next_to_a_first(
         write(ctx, f"{path}/x.yaml", f"{path}: 1\n")
         done = await run("git-commit", ctx, {"path": path, "message": path})
         assert done.status is StepStatus.SUCCEEDED
+
+
+def git_out(cwd: Path, *args: str) -> str:
+    """Plain git in a checkout, with the test's gitconfig (what a person would see)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+    return done.stdout.decode().strip()
 
 
 def stage_in_index(ctx: StepContext, checkout: str, name: str) -> None:

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
+from promoter.io_port import LOOP_IO, IoPort
 from promoter.oci import OCIRegistry
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
@@ -177,6 +178,9 @@ class StepServices:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # Where steps report what they ran (git subprocesses); the app puts its metrics here.
     telemetry: Telemetry = NO_TELEMETRY
+    # How steps run processes, blocking calls and pauses (promoter.io_port): on the event loop,
+    # or in place when the local runner drives a Promotion without one.
+    io: IoPort = LOOP_IO
 
 
 @dataclass(frozen=True)
@@ -267,8 +271,8 @@ class Step(Protocol):
     """A promotion step kind (``uses: <kind>``).
 
     Optionally also ``effect: Effect`` (see :func:`effect_of`), ``uses_work_dir: bool`` (see
-    :func:`uses_work_dir_of`) and, for an ``EXTERNAL`` step, ``async verify(ctx, config) ->
-    None`` (see :data:`VerifyFunction`).
+    :func:`uses_work_dir_of`), ``loop_free: bool`` (see :func:`loop_free_of`) and, for an
+    ``EXTERNAL`` step, ``async verify(ctx, config) -> None`` (see :data:`VerifyFunction`).
     """
 
     async def run(self, ctx: StepContext, config: Mapping[str, Any]) -> StepResult: ...
@@ -299,6 +303,17 @@ def uses_work_dir_of(step: object) -> bool:
     return getattr(step, "uses_work_dir", True) is not False
 
 
+def loop_free_of(step: object) -> bool:
+    """Whether a step waits on nothing but ``ctx.services.io`` (False unless it says so).
+
+    Such a step runs without an event loop when the port is :class:`promoter.io_port.BlockingIo`,
+    which is how the local runner drives a Promotion whose steps all are (no asyncio to import,
+    ``bench/bench_runner.py``). A step that awaits anything else (aiohttp, asyncio itself) must
+    not say so.
+    """
+    return getattr(step, "loop_free", False) is True
+
+
 def verifier_of(step: object) -> VerifyFunction | None:
     """An ``EXTERNAL`` step's ``verify`` hook, if it has one."""
     if effect_of(step) is not Effect.EXTERNAL:
@@ -317,11 +332,13 @@ class FunctionStep:
         effect: Effect = Effect.EXTERNAL,
         verify: VerifyFunction | None = None,
         uses_work_dir: bool = True,
+        loop_free: bool = False,
     ) -> None:
         self._fn = fn
         self.effect = effect
         self.verify = verify
         self.uses_work_dir = uses_work_dir
+        self.loop_free = loop_free
 
     async def run(self, ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         return await self._fn(ctx, config)

@@ -15,8 +15,6 @@ a large copy or glob never blocks the event loop.
 
 from __future__ import annotations
 
-import asyncio
-import difflib
 import glob
 import io
 import json
@@ -442,6 +440,8 @@ def _carry_over(original: str, before: str, after: str) -> str:
         return after
     after_lines = after.splitlines(keepends=True)
     out: list[str] = []
+    import difflib  # here, not at the top: only an edit that moved lines needs it
+
     matcher = difflib.SequenceMatcher(None, before_lines, after_lines, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         out.extend(original_lines[i1:i2] if tag == "equal" else after_lines[j1:j2])
@@ -772,7 +772,7 @@ def make_parse_step(kind: str, load: Loader | None = None) -> StepFunction:
         if not outputs:
             raise ConfigRefused(f"{kind}: config.outputs must list at least one output")
         rules = [(item.str("name"), item.str("fromExpression")) for item in outputs]
-        document = await asyncio.to_thread(_load_for_parse, ctx, kind, raw_path, loader)
+        document = await ctx.services.io.call(_load_for_parse, ctx, kind, raw_path, loader)
         # Kargo evaluates against the document alone; `ctx` is added because Kargo's own
         # file-write example uses `apps[ctx.stage]`. A document key named `ctx` wins: it is
         # what the file's author meant.
@@ -1291,7 +1291,7 @@ def _yaml_merge(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 
 def _in_thread(fn: Callable[[StepContext, Mapping[str, Any]], StepResult]) -> StepFunction:
     async def run(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
-        return await asyncio.to_thread(fn, ctx, config)
+        return await ctx.services.io.call(fn, ctx, config)
 
     run.__name__ = fn.__name__.lstrip("_")
     return run
@@ -1307,15 +1307,16 @@ delete = _in_thread(_delete)
 file_write = _in_thread(_file_write)
 yaml_merge = _in_thread(_yaml_merge)
 
-# All of them read and write the work directory only: a replay runs them again.
+# All of them read and write the work directory only: a replay runs them again. They wait on
+# ctx.services.io alone (loop_free).
 STEPS: dict[str, Step] = {
-    "yaml-update": FunctionStep(yaml_update, effect=Effect.LOCAL),
-    "json-update": FunctionStep(json_update, effect=Effect.LOCAL),
-    "yaml-parse": FunctionStep(yaml_parse, effect=Effect.LOCAL),
-    "json-parse": FunctionStep(json_parse, effect=Effect.LOCAL),
-    "helm-update-chart": FunctionStep(helm_update_chart, effect=Effect.LOCAL),
-    "copy": FunctionStep(copy, effect=Effect.LOCAL),
-    "delete": FunctionStep(delete, effect=Effect.LOCAL),
-    "file-write": FunctionStep(file_write, effect=Effect.LOCAL),
-    "yaml-merge": FunctionStep(yaml_merge, effect=Effect.LOCAL),
+    "yaml-update": FunctionStep(yaml_update, effect=Effect.LOCAL, loop_free=True),
+    "json-update": FunctionStep(json_update, effect=Effect.LOCAL, loop_free=True),
+    "yaml-parse": FunctionStep(yaml_parse, effect=Effect.LOCAL, loop_free=True),
+    "json-parse": FunctionStep(json_parse, effect=Effect.LOCAL, loop_free=True),
+    "helm-update-chart": FunctionStep(helm_update_chart, effect=Effect.LOCAL, loop_free=True),
+    "copy": FunctionStep(copy, effect=Effect.LOCAL, loop_free=True),
+    "delete": FunctionStep(delete, effect=Effect.LOCAL, loop_free=True),
+    "file-write": FunctionStep(file_write, effect=Effect.LOCAL, loop_free=True),
+    "yaml-merge": FunctionStep(yaml_merge, effect=Effect.LOCAL, loop_free=True),
 }

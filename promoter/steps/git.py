@@ -1,6 +1,8 @@
 """Kargo-compatible git steps: git-clone, git-clear, git-commit, git-tag and git-push.
 
-Each step drives the ``git`` binary through asyncio subprocesses. Nothing goes through a shell and
+Each step drives the ``git`` binary through ``ctx.services.io`` (asyncio subprocesses in the server,
+plain ones in the local runner), and reads what git's own files say where that saves a process
+(HEAD, the remote's URL, a new commit's tree and dates). Nothing goes through a shell and
 every value that comes from a manifest is validated before any git process starts, so a value can
 never turn into a git option (``--upload-pack=...``): refs are checked against git's ref-name rules
 plus "no leading dash", commits must be hex, paths go through :meth:`StepContext.path` (absolute
@@ -49,7 +51,6 @@ in a remote URL, a config file, a command line or a message.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import hashlib
@@ -58,9 +59,8 @@ import os
 import random
 import re
 import shutil
-import signal
 import time
-import weakref
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -414,47 +414,27 @@ class _Git:
     async def try_run(self, *args: str, cwd: Path, stdin: str | None = None) -> GitRun:
         """Run git; return its result whatever the exit code."""
         started = time.perf_counter()
+        timeout = self.ctx.services.git.timeout_seconds
         try:
-            proc = await asyncio.create_subprocess_exec(
-                "git",
-                *_SAFE_CONFIG,
-                *args,
-                cwd=str(cwd),
+            done = await self.ctx.services.io.run_process(
+                ["git", *_SAFE_CONFIG, *args],
+                cwd=cwd,
                 env=self.env,
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                # Its own process group, so a timeout also kills the helpers git starts
-                # (git-remote-https waiting on a stalled server would otherwise keep the pipes
-                # open, and the wait below would never end).
-                start_new_session=True,
-            )
-        except OSError as exc:
-            # No git binary on PATH, or the directory vanished under us.
-            raise StepError(f"{self.kind}: could not start git {args[0]}: {exc.strerror}") from None
-        try:
-            out, err = await asyncio.wait_for(
-                proc.communicate(stdin.encode() if stdin is not None else None),
-                self.ctx.services.git.timeout_seconds,
+                stdin=stdin.encode() if stdin is not None else None,
+                time_limit=timeout,
             )
         except TimeoutError:
             raise StepError(
-                f"{self.kind}: git {args[0]} did not finish within "
-                f"{self.ctx.services.git.timeout_seconds:g}s"
+                f"{self.kind}: git {args[0]} did not finish within {timeout:g}s"
             ) from None
+        except OSError as exc:
+            # No git binary on PATH, or the directory vanished under us.
+            raise StepError(f"{self.kind}: could not start git {args[0]}: {exc.strerror}") from None
         finally:
-            # Cancelled or timed out: never leave a git process behind holding repository locks.
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                with contextlib.suppress(Exception):
-                    await proc.wait()
             # Two perf_counter reads per call, nothing more (longshoreman_git_command_*).
             self.ctx.services.telemetry.git_call(args[0], time.perf_counter() - started)
-        assert proc.returncode is not None
-        return GitRun(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+        out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
+        return GitRun(done.returncode, out, err)
 
     async def run(self, *args: str, cwd: Path, stdin: str | None = None, what: str = "") -> str:
         """Run git; raise a redacted StepError unless it exits 0. Returns stripped stdout."""
@@ -546,6 +526,26 @@ def _owning_repo(ctx: StepContext, worktree: Path) -> Path | None:
     return gitdir.parent.parent
 
 
+def _git_dirs(worktree: Path) -> tuple[Path, Path] | None:
+    """The git directory of a worktree git-clone made and the common one (where branches,
+    objects and the config live: the bare clone's for a linked worktree, the same otherwise)."""
+    try:
+        marker = (worktree / ".git").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    gitdir = Path(marker.removeprefix("gitdir:").strip())
+    if not gitdir.is_absolute():
+        gitdir = worktree / gitdir
+    common = gitdir
+    try:
+        common = gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError):
+        return None
+    return gitdir, common
+
+
 def _head_from_files(worktree: Path) -> tuple[str, str | None] | None:
     """HEAD's commit and branch (None when detached) in a worktree git-clone made, read from
     git's files instead of asking a git process; None when they are not plain files (another
@@ -554,27 +554,84 @@ def _head_from_files(worktree: Path) -> tuple[str, str | None] | None:
     Only our own git directories are read (the caller has checked the worktree with
     :func:`_owning_repo`), and a value is used only if it is a well-formed object ID.
     """
+    dirs = _git_dirs(worktree)
+    if dirs is None:
+        return None
+    gitdir, common = dirs
     try:
-        marker = (worktree / ".git").read_text(encoding="utf-8").strip()
-        gitdir = Path(marker.removeprefix("gitdir:").strip())
-        if not gitdir.is_absolute():
-            gitdir = worktree / gitdir
         head = (gitdir / "HEAD").read_text(encoding="utf-8").strip()
         if _OBJECT_ID_RE.match(head):
             return head, None
         ref = head.removeprefix("ref: ")
         if ref == head or not ref.startswith("refs/heads/") or ref_name_problem(ref) is not None:
             return None
-        # A linked worktree keeps HEAD in its own directory and branches in the common one.
-        common = gitdir
-        with contextlib.suppress(FileNotFoundError):
-            common = gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()
         sha = (common / ref).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
     if not _OBJECT_ID_RE.match(sha):
         return None
     return sha, ref.removeprefix("refs/heads/")
+
+
+def _remote_url_from_files(worktree: Path) -> str | None:
+    """``remote.origin.url`` as git-clone wrote it into the config of a worktree's repository;
+    None when the file holds anything this plain reading could get wrong (includes, quoting,
+    escapes, comments after a value, more than one URL): the caller asks git."""
+    dirs = _git_dirs(worktree)
+    if dirs is None:
+        return None
+    try:
+        text = (dirs[1] / "config").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    section = ""
+    urls: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            section = line
+            if line.lower().startswith("[include"):
+                return None
+            continue
+        if section == '[remote "origin"]':
+            key, _, value = line.partition("=")
+            if key.strip().lower() == "url":
+                urls.append(value.strip())
+    if len(urls) != 1 or not urls[0] or any(c in urls[0] for c in '"\\;#'):
+        return None
+    return urls[0]
+
+
+def _commit_from_files(worktree: Path, sha: str) -> tuple[str, str, str] | None:
+    """A new commit's tree and its raw author and committer dates (``git log --date=raw``'s
+    ``<seconds> <zone>``), read from its loose object; None when it is not a loose commit
+    object of the expected shape (packed already), and the caller asks git."""
+    dirs = _git_dirs(worktree)
+    if dirs is None or not _OBJECT_ID_RE.match(sha):
+        return None
+    try:
+        data = zlib.decompress((dirs[1] / "objects" / sha[:2] / sha[2:]).read_bytes())
+    except (OSError, zlib.error):
+        return None
+    header, _, body = data.partition(b"\0")
+    if not header.startswith(b"commit "):
+        return None
+    found: dict[bytes, str] = {}
+    for line in body.split(b"\n"):
+        if not line:
+            break  # the end of the headers: the message follows
+        name, _, value = line.partition(b" ")
+        if name == b"tree":
+            found[name] = value.decode("ascii", errors="replace")
+        elif name in (b"author", b"committer"):
+            # "<name> <<email>> <seconds> <zone>"
+            found[name] = " ".join(value.decode(errors="replace").rsplit(" ", 2)[1:])
+    tree, author, committer = (found.get(k, "") for k in (b"tree", b"author", b"committer"))
+    if not _OBJECT_ID_RE.match(tree) or author.count(" ") != 1 or committer.count(" ") != 1:
+        return None
+    return tree, author, committer
 
 
 def _resolve(ctx: StepContext, kind: str, relative: str, field_name: str = "path") -> Path:
@@ -823,7 +880,7 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
             # that never arrived, and git then refuses to fetch ("bad object worktrees/..").
             # This step re-creates its checkouts anyway: drop the worktree bookkeeping and
             # try again; failing that, start over from a fresh clone below.
-            await asyncio.to_thread(shutil.rmtree, repo / "worktrees", True)
+            await git.ctx.services.io.call(shutil.rmtree, repo / "worktrees", True)
             fetched = await git.try_run(*fetch, cwd=repo)
         if fetched.ok:
             return repo, False
@@ -832,7 +889,7 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
             strip_userinfo(plan.repo_url),
             git.clean(fetched.stderr)[:200],
         )
-        await asyncio.to_thread(shutil.rmtree, repo, True)
+        await git.ctx.services.io.call(shutil.rmtree, repo, True)
     args = [
         "clone", "--bare", "-q",
         # Remote-tracking refs (not the mirror-like refs/heads/* a bare clone has) so that a
@@ -952,10 +1009,10 @@ async def _clear_checkout_path(git: _Git, checkout: CheckoutPlan) -> None:
     owner = _owning_repo(git.ctx, path)
     if owner is not None:
         # Re-entry: an earlier attempt (maybe in another process) checked out here.
-        await asyncio.to_thread(shutil.rmtree, path)
+        await git.ctx.services.io.call(shutil.rmtree, path)
         if _CHECKOUT_REPO_RE.match(owner.name):
             # The checkout's own clone: nothing else uses it.
-            await asyncio.to_thread(shutil.rmtree, owner, True)
+            await git.ctx.services.io.call(shutil.rmtree, owner, True)
         elif owner.is_dir():
             await git.run("worktree", "prune", cwd=owner)
         return
@@ -1031,7 +1088,7 @@ async def _checkout(
         # A checkout registered by an attempt that was killed before it finished still "has"
         # its branch checked out (and may be locked "initializing"); forget it so the branch
         # can be checked out here again. A clone made just now has no worktrees to forget.
-        await asyncio.to_thread(_forget_worktree, repo, ck.path)
+        await git.ctx.services.io.call(_forget_worktree, repo, ck.path)
         await git.try_run("worktree", "prune", cwd=repo)
     args = ["worktree", "add", "-q"]
     if ck.sparse:
@@ -1104,7 +1161,7 @@ async def _clone_checkout(git: _Git, plan: ClonePlan, ck: CheckoutPlan) -> str |
     gitdir = _checkout_repo_dir(ctx, plan.repo_url, ck.path)
     await _clear_checkout_path(git, ck)
     if gitdir.exists():
-        await asyncio.to_thread(shutil.rmtree, gitdir, True)
+        await git.ctx.services.io.call(shutil.rmtree, gitdir, True)
     gitdir.parent.mkdir(parents=True, exist_ok=True)
     args = [
         # Tags come along by git's auto-following (those in the branch's history), so git-tag
@@ -1116,7 +1173,7 @@ async def _clone_checkout(git: _Git, plan: ClonePlan, ck: CheckoutPlan) -> str |
     cloned = await git.try_run(*args, "--", plan.repo_url, str(ck.path), cwd=gitdir.parent)
     if not cloned.ok:
         # git removes what it made when a clone fails; be sure, so the next try starts clean.
-        await asyncio.to_thread(shutil.rmtree, gitdir, True)
+        await git.ctx.services.io.call(shutil.rmtree, gitdir, True)
         if "not found in upstream" not in cloned.stderr.lower():
             raise git.error(f"could not clone {strip_userinfo(plan.repo_url)}", cloned)
         # No such branch: the shared clone creates it (create: true) or says it is missing.
@@ -1175,7 +1232,7 @@ def _remove_all_but_git(path: Path) -> None:
 async def git_clear(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     """``git-clear``: delete everything in a worktree except ``.git`` (staged by git-commit)."""
     path = _open_worktree(ctx, "git-clear", Config("git-clear", config))
-    await asyncio.to_thread(_remove_all_but_git, path)
+    await ctx.services.io.call(_remove_all_but_git, path)
     return succeeded()
 
 
@@ -1233,46 +1290,36 @@ async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         date = _recorded_date(ctx.replay, key)
         if date:
             git.env[variable] = date
-    # One status says both whether there is anything to commit (staged, changed or untracked,
-    # as `add -A` would stage it) and what HEAD is before the commit.
-    status = await git.run(
-        "status", "--porcelain=v2", "--branch", "--no-ahead-behind", "--untracked-files=normal",
-        "--ignore-submodules=dirty", cwd=path, what="could not compare the working tree with HEAD",
-    )  # fmt: skip
-    parent = "-"
-    changed = False
-    for line in status.splitlines():
-        if line.startswith("# branch.oid "):
-            parent = line.removeprefix("# branch.oid ").strip()
-        elif not line.startswith("#"):
-            changed = True
-    if not _OBJECT_ID_RE.match(parent):
-        parent = "-"  # "(initial)": no commit yet
+    # HEAD before the commit, from git's files. Whether there is anything to commit is the
+    # commit's own answer (exit code 1, "nothing to commit"), so no status runs before it.
+    parent = await _head_commit(git, path) or "-"
     marker = _commit_marker(ctx)
-    nothing = not changed
-    if changed:
-        if ctx.replay is None:
-            # HEAD before the commit, noted first: a kill after the commit but before the
-            # step's status is written leaves it behind (see below).
-            _write_marker(marker, parent)
-        await git.run("add", "-A", cwd=path)
-        committed = await git.try_run(
-            "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-",
-            cwd=path, stdin=message,
-        )  # fmt: skip
-        # Changes that cancel out once staged (staged, then undone in the files) leave
-        # nothing to commit, which git reports with exit code 1.
-        nothing = not committed.ok and "nothing to commit" in committed.stdout
-        if not committed.ok and not nothing:
-            raise git.error("git commit failed", committed)
     before = _read_marker(marker)
+    if ctx.replay is None and before is None:
+        # HEAD before the commit, noted first: a kill after the commit but before the step's
+        # status is written leaves it behind, and the next attempt, finding nothing to commit,
+        # knows the commit HEAD has moved on to is its own (see below).
+        _write_marker(marker, parent)
+    await git.run("add", "-A", cwd=path, what="could not stage the working tree")
+    committed = await git.try_run(
+        "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-",
+        cwd=path, stdin=message,
+    )  # fmt: skip
+    nothing = not committed.ok and "nothing to commit" in committed.stdout
+    if not committed.ok and not nothing:
+        raise git.error("git commit failed", committed)
     if nothing and ctx.replay is None and parent != "-" and before in (None, parent):
         # Kargo: nothing committed is Skipped (with HEAD as the output), so later steps can
         # say `if: ${{ status('commit') != 'Skipped' }}`.
         return skipped("nothing to commit", {"commit": parent})
-    head, tree, author_date, committer_date = (
-        await git.run("log", "-1", "--date=raw", "--format=%H%n%T%n%ad%n%cd", "HEAD", cwd=path)
-    ).splitlines()
+    head = await _head_commit(git, path) or ""
+    found = _commit_from_files(path, head)
+    if found is not None:
+        tree, author_date, committer_date = found
+    else:
+        head, tree, author_date, committer_date = (
+            await git.run("log", "-1", "--date=raw", "--format=%H%n%T%n%ad%n%cd", "HEAD", cwd=path)
+        ).splitlines()
     data = {TREE_KEY: tree, AUTHOR_DATE_KEY: author_date, COMMITTER_DATE_KEY: committer_date}
     if ctx.replay is not None:
         return await _replayed_commit(git, path, ctx.replay, head, tree)
@@ -1446,19 +1493,6 @@ def plan_push(ctx: StepContext, cfg: Config) -> PushPlan:
     return PushPlan(target, tag, force, attempts, provider)
 
 
-_loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _branch_lock(key: str) -> asyncio.Lock:
-    """One lock per (repository, branch) in this process, as Kargo has: concurrent Promotions here
-    then take turns instead of rebasing against each other; other processes are handled by the
-    fetch-rebase-retry loop."""
-    locks = _loop_locks.setdefault(asyncio.get_running_loop(), {})
-    return locks.setdefault(key, asyncio.Lock())
-
-
 @dataclass(frozen=True)
 class _PushOutcome:
     ok: bool
@@ -1521,7 +1555,20 @@ async def _head(git: _Git, path: Path) -> tuple[str, str | None]:
     return head, symbolic.removeprefix("refs/heads/") if symbolic != "HEAD" else None
 
 
+async def _head_commit(git: _Git, path: Path) -> str | None:
+    """The commit checked out at ``path``; None on a branch with no commit yet."""
+    found = _head_from_files(path)
+    if found is not None:
+        return found[0]
+    result = await git.try_run("rev-parse", "--verify", "-q", "HEAD", cwd=path)
+    head = result.stdout.strip()
+    return head if result.ok and _OBJECT_ID_RE.match(head) else None
+
+
 async def _remote_url(git: _Git, path: Path) -> str:
+    found = _remote_url_from_files(path)
+    if found is not None:
+        return found
     result = await git.try_run("config", "--get", "remote.origin.url", cwd=path)
     return result.stdout.strip()
 
@@ -1550,7 +1597,10 @@ async def git_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
             "set config.targetBranch or config.generateTargetBranch"
         )
     refspec = f"{'+' if plan.force else ''}HEAD:refs/heads/{branch}"
-    async with _branch_lock(f"{normalize_repo_url(repo_url)}#{branch}"):
+    # One lock per (repository, branch) in this process, as Kargo has: concurrent Promotions
+    # here take turns instead of rebasing against each other; other processes are handled by
+    # the fetch-rebase-retry loop.
+    async with ctx.services.io.lock(f"{normalize_repo_url(repo_url)}#{branch}"):
         for attempt in range(1, plan.max_attempts + 1):
             outcome = await _push_ref(git, path, refspec)
             if outcome.ok:
@@ -1573,7 +1623,7 @@ async def git_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
                 # Spread competing pushers apart; the first retry goes at once (fetch and
                 # rebase already took a moment).
                 delay = min(MAX_PUSH_BACKOFF_SECONDS, 0.05 * 2 ** (attempt - 2))
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                await ctx.services.io.sleep(delay * random.uniform(0.5, 1.0))
     output: dict[str, Any] = {"branch": branch, "commit": head}
     url = commit_url(repo_url, head, plan.provider)
     if url:
@@ -1703,14 +1753,15 @@ async def _same_change(git: _Git, path: Path, a: str, b: str) -> bool:
 # Registry
 # --------------------------------------------------------------------------------------------
 
+# All of them wait on ctx.services.io only (loop_free: the local runner needs no event loop).
 STEPS: dict[str, Step] = {
     # Local: they change the Promotion's clone and worktrees only. git-clone's `create: true`
     # pushes an empty branch the first time, never in a replay (the branch exists by then).
-    "git-clone": FunctionStep(git_clone, effect=Effect.LOCAL),
-    "git-clear": FunctionStep(git_clear, effect=Effect.LOCAL),
-    "git-commit": FunctionStep(git_commit, effect=Effect.LOCAL),
-    "git-tag": FunctionStep(git_tag, effect=Effect.LOCAL),
-    "git-push": FunctionStep(git_push, effect=Effect.EXTERNAL, verify=verify_push),
+    "git-clone": FunctionStep(git_clone, effect=Effect.LOCAL, loop_free=True),
+    "git-clear": FunctionStep(git_clear, effect=Effect.LOCAL, loop_free=True),
+    "git-commit": FunctionStep(git_commit, effect=Effect.LOCAL, loop_free=True),
+    "git-tag": FunctionStep(git_tag, effect=Effect.LOCAL, loop_free=True),
+    "git-push": FunctionStep(git_push, effect=Effect.EXTERNAL, verify=verify_push, loop_free=True),
 }
 
 __all__: Sequence[str] = [

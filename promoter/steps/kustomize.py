@@ -22,7 +22,6 @@ talks to no cluster. ``path`` must be inside the work directory.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
@@ -37,6 +36,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, ambiguous_image_request
+from promoter.io_port import IoPort
 from promoter.steps.base import (
     Config,
     Effect,
@@ -81,7 +81,7 @@ def kubectl_path() -> str | None:
     return shutil.which("kubectl")
 
 
-async def _kustomize(directory: Path) -> bytes:
+async def _kustomize(io: IoPort, directory: Path) -> bytes:
     kubectl = kubectl_path()
     if kubectl is None:
         raise StepError(
@@ -91,24 +91,19 @@ async def _kustomize(directory: Path) -> bytes:
         )
     with tempfile.TemporaryDirectory(prefix="kustomize-home-") as home:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home}
-        process = await asyncio.create_subprocess_exec(
-            kubectl,
-            "kustomize",
-            str(directory),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL,
-            env=env,
-            cwd=str(directory),
-        )
         try:
-            out, err = await asyncio.wait_for(process.communicate(), TIMEOUT_SECONDS)
+            process = await io.run_process(
+                [kubectl, "kustomize", str(directory)],
+                cwd=directory,
+                env=env,
+                stdin=None,
+                time_limit=TIMEOUT_SECONDS,
+            )
         except TimeoutError:
-            process.kill()
-            await process.wait()
             raise StepError(
                 f"{KIND}: kubectl kustomize ran longer than {TIMEOUT_SECONDS:g}s"
             ) from None
+    out, err = process.stdout, process.stderr
     if process.returncode != 0:
         message = _kubectl_error(err.decode("utf-8", errors="replace"), process.returncode)
         if "--enable-helm" in message:
@@ -217,14 +212,14 @@ async def kustomize_build(ctx: StepContext, config: Mapping[str, Any]) -> StepRe
     out = ctx.path(raw_out, field_name="outPath")
     if ".git" in Path(raw_out).parts:
         raise ConfigRefused(f"{KIND}: config.outPath {raw_out!r}: writing inside .git is refused")
-    text = await _kustomize(directory)
+    text = await _kustomize(ctx.services.io, directory)
     try:
         if out.suffix in (".yaml", ".yml"):
             target = file_target(ctx, KIND, raw_out, "outPath")
-            await asyncio.to_thread(_write_file, target, text)
+            await ctx.services.io.call(_write_file, target, text)
             what = f"wrote the build to {raw_out}"
         else:
-            count = await asyncio.to_thread(_write_directory, out, text, output_format)
+            count = await ctx.services.io.call(_write_directory, out, text, output_format)
             what = f"wrote {count} resource file(s) to {raw_out}/"
     except OSError as e:
         raise StepError(
@@ -504,13 +499,14 @@ def _kustomize_set_image(ctx: StepContext, config: Mapping[str, Any]) -> StepRes
 
 
 async def kustomize_set_image(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
-    return await asyncio.to_thread(_kustomize_set_image, ctx, config)
+    return await ctx.services.io.call(_kustomize_set_image, ctx, config)
 
 
-# Both read and write the work directory only: a replay runs them again.
+# Both read and write the work directory only: a replay runs them again. They wait on
+# ctx.services.io alone (loop_free).
 STEPS: dict[str, Step] = {
-    KIND: FunctionStep(kustomize_build, effect=Effect.LOCAL),
-    "kustomize-set-image": FunctionStep(kustomize_set_image, effect=Effect.LOCAL),
+    KIND: FunctionStep(kustomize_build, effect=Effect.LOCAL, loop_free=True),
+    "kustomize-set-image": FunctionStep(kustomize_set_image, effect=Effect.LOCAL, loop_free=True),
 }
 
 __all__: Sequence[str] = ("STEPS", "kustomize_build", "kustomize_set_image")

@@ -15,7 +15,6 @@ value changes only that value's text.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
@@ -214,12 +213,12 @@ def _toml_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 
 
 async def toml_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
-    """Run ``toml-update`` (in a worker thread: file I/O)."""
-    return await asyncio.to_thread(_toml_update, ctx, config)
+    """Run ``toml-update`` (through ctx.services.io: file I/O, a worker thread in the server)."""
+    return await ctx.services.io.call(_toml_update, ctx, config)
 
 
 # Both read (and toml-update writes) the work directory only: a replay runs them again.
 STEPS: dict[str, Step] = {
-    PARSE_KIND: FunctionStep(toml_parse, effect=Effect.LOCAL),
-    UPDATE_KIND: FunctionStep(toml_update, effect=Effect.LOCAL),
+    PARSE_KIND: FunctionStep(toml_parse, effect=Effect.LOCAL, loop_free=True),
+    UPDATE_KIND: FunctionStep(toml_update, effect=Effect.LOCAL, loop_free=True),
 }
