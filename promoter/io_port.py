@@ -140,7 +140,15 @@ async def _holding(lock: Any) -> AsyncIterator[None]:
 
 
 class BlockingIo:
-    """The port done in place, for :func:`drive` (the local runner: one Promotion, no loop)."""
+    """The port done in place, for :func:`drive` (the local runner: one Promotion, no loop).
+
+    ``while_waiting``: work to do in the time the first processes run (the runner imports the
+    later steps' modules while git clones): done in this thread, after the child has started,
+    so the child runs on another core meanwhile. Its output waits in the pipes until then.
+    """
+
+    def __init__(self, while_waiting: Sequence[Callable[[], object]] = ()) -> None:
+        self._while_waiting = list(while_waiting)
 
     async def run_process(
         self,
@@ -162,6 +170,8 @@ class BlockingIo:
             start_new_session=True,
         )
         try:
+            while self._while_waiting:
+                self._while_waiting.pop(0)()
             out, err = proc.communicate(stdin, timeout=time_limit)
         except subprocess.TimeoutExpired:
             raise TimeoutError from None

@@ -36,9 +36,7 @@ import contextlib
 import hashlib
 import json
 import os
-import secrets
 import shutil
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,8 +185,10 @@ def replaying_functions(
 
 def new_token() -> str:
     """A token for a freshly (re)built work directory: which host, and which life of it."""
-    host = socket.gethostname() or "localhost"
-    return f"{host[:63]}/{secrets.token_hex(6)}"
+    # os.uname() and os.urandom() are what socket.gethostname() and secrets.token_hex() read,
+    # without importing socket and secrets into the local runner.
+    host = os.uname().nodename or "localhost"
+    return f"{host[:63]}/{os.urandom(6).hex()}"
 
 
 def _marker(work_dir: Path) -> Path:

@@ -32,7 +32,7 @@ from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
 from promoter.stages import requested_warehouses, stage_freights
-from promoter.steps.base import StepServices, loop_free_of
+from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry, builtin_registry
@@ -95,14 +95,8 @@ def _prepare(manifests: ManifestSet, options: RunOptions) -> _Prepared:
 
 def loop_free(promotion: Promotion, registry: StepRegistry) -> bool:
     """Whether every step of ``promotion`` can run without an event loop (an unknown kind
-    cannot: the engine reports it, on the loop as always)."""
-    for step in promotion.steps:
-        try:
-            if not loop_free_of(registry[step.uses or ""]):
-                return False
-        except KeyError:
-            return False
-    return True
+    cannot: the engine reports it, on the loop as always). Imports no step module."""
+    return all(registry.loop_free(step.uses or "") for step in promotion.steps)
 
 
 def _interruptions() -> tuple[type[BaseException], ...]:
@@ -199,7 +193,11 @@ def run_local(
     registry = registry if registry is not None else builtin_registry()
     prepared = _prepare(manifests, options)
     if loop_free(prepared.promotion, registry):
-        blocking = replace(options, services=replace(options.services, io=BlockingIo()))
+        kinds = [step.uses or "" for step in prepared.promotion.steps]
+        # The later steps' modules (and their libraries) load while the first git process
+        # runs, not after it.
+        io = BlockingIo(while_waiting=[lambda: registry.preload(kinds)])
+        blocking = replace(options, services=replace(options.services, io=io))
         return drive(_execute(prepared, blocking, registry, observer, on_wait))
     import asyncio
 
