@@ -156,8 +156,14 @@ def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
 
 
 def cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    import gc
+
     from promoter.manifests import load
     from promoter.runner import RunOptions, run_local
+
+    # python -m promoter loads its modules with the collector off (see promoter/__main__.py);
+    # a Promotion that waits for hours must not grow without it.
+    gc.enable()
 
     progress_stream = stderr if args.output == "json" else stdout
     progress = Progress(progress_stream)

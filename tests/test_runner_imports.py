@@ -43,8 +43,11 @@ UNUSED_BY_GIT = (
 
 # Runs ``python -m promoter ARGS...`` as __main__ and writes the modules it imported to FILE.
 PROBE = """
-import json, runpy, sys
+import json, os, runpy, sys
 out, sys.argv = sys.argv[1], ["promoter", *sys.argv[2:]]
+def leave(code):  # python -m promoter ends with os._exit: come back here instead
+    raise SystemExit(code)
+os._exit = leave
 try:
     runpy.run_module("promoter", run_name="__main__", alter_sys=True)
     code = 0
