@@ -27,7 +27,6 @@ Promotion it did not start (or whose work directory is gone) first rebuilds it f
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -61,8 +60,9 @@ from promoter.steps.base import (
     uses_work_dir_of,
     verifier_of,
 )
+from promoter.telemetry import lazy_logger
 
-log = logging.getLogger(__name__)
+log = lazy_logger(__name__)  # logging loads on first use (bench_runner)
 
 # Back-off between attempts after a retryable step error (seconds), doubling up to the cap.
 ERROR_BACKOFF_BASE = 1.0

@@ -140,8 +140,10 @@ def test_a_git_only_promotion_imports_no_other_steps_libraries(tmp_path: Path) -
     assert code == 0
     assert "promoter.steps.git" in modules
     assert sorted(modules & set(UNUSED_BY_GIT)) == []
-    # Driven without an event loop (promoter.io_port): asyncio is never imported.
+    # Driven without an event loop (promoter.io_port): asyncio is never imported; and nothing
+    # was logged, so neither was logging (promoter.telemetry.lazy_logger).
     assert "asyncio" not in modules
+    assert "logging" not in modules
     assert [b for b in remote.branches() if b.startswith("kargo/promotion/")]
 
 

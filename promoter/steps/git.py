@@ -54,7 +54,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import logging
 import os
 import random
 import re
@@ -83,8 +82,9 @@ from promoter.steps.base import (
     skipped,
     succeeded,
 )
+from promoter.telemetry import lazy_logger
 
-log = logging.getLogger(__name__)
+log = lazy_logger(__name__)  # logging loads on first use (bench_runner)
 
 # --------------------------------------------------------------------------------------------
 # Constants
