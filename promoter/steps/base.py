@@ -31,13 +31,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
 from promoter.io_port import LOOP_IO, IoPort
-from promoter.oci import OCIRegistry
 from promoter.telemetry import NO_TELEMETRY, Telemetry
+
+if TYPE_CHECKING:  # a type only: the oci module loads with the oci steps
+    from promoter.oci import OCIRegistry
 
 # A directory inside every work directory for the engine's own files (the git clone cache).
 PRIVATE_DIR = ".longshoreman"
