@@ -8,9 +8,11 @@ outputs follow Kargo's reference docs (docs/50-user-guide/60-reference-docs/30-p
 
 Every config path goes through :meth:`StepContext.path`, so absolute paths, ``..`` and symlinks
 leading out of the work directory are refused with a terminal error naming the field. Edits keep
-the file's formatting: YAML is edited through ruamel.yaml's round-trip mode with the file's own
-indentation, JSON scalars are spliced into the original text. File I/O runs in a worker thread so
-a large copy or glob never blocks the event loop.
+the file's formatting: a YAML scalar set to a plain value is written in place of the old one
+(:mod:`promoter.steps.yamlsplice`), other YAML edits go through the round-trip editor
+(:mod:`promoter.steps.yamledit`, ruamel.yaml, imported when first needed) in the file's own
+indentation, and JSON scalars are spliced into the original text. File I/O runs in a worker
+thread in the server (``ctx.services.io``) so a large copy or glob never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -28,10 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml as pyyaml
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
-from ruamel.yaml.error import YAMLError as RuamelYAMLError
-from ruamel.yaml.scalarstring import ScalarString
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
@@ -46,6 +44,7 @@ from promoter.steps.base import (
     StepResult,
     succeeded,
 )
+from promoter.steps.yamlsplice import splice
 
 # --------------------------------------------------------------------------------------------
 # Paths
@@ -226,13 +225,6 @@ def _same_value(old: Any, new: Any) -> bool:
     return bool(old == new)
 
 
-def _keep_style(old: Any, new: Any) -> Any:
-    """Carry a YAML string's quoting style (``"v1"``, ``'v1'``, ``|``) over to its new value."""
-    if isinstance(old, ScalarString) and isinstance(new, str):
-        return type(old)(new)
-    return new
-
-
 @dataclass
 class _SetOutcome:
     root: Any
@@ -248,6 +240,7 @@ def _set_path(
     new_map: Callable[[], Any],
     *,
     pad: bool = False,
+    keep_style: Callable[[Any, Any], Any] = lambda old, new: new,
 ) -> _SetOutcome:
     """Set ``value`` at ``parts`` inside nested maps and lists, creating missing maps.
 
@@ -275,7 +268,7 @@ def _set_path(
                 old = node[key]
                 if _same_value(old, value):
                     return _SetOutcome(root, False, created)
-                node[key] = _keep_style(old, value)
+                node[key] = keep_style(old, value)
                 return _SetOutcome(root, True, created)
             if not isinstance(node[key], dict | list):
                 node[key] = new_map()
@@ -295,157 +288,13 @@ def _set_path(
                 old = node[index]
                 if _same_value(old, value):
                     return _SetOutcome(root, False, created)
-                node[index] = _keep_style(old, value)
+                node[index] = keep_style(old, value)
                 return _SetOutcome(root, True, created)
             if not isinstance(node[index], dict | list):
                 node[index] = new_map()
                 created = True
             node = node[index]
     raise AssertionError("parse_key never returns an empty key")
-
-
-# --------------------------------------------------------------------------------------------
-# YAML round trip
-# --------------------------------------------------------------------------------------------
-
-# (mapping indent, sequence indent, sequence dash offset), most common first.
-_LAYOUTS: tuple[tuple[int, int, int], ...] = (
-    (2, 2, 0),
-    (2, 4, 2),
-    (4, 4, 2),
-    (4, 4, 0),
-    (4, 6, 4),
-    (4, 2, 0),
-    (3, 3, 0),
-    (3, 5, 2),
-)
-_DOCUMENT_START = re.compile(r"---[ \t]*(#.*)?")
-_DOCUMENT_END = re.compile(r"(?<=\n)\.\.\.[ \t]*\n?\Z")
-
-
-def _ruamel(layout: tuple[int, int, int]) -> YAML:
-    yaml = YAML(typ="rt")
-    yaml.preserve_quotes = True
-    # Never re-wrap long values: a promotion must only touch the values it updates.
-    yaml.width = 1 << 30
-    mapping, sequence, offset = layout
-    yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
-    return yaml
-
-
-def _split_preamble(text: str) -> tuple[str, str]:
-    """Split off leading comments and an explicit ``---``.
-
-    ruamel.yaml drops comments that precede ``---``, so they are kept aside verbatim.
-    """
-    lines = text.splitlines(keepends=True)
-    for number, line in enumerate(lines):
-        stripped = line.strip()
-        if stripped == "" or stripped.startswith("#") or stripped.startswith("%"):
-            continue
-        if _DOCUMENT_START.fullmatch(stripped):
-            return "".join(lines[: number + 1]), "".join(lines[number + 1 :])
-        break
-    return "", text
-
-
-class RoundTripYaml:
-    """A YAML file loaded for editing, dumped back in its own layout.
-
-    The layout (indentation of maps and lists) is the one among common layouts that reproduces
-    the untouched file byte for byte; if none does, the one that changes fewest lines is used
-    and the file may be reformatted in places.
-    """
-
-    def __init__(self, text: str, *, kind: str, source: str) -> None:
-        self.original = text
-        self._newline = "\r\n" if "\r\n" in text else "\n"
-        body = text.replace("\r\n", "\n")
-        self._preamble, self._body = _split_preamble(body)
-        # ruamel drops a closing `...` too; keep it aside like the preamble.
-        end_marker = _DOCUMENT_END.search(self._body)
-        self._postamble = end_marker.group(0) if end_marker else ""
-        if end_marker:
-            self._body = self._body[: end_marker.start()]
-        try:
-            # One document only: writing back several would need a multi-document editor and
-            # none of the steps using this class (values files, kustomizations, Chart.yaml)
-            # has more than one.
-            self.data: Any = _ruamel(_LAYOUTS[0]).load(self._body)
-        except RuamelYAMLError as err:
-            raise StepError(
-                f"{kind}: {source} is not valid YAML: {_one_line(err)}", terminal=True
-            ) from None
-        # ruamel keeps no comments of a document without content; keep them for when one is
-        # added.
-        comments_only = all(
-            not line.strip() or line.lstrip().startswith("#") for line in self._body.splitlines()
-        )
-        self._comments_only = self._body if self.data is None and comments_only else ""
-        if self._comments_only and not self._comments_only.endswith("\n"):
-            self._comments_only += "\n"
-        self._reference = ""
-        self._layout = self._detect_layout()
-
-    def _dump(self, layout: tuple[int, int, int]) -> str:
-        if self.data is None:
-            return ""
-        buffer = io.StringIO()
-        _ruamel(layout).dump(self.data, buffer)
-        return buffer.getvalue()
-
-    def _detect_layout(self) -> tuple[int, int, int]:
-        if self.data is None:
-            return _LAYOUTS[0]
-        expected = self._expected_body()
-        wanted = expected.splitlines()
-        best, best_score = _LAYOUTS[0], -1
-        for layout in _LAYOUTS:
-            dumped = self._dump(layout)
-            if dumped == expected:
-                self._reference = dumped
-                return layout
-            # No exact match (a `null` ruamel writes as nothing, odd spacing): keep the layout
-            # that changes fewest lines; text() carries the other lines over from the file.
-            score = sum(1 for a, b in zip(dumped.splitlines(), wanted, strict=False) if a == b)
-            if score > best_score:
-                best, best_score, self._reference = layout, score, dumped
-        return best
-
-    def _expected_body(self) -> str:
-        # ruamel always ends with a newline; text() restores a missing one.
-        return self._body if self._body.endswith("\n") else self._body + "\n"
-
-    def text(self) -> str:
-        dumped = self._dump(self._layout)
-        expected = self._expected_body()
-        if self._reference != expected and dumped != self._reference:
-            dumped = _carry_over(expected, self._reference, dumped)
-        out = self._preamble + self._comments_only + dumped + self._postamble
-        if self.original and not self.original.endswith(("\n", "\r")) and out.endswith("\n"):
-            out = out[:-1]
-        return out.replace("\n", self._newline) if self._newline != "\n" else out
-
-
-def _carry_over(original: str, before: str, after: str) -> str:
-    """Apply the edit ``before`` -> ``after`` (two ruamel dumps) to the file's own text.
-
-    ``before`` is ruamel's rendering of the untouched file. Where it differs from the file only
-    line by line (ruamel writes ``key: null`` as ``key:``, collapses spacing), lines the edit did
-    not touch are taken from the file, so a promotion's diff shows only its own change.
-    """
-    original_lines = original.splitlines(keepends=True)
-    before_lines = before.splitlines(keepends=True)
-    if len(original_lines) != len(before_lines):
-        return after
-    after_lines = after.splitlines(keepends=True)
-    out: list[str] = []
-    import difflib  # here, not at the top: only an edit that moved lines needs it
-
-    matcher = difflib.SequenceMatcher(None, before_lines, after_lines, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        out.extend(original_lines[i1:i2] if tag == "equal" else after_lines[j1:j2])
-    return "".join(out)
 
 
 def _one_line(err: Exception) -> str:
@@ -533,12 +382,40 @@ def _read_updates(cfg: Config) -> list[_Update]:
 
 
 def _apply_update(
-    kind: str, root: Any, update: _Update, new_map: Callable[[], Any], *, pad: bool = False
+    kind: str,
+    root: Any,
+    update: _Update,
+    new_map: Callable[[], Any],
+    *,
+    pad: bool = False,
+    keep_style: Callable[[Any, Any], Any] = lambda old, new: new,
 ) -> _SetOutcome:
     try:
-        return _set_path(root, update.parts, update.value, new_map, pad=pad)
+        return _set_path(root, update.parts, update.value, new_map, pad=pad, keep_style=keep_style)
     except ValueError as err:
         raise StepError(f"{kind}: {update.where} {update.key!r}: {err}", terminal=True) from None
+
+
+def _yaml_update_round_trip(
+    kind: str, path: Path, raw_path: str, text: str, updates: Sequence[_Update]
+) -> bool:
+    """yaml-update through the round-trip editor; whether the file changed."""
+    from promoter.steps import yamledit
+
+    document = yamledit.RoundTripYaml(text, kind=kind, source=repr(raw_path))
+    changed = False
+    for update in updates:
+        outcome = _apply_update(
+            kind, document.data, update, yamledit.new_map, keep_style=yamledit.keep_style
+        )
+        document.data = outcome.root
+        changed = changed or outcome.changed
+    if changed:
+        new_text = document.text()
+        changed = new_text != document.original
+        if changed:
+            _write_text_atomic(path, new_text)
+    return changed
 
 
 def _yaml_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
@@ -547,17 +424,14 @@ def _yaml_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     raw_path = cfg.str("path")
     updates = _read_updates(cfg)
     path = _existing_file(ctx, kind, raw_path)
-    document = RoundTripYaml(_read_text(path, kind, raw_path), kind=kind, source=repr(raw_path))
-    changed = False
-    for update in updates:
-        outcome = _apply_update(kind, document.data, update, CommentedMap)
-        document.data = outcome.root
-        changed = changed or outcome.changed
-    if changed:
-        new_text = document.text()
-        changed = new_text != document.original
+    text = _read_text(path, kind, raw_path)
+    spliced = splice(text, [(u.parts, u.value) for u in updates])
+    if spliced is not None:
+        changed = spliced != text
         if changed:
-            _write_text_atomic(path, new_text)
+            _write_text_atomic(path, spliced)
+    else:
+        changed = _yaml_update_round_trip(kind, path, raw_path, text, updates)
     # Kargo always reports commitMessage when there are updates; later steps reference it.
     message = _updates_message(
         raw_path, [f"{u.key}: {_yaml_message_value(u.value)}" for u in updates]
@@ -847,7 +721,9 @@ def _helm_update_chart(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
     chart_file = directory / "Chart.yaml"
     if not chart_file.is_file():
         raise StepError(f"{kind}: no Chart.yaml in config.path {raw_dir!r}", terminal=True)
-    document = RoundTripYaml(
+    from promoter.steps import yamledit
+
+    document = yamledit.RoundTripYaml(
         _read_text(chart_file, kind, raw_dir), kind=kind, source=f"{raw_dir}/Chart.yaml"
     )
     data = document.data
@@ -887,7 +763,7 @@ def _helm_update_chart(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
         old = dependency.get("version")
         if old is not None and _scalar_text(old) == version:
             continue
-        dependency["version"] = _keep_style(old, version)
+        dependency["version"] = yamledit.keep_style(old, version)
         changes[alias or name] = f"{_scalar_text(old)} -> {version}" if old is not None else version
     note = _NO_HELM_NOTE
     if (directory / "Chart.lock").exists() and changes:
@@ -1193,27 +1069,6 @@ def _file_write(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 # --------------------------------------------------------------------------------------------
 
 
-def _merge_yaml(base: Any, patch: Any) -> Any:
-    """Apply ``patch`` over ``base`` the way Kargo's yaml-merge (kyaml's merge2) does.
-
-    Maps merge key by key, recursively; anything else in ``patch`` (a scalar, a list) replaces
-    what ``base`` has, so lists are replaced whole, as Helm does with values files; a ``null``
-    in ``patch`` removes the key. ``base`` is edited in place so its comments stay.
-    """
-    if not (isinstance(base, dict) and isinstance(patch, dict)):
-        return patch
-    for key, value in patch.items():
-        if value is None:
-            base.pop(key, None)
-            continue
-        base[key] = _merge_yaml(base[key], value) if key in base else value
-        # The later file's comment on a key it sets is the one that explains the value.
-        comment = getattr(patch, "ca", None)
-        if comment is not None and key in comment.items and isinstance(base, CommentedMap):
-            base.ca.items[key] = comment.items[key]
-    return base
-
-
 def _merge_message(in_paths: Sequence[str], out_path: str) -> str:
     """Kargo's yaml-merge commit message fragment (empty when no file was merged)."""
     if not in_paths:
@@ -1241,6 +1096,8 @@ def _yaml_merge(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     if not out_raw:
         raise ConfigRefused(f"{kind}: config.outFile must be a non-empty path")
     ignore_missing = cfg.bool("ignoreMissingFiles")
+    from promoter.steps import yamledit
+
     merged: list[str] = []
     result: Any = None
     for index, raw in enumerate(in_files):
@@ -1253,8 +1110,8 @@ def _yaml_merge(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
             raise StepError(f"{kind}: input file {raw!r} is not a regular file", terminal=True)
         text = _read_text(path, kind, raw, f"inFiles[{index}]")
         try:
-            document = _ruamel(_LAYOUTS[0]).load(text)
-        except RuamelYAMLError as err:
+            document = yamledit.rt_yaml().load(text)
+        except yamledit.YAMLError as err:
             raise StepError(
                 f"{kind}: error merging YAML files: error reading input file {raw}: "
                 f"{_one_line(err)}",
@@ -1270,14 +1127,14 @@ def _yaml_merge(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         merged.append(raw)
         if document is None:
             continue  # an empty file (or only comments) adds nothing, as in Kargo
-        result = document if result is None else _merge_yaml(result, document)
+        result = document if result is None else yamledit.merge(result, document)
     target = file_target(ctx, kind, out_raw, "outFile")
     target.parent.mkdir(parents=True, exist_ok=True)
     text = ""
     if result is not None:
         # Two-space maps and unindented list dashes: kyaml's layout, which Kargo writes.
         buffer = io.StringIO()
-        _ruamel(_LAYOUTS[0]).dump(result, buffer)
+        yamledit.rt_yaml().dump(result, buffer)
         text = buffer.getvalue()
     _write_text_atomic(target, text)
     message = _merge_message(merged, out_raw)

@@ -48,14 +48,13 @@ from promoter.steps.base import (
     succeeded,
 )
 from promoter.steps.files import (
-    RoundTripYaml,
     _freight_name,
-    _keep_style,
     _read_text,
     _same_value,
     _write_text_atomic,
     file_target,
 )
+from promoter.steps.yamledit import RoundTripYaml, keep_style
 
 KIND = "kustomize-build"
 FORMATS = ("kargo", "kustomize")
@@ -418,7 +417,7 @@ def _merge_image(entry: Any, wanted: dict[str, str]) -> bool:
             continue
         if key in entry:
             if not _same_value(entry[key], wanted[key]):
-                entry[key] = _keep_style(entry[key], wanted[key])
+                entry[key] = keep_style(entry[key], wanted[key])
                 changed = True
             continue
         index = sum(1 for earlier in _IMAGE_FIELDS[:position] if earlier in entry)
