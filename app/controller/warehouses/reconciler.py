@@ -408,7 +408,7 @@ async def start_warehouse_controller(
     session = await stack.enter_async_context(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60), trust_env=False)
     )
-    oci = OCIClient(session, token_source=token_source)
+    oci = OCIClient(session, token_source=token_source, clock=clock)
     if credentials is not None:
         oci.credentials = credentials
     discoverer = Discoverer(oci, ChartClient(session, oci), GitSource(work_dir / "warehouses"))
