@@ -14,7 +14,8 @@ rate-limited queue does), so one broken key backs off while the others go on, an
 failure is retried quickly. A handler that has met an expected failure and reported it itself
 (a Warehouse's discovery, written to its conditions) returns :class:`RetryLater` instead: the
 same backoff, with a ceiling of its own for that key (the Warehouse's polling interval) and a
-floor (a registry's ``Retry-After``). Success of either kind starts the backoff over.
+floor (a registry's ``Retry-After``). Any other outcome (a requeue time, or None) starts the
+backoff over.
 
 A run cut short (the leader stepped down) leaves its key queued for the next :meth:`run`.
 Time is read through the injected ``clock`` (the loop's time by default), so tests on virtual

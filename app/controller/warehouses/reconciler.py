@@ -14,11 +14,11 @@ its refresh annotation changes (``kargo.akuity.io/refresh``, or ours), and again
 * a Warehouse is reconciled by one task at a time; different Warehouses run in parallel, at
   most ``max_concurrent`` at once.
 
-The scheduling is the :class:`~app.controller.workqueue.WorkQueue` the Promotion controller runs
-on too, keyed by Warehouse: an event while a Warehouse is being reconciled makes it run once more, a
-reconcile returns its next poll (or :class:`~app.controller.workqueue.RetryLater` after a failed
-discovery), and a discovery cut short by a lost lease is due again for the next leader. Time
-comes from the injected :class:`~promoter.clock.Clock`.
+The scheduling is the :class:`~app.controller.workqueue.WorkQueue` the Promotion controller
+runs on too, keyed by Warehouse: an event while a Warehouse is being reconciled makes it run
+once more, a reconcile returns its next poll (or :class:`~app.controller.workqueue.RetryLater`
+after a failed discovery), and a discovery cut short by a lost lease is due again for the next
+leader. Time comes from the injected :class:`~promoter.clock.Clock`.
 
 Unlike Kargo we write the status once per reconcile (not an intermediate "Reconciling" status
 first): one write, and the conditions say what happened.
