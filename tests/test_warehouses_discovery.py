@@ -483,7 +483,12 @@ async def test_the_reconciler_makes_one_freight_per_artifact_set_and_handles_ref
 async def test_a_bad_spec_or_failed_discovery_shows_in_the_conditions(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
-    async with running_apiserver(namespaces=["demo"]) as api:
+    async def throttles(request: web.Request) -> web.Response:
+        return web.Response(status=429, headers={"Retry-After": "120"})
+
+    throttling = web.Application()
+    throttling.router.add_get("/v2/acme/app/tags/list", throttles)
+    async with running_apiserver(namespaces=["demo"]) as api, serving(throttling) as registry:
         kube = k.Kube(api.api_client())
         controller = WarehouseController(kube, discoverer(session, tmp_path), rand=lambda: 0.0)
         await kube.create(
@@ -493,13 +498,18 @@ async def test_a_bad_spec_or_failed_discovery_shows_in_the_conditions(
         await kube.create(
             k.WAREHOUSES, warehouse("down", [{"image": {"repoURL": "127.0.0.1:1/x"}}])
         )
+        throttled = [{"image": {"repoURL": f"{registry.removeprefix('http://')}/acme/app"}}]
+        await kube.create(k.WAREHOUSES, warehouse("throttled", throttled, interval="10m"))
         task = asyncio.create_task(controller.run_informer())
         try:
             await controller.informer.synced.wait()
             assert await controller.reconcile(("demo", "bad")) is None
             # Retried on the work queue's backoff (5 s first), never later than the 5 minutes
-            # of its default interval (tests/test_workqueue.py times that backoff).
+            # of its default interval (tests/test_workqueue.py times that backoff) ...
             assert await controller.reconcile(("demo", "down")) == RetryLater(cap=300.0)
+            # ... and never sooner than a registry's Retry-After.
+            retry = RetryLater(cap=600.0, not_before=120.0)
+            assert await controller.reconcile(("demo", "throttled")) == retry
             bad = await kube.get(k.WAREHOUSES, "demo", "bad")
             down = await kube.get(k.WAREHOUSES, "demo", "down")
         finally:
