@@ -120,6 +120,12 @@ class Metrics:
             registry=self.registry,
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120),
         )
+        self.warehouse_reconcile_seconds = Histogram(
+            "longshoreman_warehouse_reconcile_duration_seconds",
+            "Time spent in one Warehouse reconcile (discovery and Freight creation included).",
+            registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120),
+        )
         self.queue_depth = Gauge(
             "longshoreman_work_queue_depth",
             "Stages waiting to be reconciled.",
@@ -223,6 +229,9 @@ class Metrics:
 
     def on_reconcile(self, seconds: float) -> None:
         self.reconcile_seconds.observe(seconds)
+
+    def on_warehouse_reconcile(self, seconds: float) -> None:
+        self.warehouse_reconcile_seconds.observe(seconds)
 
     def on_promotion_finished(self, obj: Mapping[str, Any]) -> None:
         """A Promotion reached a terminal phase: count it and observe its timings."""

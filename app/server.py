@@ -267,6 +267,8 @@ async def _start(
         namespace=settings.watch_namespace,
         credentials=registry_credentials,
         token_source=state.registry_tokens,
+        clock=state.clock,
+        on_reconcile=state.metrics.on_warehouse_reconcile,
     )
     state.warehouses = warehouses
     cluster.warehouse_source = warehouses.all_warehouses

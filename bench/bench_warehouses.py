@@ -35,7 +35,7 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ from app.controller.warehouses.registry import OCIClient
 from app.receivers.routes import setup_receivers
 from app.receivers.settings import ReceiverSettings
 from promoter.warehouses.spec import parse_spec
+from tests.support.clock import FakeClock
 from tests.support.fixtures import webhook_body
 from tests.support.kube import running_apiserver
 from tests.support.registry import OCI_MANIFEST, Registry, running_registry, serving
@@ -166,7 +167,7 @@ async def bench_webhook(runs: int, work: Path) -> dict[str, Any]:
 
 
 async def bench_polling(count: int, repos: int, rounds: int, work: Path) -> dict[str, Any]:
-    clock = [datetime(2026, 1, 1, tzinfo=UTC)]
+    clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
     results: dict[str, Any] = {"warehouses": count, "repositories": repos, "rounds": rounds}
     async with (
         running_apiserver(namespaces=[NS], bookmark_interval=1.0) as api,
@@ -179,7 +180,7 @@ async def bench_polling(count: int, repos: int, rounds: int, work: Path) -> dict
         for cache_by_tag in (False, True):
             kube = k.Kube(api.api_client())
             d = discoverer(session, work)
-            controller = WarehouseController(kube, d, now=lambda: clock[0], rand=lambda: 0.0)
+            controller = WarehouseController(kube, d, clock=clock, rand=lambda: 0.0)
             prefix = "c" if cache_by_tag else "p"
             extra = {"cacheByTag": True} if cache_by_tag else {}
             for i in range(count):
@@ -201,7 +202,7 @@ async def bench_polling(count: int, repos: int, rounds: int, work: Path) -> dict
             await asyncio.gather(*(one(key) for key in keys))  # first discovery: warm caches
             cpu, requests = [], []
             for _ in range(rounds):
-                clock[0] += timedelta(minutes=5, seconds=1)
+                clock.advance(5 * 60 + 1)
                 before_cpu, before_requests = time.process_time(), d.oci.requests
                 await asyncio.gather(*(one(key) for key in keys))
                 cpu.append(time.process_time() - before_cpu)

@@ -22,14 +22,17 @@ from app.controller.warehouses.credentials import DockerConfigCredentials, parse
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitSource
 from app.controller.warehouses.reconciler import WarehouseController
-from app.controller.warehouses.registry import OCIClient, RegistryError
+from app.controller.warehouses.registry import OCIClient, RateLimited, RegistryError
+from app.controller.workqueue import RetryLater
 from handlers.client import GitHubClient
 from handlers.git_credentials import GitHubGitCredentials, GitHubRegistryCredentials
 from promoter.warehouses.spec import parse_spec
+from tests.support.clock import FakeClock
 from tests.support.github import running_fake_github
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
 from tests.support.registry import PASSWORD, USERNAME, running_registry, serving
+from tests.support.telemetry import RecordingTelemetry
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 
@@ -243,6 +246,40 @@ async def test_a_tag_list_sent_in_chunks_is_read_whole(
     assert listed == tags
 
 
+async def test_a_registry_429_blocks_its_host_for_retry_after_on_the_injected_clock(
+    session: aiohttp.ClientSession,
+) -> None:
+    """An HTTP-date Retry-After is measured against the client's clock (not the wall's), and the
+    host is not asked again until that time has passed on it."""
+    clock = FakeClock(NOW)
+    asked = 0
+
+    async def throttled(request: web.Request) -> web.Response:
+        nonlocal asked
+        asked += 1
+        if asked == 1:  # two minutes after the clock's now, in HTTP-date form
+            return web.Response(
+                status=429, headers={"Retry-After": "Wed, 01 Jan 2025 00:02:00 GMT"}
+            )
+        return web.json_response({"name": "acme/app", "tags": ["1.0.0"]})
+
+    app = web.Application()
+    app.router.add_get("/v2/acme/app/tags/list", throttled)
+    async with serving(app) as url:
+        client = OCIClient(session, clock=clock)
+        repo = f"{url.removeprefix('http://')}/acme/app"
+        with pytest.raises(RateLimited) as limited:
+            await client.tags(repo)
+        assert limited.value.retry_after == 120.0
+        clock.advance(119)
+        with pytest.raises(RateLimited, match="asked us to wait; 1s left"):
+            await client.tags(repo)
+        assert asked == 1  # blocked here, not sent
+        clock.advance(2)
+        assert await client.tags(repo) == ["1.0.0"]
+    assert asked == 2
+
+
 async def test_oci_and_http_chart_repositories(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
@@ -378,7 +415,13 @@ async def test_the_reconciler_makes_one_freight_per_artifact_set_and_handles_ref
     ):
         await registry.push_image("acme/app", "1.0.0")
         kube = k.Kube(api.api_client())
-        controller = WarehouseController(kube, discoverer(session, tmp_path), rand=lambda: 0.0)
+        telemetry = RecordingTelemetry()
+        controller = WarehouseController(
+            kube,
+            discoverer(session, tmp_path),
+            rand=lambda: 0.0,
+            on_reconcile=telemetry.on_warehouse_reconcile,
+        )
         subscriptions = [
             {"image": {"repoURL": registry.repo("acme/app")}},
             {"git": {"repoURL": remote.url, "branch": "main"}},
@@ -422,6 +465,14 @@ async def test_the_reconciler_makes_one_freight_per_artifact_set_and_handles_ref
             newest = next(f for f in items if f["metadata"]["name"] != first["metadata"]["name"])
             assert newest["images"][0]["tag"] == "1.1.0"
             assert after["status"]["lastFreightID"] == newest["metadata"]["name"]
+
+            async def reconciled_twice() -> bool:
+                return telemetry.warehouse_reconciles >= 2
+
+            # One reconcile on creation, one for the refresh: the status writes of each did
+            # not make it run again (the next poll is 5 minutes away).
+            await wait_for(reconciled_twice)
+            assert telemetry.warehouse_reconciles == 2
         finally:
             for task in tasks:
                 task.cancel()
@@ -432,7 +483,12 @@ async def test_the_reconciler_makes_one_freight_per_artifact_set_and_handles_ref
 async def test_a_bad_spec_or_failed_discovery_shows_in_the_conditions(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
-    async with running_apiserver(namespaces=["demo"]) as api:
+    async def throttles(request: web.Request) -> web.Response:
+        return web.Response(status=429, headers={"Retry-After": "120"})
+
+    throttling = web.Application()
+    throttling.router.add_get("/v2/acme/app/tags/list", throttles)
+    async with running_apiserver(namespaces=["demo"]) as api, serving(throttling) as registry:
         kube = k.Kube(api.api_client())
         controller = WarehouseController(kube, discoverer(session, tmp_path), rand=lambda: 0.0)
         await kube.create(
@@ -442,12 +498,18 @@ async def test_a_bad_spec_or_failed_discovery_shows_in_the_conditions(
         await kube.create(
             k.WAREHOUSES, warehouse("down", [{"image": {"repoURL": "127.0.0.1:1/x"}}])
         )
+        throttled = [{"image": {"repoURL": f"{registry.removeprefix('http://')}/acme/app"}}]
+        await kube.create(k.WAREHOUSES, warehouse("throttled", throttled, interval="10m"))
         task = asyncio.create_task(controller.run_informer())
         try:
             await controller.informer.synced.wait()
             assert await controller.reconcile(("demo", "bad")) is None
-            delay = await controller.reconcile(("demo", "down"))
-            assert delay is not None and delay <= 5.0
+            # Retried on the work queue's backoff (5 s first), never later than the 5 minutes
+            # of its default interval (tests/test_workqueue.py times that backoff) ...
+            assert await controller.reconcile(("demo", "down")) == RetryLater(cap=300.0)
+            # ... and never sooner than a registry's Retry-After.
+            retry = RetryLater(cap=600.0, not_before=120.0)
+            assert await controller.reconcile(("demo", "throttled")) == retry
             bad = await kube.get(k.WAREHOUSES, "demo", "bad")
             down = await kube.get(k.WAREHOUSES, "demo", "down")
         finally:
@@ -458,6 +520,46 @@ async def test_a_bad_spec_or_failed_discovery_shows_in_the_conditions(
     assert ready["reason"] == "InvalidSpec" and "AllowTags is deprecated" in ready["message"]
     (ready,) = [c for c in down["status"]["conditions"] if c["type"] == "Ready"]
     assert ready["reason"] == "DiscoveryFailure"
+
+
+async def test_a_warehouse_polls_its_interval_after_the_last_discovery_on_the_injected_clock(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """Ten minutes pass on the controller's clock, not the wall's: the next poll is due at
+    ``discoveredAt + interval``; a pass before it discovers nothing and says how long is left."""
+    remote = make_remote(tmp_path, files={"a": "1\n"})
+    clock = FakeClock(NOW)
+    async with running_apiserver(namespaces=["demo"]) as api:
+        kube = k.Kube(api.api_client())
+        d = discoverer(session, tmp_path)
+        controller = WarehouseController(kube, d, clock=clock, rand=lambda: 0.0)
+        subscriptions = [{"git": {"repoURL": remote.url, "branch": "main"}}]
+        await kube.create(k.WAREHOUSES, warehouse("app", subscriptions, interval="10m"))
+        task = asyncio.create_task(controller.run_informer())
+        key = ("demo", "app")
+        try:
+            await controller.informer.synced.wait()
+            assert await controller.reconcile(key) == 600.0
+            first = await kube.get(k.WAREHOUSES, "demo", "app")
+            assert first["status"]["discoveredArtifacts"]["discoveredAt"].startswith("2025-01-01")
+            discovered = d.git.commands
+            newer = remote.commit_files("main", {"a": "2\n"})
+
+            clock.advance(599)
+            assert await controller.reconcile(key) == 1.0  # a second to go: no discovery yet
+            assert d.git.commands == discovered
+
+            clock.advance(2)
+            assert await controller.reconcile(key) == 600.0
+            assert d.git.commands > discovered
+            items, _ = await kube.list(k.FREIGHT, "demo")
+            assert sorted(f["commits"][0]["id"] for f in items) == sorted(
+                [first["status"]["discoveredArtifacts"]["git"][0]["commits"][0]["id"], newer]
+            )
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await kube.close()
 
 
 class StallsOnce(Discoverer):

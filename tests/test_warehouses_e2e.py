@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.controller import kube as k
 from app.server import create_app, wait_started
@@ -167,6 +168,11 @@ async def test_a_registry_webhook_takes_a_pushed_image_to_a_succeeded_promotion(
     await world.start(interval="1h")
     first = await world.freight_with_tag("1.0.0")
     assert (await world.promotion_of(first["metadata"]["name"]))["status"]["phase"] == "Succeeded"
+    # The leader's Warehouse reconciles show in the operator's metrics.
+    metrics = await (await world.http.get("/metrics")).text()
+    families = {f.name: f for f in text_string_to_metric_families(metrics)}
+    reconciles = families["longshoreman_warehouse_reconcile_duration_seconds"].samples
+    assert next(s.value for s in reconciles if s.name.endswith("_count")) >= 1
 
     await world.next_second(first)
     await world.registry.push_image("acme/app", "1.1.0")

@@ -67,10 +67,15 @@ class Backoff:
     def deterministic(cls, base: float = 0.5, cap: float = 30.0, factor: float = 2.0) -> Backoff:
         return cls(base, cap, factor=factor, jitter=0.0)
 
-    def next_delay(self) -> float:
-        """The wait before the next attempt; counts one more consecutive failure."""
+    def next_delay(self, cap: float | None = None) -> float:
+        """The wait before the next attempt; counts one more consecutive failure.
+
+        ``cap`` lowers the ceiling for this attempt (a Warehouse retries no later than its
+        polling interval), never below ``base`` nor above the backoff's own ``cap``.
+        """
+        ceiling = self.cap if cap is None else min(self.cap, max(cap, self.base))
         exponent = min(self.failures, 64)  # past the cap anyway; avoids float overflow
-        delay = min(self.cap, self.base * self.factor**exponent)
+        delay = min(ceiling, self.base * self.factor**exponent)
         self.failures += 1
         return delay * (1.0 - self.jitter * self.rand())
 

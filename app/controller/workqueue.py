@@ -1,12 +1,25 @@
 """A keyed work queue: one key is processed by at most one worker at a time.
 
-Keys are Stages (``(namespace, name)``): that is what makes "one Promotion per Stage" safe while
-different Stages run in parallel up to a limit. Adding a key that is already queued merges the
-request (the earliest due time and any wake-up flag win); adding a key that is being processed
-marks it dirty, so it runs once more afterwards and no event is lost. Delayed adds (a Running
-step's retry-after) keep only the earliest due time per key. A key whose handler raises is
-retried after a per-key exponential backoff (as client-go's rate-limited queue does), so one
-broken Stage backs off while the others go on, and a transient failure is retried quickly.
+Both controllers run on it. The Promotion controller's keys are Stages (``(namespace, name)``):
+that is what makes "one Promotion per Stage" safe while different Stages run in parallel up to a
+limit. The Warehouse controller's keys are Warehouses: one discovery per Warehouse at a time.
+
+Adding a key that is already queued merges the request (the earliest due time and any wake-up
+flag win); adding a key that is being processed marks it dirty, so it runs once more afterwards
+and no event is lost. Delayed adds (a Running step's retry-after, a Warehouse's next poll) keep
+only the earliest due time per key; so does what the handler returns (seconds to requeue after).
+
+A key whose handler raises is retried after a per-key exponential backoff (as client-go's
+rate-limited queue does), so one broken key backs off while the others go on, and a transient
+failure is retried quickly. A handler that has met an expected failure and reported it itself
+(a Warehouse's discovery, written to its conditions) returns :class:`RetryLater` instead: the
+same backoff, with a ceiling of its own for that key (the Warehouse's polling interval) and a
+floor (a registry's ``Retry-After``). Any other outcome (a requeue time, or None) starts the
+backoff over.
+
+A run cut short (the leader stepped down) leaves its key queued for the next :meth:`run`.
+Time is read through the injected ``clock`` (the loop's time by default), so tests on virtual
+loop time move it instead of waiting.
 """
 
 from __future__ import annotations
@@ -23,7 +36,18 @@ from promoter.clock import SYSTEM
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Hashable, bool], Awaitable[float | None]]
+
+@dataclass(frozen=True)
+class RetryLater:
+    """A handler's answer when its key failed in a way it has already reported: run it again
+    after the key's next backoff delay, capped at ``cap`` seconds (None: the queue's own cap)
+    and no sooner than ``not_before`` seconds."""
+
+    cap: float | None = None
+    not_before: float = 0.0
+
+
+Handler = Callable[[Hashable, bool], Awaitable[float | RetryLater | None]]
 
 
 def default_backoff() -> Backoff:
@@ -74,6 +98,17 @@ class WorkQueue:
         heapq.heappush(self._heap, (due, next(self._counter), key))
         self._changed.set()
 
+    def forget(self, key: Hashable) -> None:
+        """Drop ``key`` (its object was deleted): no queued run, no rerun, no failure history.
+        A run in progress finishes; what it returns is queued as usual."""
+        self._pending.pop(key, None)  # its heap entry is skipped as superseded
+        self._dirty.pop(key, None)
+        self._failing.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is queued or being processed (so a run of it is still to come)."""
+        return key in self._pending or key in self._active
+
     def __len__(self) -> int:
         return len(self._pending)
 
@@ -107,7 +142,8 @@ class WorkQueue:
         return None
 
     async def run(self, handler: Handler, *, concurrency: int) -> None:
-        """Process keys until cancelled. ``handler`` returns seconds to requeue after, or None."""
+        """Process keys until cancelled. ``handler`` returns seconds to requeue after, None
+        (nothing more to do until the next add) or :class:`RetryLater`."""
         slots = asyncio.Semaphore(concurrency)
         tasks: dict[asyncio.Task[None], tuple[Hashable, bool]] = {}
         try:
@@ -151,8 +187,13 @@ class WorkQueue:
     ) -> None:
         requeue: float | None = None
         try:
-            requeue = await handler(key, wake)
-            self._failing.pop(key, None)
+            outcome = await handler(key, wake)
+            if isinstance(outcome, RetryLater):
+                backoff = self._failing.setdefault(key, self._new_backoff())
+                requeue = max(backoff.next_delay(cap=outcome.cap), outcome.not_before)
+            else:
+                requeue = outcome
+                self._failing.pop(key, None)
         except asyncio.CancelledError:
             raise
         except Exception:

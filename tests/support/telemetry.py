@@ -30,6 +30,7 @@ class RecordingTelemetry:
     git_calls: Counter[str] = field(default_factory=Counter)
     git_seconds: float = 0.0
     reconciles: int = 0
+    warehouse_reconciles: int = 0
 
     def api_call(self, api: str, operation: str, outcome: str) -> None:
         self.api_calls[(api, operation, outcome)] += 1
@@ -48,6 +49,10 @@ class RecordingTelemetry:
     def on_reconcile(self, seconds: float) -> None:
         """For ``Controller(on_reconcile=...)``, as ``app.metrics.Metrics.on_reconcile``."""
         self.reconciles += 1
+
+    def on_warehouse_reconcile(self, seconds: float) -> None:
+        """For ``WarehouseController(on_reconcile=...)``, as ``Metrics.on_warehouse_reconcile``."""
+        self.warehouse_reconciles += 1
 
     # ---- what tests ask -------------------------------------------------------------------------
 
@@ -76,3 +81,4 @@ class RecordingTelemetry:
         self.git_calls.clear()
         self.git_seconds = 0.0
         self.reconciles = 0
+        self.warehouse_reconciles = 0

@@ -64,9 +64,8 @@ class ChartClient:
                 if response.status == 304 and cached is not None:
                     return cached.entries
                 if response.status == 429:
-                    raise RateLimited(
-                        f"GET {url}: 429", _retry_after(response.headers.get("Retry-After"))
-                    )
+                    wait = _retry_after(response.headers.get("Retry-After"), self.oci.clock.now())
+                    raise RateLimited(f"GET {url}: 429", wait)
                 if response.status != 200:
                     raise RegistryError(
                         f"received unexpected HTTP {response.status} when querying helm chart "

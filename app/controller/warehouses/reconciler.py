@@ -1,4 +1,4 @@
-"""The Warehouse reconciler: its own informer, a schedule per Warehouse, one status write each.
+"""The Warehouse reconciler: its own informer and work queue, one status write per reconcile.
 
 Kargo's ``pkg/controller/warehouses`` reconciles a Warehouse when its generation changes, when
 its refresh annotation changes (``kargo.akuity.io/refresh``, or ours), and again after
@@ -14,26 +14,31 @@ its refresh annotation changes (``kargo.akuity.io/refresh``, or ours), and again
 * a Warehouse is reconciled by one task at a time; different Warehouses run in parallel, at
   most ``max_concurrent`` at once.
 
+The scheduling is the :class:`~app.controller.workqueue.WorkQueue` the Promotion controller
+runs on too, keyed by Warehouse: an event while a Warehouse is being reconciled makes it run
+once more, a reconcile returns its next poll (or :class:`~app.controller.workqueue.RetryLater`
+after a failed discovery), and a discovery cut short by a lost lease is due again for the next
+leader. Time comes from the injected :class:`~promoter.clock.Clock`.
+
 Unlike Kargo we write the status once per reconcile (not an intermediate "Reconciling" status
 first): one write, and the conditions say what happened.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Hashable
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 
 from app.controller import kube as k
-from app.controller.informer import Informer, ObjectKey, object_key
+from app.controller.informer import Backoff, Informer, ObjectKey, object_key
 from app.controller.warehouses.charts import ChartClient
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitError, GitSource
@@ -44,7 +49,9 @@ from app.controller.warehouses.registry import (
     RegistryError,
     TokenSource,
 )
+from app.controller.workqueue import RetryLater, WorkQueue
 from promoter import annotations as ann
+from promoter.clock import SYSTEM, Clock
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.warehouses import status as st
 from promoter.warehouses.freight import FreightBuildError, build_freight, freight_alias
@@ -54,6 +61,8 @@ __all__ = ["WarehouseController", "request_refresh", "start_warehouse_controller
 
 log = logging.getLogger(__name__)
 
+# A failed discovery is retried after 5 s, 10 s, 20 s, ... up to 5 minutes or the Warehouse's
+# interval, whichever is shorter, shortened by up to half (so Warehouses failing together spread).
 _BACKOFF_BASE = 5.0
 _BACKOFF_CAP = 300.0
 
@@ -69,30 +78,30 @@ class WarehouseController:
         namespace: str | None = None,
         max_concurrent: int = 4,
         min_interval: float = 0.0,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM,
         rand: Callable[[], float] = random.random,
+        on_reconcile: Callable[[float], None] | None = None,
     ) -> None:
         self.kube = kube
         self.discoverer = discoverer
+        self.max_concurrent = max_concurrent
         self.min_interval = min_interval
-        self.now = now
+        self.clock = clock
         self.rand = rand
+        # Called with the seconds each Warehouse reconcile took (the reconcile latency metric).
+        self.on_reconcile = on_reconcile
         self.informer = Informer(kube, k.WAREHOUSES, namespace=namespace, on_event=self._on_event)
-        self._gate = asyncio.Semaphore(max_concurrent)
-        self._due: dict[ObjectKey, float] = {}
-        self._running: set[ObjectKey] = set()
-        self._again: set[ObjectKey] = set()
-        self._failures: dict[ObjectKey, int] = {}
-        self._wake = asyncio.Event()
-        self.reconciles = 0
+        self.queue = WorkQueue(
+            clock=clock.monotonic,
+            backoff=lambda: Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP, rand=rand),
+        )
 
     # -------------------------------------------------------------- scheduling
 
     def _on_event(self, kind: str, obj: k.JsonObject, old: k.JsonObject | None) -> None:
         key = object_key(obj)
         if kind == "DELETED":
-            self._due.pop(key, None)
-            self._failures.pop(key, None)
+            self.queue.forget(key)
             return
         meta, old_meta = obj.get("metadata") or {}, (old or {}).get("metadata") or {}
         if (
@@ -100,24 +109,10 @@ class WarehouseController:
             or meta.get("generation") != old_meta.get("generation")
             or ann.refresh_token(obj) != ann.refresh_token(old)
         ):
-            self.schedule(key, 0.0)
-        elif key not in self._due and key not in self._running:
+            self.queue.add(key)
+        elif key not in self.queue:
             # A status write of ours, or a replica's: keep polling on the interval.
             self._schedule_poll(key, obj)
-
-    def schedule(self, key: ObjectKey, delay: float) -> None:
-        """Reconcile ``key`` in ``delay`` seconds (sooner wins over later)."""
-        if key in self._running and delay <= 0:
-            self._again.add(key)
-            return
-        due = time.monotonic() + delay
-        if key not in self._due or due < self._due[key]:
-            self._due[key] = due
-            self._wake.set()
-
-    def refresh(self, namespace: str, name: str) -> None:
-        """Discover now (an in-process webhook receiver's shortcut)."""
-        self.schedule((namespace, name), 0.0)
 
     # ------------------------------------------------------ the receivers' port
 
@@ -128,15 +123,19 @@ class WarehouseController:
     async def refresh_warehouse(self, namespace: str, name: str) -> None:
         """Ask for a discovery through the Warehouse's refresh annotation, so the leader acts
         whichever replica received the webhook."""
-        await request_refresh(self.kube, namespace, name, self.now())
+        await request_refresh(self.kube, namespace, name, self.clock.now())
 
     def _schedule_poll(self, key: ObjectKey, obj: k.JsonObject) -> None:
         try:
             spec = parse_spec(obj.get("spec") or {})
         except SpecError:
             return
-        delay = st.next_discovery_in(obj, spec, self.now(), self.min_interval)
-        self.schedule(key, delay + self.rand() * 0.1 * spec.interval)
+        self.queue.add(key, after=self._poll_in(obj, spec))
+
+    def _poll_in(self, obj: k.JsonObject, spec: WarehouseSpec) -> float:
+        """Seconds to the Warehouse's next poll, with up to 10% of its interval as jitter."""
+        delay = st.next_discovery_in(obj, spec, self.clock.now(), self.min_interval)
+        return delay + self.rand() * 0.1 * spec.interval
 
     def synced(self) -> bool:
         return self.informer.synced.is_set()
@@ -146,78 +145,29 @@ class WarehouseController:
 
     async def lead(self) -> None:
         """Run due reconciles until cancelled (the leader only)."""
-        tasks: set[asyncio.Task[None]] = set()
-        try:
-            await self.informer.synced.wait()
-            while True:
-                self._wake.clear()
-                now = time.monotonic()
-                for key, due in sorted(self._due.items(), key=lambda kv: kv[1]):
-                    if due <= now and key not in self._running:
-                        del self._due[key]
-                        self._running.add(key)
-                        task = asyncio.create_task(self._run(key))
-                        tasks.add(task)
-                        task.add_done_callback(tasks.discard)
-                upcoming = [d for key, d in self._due.items() if key not in self._running]
-                timeout = max(min(upcoming) - time.monotonic(), 0.0) if upcoming else None
-                # asyncio.timeout, not wait_for, which in Python 3.11 can swallow a
-                # cancellation that arrives as the event is set (see app.controller.workqueue).
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await self._wake.wait()
-        finally:
-            # A discovery cut short (the lease lost) is due again at once for the next leader,
-            # as the Promotion work queue does: its schedule entry was taken when it started.
-            interrupted = set(self._running)
-            for task in tasks:
-                task.cancel()
-            for key in interrupted:
-                self._running.discard(key)
-                self._again.discard(key)
-                self.schedule(key, 0.0)
-            for task in list(tasks):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        await self.informer.synced.wait()
+        await self.queue.run(self._reconcile_key, concurrency=self.max_concurrent)
 
-    async def _run(self, key: ObjectKey) -> None:
+    async def _reconcile_key(self, key: Hashable, wake: bool) -> float | RetryLater | None:
+        started = time.perf_counter()
         try:
-            async with self._gate:
-                delay = await self.reconcile(key)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("Warehouse %s/%s: reconcile failed", key[0], key[1])
-            delay = self._backoff(key, 1e9)
+            return await self.reconcile(cast(ObjectKey, key))
         finally:
-            self._running.discard(key)
-        if key in self._again:
-            self._again.discard(key)
-            delay = 0.0
-        if delay is not None:
-            self.schedule(key, delay)
-        self._wake.set()
-
-    def _backoff(self, key: ObjectKey, interval: float) -> float:
-        failures = self._failures.get(key, 0)
-        self._failures[key] = failures + 1
-        delay = min(
-            _BACKOFF_BASE * 2.0 ** min(failures, 30), _BACKOFF_CAP, max(interval, _BACKOFF_BASE)
-        )
-        return delay * (0.5 + 0.5 * self.rand())
+            if self.on_reconcile is not None:
+                self.on_reconcile(time.perf_counter() - started)
 
     # -------------------------------------------------------------- reconcile
 
-    async def reconcile(self, key: ObjectKey) -> float | None:
-        """One pass over the Warehouse; seconds until the next one (None: no next)."""
+    async def reconcile(self, key: ObjectKey) -> float | RetryLater | None:
+        """One pass over the Warehouse: seconds until the next one (None: no next), or
+        :class:`RetryLater` after a failed discovery (the work queue picks the backoff)."""
         obj = self.informer.get(*key)
         if obj is None:
             return None
-        self.reconciles += 1
         namespace, name = str(key[0] or ""), key[1]
         meta = obj.get("metadata") or {}
         generation = int(meta.get("generation") or 0)
-        now = self.now()
+        now = self.clock.now()
         status: dict[str, Any] = dict(obj.get("status") or {})
         refresh = ann.refresh_token(obj)
         if refresh is not None:
@@ -236,13 +186,11 @@ class WarehouseController:
             status["observedGeneration"] = generation
             await self._write(obj, status)
             return None
-        delay: float | None = None
         if st.should_discover(obj, spec, refresh, now):
             same_generation = int(status.get("observedGeneration") or 0) == generation
             last = status.get("discoveredArtifacts") if same_generation else None
             try:
                 status["discoveredArtifacts"] = await self.discoverer.discover(spec, last, now)
-                self._failures.pop(key, None)
             except (RegistryError, GitError, ValueError) as err:
                 message = str(err)
                 st.set_conditions(
@@ -260,10 +208,8 @@ class WarehouseController:
                 )
                 log.warning("Warehouse %s/%s: discovery failed: %s", namespace, name, message)
                 await self._write(obj, status)
-                delay = self._backoff(key, spec.interval)
-                if isinstance(err, RateLimited):
-                    delay = max(delay, float(err.retry_after))
-                return delay
+                retry_after = float(err.retry_after) if isinstance(err, RateLimited) else 0.0
+                return RetryLater(cap=spec.interval, not_before=retry_after)
         status["observedGeneration"] = generation
         discovered = status.get("discoveredArtifacts") or {}
         missing = st.missing_artifacts(discovered)
@@ -294,9 +240,7 @@ class WarehouseController:
                     delete=("Reconciling",),
                 )
         await self._write(obj, status)
-        written = {**obj, "status": status}
-        delay = st.next_discovery_in(written, spec, self.now(), self.min_interval)
-        return delay + self.rand() * 0.1 * spec.interval
+        return self._poll_in({**obj, "status": status}, spec)
 
     async def _make_freight(
         self,
@@ -456,14 +400,18 @@ async def start_warehouse_controller(
     namespace: str | None = None,
     credentials: Credentials | None = None,
     token_source: TokenSource | None = None,
+    clock: Clock = SYSTEM,
+    on_reconcile: Callable[[float], None] | None = None,
 ) -> WarehouseController:
     """The controller with its HTTP session and git cache, closed with ``stack``; registry
     ``credentials`` are the operator's (the one docker config.json the oci steps read too)."""
     session = await stack.enter_async_context(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60), trust_env=False)
     )
-    oci = OCIClient(session, token_source=token_source)
+    oci = OCIClient(session, token_source=token_source, clock=clock)
     if credentials is not None:
         oci.credentials = credentials
     discoverer = Discoverer(oci, ChartClient(session, oci), GitSource(work_dir / "warehouses"))
-    return WarehouseController(kube, discoverer, namespace=namespace)
+    return WarehouseController(
+        kube, discoverer, namespace=namespace, clock=clock, on_reconcile=on_reconcile
+    )

@@ -26,15 +26,15 @@ import hashlib
 import ipaddress
 import json
 import re
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode, urljoin
 
 import aiohttp
 
+from promoter.clock import SYSTEM, Clock
 from promoter.warehouses.freight import split_registry
 from promoter.warehouses.selection import ImageFacts, PlatformFacts
 
@@ -145,7 +145,8 @@ class OCIClient:
     credentials: Credentials = field(default=lambda host: None)
     token_source: TokenSource | None = None
     page_size: int = 1000
-    clock: Callable[[], float] = time.monotonic
+    # Where the Retry-After waits are measured (the controller's clock, so tests can move it).
+    clock: Clock = SYSTEM
     requests: int = 0
     _tokens: dict[tuple[str, str, str], _Token] = field(default_factory=dict)
     _basic: set[str] = field(default_factory=set)
@@ -162,7 +163,7 @@ class OCIClient:
         self, repo: RepoRef, url: str, headers: Mapping[str, str]
     ) -> tuple[int, Mapping[str, str], bytes]:
         """GET with the auth dance; returns status, headers and body (304 included)."""
-        blocked = self._blocked_until.get(repo.host, 0.0) - self.clock()
+        blocked = self._blocked_until.get(repo.host, 0.0) - self.clock.monotonic()
         if blocked > 0:
             raise RateLimited(f"{repo.host} asked us to wait; {blocked:.0f}s left", blocked)
         scope = f"repository:{repo.path}:pull"
@@ -184,8 +185,8 @@ class OCIClient:
                 if auth:
                     continue
             if status == 429:
-                delay = _retry_after(response_headers.get("Retry-After"))
-                self._blocked_until[repo.host] = self.clock() + delay
+                delay = _retry_after(response_headers.get("Retry-After"), self.clock.now())
+                self._blocked_until[repo.host] = self.clock.monotonic() + delay
                 raise RateLimited(f"GET {url}: 429 Too Many Requests", delay)
             if len(body) > _MAX_BODY:
                 raise RegistryError(f"GET {url}: response larger than {_MAX_BODY} bytes")
@@ -193,8 +194,9 @@ class OCIClient:
         raise RegistryError(f"GET {url}: 401 Unauthorized", 401)
 
     def _auth_header(self, host: str, scope: str) -> str | None:
+        now = self.clock.monotonic()
         for (realm_host, token_scope, _), token in list(self._tokens.items()):
-            if realm_host == host and token_scope == scope and token.expires > self.clock():
+            if realm_host == host and token_scope == scope and token.expires > now:
                 return f"Bearer {token.value}"
         if host in self._basic:
             return _basic_header(self.credentials(host))
@@ -241,7 +243,7 @@ class OCIClient:
             raise RegistryError(f"token request to {params['realm']}: no token in the answer")
         expires_in = float(data.get("expires_in") or 60)
         self._tokens[(repo.host, scope, params["realm"])] = _Token(
-            value, self.clock() + max(expires_in - 10, 1)
+            value, self.clock.monotonic() + max(expires_in - 10, 1)
         )
         return f"Bearer {value}"
 
@@ -428,7 +430,7 @@ def _basic_header(creds: tuple[str, str] | None) -> str | None:
     return None if creds is None else _basic(creds)
 
 
-def _retry_after(value: str | None) -> float:
+def _retry_after(value: str | None, now: datetime) -> float:
     if not value:
         return 60.0
     try:
@@ -441,7 +443,9 @@ def _retry_after(value: str | None) -> float:
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return 60.0
-    return max((moment - datetime.now(moment.tzinfo)).total_seconds(), 1.0)
+    if moment.tzinfo is None:  # "-0000": a time in UTC whose sender did not say where it was
+        moment = moment.replace(tzinfo=UTC)
+    return max((moment - now).total_seconds(), 1.0)
 
 
 async def gather_limited(limit: int, calls: list[Any]) -> list[Any]:
