@@ -23,8 +23,9 @@ from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter import annotations as ann
 from promoter.views import FreightLabel, promotion_view
 from tests.support import objects
-from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
+from tests.support.github import FakeGitHub, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
+from tests.support.promotions import FakePromotions
 
 SECRET = "webhook-secret"
 NS = "kargo-demo"
@@ -66,7 +67,7 @@ class Env:
     pr: int
 
     async def change(self, new: dict[str, Any], old: dict[str, Any] | None) -> None:
-        self.service.promotions[:] = [new]
+        self.service.put(new)  # annotations kept as the cluster keeps them
         self.integration.on_promotion(new, old)
         await asyncio.wait_for(self.integration.queue.join(), 10)
 
@@ -165,7 +166,7 @@ async def test_a_check_run_follows_the_promotion_from_queued_to_success(env: Env
     # Not verified in staging yet: no "Promote to NEXT" (it could only be refused).
     assert [a["identifier"] for a in run["actions"]] == ["reverify"]
     # The id is kept on the Promotion, so a new leader updates this run instead of adding one.
-    ids = json.loads(env.service.annotations[(NS, "staging.0001")][ann.GITHUB_CHECKS])
+    ids = json.loads(env.service.annotation("staging.0001", ann.GITHUB_CHECKS) or "null")
     assert ids == {f"{REPO}@{env.sha}": run["id"]}
 
 
@@ -284,14 +285,14 @@ async def test_buttons_run_the_same_authorization(env: Env) -> None:
             pull_number=env.pr,
         ),
     )
-    assert env.service.aborted == []
+    assert env.service.asked("abort") == []
     refusal = env.fake.comments(REPO, env.pr)[-1]["body"]
     assert refusal.startswith("@mallory: refused") and "write access" in refusal
     await env.deliver(
         "check_run",
         env.fake.check_run_payload(REPO, run["id"], "requested_action", identifier="abort"),
     )
-    assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
+    assert env.service.asked("abort") == [(NS, "staging.0001", "github:alice")]
 
 
 async def test_a_stage_without_verification_gets_no_reverify_button(env: Env) -> None:
@@ -323,7 +324,7 @@ async def test_promote_to_next_and_reverify_buttons(env: Env) -> None:
     # A button from elsewhere (an older render) before the Freight is verified in staging: the
     # next Stage may not take it, and the planner says why.
     await press(next_stage)
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []
     assert "not available" in env.fake.comments(REPO, env.pr)[-1]["body"]
     # Verified: the run offers the next Stage, and both buttons act.
     env.service.freight[0]["status"] = {"verifiedIn": {"staging": {}}}
@@ -332,18 +333,20 @@ async def test_promote_to_next_and_reverify_buttons(env: Env) -> None:
     assert [a["identifier"] for a in run["actions"]] == ["reverify", next_stage]
     for identifier in ("reverify", next_stage):
         await press(identifier)
-    assert env.service.reverified == [(NS, "staging", "github:alice")]
-    assert env.service.promoted == [(NS, "production-eu-west-1-primary", "f" * 40, "github:alice")]
+    assert env.service.asked("reverify") == [(NS, "staging", "github:alice")]
+    assert env.service.asked("promote") == [
+        (NS, "production-eu-west-1-primary", "f" * 40, "github:alice")
+    ]
 
 
 async def test_rerequesting_a_failed_run_starts_a_new_promotion(env: Env) -> None:
     await env.change(promotion("Succeeded"), None)
     run = env.fake.check_runs(REPO)[0]
     await env.deliver("check_run", env.fake.check_run_payload(REPO, run["id"], "rerequested"))
-    assert env.service.promoted == []  # a successful run is not repeated
+    assert env.service.asked("promote") == []  # a successful run is not repeated
     await env.change(promotion("Failed", 1, "boom"), promotion("Succeeded"))
     await env.deliver("check_run", env.fake.check_run_payload(REPO, run["id"], "rerequested"))
-    assert env.service.promoted == [(NS, "staging", "f" * 40, "github:alice")]
+    assert env.service.asked("promote") == [(NS, "staging", "f" * 40, "github:alice")]
 
 
 def test_check_run_fields_stay_within_githubs_limits() -> None:

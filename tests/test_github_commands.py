@@ -23,11 +23,11 @@ from promoter import annotations as ann
 from tests.support import objects
 from tests.support.github import (
     FakeGitHub,
-    FakePromotions,
     running_fake_github,
     webhook_request,
 )
 from tests.support.gitrepo import RemoteRepo, make_remote
+from tests.support.promotions import FakePromotions
 from tests.support.telemetry import RecordingTelemetry
 
 SECRET = "webhook-secret"
@@ -138,13 +138,13 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
 
 async def test_promote_on_a_merged_pr_promotes_the_freight_of_its_merge_commit(env: Env) -> None:
     replies = await env.comment("Looks good.\n/promote to staging")
-    assert env.service.promoted == [(NS, "staging", "f" * 40, "github:alice")]
+    assert env.service.asked("promote") == [(NS, "staging", "f" * 40, "github:alice")]
     assert env.last["_reactions"] == ["eyes"]
     assert len(replies) == 1
     body = replies[0]["body"]
     assert body.startswith("@alice: `/promote to staging`")
     assert "staging.0001" in body and "frozen-tauntaun" in body
-    reply = json.loads(env.service.annotations[(NS, "staging.0001")][ann.GITHUB_REPLY])
+    reply = json.loads(env.service.annotation("staging.0001", ann.GITHUB_REPLY) or "null")
     assert reply == {
         "repo": REPO,
         "comment": replies[0]["id"],
@@ -168,7 +168,7 @@ async def test_promote_takes_an_image_reference_or_a_commit_sha(env: Env) -> Non
     assert "brave-bird" in replies[0]["body"]
     replies = await env.comment(f"/promote {env.merge_commit[:10]} to staging")
     assert "frozen-tauntaun" in replies[0]["body"]
-    assert [p[2] for p in env.service.promoted] == ["a" * 40, "f" * 40]
+    assert [p[2] for p in env.service.asked("promote")] == ["a" * 40, "f" * 40]
     replies = await env.comment("/promote ghcr.io/acme/app:9.9.9 to staging")
     assert "no Freight holds the image `ghcr.io/acme/app:9.9.9`" in replies[0]["body"]
 
@@ -179,7 +179,7 @@ async def test_several_commands_run_in_order_with_one_reply_each(env: Env) -> No
     assert "Promotion `staging.0001`" in replies[0]["body"]
     assert "verification" in replies[1]["body"]
     assert "| Stage | Freight |" in replies[2]["body"] and "| prod |" in replies[2]["body"]
-    assert env.service.reverified == [(NS, "staging", "github:alice")]
+    assert env.service.asked("reverify") == [(NS, "staging", "github:alice")]
 
 
 async def test_unauthorized_commenters_are_refused_and_nothing_changes(env: Env) -> None:
@@ -191,7 +191,7 @@ async def test_unauthorized_commenters_are_refused_and_nothing_changes(env: Env)
     assert "refused" in replies[0]["body"] or "nothing" in replies[0]["body"]
     replies = await env.comment("/verify staging", user="bob")
     assert "refused" in replies[0]["body"]
-    assert env.service.promoted == [] and env.service.reverified == []
+    assert env.service.asked("promote") == [] and env.service.asked("reverify") == []
 
 
 async def test_stage_promoters_may_name_users_and_teams(env: Env) -> None:
@@ -199,13 +199,13 @@ async def test_stage_promoters_may_name_users_and_teams(env: Env) -> None:
     env.service.freight[0]["status"] = {"verifiedIn": {"staging": {}}}
     await env.comment("/promote frozen-tauntaun to prod", user="carol")
     await env.comment("/promote frozen-tauntaun to prod", user="dave")  # via example/release-team
-    assert [p[3] for p in env.service.promoted] == ["github:carol", "github:dave"]
+    assert [p[3] for p in env.service.asked("promote")] == ["github:carol", "github:dave"]
 
 
 async def test_freight_not_available_to_the_stage_is_refused(env: Env) -> None:
     replies = await env.comment("/promote frozen-tauntaun to prod", user="carol")
     assert "not available" in replies[0]["body"]
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []
 
 
 async def test_promote_without_freight_needs_a_merged_pr(env: Env) -> None:
@@ -214,18 +214,18 @@ async def test_promote_without_freight_needs_a_merged_pr(env: Env) -> None:
     issue = env.fake.add_issue(REPO)
     replies = await env.comment("/promote to staging", on=issue)
     assert "not a pull request" in replies[0]["body"]
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []
 
 
 async def test_abort_on_a_pr_aborts_the_running_promotion_of_its_freight(env: Env) -> None:
     await env.comment("/promote to staging")
     env.service.promotions[0]["status"]["phase"] = "Running"
     replies = await env.comment("/abort")
-    assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
+    assert env.service.asked("abort") == [(NS, "staging.0001", "github:alice")]
     assert "abort requested for `staging.0001`" in replies[0]["body"]
     replies = await env.comment("/abort staging.0001", user="bob")
     assert "refused" in replies[0]["body"]
-    assert len(env.service.aborted) == 1
+    assert len(env.service.asked("abort")) == 1
 
 
 async def test_help_lists_usage_and_the_callers_permissions(env: Env) -> None:
@@ -242,10 +242,10 @@ async def test_abort_of_a_stage_aborts_its_running_promotion_and_the_queue_only_
         await env.comment("/promote frozen-tauntaun to staging")
     env.service.promotions[0]["status"]["phase"] = "Running"
     replies = await env.comment("/abort staging")
-    assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
+    assert env.service.asked("abort") == [(NS, "staging.0001", "github:alice")]
     assert "abort requested for `staging.0001` (Stage `staging`)" in replies[0]["body"]
     await env.comment("/abort staging all")
-    assert [a[1] for a in env.service.aborted[1:]] == [
+    assert [a[1] for a in env.service.asked("abort")[1:]] == [
         "staging.0001",
         "staging.0002",
         "staging.0003",
@@ -257,13 +257,13 @@ async def test_abort_of_a_finished_promotion_is_refused_saying_it_finished(env: 
     env.service.promotions[0]["status"]["phase"] = "Succeeded"
     replies = await env.comment("/abort staging.0001")
     assert "Promotion `staging.0001` already finished (Succeeded)" in replies[0]["body"]
-    assert "Nothing was changed" in replies[0]["body"] and env.service.aborted == []
+    assert "Nothing was changed" in replies[0]["body"] and env.service.asked("abort") == []
 
 
 async def test_verify_of_a_stage_without_verification_says_so(env: Env) -> None:
     replies = await env.comment("/verify prod", user="carol")
     assert "Stage `prod` has no verification configured" in replies[0]["body"]
-    assert env.service.reverified == []
+    assert env.service.asked("reverify") == []
 
 
 async def test_help_counts_team_membership(env: Env) -> None:
@@ -285,7 +285,7 @@ async def test_freight_is_found_by_a_unique_name_prefix_and_an_ambiguous_one_is_
     env: Env,
 ) -> None:
     await env.comment("/promote ffff to staging")
-    assert env.service.promoted == [(NS, "staging", "f" * 40, "github:alice")]
+    assert env.service.asked("promote") == [(NS, "staging", "f" * 40, "github:alice")]
     env.service.freight.append(
         {
             "metadata": {"name": "f" * 39 + "0", "namespace": NS},
@@ -296,7 +296,9 @@ async def test_freight_is_found_by_a_unique_name_prefix_and_an_ambiguous_one_is_
     replies = await env.comment("/promote ffff to staging")
     body = replies[0]["body"]
     assert "`ffff` is ambiguous" in body
-    assert "frozen-tauntaun" in body and "wily-yak" in body and len(env.service.promoted) == 1
+    assert (
+        "frozen-tauntaun" in body and "wily-yak" in body and len(env.service.asked("promote")) == 1
+    )
 
 
 @pytest.mark.parametrize(
@@ -315,7 +317,8 @@ async def test_bad_arguments_get_a_reply_and_change_nothing(
 ) -> None:
     replies = await env.comment(body)
     assert len(replies) == 1 and expected in replies[0]["body"], replies[0]["body"]
-    assert env.service.promoted == [] and env.service.annotations == {}
+    # Nothing asked of the cluster, and no Promotion a reply could be recorded on.
+    assert env.service.actions == [] and env.service.promotions == []
 
 
 @pytest.mark.parametrize(
@@ -333,7 +336,7 @@ async def test_ignored_comments_get_no_reaction_and_no_reply(
 ) -> None:
     replies = await env.comment(body, **kwargs)
     assert replies == [] and env.last["_reactions"] == []
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []
 
 
 async def test_the_bots_own_comments_are_ignored(env: Env) -> None:
@@ -342,7 +345,7 @@ async def test_the_bots_own_comments_are_ignored(env: Env) -> None:
     headers, data = webhook_request("issue_comment", payload, SECRET)
     assert (await env.http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
     await asyncio.wait_for(env.integration.queue.join(), 10)
-    assert comment["_reactions"] == [] and env.service.promoted == []
+    assert comment["_reactions"] == [] and env.service.asked("promote") == []
 
 
 async def test_a_comment_without_installation_finds_it_by_repository(env: Env) -> None:
@@ -351,7 +354,7 @@ async def test_a_comment_without_installation_finds_it_by_repository(env: Env) -
     headers, data = webhook_request("issue_comment", payload, SECRET)
     assert (await env.http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
     await asyncio.wait_for(env.integration.queue.join(), 10)
-    assert env.service.promoted and env.fake.requests("GET", "/installation")
+    assert env.service.asked("promote") and env.fake.requests("GET", "/installation")
 
 
 # ---- property: the command handler never raises on arbitrary comment text ---------------------
@@ -413,4 +416,4 @@ async def test_echoed_arguments_never_mention_anyone(env: Env) -> None:
     replies = await env.comment("/promote @octocat to staging")
     assert len(replies) == 1
     assert "@octocat" not in replies[0]["body"] and "@\u200boctocat" in replies[0]["body"]
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []

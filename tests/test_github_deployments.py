@@ -33,9 +33,10 @@ from promoter.chatops import markdown_table
 from promoter.views import stage_views
 from slack.messages import status_table
 from tests.support.controller import registry_with, wait_for_object
-from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
+from tests.support.github import FakeGitHub, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
+from tests.support.promotions import FakePromotions
 from tests.support.telemetry import RecordingTelemetry
 from tests.support.waiting import eventually
 from tests.test_faults import QUIET, ServerProcess, server_processes

@@ -15,8 +15,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from handlers.push import freight_for_push, freight_name, push_refreshes
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
-from tests.support.github import FakePromotions, fixture, running_fake_github, webhook_request
+from tests.support.github import fixture, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
+from tests.support.promotions import FakePromotions
 
 NS = "default"
 
@@ -106,8 +107,8 @@ async def test_the_same_commit_delivered_twice_refreshes_and_makes_no_freight_it
         assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
     await asyncio.wait_for(integration.queue.join(), 10)
     # The Warehouse discovers with its own strategies; refreshing twice is harmless.
-    assert service.refreshed_warehouses == [(NS, "hello"), (NS, "hello")]
-    assert service.created_freight == []
+    assert service.asked("refresh-warehouse") == [(NS, "hello"), (NS, "hello")]
+    assert service.asked("create-freight") == []
 
 
 @pytest.mark.parametrize(

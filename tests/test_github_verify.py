@@ -33,9 +33,10 @@ from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from tests.support import objects
 from tests.support.controller import running_controller, wait_for_object
 from tests.support.fixtures import analysis_template
-from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
+from tests.support.github import FakeGitHub, running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
+from tests.support.promotions import FakePromotions
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
 from tests.support.waiting import eventually
 

@@ -21,12 +21,12 @@ from handlers.routing import dispatch, ordering_key
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from tests.support.github import (
     FakeGitHub,
-    FakePromotions,
     fixture,
     running_fake_github,
     webhook_request,
 )
 from tests.support.gitrepo import make_remote
+from tests.support.promotions import FakePromotions
 from tests.support.telemetry import RecordingTelemetry
 
 SECRET = "webhook-secret"
@@ -91,9 +91,9 @@ async def test_a_signed_pull_request_closed_wakes_its_waiting_promotions(bot: Bo
     status, body = await bot.send("pull_request", closed_pr())
     assert status == 202, body
     await bot.settle()
-    assert bot.service.woken == [
-        "https://github.com/Codertocat/Hello-World/pull/2",
-        "https://api.github.com/repos/Codertocat/Hello-World/pulls/2",
+    assert bot.service.asked("wake-pr") == [
+        ("https://github.com/Codertocat/Hello-World/pull/2",),
+        ("https://api.github.com/repos/Codertocat/Hello-World/pulls/2",),
     ]
 
 
@@ -112,7 +112,7 @@ async def test_missing_or_wrong_signatures_get_401_and_nothing_happens(
     status, _ = await bot.send("pull_request", closed_pr(), secret=secret, signature=signature)
     assert status == 401
     await bot.settle()
-    assert bot.service.woken == [] and not bot.telemetry.handled()
+    assert bot.service.asked("wake-pr") == [] and not bot.telemetry.handled()
     assert bot.fake.log == []
 
 
@@ -146,7 +146,7 @@ async def test_a_replayed_delivery_is_processed_once(bot: Bot) -> None:
     assert second[0] == 200 and "duplicate" in second[1]["message"]
     await bot.settle()
     assert bot.telemetry.handled() == ["d-1"]
-    assert len(bot.service.woken) == 2  # html_url and url, once
+    assert len(bot.service.asked("wake-pr")) == 2  # html_url and url, once
 
 
 async def test_unknown_events_and_actions_are_accepted_and_ignored(bot: Bot) -> None:
@@ -162,7 +162,7 @@ async def test_unknown_events_and_actions_are_accepted_and_ignored(bot: Bot) -> 
     await bot.settle()
     assert len(bot.telemetry.handled()) == 5
     assert bot.telemetry.failed() == 0
-    assert bot.service.woken == [] and bot.service.promoted == []
+    assert bot.service.asked("wake-pr") == [] and bot.service.asked("promote") == []
     assert bot.fake.log == []  # nothing needed GitHub
 
 

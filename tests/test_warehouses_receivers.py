@@ -30,8 +30,9 @@ from app.settings import Settings, SettingsError
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter.warehouses.refresh import warehouses_to_refresh
 from tests.support.fixtures import webhook_body
-from tests.support.github import FakePromotions, running_fake_github, webhook_request
+from tests.support.github import running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
+from tests.support.promotions import FakePromotions
 from tests.support.telemetry import RecordingTelemetry
 
 NS = "default"
@@ -211,7 +212,7 @@ async def test_a_good_delivery_refreshes_only_the_warehouses_that_would_select_i
     assert response.status == 202, await response.text()
     assert (await response.json())["warehouses"] == [f"{NS}/app"]
     await asyncio.wait_for(mounted.drain(), 5)
-    assert service.refreshed_warehouses == [(NS, "app")]
+    assert service.asked("refresh-warehouse") == [(NS, "app")]
 
 
 @pytest.mark.parametrize("sender", SENDERS, ids=lambda s: s.name)
@@ -225,7 +226,7 @@ async def test_a_bad_signature_is_refused_and_refreshes_nothing(
     missing = await http.post(sender.path(False), data=body)  # no header, or a wrong token
     assert (wrong.status, missing.status) == (401, 401)
     await mounted.drain()
-    assert service.refreshed_warehouses == []
+    assert service.asked("refresh-warehouse") == []
 
 
 @pytest.mark.parametrize("sender", SENDERS, ids=lambda s: s.name)
@@ -243,7 +244,7 @@ async def test_an_unknown_repository_is_acknowledged_refreshes_nothing_and_logs_
         response = await http.post(sender.path(True), data=body, headers=sender.headers(body, True))
     assert response.status == 200, await response.text()
     await mounted.drain()
-    assert service.refreshed_warehouses == []
+    assert service.asked("refresh-warehouse") == []
     lines = [r.getMessage() for r in caplog.records if r.name == "app.receivers.routes"]
     assert len(lines) == 1 and "nothing refreshed" in lines[0] and "unknown" in lines[0]
     assert SECRETS[sender.name] not in lines[0]
@@ -262,7 +263,7 @@ async def test_a_body_that_is_not_the_senders_shape_is_a_400(
     response = await http.post(harbor.path(True), data=scan, headers=harbor.headers(scan, True))
     assert response.status == 400 and "PUSH_ARTIFACT" in (await response.json())["error"]
     await mounted.drain()
-    assert service.refreshed_warehouses == []
+    assert service.asked("refresh-warehouse") == []
 
 
 async def test_a_gitlab_tag_push_refreshes_tag_based_subscriptions_only(
@@ -284,7 +285,7 @@ async def test_a_gitlab_tag_push_refreshes_tag_based_subscriptions_only(
     response = await http.post("/webhooks/gitlab", data=body, headers=headers)
     assert response.status == 202
     await mounted.drain()
-    assert service.refreshed_warehouses == [(NS, "semver")]
+    assert service.asked("refresh-warehouse") == [(NS, "semver")]
 
 
 async def test_only_the_configured_namespace_is_refreshed() -> None:
@@ -301,7 +302,7 @@ async def test_only_the_configured_namespace_is_refreshed() -> None:
         body = json.dumps(sender.body).encode()
         assert (await http.post(sender.path(True), data=body)).status == 202
         await mounted.drain()
-    assert service.refreshed_warehouses == [("team-b", "app")]
+    assert service.asked("refresh-warehouse") == [("team-b", "app")]
 
 
 async def test_a_delivery_before_the_controller_started_is_a_503() -> None:
@@ -395,7 +396,7 @@ async def test_a_ghcr_publish_refreshes_the_subscribing_warehouse(
     )
     assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
     await asyncio.wait_for(integration.queue.join(), 10)
-    assert service.refreshed_warehouses == [(NS, refreshed)]
+    assert service.asked("refresh-warehouse") == [(NS, refreshed)]
     assert telemetry.failed() == 0
 
 
@@ -406,7 +407,7 @@ async def test_a_ghcr_publish_with_a_bad_signature_refreshes_nothing(
     headers, body = webhook_request("package", webhook_body("github.package.published"), "wrong")
     assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 401
     await asyncio.wait_for(integration.queue.join(), 10)
-    assert service.refreshed_warehouses == []
+    assert service.asked("refresh-warehouse") == []
 
 
 async def test_a_ghcr_publish_of_an_unknown_package_refreshes_nothing_and_logs_once(
@@ -420,7 +421,7 @@ async def test_a_ghcr_publish_of_an_unknown_package_refreshes_nothing_and_logs_o
     with caplog.at_level(logging.INFO, logger="handlers.packages"):
         assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
         await asyncio.wait_for(integration.queue.join(), 10)
-    assert service.refreshed_warehouses == []
+    assert service.asked("refresh-warehouse") == []
     lines = [r.getMessage() for r in caplog.records if r.name == "handlers.packages"]
     assert len(lines) == 1 and "nothing refreshed" in lines[0]
     # Other actions and package types are no refresh at all.
@@ -431,4 +432,4 @@ async def test_a_ghcr_publish_of_an_unknown_package_refreshes_nothing_and_logs_o
         headers, body = webhook_request("package", payload, "webhook-secret")
         assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
     await asyncio.wait_for(integration.queue.join(), 10)
-    assert service.refreshed_warehouses == []
+    assert service.asked("refresh-warehouse") == []

@@ -22,8 +22,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from tests.support import conformance
 from tests.support.fixtures import GITHUB
-from tests.support.github import FakePromotions, running_fake_github, webhook_request
+from tests.support.github import running_fake_github, webhook_request
 from tests.support.gitrepo import make_remote
+from tests.support.promotions import FakePromotions
 from tests.support.telemetry import RecordingTelemetry
 
 SECRET = "webhook-secret"
