@@ -55,9 +55,6 @@ async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
     )
     async with running_github_env(
         tmp_path,
-        repo=REPO,
-        files={"main.go": "package main\n"},
-        git_name="app",
         service=service,
         bot_settings={"GITHUB_PROJECT": NS},
     ) as env:

@@ -277,8 +277,6 @@ def analysis_run(phase: str, metrics: int = 1, message: str = "") -> dict[str, A
 async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
     async with running_github_env(
         tmp_path,
-        files={"a.txt": "1\n"},
-        git_name="app",
         client=RetryPolicy(backoff=0.01, max_wait=1.0),
     ) as env:
         yield env

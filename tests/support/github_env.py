@@ -210,20 +210,20 @@ async def running_github_env(
     *,
     repo: str = "example/app",
     files: Mapping[str, str] | None = None,
-    git_name: str = "remote",
+    git_name: str = "app",
     git: RemoteRepo | None = None,
     client: RetryPolicy | None = None,
     service: FakePromotions | None = None,
     bot_settings: Mapping[str, str] | None = None,
     deliver_webhooks: bool = False,
 ) -> AsyncIterator[GitHubEnv]:
-    """The fake GitHub with ``repo`` holding ``files`` on main (a README when not given) in a
+    """The fake GitHub with ``repo`` holding ``files`` on main (a main.go when not given) in a
     bare repository named ``git_name`` (or ``git``, an existing one: a property test's examples
     share one, as git init is the slow part); an App client with policy ``client``; the bot over
     ``service`` (see the module's docstring)."""
     async with running_fake_github() as fake:
         if git is None:
-            git = make_remote(tmp, dict(files or {"README.md": "hi\n"}), name=git_name)
+            git = make_remote(tmp, dict(files or {"main.go": "package main\n"}), name=git_name)
         fake.add_repo(repo, git)
         sha = git.head("main")
         assert sha is not None

@@ -266,16 +266,7 @@ class FakePromotions:
         self.actions.append(("abort", namespace, promotion, actor))
         patched = copy.deepcopy(stored)
         patched["metadata"].setdefault("annotations", {}).update(ann.abort(actor))
-        self.put(patched)
-        spec, status = patched.get("spec") or {}, patched.get("status") or {}
-        return PromotionRef(
-            namespace,
-            promotion,
-            str(spec.get("stage", "")),
-            str(spec.get("freight", "")),
-            str(status.get("phase", "Pending")),
-            str(status.get("message", "")),
-        )
+        return PromotionRef.of(self.put(patched))
 
     async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
         self._faulty("reverify")
