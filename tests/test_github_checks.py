@@ -25,14 +25,16 @@ NS = "kargo-demo"
 REPO = "example/app"
 
 
+STEPS = [
+    {"uses": "git-clone", "as": "clone"},
+    {"uses": "git-open-pr", "as": "open-pr"},
+    {"uses": "git-wait-for-pr", "as": "wait-for-pr"},
+]
+
+
 def promotion(phase: str = "Pending", step: int = 0, message: str = "") -> dict[str, Any]:
-    steps = [
-        {"uses": "git-clone", "as": "clone"},
-        {"uses": "git-open-pr", "as": "open-pr"},
-        {"uses": "git-wait-for-pr", "as": "wait-for-pr"},
-    ]
     executions = []
-    for i, spec in enumerate(steps):
+    for i, spec in enumerate(STEPS):
         if i < step or phase == "Succeeded":
             executions.append({"alias": spec["as"], "status": "Succeeded"})
         elif i == step and phase in ("Running", "Failed", "Aborted"):
@@ -43,7 +45,7 @@ def promotion(phase: str = "Pending", step: int = 0, message: str = "") -> dict[
         "staging",
         namespace=NS,
         freight="f" * 40,
-        steps=steps,
+        steps=STEPS,
         annotations={},
         phase=phase,
         status={"currentStep": step, "message": message, "stepExecutionMetadata": executions},
@@ -68,9 +70,15 @@ async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
     service = FakePromotions(
         NS,
         stages=[
-            objects.stage("staging", namespace=NS, warehouse="app", verification=["smoke"]),
             objects.stage(
-                "production-eu-west-1-primary", namespace=NS, warehouse="app", upstream=["staging"]
+                "staging", namespace=NS, warehouse="app", steps=STEPS, verification=["smoke"]
+            ),
+            objects.stage(
+                "production-eu-west-1-primary",
+                namespace=NS,
+                warehouse="app",
+                upstream=["staging"],
+                steps=STEPS,
             ),
         ],
     )

@@ -18,7 +18,7 @@ from promoter import annotations as ann
 from tests.support import objects
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.gitrepo import RemoteRepo, make_remote
-from tests.support.promotions import FakePromotions
+from tests.support.promotions import DEFAULT_STEPS, FakePromotions
 
 NS = "kargo-demo"
 REPO = "example/app"
@@ -37,6 +37,7 @@ def stage(
         namespace=NS,
         warehouse="app",
         upstream=[upstream] if upstream else (),
+        steps=DEFAULT_STEPS,
         verification=["smoke"] if verified else (),
         annotations=(
             {"longshoreman.dev/github-promoters": promoters} if promoters is not None else None

@@ -3,13 +3,14 @@
 :class:`FakePromotions` is a :class:`promoter.chatops.PromotionService` (with the optional ports
 ``app.controller.promotions.ClusterPromotions`` also offers: Freight annotations and creation,
 Warehouses, AnalysisRuns, Argo CD Applications) over plain lists, as the informer caches hold the
-objects. It keeps the real port's contract where a front end can tell: reads are per namespace;
-``promote`` refuses a missing Stage or Freight (``NotFound``) and Freight the Stage may not take
-now (``Refused``, asked again at the last moment as the real one does); ``abort`` and ``reverify``
-write Kargo's request annotations and leave the outcome to the controller (the phase stays as it
-is); ``annotate`` on a missing Promotion is ``NotFound``; failures come in
-:mod:`promoter.errors`' kinds only. End-to-end tests use ``ClusterPromotions`` with the real
-controller instead.
+objects. It keeps the real port's contract where a front end can tell (``test_promotions_port``
+holds both to it): reads are per namespace; ``promote`` refuses a missing Stage or Freight
+(``NotFound``), Freight the Stage may not take now (``Refused``, asked again at the last moment
+as the real one does) and a Stage without a promotion template (``InvalidInput``), and copies
+the template's steps into the Promotion; ``abort`` and ``reverify`` write Kargo's request
+annotations and leave the outcome to the controller (the phase stays as it is); ``annotate`` on
+a missing Promotion is ``NotFound``; failures come in :mod:`promoter.errors`' kinds only.
+End-to-end tests use ``ClusterPromotions`` with the real controller instead.
 
 Recording, one style: every request of the cluster (``promote``, ``abort``, ``reverify``,
 ``create-freight``, ``refresh-warehouse``, ``wake-pr``) is a tuple in
@@ -20,11 +21,13 @@ request: it lands on the objects, as the real patch does, and :meth:`FakePromoti
 reads it back.
 
 Test controls: :meth:`~FakePromotions.add_stage` and :meth:`~FakePromotions.add_freight` (the
-suite's builders, in this fake's namespace); :meth:`~FakePromotions.put`,
-:meth:`~FakePromotions.update` and :meth:`~FakePromotions.set_status` (the controller wrote a
-Promotion: annotations kept as the API server keeps them, ``listeners`` called with ``(new,
-old)`` synchronously, as the controller calls its listeners); ``leader``; ``waiting`` (how many
-Promotions wait on a pull request's URL); :meth:`~FakePromotions.fail` (a port method fails).
+suite's builders, in this fake's namespace); :meth:`~FakePromotions.put` (a Promotion is now as
+the test wrote it, annotations kept as the API server keeps them) and
+:meth:`~FakePromotions.update` / :meth:`~FakePromotions.set_status` (the controller moves one
+along, recording a finished one on its Stage), both calling ``listeners`` with ``(new, old)``
+synchronously, as the controller calls its listeners; ``leader``; ``waiting`` (how many
+Promotions wait on a pull request's URL); ``clock`` (the time ``promote`` checks availability
+at); :meth:`~FakePromotions.fail` (a port method fails).
 """
 
 from __future__ import annotations
@@ -32,20 +35,19 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from promoter import annotations as ann
 from promoter.chatops import PromotionRef, Snapshot, not_available
-from promoter.clock import Clock
-from promoter.errors import NotFound, Refused
+from promoter.clock import SYSTEM, Clock
+from promoter.errors import InvalidInput, NotFound, Refused
 from promoter.model import meta, name_of, namespace_of
 from tests.support import objects
 
 Listener = Callable[[dict[str, Any], dict[str, Any] | None], None]
 
-# What a Promotion runs when its Stage names no promotion template (the shape a chat message
-# shows: clone, then sync).
+# The promotion template add_stage gives a Stage unless told otherwise (the shape a chat
+# message shows: clone, then sync).
 DEFAULT_STEPS: tuple[dict[str, str], ...] = (
     {"uses": "git-clone", "as": "clone"},
     {"uses": "argocd-update", "as": "sync"},
@@ -65,7 +67,7 @@ class FakePromotions:
         freight: list[dict[str, Any]] | None = None,
         promotions: list[dict[str, Any]] | None = None,
         leader: bool = True,
-        clock: Clock | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.namespace = namespace
         self.stages = stages if stages is not None else []
@@ -89,13 +91,20 @@ class FakePromotions:
     def add_stage(
         self, name: str, annotations: Mapping[str, str] | None = None, **spec: Any
     ) -> dict[str, Any]:
-        """A Stage in this fake's namespace (:func:`tests.support.objects.stage`); ``requested``
-        is its whole ``requestedFreight``."""
+        """A Stage in this fake's namespace (:func:`tests.support.objects.stage`), promoting
+        with ``steps`` (:data:`DEFAULT_STEPS` when not given); ``requested`` is its whole
+        ``requestedFreight``."""
         requested = spec.pop("requested", None)
         if requested is not None:
             spec["requestedFreight"] = requested
+        steps = spec.pop("steps", None) or [dict(s) for s in DEFAULT_STEPS]
         stage = objects.stage(
-            name, namespace=self.namespace, annotations=annotations or {}, status={}, **spec
+            name,
+            namespace=self.namespace,
+            annotations=annotations or {},
+            status={},
+            steps=steps,
+            **spec,
         )
         self.stages.append(stage)
         return stage
@@ -208,9 +217,6 @@ class FakePromotions:
                 self._faults[method] = (error, times - 1)
         raise error
 
-    def _now(self) -> datetime:
-        return self.clock.now() if self.clock is not None else datetime.now(UTC)
-
     @staticmethod
     def _in(items: list[dict[str, Any]], namespace: str) -> list[Mapping[str, Any]]:
         return [i for i in items if namespace_of(i) == namespace]
@@ -239,26 +245,28 @@ class FakePromotions:
         self._faulty("promote")
         stage_obj = self._find(self.stages, "Stage", namespace, stage)
         freight_obj = self._find(self.freight, "Freight", namespace, freight)
-        refusal = not_available(stage_obj, freight_obj, self._now())
+        refusal = not_available(stage_obj, freight_obj, self.clock.now())
         if refusal is not None:
             raise Refused(refusal)
         template = ((stage_obj.get("spec") or {}).get("promotionTemplate") or {}).get("spec")
-        steps = (template or {}).get("steps") or [dict(s) for s in DEFAULT_STEPS]
+        steps = (template or {}).get("steps")
+        if not steps:  # in the real port's words (promoter.builder.build_promotion)
+            raise InvalidInput(
+                f"Stage {stage!r} has no spec.promotionTemplate.spec.steps: nothing to run"
+            )
         name = f"{stage}.{next(self._numbers):04d}"
         self.actions.append(("promote", namespace, stage, freight, actor))
-        self.put(
-            objects.promotion(
-                name,
-                stage,
-                namespace=namespace,
-                freight=freight,
-                steps=copy.deepcopy(steps),
-                created=_CREATED,
-                annotations=ann.create_actor(actor),
-                phase="Pending",
-            )
+        created = objects.promotion(
+            name,
+            stage,
+            namespace=namespace,
+            freight=freight,
+            steps=copy.deepcopy(steps),
+            created=_CREATED,
+            annotations=ann.create_actor(actor),
+            phase="Pending",
         )
-        return PromotionRef(namespace, name, stage, freight)
+        return PromotionRef.of(self.put(created))
 
     async def abort(self, namespace: str, promotion: str, *, actor: str) -> PromotionRef:
         self._faulty("abort")
@@ -272,7 +280,8 @@ class FakePromotions:
         self._faulty("reverify")
         stage_obj = self._find(self.stages, "Stage", namespace, stage)
         self.actions.append(("reverify", namespace, stage, actor))
-        stage_obj["metadata"].setdefault("annotations", {}).update(ann.reverify(actor, self._now()))
+        request = ann.reverify(actor, self.clock.now())
+        stage_obj["metadata"].setdefault("annotations", {}).update(request)
 
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         self._faulty("annotate")
