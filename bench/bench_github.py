@@ -53,13 +53,13 @@ from promoter.steps.github import STEPS as GITHUB_STEPS
 from tests.support.controller import registry_with, running_controller
 from tests.support.github import (
     FakeGitHub,
-    FakePromotions,
     fixture,
     running_fake_github,
     webhook_request,
 )
 from tests.support.gitrepo import RemoteRepo, make_remote
 from tests.support.kube import running_apiserver
+from tests.support.promotions import FakePromotions
 from tests.support.steps import make_context
 from tests.support.telemetry import RecordingTelemetry
 

@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from slack.app import setup_slack
 from slack.settings import SlackSettings
+from tests.support.promotions import FakePromotions
 from tests.support.slack import (
     SIGNING_SECRET,
     TOKEN,
     FakeSlack,
-    MemoryPromotions,
     running_fake_slack,
     signed_headers,
     slash_command,
@@ -73,8 +73,8 @@ async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{port}/slack/events"
 
 
-def world(slack: FakeSlack, update_interval: float) -> tuple[web.Application, MemoryPromotions]:
-    service = MemoryPromotions("bench")
+def world(slack: FakeSlack, update_interval: float) -> tuple[web.Application, FakePromotions]:
+    service = FakePromotions("bench")
     service.add_stage("test")
     service.add_stage("prod", {ann.SLACK_CHANNEL: "C0PROD"})
     service.add_freight("7c9e6b1f3a4d", "frozen-tauntaun")

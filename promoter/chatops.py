@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from promoter import annotations as ann
 from promoter.errors import InvalidInput
-from promoter.model import Phase, describe_freight, meta, name_of
+from promoter.model import Phase, describe_freight, meta, name_of, namespace_of
 from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
 from promoter.views import EnvironmentLink, StageView
 from promoter.warehouses.freight import normalize_image_url, requested_artifact_freight
@@ -567,6 +567,20 @@ class PromotionRef:
     freight: str
     phase: str = "Pending"
     message: str = ""
+
+    @classmethod
+    def of(cls, promotion: Mapping[str, Any]) -> PromotionRef:
+        """The reference to a Promotion object, its phase and message as its status says."""
+        spec = promotion.get("spec") or {}
+        status = promotion.get("status") or {}
+        return cls(
+            namespace_of(promotion) or "",
+            name_of(promotion),
+            str(spec.get("stage", "")),
+            str(spec.get("freight", "")),
+            str(status.get("phase", "Pending")),
+            str(status.get("message", "")),
+        )
 
 
 @dataclass

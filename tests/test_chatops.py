@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from promoter.chatops import (
     Command,
     CommandError,
+    PromotionRef,
     Refusal,
     Snapshot,
     abort_targets,
@@ -305,3 +306,18 @@ def test_both_front_ends_show_the_same_usage_with_their_prefix() -> None:
     assert "/abort [PROMOTION | STAGE [all]]" in comment
     assert "/promote abort PROMOTION | STAGE [all]" in slash
     assert [c.split()[0] for c in comment[1:]] == [f"/{s.split()[1]}" for s in slash[1:]]
+
+
+@pytest.mark.parametrize(
+    ("status", "phase", "message"),
+    [
+        (None, "Pending", ""),  # just created: no status yet
+        ({"phase": "Running"}, "Running", ""),
+        ({"phase": "Failed", "message": "git-push: refused"}, "Failed", "git-push: refused"),
+    ],
+)
+def test_a_promotion_ref_names_the_objects_stage_freight_and_phase(
+    status: dict[str, Any] | None, phase: str, message: str
+) -> None:
+    obj = objects.promotion("test.01", "test", namespace="p", freight="f1", status=status)
+    assert PromotionRef.of(obj) == PromotionRef("p", "test.01", "test", "f1", phase, message)

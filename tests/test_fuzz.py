@@ -36,7 +36,8 @@ from promoter.expressions import ExpressionError, Scope, evaluate_expression, re
 from slack.app import EVENTS_PATH, setup_slack
 from slack.commands import PendingPromotion
 from slack.settings import SlackSettings
-from tests.support.github import FakePromotions, app_private_key, sign
+from tests.support.github import app_private_key, sign
+from tests.support.promotions import FakePromotions
 from tests.support.slack import SIGNING_SECRET, signed_headers
 
 SECRET = "fuzz-webhook-secret"

@@ -5,40 +5,36 @@ server, which validates check runs against GitHub's documented limits."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 
 from handlers import checks
-from handlers.client import RetryPolicy
-from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter import annotations as ann
 from promoter.views import FreightLabel, promotion_view
 from tests.support import objects
-from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
-from tests.support.gitrepo import make_remote
+from tests.support.github_env import GitHubEnv, running_github_env
+from tests.support.promotions import FakePromotions
 
-SECRET = "webhook-secret"
 NS = "kargo-demo"
 REPO = "example/app"
 
 
+STEPS = [
+    {"uses": "git-clone", "as": "clone"},
+    {"uses": "git-open-pr", "as": "open-pr"},
+    {"uses": "git-wait-for-pr", "as": "wait-for-pr"},
+]
+
+
 def promotion(phase: str = "Pending", step: int = 0, message: str = "") -> dict[str, Any]:
-    steps = [
-        {"uses": "git-clone", "as": "clone"},
-        {"uses": "git-open-pr", "as": "open-pr"},
-        {"uses": "git-wait-for-pr", "as": "wait-for-pr"},
-    ]
     executions = []
-    for i, spec in enumerate(steps):
+    for i, spec in enumerate(STEPS):
         if i < step or phase == "Succeeded":
             executions.append({"alias": spec["as"], "status": "Succeeded"})
         elif i == step and phase in ("Running", "Failed", "Aborted"):
@@ -49,95 +45,55 @@ def promotion(phase: str = "Pending", step: int = 0, message: str = "") -> dict[
         "staging",
         namespace=NS,
         freight="f" * 40,
-        steps=steps,
+        steps=STEPS,
         annotations={},
         phase=phase,
         status={"currentStep": step, "message": message, "stepExecutionMetadata": executions},
     )
 
 
-@dataclass
-class Env:
-    fake: FakeGitHub
-    service: FakePromotions
-    integration: GitHubIntegration
-    http: TestClient[Any, Any]
-    sha: str
-    pr: int
-
-    async def change(self, new: dict[str, Any], old: dict[str, Any] | None) -> None:
-        self.service.promotions[:] = [new]
-        self.integration.on_promotion(new, old)
-        await asyncio.wait_for(self.integration.queue.join(), 10)
-
-    async def deliver(self, event: str, payload: dict[str, Any]) -> None:
-        headers, data = webhook_request(event, payload, SECRET)
-        assert (await self.http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
-        await asyncio.wait_for(self.integration.queue.join(), 10)
+def freight(sha: str) -> dict[str, Any]:
+    return objects.freight(
+        "f" * 40,
+        namespace=NS,
+        alias="frozen-tauntaun",
+        warehouse="app",
+        commits=[
+            {"repoURL": "https://github.com/example/app.git", "id": sha},
+            {"repoURL": "https://github.com/elsewhere/not-installed.git", "id": sha},
+        ],
+    )
 
 
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_fake_github() as fake:
-        git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
-        fake.add_repo(REPO, git)
-        fake.set_permission(REPO, "alice", "write")
-        sha = git.head("main")
-        assert sha is not None
-        git.git("update-ref", "refs/heads/feature", sha)
-        git.commit_files("feature", {"x": "1"}, "x")
-        pr = await fake.open_pull(REPO, "feature", "main")
-        service = FakePromotions(
-            NS,
-            stages=[
-                {
-                    "metadata": {"name": "staging", "namespace": NS},
-                    "spec": {
-                        "requestedFreight": [
-                            {
-                                "origin": {"kind": "Warehouse", "name": "app"},
-                                "sources": {"direct": True},
-                            }
-                        ],
-                        "verification": {"analysisTemplates": [{"name": "smoke"}]},
-                    },
-                },
-                {
-                    "metadata": {"name": "production-eu-west-1-primary", "namespace": NS},
-                    "spec": {
-                        "requestedFreight": [
-                            {
-                                "origin": {"kind": "Warehouse", "name": "app"},
-                                "sources": {"stages": ["staging"]},
-                            }
-                        ]
-                    },
-                },
-            ],
-            freight=[
-                {
-                    "metadata": {"name": "f" * 40, "namespace": NS},
-                    "alias": "frozen-tauntaun",
-                    "origin": {"kind": "Warehouse", "name": "app"},
-                    "commits": [
-                        {"repoURL": "https://github.com/example/app.git", "id": sha},
-                        {"repoURL": "https://github.com/elsewhere/not-installed.git", "id": sha},
-                    ],
-                }
-            ],
-        )
-        app = web.Application()
-        integration = setup_github(
-            app,
-            fake.settings(SECRET, GITHUB_PROJECT=NS),
-            service,
-            policy=RetryPolicy(backoff=0.01, max_wait=0.5),
-        )
-        async with TestClient(TestServer(app)) as http:
-            yield Env(fake, service, integration, http, sha, pr["number"])
+async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    service = FakePromotions(
+        NS,
+        stages=[
+            objects.stage(
+                "staging", namespace=NS, warehouse="app", steps=STEPS, verification=["smoke"]
+            ),
+            objects.stage(
+                "production-eu-west-1-primary",
+                namespace=NS,
+                warehouse="app",
+                upstream=["staging"],
+                steps=STEPS,
+            ),
+        ],
+    )
+    async with running_github_env(
+        tmp_path,
+        service=service,
+        bot_settings={"GITHUB_PROJECT": NS},
+    ) as env:
+        env.fake.set_permission(REPO, "alice", "write")
+        await env.open_pull("feature", {"x": "1"}, message="x")
+        service.freight.append(freight(env.sha))
+        yield env
 
 
-async def test_a_check_run_follows_the_promotion_from_queued_to_success(env: Env) -> None:
+async def test_a_check_run_follows_the_promotion_from_queued_to_success(env: GitHubEnv) -> None:
     states = [
         promotion(),
         promotion("Running", 0),
@@ -165,30 +121,24 @@ async def test_a_check_run_follows_the_promotion_from_queued_to_success(env: Env
     # Not verified in staging yet: no "Promote to NEXT" (it could only be refused).
     assert [a["identifier"] for a in run["actions"]] == ["reverify"]
     # The id is kept on the Promotion, so a new leader updates this run instead of adding one.
-    ids = json.loads(env.service.annotations[(NS, "staging.0001")][ann.GITHUB_CHECKS])
+    ids = json.loads(env.service.annotation("staging.0001", ann.GITHUB_CHECKS) or "null")
     assert ids == {f"{REPO}@{env.sha}": run["id"]}
 
 
-async def test_a_restarted_leader_updates_the_same_run(env: Env) -> None:
+async def test_a_restarted_leader_updates_the_same_run(env: GitHubEnv) -> None:
     await env.change(promotion(), None)
     run_id = env.fake.check_runs(REPO)[0]["id"]
     stored = dict(env.service.promotions[0]["metadata"]["annotations"])
-    restarted = GitHubIntegration(
-        env.integration.settings, env.service, policy=RetryPolicy(backoff=0.01)
-    )
-    await restarted.client.start()
-    try:
+    async with env.restarted() as restarted:
         running = promotion("Running", 1)
         running["metadata"]["annotations"] = stored
         restarted.on_promotion(running, None)
-        await asyncio.wait_for(restarted.queue.join(), 10)
-    finally:
-        await restarted.client.close()
+        await env.settle(restarted)
     runs = env.fake.check_runs(REPO)
     assert [r["id"] for r in runs] == [run_id] and runs[0]["status"] == "in_progress"
 
 
-async def test_a_restart_writes_nothing_to_github_for_finished_promotions(env: Env) -> None:
+async def test_a_restart_writes_nothing_to_github_for_finished_promotions(env: GitHubEnv) -> None:
     finished = []
     for i in range(5):
         reply = env.fake.add_comment(
@@ -208,32 +158,26 @@ async def test_a_restart_writes_nothing_to_github_for_finished_promotions(env: E
     env.service.promotions[:] = finished
     for done in finished:
         env.integration.on_promotion(done, None)
-    await asyncio.wait_for(env.integration.queue.join(), 10)
+    await env.settle()
     assert len(env.fake.requests("PATCH", "/issues/comments/")) == 5
     before = len(env.fake.log)
 
-    restarted = GitHubIntegration(
-        env.integration.settings, env.service, policy=RetryPolicy(backoff=0.01)
-    )
-    await restarted.client.start()
-    try:
+    async with env.restarted() as restarted:
         for done in env.service.promotions:  # the informer's initial list, annotations and all
             restarted.on_promotion(copy.deepcopy(done), None)
-        await asyncio.wait_for(restarted.queue.join(), 10)
-    finally:
-        await restarted.client.close()
+        await env.settle(restarted)
     writes = [r for r in env.fake.log[before:] if r.method in ("POST", "PATCH", "PUT", "DELETE")]
     assert writes == []
 
 
-async def test_without_a_promotion_page_the_check_run_has_no_details_link(env: Env) -> None:
+async def test_without_a_promotion_page_the_check_run_has_no_details_link(env: GitHubEnv) -> None:
     await env.change(promotion("Running", 1), None)
     [run] = env.fake.check_runs(REPO, env.sha)
     assert "details_url" not in run or run["details_url"] in (None, "")
     assert "/runs/" not in run["output"]["summary"]
 
 
-async def test_failure_and_abort_conclusions_and_the_abort_button(env: Env) -> None:
+async def test_failure_and_abort_conclusions_and_the_abort_button(env: GitHubEnv) -> None:
     await env.change(promotion("Running", 1), None)
     run = env.fake.check_runs(REPO)[0]
     assert [a["identifier"] for a in run["actions"]] == ["abort"]
@@ -242,7 +186,7 @@ async def test_failure_and_abort_conclusions_and_the_abort_button(env: Env) -> N
     assert "boom" in run["output"]["text"]
 
 
-async def test_standbys_post_nothing_and_unchanged_progress_is_not_resent(env: Env) -> None:
+async def test_standbys_post_nothing_and_unchanged_progress_is_not_resent(env: GitHubEnv) -> None:
     env.service.leader = False
     await env.change(promotion(), None)
     assert env.fake.check_runs(REPO) == []
@@ -255,7 +199,7 @@ async def test_standbys_post_nothing_and_unchanged_progress_is_not_resent(env: E
     assert len(env.fake.log) == before
 
 
-async def test_the_command_reply_is_edited_in_place(env: Env) -> None:
+async def test_the_command_reply_is_edited_in_place(env: GitHubEnv) -> None:
     reply = env.fake.add_comment(REPO, env.pr, "@alice: ...", user="longshoreman[bot]", bot=True)
     annotated = promotion("Running", 1)
     annotated["metadata"]["annotations"][ann.GITHUB_REPLY] = json.dumps(
@@ -270,7 +214,7 @@ async def test_the_command_reply_is_edited_in_place(env: Env) -> None:
     assert "[Details](https://github.com/example/app/runs/" in reply["body"]
 
 
-async def test_buttons_run_the_same_authorization(env: Env) -> None:
+async def test_buttons_run_the_same_authorization(env: GitHubEnv) -> None:
     await env.change(promotion("Running", 1), None)
     run = env.fake.check_runs(REPO)[0]
     await env.deliver(
@@ -284,17 +228,17 @@ async def test_buttons_run_the_same_authorization(env: Env) -> None:
             pull_number=env.pr,
         ),
     )
-    assert env.service.aborted == []
+    assert env.service.asked("abort") == []
     refusal = env.fake.comments(REPO, env.pr)[-1]["body"]
     assert refusal.startswith("@mallory: refused") and "write access" in refusal
     await env.deliver(
         "check_run",
         env.fake.check_run_payload(REPO, run["id"], "requested_action", identifier="abort"),
     )
-    assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
+    assert env.service.asked("abort") == [(NS, "staging.0001", "github:alice")]
 
 
-async def test_a_stage_without_verification_gets_no_reverify_button(env: Env) -> None:
+async def test_a_stage_without_verification_gets_no_reverify_button(env: GitHubEnv) -> None:
     # The button could only be refused ("no verification configured"): it is not offered.
     done = promotion("Succeeded")
     done["metadata"]["name"] = "production-eu-west-1-primary.0001"
@@ -306,7 +250,7 @@ async def test_a_stage_without_verification_gets_no_reverify_button(env: Env) ->
     assert [a["identifier"] for a in run["actions"]] == []
 
 
-async def test_promote_to_next_and_reverify_buttons(env: Env) -> None:
+async def test_promote_to_next_and_reverify_buttons(env: GitHubEnv) -> None:
     await env.change(promotion("Succeeded"), None)
     run = env.fake.check_runs(REPO)[0]
     assert [a["identifier"] for a in run["actions"]] == ["reverify"]
@@ -316,14 +260,18 @@ async def test_promote_to_next_and_reverify_buttons(env: Env) -> None:
         await env.deliver(
             "check_run",
             env.fake.check_run_payload(
-                REPO, run["id"], "requested_action", identifier=identifier, pull_number=env.pr
+                REPO,
+                run["id"],
+                "requested_action",
+                identifier=identifier,
+                pull_number=env.pr,
             ),
         )
 
     # A button from elsewhere (an older render) before the Freight is verified in staging: the
     # next Stage may not take it, and the planner says why.
     await press(next_stage)
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []
     assert "not available" in env.fake.comments(REPO, env.pr)[-1]["body"]
     # Verified: the run offers the next Stage, and both buttons act.
     env.service.freight[0]["status"] = {"verifiedIn": {"staging": {}}}
@@ -332,18 +280,20 @@ async def test_promote_to_next_and_reverify_buttons(env: Env) -> None:
     assert [a["identifier"] for a in run["actions"]] == ["reverify", next_stage]
     for identifier in ("reverify", next_stage):
         await press(identifier)
-    assert env.service.reverified == [(NS, "staging", "github:alice")]
-    assert env.service.promoted == [(NS, "production-eu-west-1-primary", "f" * 40, "github:alice")]
+    assert env.service.asked("reverify") == [(NS, "staging", "github:alice")]
+    assert env.service.asked("promote") == [
+        (NS, "production-eu-west-1-primary", "f" * 40, "github:alice")
+    ]
 
 
-async def test_rerequesting_a_failed_run_starts_a_new_promotion(env: Env) -> None:
+async def test_rerequesting_a_failed_run_starts_a_new_promotion(env: GitHubEnv) -> None:
     await env.change(promotion("Succeeded"), None)
     run = env.fake.check_runs(REPO)[0]
     await env.deliver("check_run", env.fake.check_run_payload(REPO, run["id"], "rerequested"))
-    assert env.service.promoted == []  # a successful run is not repeated
+    assert env.service.asked("promote") == []  # a successful run is not repeated
     await env.change(promotion("Failed", 1, "boom"), promotion("Succeeded"))
     await env.deliver("check_run", env.fake.check_run_payload(REPO, run["id"], "rerequested"))
-    assert env.service.promoted == [(NS, "staging", "f" * 40, "github:alice")]
+    assert env.service.asked("promote") == [(NS, "staging", "f" * 40, "github:alice")]
 
 
 def test_check_run_fields_stay_within_githubs_limits() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import gidgethub
@@ -18,38 +17,15 @@ from handlers.client import (
     retry_delay,
     step_error,
 )
-from tests.support.github import FakeGitHub, running_fake_github
-from tests.support.gitrepo import make_remote
-from tests.support.telemetry import RecordingTelemetry
+from tests.support.github_env import GitHubEnv, running_github_env
 
 FAST = RetryPolicy(attempts=4, backoff=0.01, max_backoff=0.05, max_wait=2.0)
 
 
-@dataclass
-class Env:
-    fake: FakeGitHub
-    client: GitHubClient
-    skew: list[float]  # added to the client's clock, to move it past token expiry
-    telemetry: RecordingTelemetry
-
-
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_fake_github() as fake:
-        fake.add_repo("example/app", make_remote(tmp_path, {"README.md": "hi\n"}))
-        skew = [0.0]
-        telemetry = RecordingTelemetry()
-        client = GitHubClient(
-            fake.settings(),
-            policy=FAST,
-            clock=lambda: time.time() + skew[0],
-            telemetry=telemetry,
-        )
-        await client.start()
-        try:
-            yield Env(fake, client, skew, telemetry)
-        finally:
-            await client.close()
+async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    async with running_github_env(tmp_path, client=FAST) as env:
+        yield env
 
 
 async def get_branch(client: GitHubClient) -> object:
@@ -58,7 +34,7 @@ async def get_branch(client: GitHubClient) -> object:
 
 
 async def test_one_installation_token_serves_many_requests_and_is_refreshed_early(
-    env: Env,
+    env: GitHubEnv,
 ) -> None:
     for _ in range(3):
         await get_branch(env.client)
@@ -66,26 +42,26 @@ async def test_one_installation_token_serves_many_requests_and_is_refreshed_earl
     # The App JWT is back-dated against clock skew.
     assert all(iat <= time.time() - 55 for iat in env.fake.jwt_iat)
     # Five minutes before expiry the token is replaced, not used until GitHub refuses it.
-    env.skew[0] += 3600 - 299
+    env.skew += 3600 - 299
     await get_branch(env.client)
     assert env.fake.tokens_issued == 2
 
 
-async def test_etag_cache_turns_repeat_reads_into_unbilled_304s(env: Env) -> None:
+async def test_etag_cache_turns_repeat_reads_into_unbilled_304s(env: GitHubEnv) -> None:
     for _ in range(3):
         await get_branch(env.client)
     assert env.telemetry.answered("github", "304") == 2
     assert [r.status for r in env.fake.requests("GET", "/branches/")] == [200, 304, 304]
 
 
-async def test_5xx_is_retried_with_backoff(env: Env) -> None:
+async def test_5xx_is_retried_with_backoff(env: GitHubEnv) -> None:
     env.fake.faults.add(502, path="/branches/", times=2)
     data = await get_branch(env.client)
     assert data["name"] == "main"  # type: ignore[index]
     assert [r.status for r in env.fake.requests("GET", "/branches/")] == [502, 502, 200]
 
 
-async def test_persistent_5xx_becomes_a_temporary_step_error(env: Env) -> None:
+async def test_persistent_5xx_becomes_a_temporary_step_error(env: GitHubEnv) -> None:
     env.fake.faults.add(503, path="/branches/", times=10)
     with pytest.raises(gidgethub.GitHubBroken) as err:
         await get_branch(env.client)
@@ -94,14 +70,14 @@ async def test_persistent_5xx_becomes_a_temporary_step_error(env: Env) -> None:
     assert is_temporary(error) and not error.terminal
 
 
-async def test_secondary_limit_honours_retry_after(env: Env) -> None:
+async def test_secondary_limit_honours_retry_after(env: GitHubEnv) -> None:
     env.fake.faults.add(403, path="/branches/", secondary=True, retry_after=0)
     env.fake.faults.add(429, path="/branches/", retry_after=0)
     await get_branch(env.client)
     assert [r.status for r in env.fake.requests("GET", "/branches/")] == [403, 429, 200]
 
 
-async def test_primary_limit_waits_for_a_near_reset(env: Env) -> None:
+async def test_primary_limit_waits_for_a_near_reset(env: GitHubEnv) -> None:
     await get_branch(env.client)
     env.fake.exhaust_rate_limit(reset_in=0.3)
     started = time.monotonic()
@@ -110,7 +86,7 @@ async def test_primary_limit_waits_for_a_near_reset(env: Env) -> None:
     assert 0.25 <= time.monotonic() - started < FAST.max_wait + 0.5
 
 
-async def test_primary_limit_with_a_far_reset_is_handed_back_as_retry_after(env: Env) -> None:
+async def test_primary_limit_with_a_far_reset_is_handed_back_as_retry_after(env: GitHubEnv) -> None:
     await get_branch(env.client)
     env.fake.exhaust_rate_limit(reset_in=600)
     with pytest.raises(RateLimited) as err:
@@ -126,7 +102,7 @@ async def test_primary_limit_with_a_far_reset_is_handed_back_as_retry_after(env:
     assert len(env.fake.log) == before
 
 
-async def test_not_installed_is_terminal(env: Env) -> None:
+async def test_not_installed_is_terminal(env: GitHubEnv) -> None:
     api = await env.client.repo_api("example/app")
     with pytest.raises(gidgethub.BadRequest) as err:
         await api.getitem("/repos/example/other/branches/main")

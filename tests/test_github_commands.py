@@ -7,30 +7,19 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from handlers.client import RetryPolicy
-from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter import annotations as ann
 from tests.support import objects
-from tests.support.github import (
-    FakeGitHub,
-    FakePromotions,
-    running_fake_github,
-    webhook_request,
-)
+from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.gitrepo import RemoteRepo, make_remote
-from tests.support.telemetry import RecordingTelemetry
+from tests.support.promotions import DEFAULT_STEPS, FakePromotions
 
-SECRET = "webhook-secret"
 NS = "kargo-demo"
 REPO = "example/app"
 APP_URL = "https://github.com/example/app.git"
@@ -48,6 +37,7 @@ def stage(
         namespace=NS,
         warehouse="app",
         upstream=[upstream] if upstream else (),
+        steps=DEFAULT_STEPS,
         verification=["smoke"] if verified else (),
         annotations=(
             {"longshoreman.dev/github-promoters": promoters} if promoters is not None else None
@@ -55,96 +45,53 @@ def stage(
     )
 
 
-@dataclass
-class Env:
-    fake: FakeGitHub
-    service: FakePromotions
-    integration: GitHubIntegration
-    http: TestClient[Any, Any]
-    merged_pr: int
-    open_pr: int
-    merge_commit: str
-
-    async def comment(
-        self, body: str, *, user: str = "alice", on: int | None = None, action: str = "created"
-    ) -> list[dict[str, Any]]:
-        """Post a comment as ``user``, deliver its webhook, return the bot's replies."""
-        number = self.merged_pr if on is None else on
-        before = {c["id"] for c in self.fake.comments(REPO, number)}
-        comment = self.fake.add_comment(REPO, number, body, user=user)
-        payload = self.fake.comment_payload(REPO, comment, action=action)
-        headers, data = webhook_request("issue_comment", payload, SECRET)
-        response = await self.http.post(WEBHOOK_PATH, data=data, headers=headers)
-        assert response.status == 202
-        await asyncio.wait_for(self.integration.queue.join(), 10)
-        self.last = comment
-        return [
-            c
-            for c in self.fake.comments(REPO, number)
-            if c["id"] not in before and c["id"] != comment["id"]
-        ]
-
-
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_fake_github() as fake:
-        git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
-        fake.add_repo(REPO, git)
+async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    service = FakePromotions(
+        NS,
+        stages=[
+            stage("staging", verified=True),
+            stage("prod", upstream="staging", promoters="carol, example/release-team"),
+        ],
+    )
+    async with running_github_env(
+        tmp_path,
+        service=service,
+        bot_settings={"GITHUB_PROJECT": NS},
+    ) as env:
         for user, permission in [("alice", "write"), ("bob", "read"), ("carol", "admin")]:
-            fake.set_permission(REPO, user, permission)
-        fake.add_team_member("example", "release-team", "dave")
-        fake.set_permission(REPO, "dave", "maintain")
-        main = git.head("main")
-        assert main is not None
-        git.git("update-ref", "refs/heads/feature", main)
-        git.commit_files("feature", {"main.go": "package main // v2\n"}, "Feature")
-        pr = await fake.open_pull(REPO, "feature", "main", title="Feature")
-        merged = await fake.merge(REPO, pr["number"])
-        git.git("update-ref", "refs/heads/wip", merged["merge_commit_sha"])
-        git.commit_files("wip", {"wip.txt": "x"}, "WIP")
-        open_pr = await fake.open_pull(REPO, "wip", "main")
-        freight = {
-            "metadata": {"name": "f" * 40, "namespace": NS},
-            "alias": "frozen-tauntaun",
-            "origin": {"kind": "Warehouse", "name": "app"},
-            "commits": [{"repoURL": APP_URL, "id": merged["merge_commit_sha"]}],
-        }
-        service = FakePromotions(
-            NS,
-            stages=[
-                stage("staging", verified=True),
-                stage("prod", upstream="staging", promoters="carol, example/release-team"),
-            ],
-            freight=[freight],
+            env.fake.set_permission(REPO, user, permission)
+        env.fake.add_team_member("example", "release-team", "dave")
+        env.fake.set_permission(REPO, "dave", "maintain")
+        # env.pr, what comments go to: merged; "wip" is still open.
+        merged = await env.open_pull(
+            "feature",
+            {"main.go": "package main // v2\n"},
+            message="Feature",
+            title="Feature",
+            merge=True,
         )
-        app = web.Application()
-        integration = setup_github(
-            app,
-            fake.settings(SECRET, GITHUB_PROJECT=NS),
-            service,
-            policy=RetryPolicy(backoff=0.01, max_wait=0.5),
-        )
-        async with TestClient(TestServer(app)) as http:
-            yield Env(
-                fake,
-                service,
-                integration,
-                http,
-                pr["number"],
-                open_pr["number"],
-                merged["merge_commit_sha"],
+        await env.open_pull("wip", {"wip.txt": "x"}, message="WIP")
+        commit = {"repoURL": APP_URL, "id": merged["merge_commit_sha"]}
+        service.freight.append(
+            objects.freight(
+                "f" * 40, namespace=NS, alias="frozen-tauntaun", warehouse="app", commits=[commit]
             )
+        )
+        yield env
 
 
-async def test_promote_on_a_merged_pr_promotes_the_freight_of_its_merge_commit(env: Env) -> None:
+async def test_promote_on_a_merged_pr_promotes_the_freight_of_its_merge_commit(
+    env: GitHubEnv,
+) -> None:
     replies = await env.comment("Looks good.\n/promote to staging")
-    assert env.service.promoted == [(NS, "staging", "f" * 40, "github:alice")]
+    assert env.service.asked("promote") == [(NS, "staging", "f" * 40, "github:alice")]
     assert env.last["_reactions"] == ["eyes"]
     assert len(replies) == 1
     body = replies[0]["body"]
     assert body.startswith("@alice: `/promote to staging`")
     assert "staging.0001" in body and "frozen-tauntaun" in body
-    reply = json.loads(env.service.annotations[(NS, "staging.0001")][ann.GITHUB_REPLY])
+    reply = json.loads(env.service.annotation("staging.0001", ann.GITHUB_REPLY) or "null")
     assert reply == {
         "repo": REPO,
         "comment": replies[0]["id"],
@@ -153,7 +100,7 @@ async def test_promote_on_a_merged_pr_promotes_the_freight_of_its_merge_commit(e
     }
 
 
-async def test_promote_takes_an_image_reference_or_a_commit_sha(env: Env) -> None:
+async def test_promote_takes_an_image_reference_or_a_commit_sha(env: GitHubEnv) -> None:
     env.service.freight.append(
         {
             "metadata": {"name": "a" * 40, "namespace": NS},
@@ -166,23 +113,23 @@ async def test_promote_takes_an_image_reference_or_a_commit_sha(env: Env) -> Non
     )
     replies = await env.comment("/promote ghcr.io/acme/app:1.4.2 to staging")
     assert "brave-bird" in replies[0]["body"]
-    replies = await env.comment(f"/promote {env.merge_commit[:10]} to staging")
+    replies = await env.comment(f"/promote {env.head('main')[:10]} to staging")
     assert "frozen-tauntaun" in replies[0]["body"]
-    assert [p[2] for p in env.service.promoted] == ["a" * 40, "f" * 40]
+    assert [p[2] for p in env.service.asked("promote")] == ["a" * 40, "f" * 40]
     replies = await env.comment("/promote ghcr.io/acme/app:9.9.9 to staging")
     assert "no Freight holds the image `ghcr.io/acme/app:9.9.9`" in replies[0]["body"]
 
 
-async def test_several_commands_run_in_order_with_one_reply_each(env: Env) -> None:
+async def test_several_commands_run_in_order_with_one_reply_each(env: GitHubEnv) -> None:
     replies = await env.comment("/promote frozen-tauntaun to staging\n/verify staging\n/status")
     assert [r["body"].split(":")[0] for r in replies] == ["@alice"] * 3
     assert "Promotion `staging.0001`" in replies[0]["body"]
     assert "verification" in replies[1]["body"]
     assert "| Stage | Freight |" in replies[2]["body"] and "| prod |" in replies[2]["body"]
-    assert env.service.reverified == [(NS, "staging", "github:alice")]
+    assert env.service.asked("reverify") == [(NS, "staging", "github:alice")]
 
 
-async def test_unauthorized_commenters_are_refused_and_nothing_changes(env: Env) -> None:
+async def test_unauthorized_commenters_are_refused_and_nothing_changes(env: GitHubEnv) -> None:
     replies = await env.comment("/promote to staging", user="bob")
     assert "refused" in replies[0]["body"] and "write access" in replies[0]["body"]
     replies = await env.comment("/promote frozen-tauntaun to prod", user="alice")
@@ -191,44 +138,44 @@ async def test_unauthorized_commenters_are_refused_and_nothing_changes(env: Env)
     assert "refused" in replies[0]["body"] or "nothing" in replies[0]["body"]
     replies = await env.comment("/verify staging", user="bob")
     assert "refused" in replies[0]["body"]
-    assert env.service.promoted == [] and env.service.reverified == []
+    assert env.service.asked("promote") == [] and env.service.asked("reverify") == []
 
 
-async def test_stage_promoters_may_name_users_and_teams(env: Env) -> None:
+async def test_stage_promoters_may_name_users_and_teams(env: GitHubEnv) -> None:
     # prod needs the Freight verified in staging first.
     env.service.freight[0]["status"] = {"verifiedIn": {"staging": {}}}
     await env.comment("/promote frozen-tauntaun to prod", user="carol")
     await env.comment("/promote frozen-tauntaun to prod", user="dave")  # via example/release-team
-    assert [p[3] for p in env.service.promoted] == ["github:carol", "github:dave"]
+    assert [p[3] for p in env.service.asked("promote")] == ["github:carol", "github:dave"]
 
 
-async def test_freight_not_available_to_the_stage_is_refused(env: Env) -> None:
+async def test_freight_not_available_to_the_stage_is_refused(env: GitHubEnv) -> None:
     replies = await env.comment("/promote frozen-tauntaun to prod", user="carol")
     assert "not available" in replies[0]["body"]
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []
 
 
-async def test_promote_without_freight_needs_a_merged_pr(env: Env) -> None:
-    replies = await env.comment("/promote to staging", on=env.open_pr)
+async def test_promote_without_freight_needs_a_merged_pr(env: GitHubEnv) -> None:
+    replies = await env.comment("/promote to staging", on=env.pulls["wip"])
     assert "not merged yet" in replies[0]["body"]
     issue = env.fake.add_issue(REPO)
     replies = await env.comment("/promote to staging", on=issue)
     assert "not a pull request" in replies[0]["body"]
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []
 
 
-async def test_abort_on_a_pr_aborts_the_running_promotion_of_its_freight(env: Env) -> None:
+async def test_abort_on_a_pr_aborts_the_running_promotion_of_its_freight(env: GitHubEnv) -> None:
     await env.comment("/promote to staging")
     env.service.promotions[0]["status"]["phase"] = "Running"
     replies = await env.comment("/abort")
-    assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
+    assert env.service.asked("abort") == [(NS, "staging.0001", "github:alice")]
     assert "abort requested for `staging.0001`" in replies[0]["body"]
     replies = await env.comment("/abort staging.0001", user="bob")
     assert "refused" in replies[0]["body"]
-    assert len(env.service.aborted) == 1
+    assert len(env.service.asked("abort")) == 1
 
 
-async def test_help_lists_usage_and_the_callers_permissions(env: Env) -> None:
+async def test_help_lists_usage_and_the_callers_permissions(env: GitHubEnv) -> None:
     replies = await env.comment("/help", user="alice")
     body = replies[0]["body"]
     assert "/promote [FREIGHT] to STAGE" in body and "**write**" in body
@@ -236,43 +183,43 @@ async def test_help_lists_usage_and_the_callers_permissions(env: Env) -> None:
 
 
 async def test_abort_of_a_stage_aborts_its_running_promotion_and_the_queue_only_when_asked(
-    env: Env,
+    env: GitHubEnv,
 ) -> None:
     for _ in range(3):
         await env.comment("/promote frozen-tauntaun to staging")
     env.service.promotions[0]["status"]["phase"] = "Running"
     replies = await env.comment("/abort staging")
-    assert env.service.aborted == [(NS, "staging.0001", "github:alice")]
+    assert env.service.asked("abort") == [(NS, "staging.0001", "github:alice")]
     assert "abort requested for `staging.0001` (Stage `staging`)" in replies[0]["body"]
     await env.comment("/abort staging all")
-    assert [a[1] for a in env.service.aborted[1:]] == [
+    assert [a[1] for a in env.service.asked("abort")[1:]] == [
         "staging.0001",
         "staging.0002",
         "staging.0003",
     ]
 
 
-async def test_abort_of_a_finished_promotion_is_refused_saying_it_finished(env: Env) -> None:
+async def test_abort_of_a_finished_promotion_is_refused_saying_it_finished(env: GitHubEnv) -> None:
     await env.comment("/promote frozen-tauntaun to staging")
     env.service.promotions[0]["status"]["phase"] = "Succeeded"
     replies = await env.comment("/abort staging.0001")
     assert "Promotion `staging.0001` already finished (Succeeded)" in replies[0]["body"]
-    assert "Nothing was changed" in replies[0]["body"] and env.service.aborted == []
+    assert "Nothing was changed" in replies[0]["body"] and env.service.asked("abort") == []
 
 
-async def test_verify_of_a_stage_without_verification_says_so(env: Env) -> None:
+async def test_verify_of_a_stage_without_verification_says_so(env: GitHubEnv) -> None:
     replies = await env.comment("/verify prod", user="carol")
     assert "Stage `prod` has no verification configured" in replies[0]["body"]
-    assert env.service.reverified == []
+    assert env.service.asked("reverify") == []
 
 
-async def test_help_counts_team_membership(env: Env) -> None:
+async def test_help_counts_team_membership(env: GitHubEnv) -> None:
     replies = await env.comment("/help", user="dave")  # prod lists example/release-team
     body = replies[0]["body"]
     assert "You may promote to: `prod`, `staging`." in body and "Not to" not in body
 
 
-async def test_status_shows_the_freights_alias(env: Env) -> None:
+async def test_status_shows_the_freights_alias(env: GitHubEnv) -> None:
     env.service.stages[0]["status"] = {
         "freightHistory": [{"items": {"Warehouse/app": {"name": "f" * 40}}}]
     }
@@ -282,10 +229,10 @@ async def test_status_shows_the_freights_alias(env: Env) -> None:
 
 
 async def test_freight_is_found_by_a_unique_name_prefix_and_an_ambiguous_one_is_refused(
-    env: Env,
+    env: GitHubEnv,
 ) -> None:
     await env.comment("/promote ffff to staging")
-    assert env.service.promoted == [(NS, "staging", "f" * 40, "github:alice")]
+    assert env.service.asked("promote") == [(NS, "staging", "f" * 40, "github:alice")]
     env.service.freight.append(
         {
             "metadata": {"name": "f" * 39 + "0", "namespace": NS},
@@ -296,7 +243,9 @@ async def test_freight_is_found_by_a_unique_name_prefix_and_an_ambiguous_one_is_
     replies = await env.comment("/promote ffff to staging")
     body = replies[0]["body"]
     assert "`ffff` is ambiguous" in body
-    assert "frozen-tauntaun" in body and "wily-yak" in body and len(env.service.promoted) == 1
+    assert (
+        "frozen-tauntaun" in body and "wily-yak" in body and len(env.service.asked("promote")) == 1
+    )
 
 
 @pytest.mark.parametrize(
@@ -311,11 +260,12 @@ async def test_freight_is_found_by_a_unique_name_prefix_and_an_ambiguous_one_is_
     ],
 )
 async def test_bad_arguments_get_a_reply_and_change_nothing(
-    env: Env, body: str, expected: str
+    env: GitHubEnv, body: str, expected: str
 ) -> None:
     replies = await env.comment(body)
     assert len(replies) == 1 and expected in replies[0]["body"], replies[0]["body"]
-    assert env.service.promoted == [] and env.service.annotations == {}
+    # Nothing asked of the cluster, and no Promotion a reply could be recorded on.
+    assert env.service.actions == [] and env.service.promotions == []
 
 
 @pytest.mark.parametrize(
@@ -329,29 +279,25 @@ async def test_bad_arguments_get_a_reply_and_change_nothing(
     ],
 )
 async def test_ignored_comments_get_no_reaction_and_no_reply(
-    env: Env, body: str, kwargs: dict[str, Any]
+    env: GitHubEnv, body: str, kwargs: dict[str, Any]
 ) -> None:
     replies = await env.comment(body, **kwargs)
     assert replies == [] and env.last["_reactions"] == []
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []
 
 
-async def test_the_bots_own_comments_are_ignored(env: Env) -> None:
-    comment = env.fake.add_comment(REPO, env.merged_pr, "/promote to staging", user="x", bot=True)
+async def test_the_bots_own_comments_are_ignored(env: GitHubEnv) -> None:
+    comment = env.fake.add_comment(REPO, env.pr, "/promote to staging", user="x", bot=True)
     payload = env.fake.comment_payload(REPO, comment)
-    headers, data = webhook_request("issue_comment", payload, SECRET)
-    assert (await env.http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
-    await asyncio.wait_for(env.integration.queue.join(), 10)
-    assert comment["_reactions"] == [] and env.service.promoted == []
+    await env.deliver("issue_comment", payload)
+    assert comment["_reactions"] == [] and env.service.asked("promote") == []
 
 
-async def test_a_comment_without_installation_finds_it_by_repository(env: Env) -> None:
-    comment = env.fake.add_comment(REPO, env.merged_pr, "/promote to staging")
+async def test_a_comment_without_installation_finds_it_by_repository(env: GitHubEnv) -> None:
+    comment = env.fake.add_comment(REPO, env.pr, "/promote to staging")
     payload = env.fake.comment_payload(REPO, comment, installation=False)
-    headers, data = webhook_request("issue_comment", payload, SECRET)
-    assert (await env.http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
-    await asyncio.wait_for(env.integration.queue.join(), 10)
-    assert env.service.promoted and env.fake.requests("GET", "/installation")
+    await env.deliver("issue_comment", payload)
+    assert env.service.asked("promote") and env.fake.requests("GET", "/installation")
 
 
 # ---- property: the command handler never raises on arbitrary comment text ---------------------
@@ -383,34 +329,25 @@ def test_the_command_handler_never_fails_on_arbitrary_text(
     git = _property_repo(tmp_path_factory)
 
     async def run() -> None:
-        async with running_fake_github() as fake:
-            fake.add_repo(REPO, git)
-            fake.set_permission(REPO, "alice", "admin")
-            number = fake.add_issue(REPO)
-            service = FakePromotions(NS, stages=[stage("staging")])
-            app = web.Application()
-            telemetry = RecordingTelemetry()
-            integration = setup_github(
-                app, fake.settings(SECRET, GITHUB_PROJECT=NS), service, telemetry=telemetry
-            )
-            async with TestClient(TestServer(app)) as http:
-                for body in ["\n".join(bodies)]:
-                    comment = fake.add_comment(REPO, number, body)
-                    headers, data = webhook_request(
-                        "issue_comment", fake.comment_payload(REPO, comment), SECRET
-                    )
-                    assert (await http.post(WEBHOOK_PATH, data=data, headers=headers)).status == 202
-                await asyncio.wait_for(integration.queue.join(), 10)
-            assert telemetry.failed() == 0
+        service = FakePromotions(NS, stages=[stage("staging")])
+        tmp = tmp_path_factory.getbasetemp()
+        async with running_github_env(
+            tmp, repo=REPO, git=git, service=service, bot_settings={"GITHUB_PROJECT": NS}
+        ) as env:
+            env.fake.set_permission(REPO, "alice", "admin")
+            number = env.fake.add_issue(REPO)
+            comment = env.fake.add_comment(REPO, number, "\n".join(bodies))
+            await env.deliver("issue_comment", env.fake.comment_payload(REPO, comment))
+            assert env.telemetry.failed() == 0
             # Every reply is addressed to the commenter and within GitHub's size limit.
-            for reply in fake.comments(REPO, number)[1:]:
+            for reply in env.fake.comments(REPO, number)[1:]:
                 assert reply["body"].startswith("@alice") and len(reply["body"]) <= 65536
 
     asyncio.run(run())
 
 
-async def test_echoed_arguments_never_mention_anyone(env: Env) -> None:
+async def test_echoed_arguments_never_mention_anyone(env: GitHubEnv) -> None:
     replies = await env.comment("/promote @octocat to staging")
     assert len(replies) == 1
     assert "@octocat" not in replies[0]["body"] and "@\u200boctocat" in replies[0]["body"]
-    assert env.service.promoted == []
+    assert env.service.asked("promote") == []

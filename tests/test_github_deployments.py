@@ -14,33 +14,30 @@ import itertools
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from app.controller import kube as k
 from app.server import create_app, wait_started
 from app.settings import Settings
 from handlers import deployments as d
-from handlers.client import RetryPolicy
-from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from handlers.webhook import WEBHOOK_PATH
 from promoter import annotations as ann
 from promoter.chatops import markdown_table
 from promoter.views import stage_views
 from slack.messages import status_table
 from tests.support.controller import registry_with, wait_for_object
-from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
+from tests.support.github import running_fake_github, webhook_request
+from tests.support.github_env import SECRET, GitHubEnv, running_github_env
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
-from tests.support.telemetry import RecordingTelemetry
+from tests.support.promotions import FakePromotions
 from tests.support.waiting import eventually
 from tests.test_faults import QUIET, ServerProcess, server_processes
 
-SECRET = "webhook-secret"
 NS = "kargo-demo"
 REPO = "example/app"
 FREIGHT = "f" * 40
@@ -269,101 +266,56 @@ def freight(*commits: tuple[str, str]) -> dict[str, Any]:
     }
 
 
-@dataclass
-class Env:
-    fake: FakeGitHub
-    service: FakePromotions
-    integration: GitHubIntegration
-    http: TestClient[Any, Any]
-    sha: str
-    telemetry: RecordingTelemetry
+def deployments(env: GitHubEnv, environment: str = "staging") -> list[dict[str, Any]]:
+    return env.fake.deployments(REPO, environment)
 
-    async def change(
-        self, new: dict[str, Any], integration: GitHubIntegration | None = None
-    ) -> None:
-        """The Promotion's new state, annotations kept as the cluster keeps them."""
-        integration = integration or self.integration
-        stored = next(
-            (
-                p
-                for p in self.service.promotions
-                if p["metadata"]["name"] == new["metadata"]["name"]
-            ),
-            None,
-        )
-        if stored is not None:
-            new["metadata"]["annotations"] = dict(stored["metadata"]["annotations"])
-            self.service.promotions.remove(stored)
-        self.service.promotions.append(new)
-        integration.on_promotion(copy.deepcopy(new), None)
-        await asyncio.wait_for(integration.queue.join(), 10)
 
-    def deployments(self, environment: str = "staging") -> list[dict[str, Any]]:
-        return self.fake.deployments(REPO, environment)
+def recorded(env: GitHubEnv, name: str = "staging.0001") -> dict[str, Any]:
+    """What the bot recorded on the Promotion about its Deployments."""
+    return ann.read_json(env.service.promotion(name), ann.GITHUB_DEPLOYMENT)
 
-    def record(self, name: str = "staging.0001") -> dict[str, Any]:
-        stored = next(p for p in self.service.promotions if p["metadata"]["name"] == name)
-        return ann.read_json(stored, ann.GITHUB_DEPLOYMENT)
 
-    async def verified(self, phase: str, promotion: str = "staging.0001") -> None:
-        """The Stage's verification of the Promotion's Freight ended in ``phase``."""
-        stage = self.service.stages[0]
-        entry = {
-            "id": "v1",
-            "phase": phase,
-            "promotion": promotion,
-            "analysisRun": {"name": "run-1", "namespace": NS},
-        }
-        stage["status"] = {
-            "lastPromotion": {"name": promotion},
-            "freightHistory": [
-                {"items": {"Warehouse/app": {"name": FREIGHT}}, "verificationHistory": [entry]}
-            ],
-        }
-        self.integration.on_stage(copy.deepcopy(stage), None)
-        await asyncio.wait_for(self.integration.queue.join(), 10)
-
-    async def restarted(self) -> GitHubIntegration:
-        app = web.Application()
-        integration = setup_github(
-            app, self.integration.settings, self.service, policy=RetryPolicy(backoff=0.01)
-        )
-        await integration.client.start()
-        return integration
+async def verified(env: GitHubEnv, phase: str, promotion: str = "staging.0001") -> None:
+    """The Stage's verification of the Promotion's Freight ended in ``phase``."""
+    stage = env.service.stages[0]
+    entry = {
+        "id": "v1",
+        "phase": phase,
+        "promotion": promotion,
+        "analysisRun": {"name": "run-1", "namespace": NS},
+    }
+    stage["status"] = {
+        "lastPromotion": {"name": promotion},
+        "freightHistory": [
+            {"items": {"Warehouse/app": {"name": FREIGHT}}, "verificationHistory": [entry]}
+        ],
+    }
+    env.integration.on_stage(copy.deepcopy(stage), None)
+    await env.settle()
 
 
 @pytest.fixture
-async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
-    settings_env = getattr(request, "param", {})
-    async with running_fake_github() as fake:
-        git = make_remote(tmp_path, {"main.go": "package main\n"}, name="app")
-        fake.add_repo(REPO, git)
-        sha = git.head("main")
-        assert sha is not None
-        service = FakePromotions(
-            NS,
-            stages=[staging()],
-            freight=[freight((REPO, sha), ("elsewhere/not-installed", sha))],
-        )
-        app = web.Application()
-        telemetry = RecordingTelemetry()
-        integration = setup_github(
-            app,
-            fake.settings(SECRET, GITHUB_PROJECT=NS, GITHUB_PROMOTION_URL=PAGE, **settings_env),
-            service,
-            policy=RetryPolicy(backoff=0.01, max_wait=0.5),
-            telemetry=telemetry,
-        )
-        async with TestClient(TestServer(app)) as http:
-            # GitHub sends the deployment_status webhooks of our own writes back to us.
-            fake.deliver_to(str(http.make_url(WEBHOOK_PATH)), SECRET)
-            yield Env(fake, service, integration, http, sha, telemetry)
+async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[GitHubEnv]:
+    service = FakePromotions(NS, stages=[staging()])
+    async with running_github_env(
+        tmp_path,
+        service=service,
+        bot_settings={
+            "GITHUB_PROJECT": NS,
+            "GITHUB_PROMOTION_URL": PAGE,
+            **getattr(request, "param", {}),
+        },
+        # GitHub sends the deployment_status webhooks of our own writes back to us.
+        deliver_webhooks=True,
+    ) as env:
+        service.freight.append(freight((REPO, env.sha), ("elsewhere/not-installed", env.sha)))
+        yield env
 
 
-async def test_a_promotion_is_one_deployment_whose_statuses_follow_it(env: Env) -> None:
+async def test_a_promotion_is_one_deployment_whose_statuses_follow_it(env: GitHubEnv) -> None:
     for phase in ("Pending", "Running", "Running", "Succeeded"):
         await env.change(promotion(phase))
-    [deployment] = env.deployments()
+    [deployment] = deployments(env)
     asked = deployment["_request"]
     assert asked["ref"] == env.sha and deployment["sha"] == env.sha
     assert asked["auto_merge"] is False and asked["required_contexts"] == []
@@ -383,21 +335,21 @@ async def test_a_promotion_is_one_deployment_whose_statuses_follow_it(env: Env) 
     assert {status for _, status in env.fake.deliveries} == {202}
     assert env.telemetry.failed() == 0
     assert env.fake.requests("GET", "/statuses") == []
-    record = env.record()
+    record = recorded(env)
     assert record["ids"] == {f"{REPO}@{env.sha}": deployment["id"]}
     assert record["links"] == [{"repo": REPO, "url": f"{env.fake.url}/{REPO}/deployments/staging"}]
 
 
 async def test_the_previous_deployment_goes_inactive_and_others_are_left_alone(
-    env: Env,
+    env: GitHubEnv,
 ) -> None:
     theirs = env.fake.add_deployment(REPO, env.sha, "staging", user="carol")
     await env.change(promotion("Succeeded", name="staging.0001"))
-    (first,) = (x for x in env.deployments() if x is not theirs)
+    (first,) = (x for x in deployments(env) if x is not theirs)
     await env.change(promotion("Running", name="staging.0002"))
     assert env.fake.states(first) == ["success"]  # still what runs until the next one succeeds
     await env.change(promotion("Succeeded", name="staging.0002"))
-    second = env.deployments()[-1]
+    second = deployments(env)[-1]
     assert env.fake.states(first) == ["success", "inactive"]
     assert first["_statuses"][-1]["description"] == "Replaced by Promotion staging.0002"
     assert env.fake.states(second) == ["in_progress", "success"]
@@ -406,97 +358,91 @@ async def test_the_previous_deployment_goes_inactive_and_others_are_left_alone(
 
 
 async def test_a_failed_promotion_ends_failure_an_aborted_one_error_with_the_reason(
-    env: Env,
+    env: GitHubEnv,
 ) -> None:
     await env.change(promotion("Running", name="staging.0001"))
     await env.change(promotion("Failed", "git-push: the remote refused", name="staging.0001"))
     await env.change(promotion("Running", name="staging.0002"))
     await env.change(promotion("Aborted", "Aborted by github:alice", name="staging.0002"))
-    failed, aborted = env.deployments()
+    failed, aborted = deployments(env)
     assert env.fake.states(failed) == ["in_progress", "failure"]
     assert failed["_statuses"][-1]["description"] == "Failed: git-push: the remote refused"
     assert env.fake.states(aborted) == ["in_progress", "error"]
     assert aborted["_statuses"][-1]["description"] == "Aborted by github:alice"
 
 
-async def test_verification_adds_a_description(env: Env) -> None:
+async def test_verification_adds_a_description(env: GitHubEnv) -> None:
     await env.change(promotion("Succeeded"))
-    await env.verified("Successful")
-    [deployment] = env.deployments()
+    await verified(env, "Successful")
+    [deployment] = deployments(env)
     assert env.fake.states(deployment) == ["success", "success"]
     assert deployment["_statuses"][-1]["description"] == "Promoted frozen-tauntaun, verified"
 
 
-async def test_a_restart_finds_its_deployment_and_sends_nothing_unchanged(env: Env) -> None:
+async def test_a_restart_finds_its_deployment_and_sends_nothing_unchanged(env: GitHubEnv) -> None:
     await env.change(promotion("Running"))
     # Killed after GitHub created the Deployment, before the ids were recorded.
     env.service.promotions[0]["metadata"]["annotations"].pop(ann.GITHUB_DEPLOYMENT)
     writes = len(env.fake.requests("POST", "/deployments"))
-    restarted = await env.restarted()
-    try:
-        await env.change(promotion("Running"), restarted)
+    async with env.restarted() as restarted:
+        await env.change(promotion("Running"), integration=restarted)
         assert len(env.fake.requests("POST", "/deployments")) == writes  # GitHub shows that already
-        await env.change(promotion("Succeeded"), restarted)
-    finally:
-        await restarted.client.close()
-    [deployment] = env.deployments()
+        await env.change(promotion("Succeeded"), integration=restarted)
+    [deployment] = deployments(env)
     assert env.fake.states(deployment) == ["in_progress", "success"]
-    assert env.record()["ids"] == {f"{REPO}@{env.sha}": deployment["id"]}
+    assert recorded(env)["ids"] == {f"{REPO}@{env.sha}": deployment["id"]}
     # Finished and shown: a further restart replays it without a request.
     before = len(env.fake.log)
-    again = await env.restarted()
-    try:
-        await env.change(promotion("Succeeded"), again)
-    finally:
-        await again.client.close()
+    async with env.restarted() as again:
+        await env.change(promotion("Succeeded"), integration=again)
     assert [r for r in env.fake.log[before:] if "/deployments" in r.path] == []
 
 
-async def test_a_status_someone_else_writes_is_respected(env: Env) -> None:
+async def test_a_status_someone_else_writes_is_respected(env: GitHubEnv) -> None:
     await env.change(promotion("Succeeded"))
-    [deployment] = env.deployments()
+    [deployment] = deployments(env)
     # Someone marks it inactive by hand; GitHub tells us.
     await env.fake.set_deployment_status(REPO, deployment["id"], "inactive", user="carol")
-    await asyncio.wait_for(env.integration.queue.join(), 10)
+    await env.settle()
     # The verification ends later: the inactive Deployment is not revived.
-    await env.verified("Failed")
+    await verified(env, "Failed")
     assert env.fake.states(deployment) == ["success", "inactive"]
 
 
 async def test_a_deployment_deleted_on_github_stays_deleted(
-    env: Env, caplog: pytest.LogCaptureFixture
+    env: GitHubEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
     await env.change(promotion("Succeeded"))
-    [deployment] = env.deployments()
+    [deployment] = deployments(env)
     await env.fake.set_deployment_status(REPO, deployment["id"], "inactive")
     env.fake.delete_deployment(REPO, deployment["id"])
-    await asyncio.wait_for(env.integration.queue.join(), 10)
+    await env.settle()
     with caplog.at_level(logging.WARNING, logger="handlers"):
-        await env.verified("Successful")  # something to tell: but the Deployment is gone
-    assert env.deployments() == []
+        await verified(env, "Successful")  # something to tell: but the Deployment is gone
+    assert deployments(env) == []
     assert [r.getMessage() for r in caplog.records if "Deployment" in r.getMessage()] == []
 
 
 async def test_without_the_permission_nothing_breaks(
-    env: Env, caplog: pytest.LogCaptureFixture
+    env: GitHubEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
     env.fake.deny_permission("deployments")
     with caplog.at_level(logging.WARNING, logger="handlers"):
         for phase in ("Pending", "Running", "Succeeded"):
             await env.change(promotion(phase))
-    assert env.deployments() == []
+    assert deployments(env) == []
     # The check run followed the Promotion as ever.
     [run] = env.fake.check_runs(REPO, env.sha)
     assert run["conclusion"] == "success"
     lines = [r.getMessage() for r in caplog.records if "deployments permission" in r.getMessage()]
     assert len(lines) == 1, lines
     assert f"in {REPO}" in lines[0] and "403" in lines[0]
-    assert "lacks the deployments permission" in env.record()["warning"]
+    assert "lacks the deployments permission" in recorded(env)["warning"]
     # Refused once, not asked again and again.
     assert len(env.fake.requests(path="/deployments")) == 1
 
 
-async def test_opting_in_later_writes_what_the_stage_holds_not_its_history(env: Env) -> None:
+async def test_opting_in_later_writes_what_the_stage_holds_not_its_history(env: GitHubEnv) -> None:
     history = []
     for i in range(1, 4):
         done = promotion("Succeeded", name=f"staging.000{i}")
@@ -505,14 +451,14 @@ async def test_opting_in_later_writes_what_the_stage_holds_not_its_history(env: 
     env.service.promotions[:] = history
     for done in history:  # the informer's initial list, in any order
         env.integration.on_promotion(copy.deepcopy(done), None)
-    await asyncio.wait_for(env.integration.queue.join(), 10)
-    [deployment] = env.deployments()
+    await env.settle()
+    [deployment] = deployments(env)
     assert deployment["payload"]["longshoreman"]["promotion"] == f"{NS}/staging.0003"
     assert env.fake.states(deployment) == ["success"]
     assert len(env.fake.requests("GET", "/deployments")) <= 2  # the newest one's look-ups only
 
 
-async def test_stages_that_do_not_opt_in_get_no_deployment(env: Env) -> None:
+async def test_stages_that_do_not_opt_in_get_no_deployment(env: GitHubEnv) -> None:
     env.service.stages[0]["metadata"]["annotations"] = {}
     await env.change(promotion("Succeeded"))
     assert env.fake.deployments(REPO) == []
@@ -520,12 +466,12 @@ async def test_stages_that_do_not_opt_in_get_no_deployment(env: Env) -> None:
 
 
 @pytest.mark.parametrize("env", [{"GITHUB_DEPLOYMENTS": "someone-else"}], indirect=True)
-async def test_the_installation_setting_limits_where_deployments_go(env: Env) -> None:
+async def test_the_installation_setting_limits_where_deployments_go(env: GitHubEnv) -> None:
     await env.change(promotion("Succeeded"))
     assert env.fake.deployments(REPO) == []
 
 
-async def test_environment_name_kind_and_url(env: Env) -> None:
+async def test_environment_name_kind_and_url(env: GitHubEnv) -> None:
     env.service.stages[0] = staging(
         **{ann.GITHUB_ENVIRONMENT: "production", ann.GITHUB_ENVIRONMENT_TYPE: "production"}
     )
@@ -538,11 +484,11 @@ async def test_environment_name_kind_and_url(env: Env) -> None:
         {"uses": "argocd", "config": {"apps": [{"name": "staging-app"}]}}
     ]
     await env.change(done)
-    [deployment] = env.deployments("production")
+    [deployment] = deployments(env, "production")
     assert deployment["production_environment"] is True
     assert deployment["transient_environment"] is False
     assert deployment["_statuses"][-1]["environment_url"] == "https://staging.example.com"
-    assert env.record()["environmentURL"] == "https://staging.example.com"
+    assert recorded(env)["environmentURL"] == "https://staging.example.com"
 
 
 # ---- the whole server: the real controller, the pages and /status -------------------------------

@@ -14,16 +14,14 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.controller import kube as k
-from handlers.client import GitHubClient, RetryPolicy
+from handlers.client import RetryPolicy
 from handlers.git_credentials import GitHubGitCredentials, github_repo
 from handlers.pull_requests import GitHubPullRequests
 from promoter.errors import StepError
@@ -31,8 +29,7 @@ from promoter.steps.base import GitSettings, StepContext, StepServices
 from promoter.steps.git import git_clone
 from promoter.steps.github import STEPS as GITHUB_STEPS
 from tests.support.controller import Gate, registry_with, running_controller, wait_terminal
-from tests.support.github import FakeGitHub, running_fake_github
-from tests.support.gitrepo import RemoteRepo, make_remote
+from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.kube import running_apiserver
 from tests.support.steps import make_context
 
@@ -76,45 +73,33 @@ def test_the_git_host_is_derived_from_the_api_url() -> None:
     assert base("http://127.0.0.1:8080") == "http://127.0.0.1:8080"
 
 
-@dataclass
-class Env:
-    fake: FakeGitHub
-    client: GitHubClient
-    gitops: RemoteRepo
-    url: str
-    skew: list[float]
-    tmp: Path
+def services(env: GitHubEnv) -> StepServices:
+    """What the server gives the steps: the App's git credentials and pull-request port."""
+    return StepServices(
+        git=GitSettings(env=HERMETIC, credentials=GitHubGitCredentials(env.client)),
+        extra={"github": GitHubPullRequests(env.client)},
+    )
 
-    def services(self) -> StepServices:
-        return StepServices(
-            git=GitSettings(env=HERMETIC, credentials=GitHubGitCredentials(self.client)),
-            extra={"github": GitHubPullRequests(self.client)},
-        )
 
-    def context(self, name: str) -> StepContext:
-        base = make_context(self.tmp, git_env=HERMETIC, work_dir=self.tmp / name)
-        return StepContext(**{**base.__dict__, "services": self.services()})
+def context(env: GitHubEnv, name: str) -> StepContext:
+    base = make_context(env.tmp, git_env=HERMETIC, work_dir=env.tmp / name)
+    return StepContext(**{**base.__dict__, "services": services(env)})
 
-    def issued_tokens(self) -> list[str]:
-        return list(self.fake.tokens)
+
+def issued_tokens(env: GitHubEnv) -> list[str]:
+    return list(env.fake.tokens)
 
 
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with running_fake_github() as fake:
-        gitops = make_remote(tmp_path, {"staging/version.txt": "old\n"}, name="gitops")
-        fake.add_repo("example/gitops", gitops)
-        skew = [0.0]
-        client = GitHubClient(
-            fake.settings(),
-            policy=RetryPolicy(backoff=0.01, max_wait=1.0),
-            clock=lambda: time.time() + skew[0],
-        )
-        await client.start()
-        try:
-            yield Env(fake, client, gitops, fake.git_url("example/gitops"), skew, tmp_path)
-        finally:
-            await client.close()
+async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    async with running_github_env(
+        tmp_path,
+        repo="example/gitops",
+        files={"staging/version.txt": "old\n"},
+        git_name="gitops",
+        client=RetryPolicy(backoff=0.01, max_wait=1.0),
+    ) as env:
+        yield env
 
 
 def _clone_config(url: str, path: str = "./out") -> dict[str, Any]:
@@ -131,34 +116,34 @@ def _files_containing(root: Path, needles: list[str]) -> list[Path]:
     return found
 
 
-async def test_without_credentials_the_fake_refuses_git(env: Env) -> None:
+async def test_without_credentials_the_fake_refuses_git(env: GitHubEnv) -> None:
     ctx = make_context(env.tmp, git_env=HERMETIC)
     with pytest.raises(StepError) as raised:
-        await git_clone(ctx, _clone_config(env.url))
+        await git_clone(ctx, _clone_config(env.git_url))
     assert raised.value.terminal
     assert "could not clone" in raised.value.message
     assert [r.allowed for r in env.fake.git_requests] == [False]
 
 
-async def test_tokens_are_renewed_before_they_expire_and_each_one_works(env: Env) -> None:
-    ctx = env.context("first")
-    await git_clone(ctx, _clone_config(env.url))
+async def test_tokens_are_renewed_before_they_expire_and_each_one_works(env: GitHubEnv) -> None:
+    ctx = context(env, "first")
+    await git_clone(ctx, _clone_config(env.git_url))
     assert env.fake.tokens_issued == 1
     # 56 minutes later the cached token is within five minutes of its expiry: a new one is used.
-    env.skew[0] = 56 * 60
-    await git_clone(env.context("second"), _clone_config(env.url))
+    env.skew = 56 * 60
+    await git_clone(context(env, "second"), _clone_config(env.git_url))
     assert env.fake.tokens_issued == 2
     assert all(r.allowed for r in env.fake.git_requests)
 
 
 async def test_a_token_github_no_longer_accepts_fails_without_showing_it(
-    env: Env, caplog: pytest.LogCaptureFixture
+    env: GitHubEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await git_clone(env.context("first"), _clone_config(env.url))
-    token = env.issued_tokens()[0]
+    await git_clone(context(env, "first"), _clone_config(env.git_url))
+    token = issued_tokens(env)[0]
     env.fake.revoke_tokens()  # the client still holds it, as after a rotation GitHub did
     with caplog.at_level(logging.DEBUG), pytest.raises(StepError) as raised:
-        await git_clone(env.context("second"), _clone_config(env.url))
+        await git_clone(context(env, "second"), _clone_config(env.git_url))
     message = raised.value.message
     assert raised.value.terminal
     assert message.startswith("git-clone: could not clone")
@@ -167,10 +152,10 @@ async def test_a_token_github_no_longer_accepts_fails_without_showing_it(
 
 
 async def test_a_promotion_clones_pushes_and_opens_a_pr_with_the_installation_token(
-    env: Env, caplog: pytest.LogCaptureFixture
+    env: GitHubEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
     steps: list[dict[str, Any]] = [
-        {"uses": "git-clone", "config": _clone_config(env.url)},
+        {"uses": "git-clone", "config": _clone_config(env.git_url)},
         {
             "uses": "file-write",
             "config": {
@@ -189,7 +174,7 @@ async def test_a_promotion_clones_pushes_and_opens_a_pr_with_the_installation_to
             "uses": "git-open-pr",
             "as": "open-pr",
             "config": {
-                "repoURL": env.url,
+                "repoURL": env.git_url,
                 "sourceBranch": "${{ outputs.push.branch }}",
                 "targetBranch": "main",
             },
@@ -230,7 +215,7 @@ async def test_a_promotion_clones_pushes_and_opens_a_pr_with_the_installation_to
                 server,
                 work,
                 registry=registry_with(gate=gate, **GITHUB_STEPS),
-                services=env.services(),
+                services=services(env),
             )
         )
         with caplog.at_level(logging.DEBUG):
@@ -248,19 +233,19 @@ async def test_a_promotion_clones_pushes_and_opens_a_pr_with_the_installation_to
             assert gate.entered, "the Promotion reached the gate"
             # While it waits: git's files of the clone and its worktree hold no token, and the
             # remote URL is the manifest's, without userinfo.
-            tokens = env.issued_tokens()
+            tokens = issued_tokens(env)
             assert tokens, "the App's installation token was used"
             assert _files_containing(work, tokens) == []
             clone_configs = list(work.rglob("*.git/config"))
             assert clone_configs
             for config in clone_configs:
-                assert f"url = {env.url}\n" in config.read_text()
+                assert f"url = {env.git_url}\n" in config.read_text()
             gate.open("inspected")
             done = await wait_terminal(kube, NS, "to-staging", within=30)
     assert done["status"]["phase"] == "Succeeded", json.dumps(done["status"], indent=1)
 
     branch = "kargo/promotion/to-staging"
-    assert env.gitops.read_file(branch, "staging/version.txt") == "new\n"
+    assert env.git.read_file(branch, "staging/version.txt") == "new\n"
     pulls = env.fake.repo("example/gitops").pulls
     assert [(p.head, p.base) for p in pulls.values()] == [(branch, "main")]
     assert env.fake.git_requests and all(r.allowed for r in env.fake.git_requests)
@@ -271,7 +256,7 @@ async def test_a_promotion_clones_pushes_and_opens_a_pr_with_the_installation_to
     assert all(t not in r.path + r.query for t in tokens for r in env.fake.git_requests)
     assert all(t not in caplog.text for t in tokens)
     assert all(t not in json.dumps(done) for t in tokens)
-    assert env.gitops.head(branch) == done["status"]["state"]["push"]["commit"]
+    assert env.git.head(branch) == done["status"]["state"]["push"]["commit"]
 
 
 def test_the_header_goes_after_an_operators_own_config_entries() -> None:
@@ -300,13 +285,13 @@ def test_the_header_goes_after_an_operators_own_config_entries() -> None:
     assert "ghs_s3cret" not in repr(GitCredential("x-access-token", "ghs_s3cret"))
 
 
-async def test_a_repository_the_app_is_not_installed_on_gets_no_token(env: Env) -> None:
+async def test_a_repository_the_app_is_not_installed_on_gets_no_token(env: GitHubEnv) -> None:
     credentials = GitHubGitCredentials(env.client)
     elsewhere = f"{env.fake.url}/example/not-installed.git"
     assert await credentials(elsewhere) is None
     assert await credentials(elsewhere) is None  # remembered: GitHub is asked once
     assert len(env.fake.requests("GET", "/repos/example/not-installed/installation")) == 1
     assert await credentials("https://gitlab.com/example/gitops.git") is None
-    found = await credentials(env.url)
+    found = await credentials(env.git_url)
     assert found is not None and found.username == "x-access-token"
-    assert found.password in env.issued_tokens()
+    assert found.password in issued_tokens(env)

@@ -4,19 +4,16 @@ Freight."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 
 from handlers.push import freight_for_push, freight_name, push_refreshes
-from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
-from tests.support.github import FakePromotions, fixture, running_fake_github, webhook_request
-from tests.support.gitrepo import make_remote
+from tests.support.github import fixture
+from tests.support.github_env import GitHubEnv, running_github_env
+from tests.support.promotions import FakePromotions
 
 NS = "default"
 
@@ -83,31 +80,24 @@ def test_pushes_a_warehouse_does_not_subscribe_to_make_nothing(
 
 
 @pytest.fixture
-async def bot(
-    tmp_path: Path,
-) -> AsyncIterator[tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any]]]:
-    async with running_fake_github() as fake:
-        fake.add_repo("Codertocat/Hello-World", make_remote(tmp_path, {"README.md": "hi\n"}))
-        service = FakePromotions(NS)
-        service.warehouse_list.append(warehouse(image=True))
-        service.warehouse_list.append(warehouse("elsewhere", url="https://github.com/x/y"))
-        app = web.Application()
-        integration = setup_github(app, fake.settings(), service)
-        async with TestClient(TestServer(app)) as http:
-            yield service, integration, http
+async def bot(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    service = FakePromotions(NS)
+    service.warehouse_list.append(warehouse(image=True))
+    service.warehouse_list.append(warehouse("elsewhere", url="https://github.com/x/y"))
+    async with running_github_env(tmp_path, repo="Codertocat/Hello-World", service=service) as env:
+        yield env
 
 
 async def test_the_same_commit_delivered_twice_refreshes_and_makes_no_freight_itself(
-    bot: tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any]],
+    bot: GitHubEnv,
 ) -> None:
-    service, integration, http = bot
     for _ in range(2):  # two deliveries (different ids) of the same push
-        headers, body = webhook_request("push", fixture("push.with-new-branch"), "webhook-secret")
-        assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
-    await asyncio.wait_for(integration.queue.join(), 10)
+        status, _ = await bot.send("push", fixture("push.with-new-branch"))
+        assert status == 202
+    await bot.settle()
     # The Warehouse discovers with its own strategies; refreshing twice is harmless.
-    assert service.refreshed_warehouses == [(NS, "hello"), (NS, "hello")]
-    assert service.created_freight == []
+    assert bot.service.asked("refresh-warehouse") == [(NS, "hello"), (NS, "hello")]
+    assert bot.service.asked("create-freight") == []
 
 
 @pytest.mark.parametrize(

@@ -33,9 +33,11 @@ from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from tests.support import objects
 from tests.support.controller import running_controller, wait_for_object
 from tests.support.fixtures import analysis_template
-from tests.support.github import FakeGitHub, FakePromotions, running_fake_github, webhook_request
+from tests.support.github import FakeGitHub, running_fake_github, webhook_request
+from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
+from tests.support.promotions import FakePromotions
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
 from tests.support.waiting import eventually
 
@@ -272,18 +274,12 @@ def analysis_run(phase: str, metrics: int = 1, message: str = "") -> dict[str, A
 
 
 @pytest.fixture
-async def fake_github(tmp_path: Path) -> AsyncIterator[tuple[FakeGitHub, GitHubClient, str]]:
-    async with running_fake_github() as fake:
-        git = make_remote(tmp_path, {"a.txt": "1\n"}, name="app")
-        fake.add_repo("example/app", git)
-        client = GitHubClient(fake.settings(), policy=RetryPolicy(backoff=0.01, max_wait=1.0))
-        await client.start()
-        try:
-            sha = git.head("main")
-            assert sha is not None
-            yield fake, client, sha
-        finally:
-            await client.close()
+async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    async with running_github_env(
+        tmp_path,
+        client=RetryPolicy(backoff=0.01, max_wait=1.0),
+    ) as env:
+        yield env
 
 
 def _service(sha: str) -> FakePromotions:
@@ -307,9 +303,9 @@ def _service(sha: str) -> FakePromotions:
 
 
 async def test_a_restarted_leader_finds_its_verify_run_by_name_and_external_id(
-    fake_github: tuple[FakeGitHub, GitHubClient, str],
+    env: GitHubEnv,
 ) -> None:
-    fake, client, sha = fake_github
+    fake, client, sha = env.fake, env.client, env.sha
     service = _service(sha)
     service.analysis_runs[("demo", "staging.run")] = analysis_run("Running")
 

@@ -6,78 +6,29 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 from gidgethub import routing, sansio
 
-from handlers.client import RetryPolicy
 from handlers.queue import KeyedQueue
 from handlers.routing import dispatch, ordering_key
-from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from handlers.webhook import WEBHOOK_PATH, GitHubIntegration
 from tests.support.github import (
-    FakeGitHub,
-    FakePromotions,
     fixture,
-    running_fake_github,
     webhook_request,
 )
-from tests.support.gitrepo import make_remote
-from tests.support.telemetry import RecordingTelemetry
-
-SECRET = "webhook-secret"
-
-
-@dataclass
-class Bot:
-    fake: FakeGitHub
-    service: FakePromotions
-    integration: GitHubIntegration
-    http: TestClient[Any, Any]
-    telemetry: RecordingTelemetry
-
-    async def send(
-        self,
-        event: str,
-        payload: dict[str, Any] | bytes,
-        *,
-        secret: str | None = SECRET,
-        delivery: str | None = None,
-        signature: str | None = None,
-        content_type: str | None = None,
-    ) -> tuple[int, dict[str, Any]]:
-        headers, body = webhook_request(
-            event, payload, secret, delivery=delivery, signature=signature
-        )
-        if content_type is not None:
-            headers["content-type"] = content_type
-        response = await self.http.post(WEBHOOK_PATH, data=body, headers=headers)
-        return response.status, await response.json()
-
-    async def settle(self) -> None:
-        await asyncio.wait_for(self.integration.queue.join(), 10)
+from tests.support.github_env import SECRET, GitHubEnv, running_github_env
+from tests.support.promotions import FakePromotions
 
 
 @pytest.fixture
-async def bot(tmp_path: Path) -> AsyncIterator[Bot]:
-    async with running_fake_github() as fake:
-        fake.add_repo("Codertocat/Hello-World", make_remote(tmp_path, {"README.md": "hi\n"}))
-        service = FakePromotions()
-        app = web.Application()
-        telemetry = RecordingTelemetry()
-        integration = setup_github(
-            app,
-            fake.settings(SECRET),
-            service,
-            policy=RetryPolicy(backoff=0.01, max_wait=0.5),
-            telemetry=telemetry,
-        )
-        async with TestClient(TestServer(app)) as http:
-            yield Bot(fake, service, integration, http, telemetry)
+async def bot(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    async with running_github_env(
+        tmp_path, repo="Codertocat/Hello-World", service=FakePromotions()
+    ) as env:
+        yield env
 
 
 def closed_pr() -> dict[str, Any]:
@@ -86,14 +37,14 @@ def closed_pr() -> dict[str, Any]:
     return payload
 
 
-async def test_a_signed_pull_request_closed_wakes_its_waiting_promotions(bot: Bot) -> None:
+async def test_a_signed_pull_request_closed_wakes_its_waiting_promotions(bot: GitHubEnv) -> None:
     bot.service.waiting["https://github.com/Codertocat/Hello-World/pull/2"] = 1
     status, body = await bot.send("pull_request", closed_pr())
     assert status == 202, body
     await bot.settle()
-    assert bot.service.woken == [
-        "https://github.com/Codertocat/Hello-World/pull/2",
-        "https://api.github.com/repos/Codertocat/Hello-World/pulls/2",
+    assert bot.service.asked("wake-pr") == [
+        ("https://github.com/Codertocat/Hello-World/pull/2",),
+        ("https://api.github.com/repos/Codertocat/Hello-World/pulls/2",),
     ]
 
 
@@ -107,16 +58,16 @@ async def test_a_signed_pull_request_closed_wakes_its_waiting_promotions(bot: Bo
     ],
 )
 async def test_missing_or_wrong_signatures_get_401_and_nothing_happens(
-    bot: Bot, secret: str | None, signature: str | None
+    bot: GitHubEnv, secret: str | None, signature: str | None
 ) -> None:
     status, _ = await bot.send("pull_request", closed_pr(), secret=secret, signature=signature)
     assert status == 401
     await bot.settle()
-    assert bot.service.woken == [] and not bot.telemetry.handled()
+    assert bot.service.asked("wake-pr") == [] and not bot.telemetry.handled()
     assert bot.fake.log == []
 
 
-async def test_malformed_json_and_other_content_types_are_refused(bot: Bot) -> None:
+async def test_malformed_json_and_other_content_types_are_refused(bot: GitHubEnv) -> None:
     status, _ = await bot.send("pull_request", b"{not json")
     assert status in (400, 415)
     status, _ = await bot.send("pull_request", b"payload=1", content_type="text/plain")
@@ -127,29 +78,29 @@ async def test_malformed_json_and_other_content_types_are_refused(bot: Bot) -> N
     assert not bot.telemetry.handled()
 
 
-async def test_missing_event_header_is_a_bad_request(bot: Bot) -> None:
+async def test_missing_event_header_is_a_bad_request(bot: GitHubEnv) -> None:
     headers, body = webhook_request("pull_request", closed_pr(), SECRET)
     del headers["x-github-event"]
     response = await bot.http.post(WEBHOOK_PATH, data=body, headers=headers)
     assert response.status == 400
 
 
-async def test_ping_is_answered_200(bot: Bot) -> None:
+async def test_ping_is_answered_200(bot: GitHubEnv) -> None:
     status, body = await bot.send("ping", fixture("ping.with-app_id"))
     assert status == 200 and body["message"] == "pong"
 
 
-async def test_a_replayed_delivery_is_processed_once(bot: Bot) -> None:
+async def test_a_replayed_delivery_is_processed_once(bot: GitHubEnv) -> None:
     first = await bot.send("pull_request", closed_pr(), delivery="d-1")
     second = await bot.send("pull_request", closed_pr(), delivery="d-1")
     assert first[0] == 202
     assert second[0] == 200 and "duplicate" in second[1]["message"]
     await bot.settle()
     assert bot.telemetry.handled() == ["d-1"]
-    assert len(bot.service.woken) == 2  # html_url and url, once
+    assert len(bot.service.asked("wake-pr")) == 2  # html_url and url, once
 
 
-async def test_unknown_events_and_actions_are_accepted_and_ignored(bot: Bot) -> None:
+async def test_unknown_events_and_actions_are_accepted_and_ignored(bot: GitHubEnv) -> None:
     for event, name in [
         ("installation", "installation.created"),
         ("check_suite", "check_suite.requested"),
@@ -162,7 +113,7 @@ async def test_unknown_events_and_actions_are_accepted_and_ignored(bot: Bot) -> 
     await bot.settle()
     assert len(bot.telemetry.handled()) == 5
     assert bot.telemetry.failed() == 0
-    assert bot.service.woken == [] and bot.service.promoted == []
+    assert bot.service.asked("wake-pr") == [] and bot.service.asked("promote") == []
     assert bot.fake.log == []  # nothing needed GitHub
 
 
@@ -228,7 +179,7 @@ async def test_the_queue_keeps_order_per_key_and_bounds_concurrency() -> None:
     await small.close()
 
 
-async def test_a_full_backlog_answers_503(bot: Bot) -> None:
+async def test_a_full_backlog_answers_503(bot: GitHubEnv) -> None:
     bot.integration.queue.max_pending = 0
     status, _ = await bot.send("pull_request", closed_pr(), delivery="full-1")
     assert status == 503

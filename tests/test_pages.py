@@ -26,6 +26,7 @@ from promoter.clock import SYSTEM, Clock
 from promoter.stages import phase_of
 from promoter.views import promotion_view
 from slack.messages import render_promotion
+from tests.support import objects
 from tests.support.clock import FakeClock
 from tests.support.controller import Gate, registry_with, wait_for_object
 from tests.support.github import FakeGitHub, app_private_key, running_fake_github
@@ -53,12 +54,7 @@ async def serving(
 
 
 def promotion(name: str, steps: list[dict[str, Any]], stage: str = "test") -> dict[str, Any]:
-    return {
-        "apiVersion": "longshoreman.dev/v1alpha1",
-        "kind": "Promotion",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"stage": stage, "freight": FREIGHT, "steps": steps},
-    }
+    return objects.promotion(name, stage, namespace=NS, freight=FREIGHT, steps=steps)
 
 
 def gate_step(name: str, alias: str = "wait") -> dict[str, Any]:

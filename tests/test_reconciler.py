@@ -483,6 +483,7 @@ async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: En
 async def test_the_cluster_port_says_what_kind_of_trouble_it_is(env: Env) -> None:
     """Front ends tell "change this" from "try again" by the error's kind alone."""
     from app.controller.promotions import ClusterPromotions, DeferredPromotions
+    from promoter.chatops import PromotionRef
     from promoter.errors import NotFound, PermanentError, TemporaryError
 
     starting = DeferredPromotions()
@@ -501,7 +502,12 @@ async def test_the_cluster_port_says_what_kind_of_trouble_it_is(env: Env) -> Non
         assert not isinstance(info.value, PermanentError)
         env.server.faults.clear()
         ref = await service.promote(NS, "test", freight, actor="slack:T/U")
-        assert (await wait_terminal(env.kube, NS, ref.name))["status"]["phase"] == "Succeeded"
+        done = await wait_terminal(env.kube, NS, ref.name)
+        assert done["status"]["phase"] == "Succeeded"
+        # An abort of a finished one is asked all the same; its answer says where it stands.
+        aborted = await service.abort(NS, ref.name, actor="slack:T/U")
+        said = done["status"]["message"]
+        assert aborted == PromotionRef(NS, ref.name, "test", freight, "Succeeded", said)
 
 
 async def test_push_webhooks_make_freight_in_the_cluster_once_per_commit(env: Env) -> None:

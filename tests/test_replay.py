@@ -36,16 +36,17 @@ from promoter.steps.base import (
     verifier_of,
 )
 from promoter.steps.registry import builtin_registry
+from tests.support import objects
 from tests.support.controller import Gate, registry_with
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 
 REPO = "https://github.com/example/gitops.git"
-FREIGHT = {
-    "metadata": {"name": "f00dfeed0123"},
-    "alias": "frozen-tauntaun",
-    "origin": {"kind": "Warehouse", "name": "w"},
-    "images": [{"repoURL": "example/app", "tag": "1.2.3"}],
-}
+FREIGHT = objects.freight(
+    "f00dfeed0123",
+    namespace="demo",
+    alias="frozen-tauntaun",
+    images=[{"repoURL": "example/app", "tag": "1.2.3"}],
+)
 FILES = {"app/values.yaml": "image:\n  tag: 1.0.0\n", "README.md": "gitops\n"}
 
 
@@ -115,7 +116,7 @@ def promotion(*steps: dict[str, Any], name: str = "p1") -> Promotion:
         name=name,
         namespace="demo",
         stage="test",
-        freight=str(FREIGHT["metadata"]["name"]),  # type: ignore[index]
+        freight=str(FREIGHT["metadata"]["name"]),
         steps=parse_steps(list(steps), "steps"),
     )
 

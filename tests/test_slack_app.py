@@ -23,12 +23,12 @@ from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CANCEL, CONFIRM, PROMOTE_NEXT, REVERIFY
 from slack.settings import SlackSettings
 from tests.support.clock import FakeClock
+from tests.support.promotions import FakePromotions
 from tests.support.slack import (
     SIGNING_SECRET,
     TEAM,
     TOKEN,
     FakeSlack,
-    MemoryPromotions,
     button_click,
     running_fake_slack,
     signed_headers,
@@ -39,7 +39,7 @@ from tests.support.slack import (
 @dataclass
 class Rig:
     slack: FakeSlack
-    service: MemoryPromotions
+    service: FakePromotions
     client: TestClient[Any, Any]
     integration: SlackIntegration
     clock: FakeClock
@@ -68,7 +68,7 @@ class Rig:
 @pytest.fixture
 async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
     async with running_fake_slack() as slack:
-        service = MemoryPromotions("kargo-demo")
+        service = FakePromotions("kargo-demo")
         service.add_stage("test", verification={"analysisTemplates": [{"name": "smoke"}]})
         service.add_stage(
             "prod",
@@ -143,7 +143,9 @@ async def test_promote_is_acked_at_once_and_created_with_a_slack_actor(rig: Rig)
     [answer] = await rig.answers()
     assert answer["response_type"] == "ephemeral"
     assert "created" in answer["text"] and "frozen-tauntaun" in answer["text"]
-    assert rig.service.actions == [("promote", "test", "7c9e6b1f3a4d", f"slack:{TEAM}/U5")]
+    assert rig.service.actions == [
+        ("promote", "kargo-demo", "test", "7c9e6b1f3a4d", f"slack:{TEAM}/U5")
+    ]
 
 
 async def test_promote_takes_the_image_reference_people_paste(rig: Rig) -> None:
@@ -155,7 +157,9 @@ async def test_promote_takes_the_image_reference_people_paste(rig: Rig) -> None:
     await rig.command("ghcr.io/acme/app:1.4.2 to test")
     [answer] = await rig.answers()
     assert "brave-bird" in answer["text"]
-    assert rig.service.actions == [("promote", "test", "a1b2c3d4e5f6", f"slack:{TEAM}/U1")]
+    assert rig.service.actions == [
+        ("promote", "kargo-demo", "test", "a1b2c3d4e5f6", f"slack:{TEAM}/U1")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -255,7 +259,9 @@ async def test_confirmation_creates_nothing_until_confirmed(rig: Rig) -> None:
     assert await rig.click(buttons[CONFIRM]) == 200
     [done] = await rig.answers("c1")
     assert done["replace_original"] is True and "Confirmed" in done["text"]
-    assert rig.service.actions == [("promote", "prod", "7c9e6b1f3a4d", f"slack:{TEAM}/U1")]
+    assert rig.service.actions == [
+        ("promote", "kargo-demo", "prod", "7c9e6b1f3a4d", f"slack:{TEAM}/U1")
+    ]
     # A second click on the same prompt creates nothing more.
     await rig.click(buttons[CONFIRM], url="c2")
     [again] = await rig.answers("c2")
@@ -344,7 +350,7 @@ async def test_reverify_and_promote_next_buttons(rig: Rig) -> None:
     await rig.command("frozen-tauntaun to test", user="U1")
     await rig.answers()
     [message] = await rig.slack.wait_for(lambda: rig.slack.channel("C0TEST"), what="message")
-    name = next(iter(rig.service.promotions))
+    name = name_of(rig.service.promotions[0])
     test["status"] = {
         "freightHistory": [
             {
@@ -372,7 +378,7 @@ async def test_reverify_and_promote_next_buttons(rig: Rig) -> None:
     # (Not rig.answers(): it waits for idle, and the message is now watching for a result.)
     [answer] = await rig.slack.wait_for(lambda: rig.slack.responses["c1"], what="answer")
     assert "Re-verification of *test* requested" in answer["text"]
-    assert rig.service.actions[-1] == ("reverify", "test", f"slack:{TEAM}/U1")
+    assert rig.service.actions[-1] == ("reverify", "kargo-demo", "test", f"slack:{TEAM}/U1")
     test["status"]["freightHistory"][0]["verificationHistory"].insert(
         0, {"id": "v2", "promotion": name, "phase": "Failed", "message": "error rate 9%",
             "analysisRun": {"name": "r2"}},
@@ -392,14 +398,14 @@ async def test_reverify_and_promote_next_buttons(rig: Rig) -> None:
 
 
 async def test_trouble_that_passes_says_try_again_and_a_refusal_says_why(rig: Rig) -> None:
-    rig.service.unavailable = TemporaryError(
-        "Longshoreman is still starting; try again in a moment"
+    rig.service.fail(
+        "snapshot", TemporaryError("Longshoreman is still starting; try again in a moment")
     )
     await rig.command("frozen-tauntaun to test")
     [answer] = await rig.answers()
     assert answer["text"].startswith(":warning: Longshoreman is still starting; try again")
     assert "Nothing was changed" in answer["text"] and rig.service.actions == []
-    rig.service.unavailable = NotFound("Stage 'test' not found in namespace 'kargo-demo'")
+    rig.service.fail("snapshot", NotFound("Stage 'test' not found in namespace 'kargo-demo'"))
     await rig.command("frozen-tauntaun to test", url="r2")
     [answer] = await rig.answers("r2")
     assert answer["text"].startswith(":no_entry: Stage 'test' not found")
@@ -413,7 +419,7 @@ async def test_reverify_right_after_the_final_update_sends_no_identical_update(r
     await rig.command("frozen-tauntaun to test")
     await rig.answers()
     [message] = await rig.slack.wait_for(lambda: rig.slack.channel("C0TEST"), what="message")
-    name = next(iter(rig.service.promotions))
+    name = name_of(rig.service.promotions[0])
     entry = {"id": "v1", "promotion": name, "phase": "Successful", "analysisRun": {"name": "r"}}
     test["status"] = {"freightHistory": [{"verificationHistory": [entry]}]}
     rig.service.set_status(name, phase="Succeeded", finishedAt="2024-01-01T00:00:00Z")
@@ -461,7 +467,7 @@ async def test_abort_of_a_finished_promotion_is_refused_on_slack(rig: Rig) -> No
     rig.service.stage("prod")["metadata"]["annotations"].pop(ann.SLACK_CONFIRM)
     await rig.command("frozen-tauntaun to prod")
     await rig.answers()
-    name = next(iter(rig.service.promotions))
+    name = name_of(rig.service.promotions[0])
     rig.service.set_status(name, phase="Succeeded")
     await rig.command(f"abort {name}", url="r2")
     [answer] = await rig.answers("r2")
@@ -475,7 +481,7 @@ def test_starting_with_a_token_in_the_environment_logs_no_warning(
     monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
     settings = SlackSettings(bot_token=TOKEN, signing_secret=SIGNING_SECRET, namespace="p")
     with caplog.at_level(logging.INFO):
-        setup_slack(web.Application(), settings, MemoryPromotions("p"))
+        setup_slack(web.Application(), settings, FakePromotions("p"))
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
@@ -514,7 +520,7 @@ async def test_new_freight_is_announced_once_to_a_non_auto_stage_with_a_working_
     await rig.click(message.buttons[m.PROMOTE], user="U5", url="c1")
     [answer] = await rig.answers("c1")
     assert "brave-bird" in answer["text"] and "created" in answer["text"]
-    assert ("promote", "qa", "a1b2c3d4e5f6a7b8", f"slack:{TEAM}/U5") in svc.actions
+    assert ("promote", "kargo-demo", "qa", "a1b2c3d4e5f6a7b8", f"slack:{TEAM}/U5") in svc.actions
 
 
 async def test_the_promote_button_asks_for_confirmation_and_authorization(rig: Rig) -> None:

@@ -13,16 +13,17 @@ from typing import Any
 import pytest
 
 from promoter import annotations as ann
+from promoter.errors import TemporaryError
 from slack.api import SlackApi
 from slack.app import SlackIntegration
 from slack.live import LiveMessages
 from slack.messages import ABORT, PROMOTE_NEXT, REVERIFY
 from slack.settings import SlackSettings
+from tests.support.promotions import FakePromotions
 from tests.support.slack import (
     SIGNING_SECRET,
     TOKEN,
     FakeSlack,
-    MemoryPromotions,
     SlackMessage,
     running_fake_slack,
 )
@@ -33,7 +34,7 @@ CHANNEL = "C0PROD"
 @dataclass
 class Live:
     slack: FakeSlack
-    service: MemoryPromotions
+    service: FakePromotions
     settings: SlackSettings
     integration: SlackIntegration
 
@@ -86,7 +87,7 @@ def settings_for(slack: FakeSlack, **overrides: Any) -> SlackSettings:
 async def live(request: pytest.FixtureRequest) -> AsyncIterator[Live]:
     overrides = getattr(request, "param", {})
     async with running_fake_slack() as slack:
-        service = MemoryPromotions("kargo-demo")
+        service = FakePromotions("kargo-demo")
         service.add_stage("test")
         service.add_stage("prod", {ann.SLACK_CHANNEL: CHANNEL})
         service.add_stage(
@@ -182,7 +183,7 @@ async def test_history_and_unsubscribed_stages_are_not_announced(live: Live) -> 
     live.service.set_status(old.name, phase="Succeeded")
     live.service.listeners.append(live.integration.on_promotion)
     # A replay of a Promotion that finished before we saw it (old is None): not news.
-    live.integration.on_promotion(live.service.promotions[old.name], None)
+    live.integration.on_promotion(live.service.promotion(old.name), None)
     await live.settle()
     # (The Pending one was announced when created; nothing else was.)
     assert len(live.messages()) == 1 and live.slack.calls_to("chat.update") == []
@@ -196,7 +197,7 @@ async def test_only_the_leader_posts(live: Live) -> None:
     assert live.slack.calls_to("chat.postMessage") == []
     # Became the leader: the controller replays every Promotion through the listeners.
     live.service.leader = True
-    live.integration.on_promotion(live.service.promotions[ref.name], None)
+    live.integration.on_promotion(live.service.promotion(ref.name), None)
     await live.message_where(lambda m: "Running" in m.text)
 
 
@@ -207,7 +208,7 @@ async def test_rate_limits_honour_retry_after_and_the_message_catches_up(live: L
     live.slack.fail("chat.update", 429, retry_after=0.4)
     live.service.set_status(ref.name, phase="Running")  # never blocks, never raises
     await run_to_success(live, ref.name)
-    assert live.service.promotions[ref.name]["status"]["phase"] == "Succeeded"
+    assert live.service.promotion(ref.name)["status"]["phase"] == "Succeeded"
     await live.message_where(lambda m: "Succeeded" in m.text)
     limited, retried = live.slack.calls_to("chat.update")[:2]
     assert limited.status == 429 and retried.at - limited.at >= 0.4
@@ -235,7 +236,7 @@ async def test_slack_down_when_first_posting_still_posts_once(live: Live) -> Non
 
 
 async def test_the_record_survives_an_api_server_blip(live: Live) -> None:
-    live.service.annotate_failures = 1
+    live.service.fail("annotate", TemporaryError("the cluster did not answer"), times=1)
     ref = await live.service.promote("kargo-demo", "prod", "7c9e6b1f3a4d", actor="a")
     live.service.set_status(ref.name, phase="Running")
     await live.message_where(lambda m: "Running" in m.text)
@@ -299,7 +300,7 @@ async def test_a_restart_while_verification_runs_sends_nothing_unchanged(live: L
             return await snapshot(namespace)
 
         live.service.snapshot = counted  # type: ignore[method-assign]
-        restarted.on_promotion(copy.deepcopy(live.service.promotions[ref.name]), None)
+        restarted.on_promotion(copy.deepcopy(live.service.promotion(ref.name)), None)
         # Several verify polls: each renders the message again, none writes.
         await live.slack.wait_for(lambda: looks >= 3, what="three looks at the Promotion")
         assert chat() == before

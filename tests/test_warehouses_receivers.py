@@ -27,12 +27,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from app.receivers.routes import Receivers, setup_receivers
 from app.receivers.settings import ReceiverSettings, ReceiverSettingsError, path_token
 from app.settings import Settings, SettingsError
-from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter.warehouses.refresh import warehouses_to_refresh
 from tests.support.fixtures import webhook_body
-from tests.support.github import FakePromotions, running_fake_github, webhook_request
-from tests.support.gitrepo import make_remote
-from tests.support.telemetry import RecordingTelemetry
+from tests.support.github_env import GitHubEnv, running_github_env
+from tests.support.promotions import FakePromotions
 
 NS = "default"
 SECRETS = {
@@ -211,7 +209,7 @@ async def test_a_good_delivery_refreshes_only_the_warehouses_that_would_select_i
     assert response.status == 202, await response.text()
     assert (await response.json())["warehouses"] == [f"{NS}/app"]
     await asyncio.wait_for(mounted.drain(), 5)
-    assert service.refreshed_warehouses == [(NS, "app")]
+    assert service.asked("refresh-warehouse") == [(NS, "app")]
 
 
 @pytest.mark.parametrize("sender", SENDERS, ids=lambda s: s.name)
@@ -225,7 +223,7 @@ async def test_a_bad_signature_is_refused_and_refreshes_nothing(
     missing = await http.post(sender.path(False), data=body)  # no header, or a wrong token
     assert (wrong.status, missing.status) == (401, 401)
     await mounted.drain()
-    assert service.refreshed_warehouses == []
+    assert service.asked("refresh-warehouse") == []
 
 
 @pytest.mark.parametrize("sender", SENDERS, ids=lambda s: s.name)
@@ -243,7 +241,7 @@ async def test_an_unknown_repository_is_acknowledged_refreshes_nothing_and_logs_
         response = await http.post(sender.path(True), data=body, headers=sender.headers(body, True))
     assert response.status == 200, await response.text()
     await mounted.drain()
-    assert service.refreshed_warehouses == []
+    assert service.asked("refresh-warehouse") == []
     lines = [r.getMessage() for r in caplog.records if r.name == "app.receivers.routes"]
     assert len(lines) == 1 and "nothing refreshed" in lines[0] and "unknown" in lines[0]
     assert SECRETS[sender.name] not in lines[0]
@@ -262,7 +260,7 @@ async def test_a_body_that_is_not_the_senders_shape_is_a_400(
     response = await http.post(harbor.path(True), data=scan, headers=harbor.headers(scan, True))
     assert response.status == 400 and "PUSH_ARTIFACT" in (await response.json())["error"]
     await mounted.drain()
-    assert service.refreshed_warehouses == []
+    assert service.asked("refresh-warehouse") == []
 
 
 async def test_a_gitlab_tag_push_refreshes_tag_based_subscriptions_only(
@@ -284,7 +282,7 @@ async def test_a_gitlab_tag_push_refreshes_tag_based_subscriptions_only(
     response = await http.post("/webhooks/gitlab", data=body, headers=headers)
     assert response.status == 202
     await mounted.drain()
-    assert service.refreshed_warehouses == [(NS, "semver")]
+    assert service.asked("refresh-warehouse") == [(NS, "semver")]
 
 
 async def test_only_the_configured_namespace_is_refreshed() -> None:
@@ -301,7 +299,7 @@ async def test_only_the_configured_namespace_is_refreshed() -> None:
         body = json.dumps(sender.body).encode()
         assert (await http.post(sender.path(True), data=body)).status == 202
         await mounted.drain()
-    assert service.refreshed_warehouses == [("team-b", "app")]
+    assert service.asked("refresh-warehouse") == [("team-b", "app")]
 
 
 async def test_a_delivery_before_the_controller_started_is_a_503() -> None:
@@ -357,27 +355,17 @@ def test_docker_hub_spellings_of_one_repository_are_one_subscription() -> None:
 # ---------------------------------------------------------------- GitHub packages (ghcr.io)
 
 
-GitHubBot = tuple[FakePromotions, GitHubIntegration, TestClient[Any, Any], RecordingTelemetry]
-
-
 @pytest.fixture
-async def github_bot(
-    tmp_path: Path,
-) -> AsyncIterator[GitHubBot]:
-    async with running_fake_github() as fake:
-        fake.add_repo("acme/app", make_remote(tmp_path, {"README.md": "hi\n"}))
-        service = FakePromotions(NS)
-        service.warehouse_list[:] = [
-            warehouse("image", "image", repoURL="ghcr.io/acme/app", constraint="^1"),
-            warehouse("held", "image", repoURL="ghcr.io/acme/app", constraint="^2"),
-            warehouse("chart", "chart", repoURL="oci://ghcr.io/acme/charts/app"),
-            warehouse("other", "image", repoURL="ghcr.io/acme/other"),
-        ]
-        app = web.Application()
-        telemetry = RecordingTelemetry()
-        integration = setup_github(app, fake.settings(), service, telemetry=telemetry)
-        async with TestClient(TestServer(app)) as http:
-            yield service, integration, http, telemetry
+async def github_bot(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    service = FakePromotions(NS)
+    service.warehouse_list[:] = [
+        warehouse("image", "image", repoURL="ghcr.io/acme/app", constraint="^1"),
+        warehouse("held", "image", repoURL="ghcr.io/acme/app", constraint="^2"),
+        warehouse("chart", "chart", repoURL="oci://ghcr.io/acme/charts/app"),
+        warehouse("other", "image", repoURL="ghcr.io/acme/other"),
+    ]
+    async with running_github_env(tmp_path, repo="acme/app", service=service) as env:
+        yield env
 
 
 @pytest.mark.parametrize(
@@ -385,42 +373,38 @@ async def github_bot(
     [("package", "image"), ("registry_package", "chart")],
 )
 async def test_a_ghcr_publish_refreshes_the_subscribing_warehouse(
-    github_bot: GitHubBot,
+    github_bot: GitHubEnv,
     event: str,
     refreshed: str,
 ) -> None:
-    service, integration, http, telemetry = github_bot
-    headers, body = webhook_request(
-        event, webhook_body(f"github.{event}.published"), "webhook-secret"
-    )
-    assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
-    await asyncio.wait_for(integration.queue.join(), 10)
-    assert service.refreshed_warehouses == [(NS, refreshed)]
-    assert telemetry.failed() == 0
+    status, _ = await github_bot.send(event, webhook_body(f"github.{event}.published"))
+    assert status == 202
+    await github_bot.settle()
+    assert github_bot.service.asked("refresh-warehouse") == [(NS, refreshed)]
+    assert github_bot.telemetry.failed() == 0
 
 
 async def test_a_ghcr_publish_with_a_bad_signature_refreshes_nothing(
-    github_bot: GitHubBot,
+    github_bot: GitHubEnv,
 ) -> None:
-    service, integration, http, _ = github_bot
-    headers, body = webhook_request("package", webhook_body("github.package.published"), "wrong")
-    assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 401
-    await asyncio.wait_for(integration.queue.join(), 10)
-    assert service.refreshed_warehouses == []
+    payload = webhook_body("github.package.published")
+    status, _ = await github_bot.send("package", payload, secret="wrong")
+    assert status == 401
+    await github_bot.settle()
+    assert github_bot.service.asked("refresh-warehouse") == []
 
 
 async def test_a_ghcr_publish_of_an_unknown_package_refreshes_nothing_and_logs_once(
-    github_bot: GitHubBot,
+    github_bot: GitHubEnv,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    service, integration, http, _ = github_bot
     payload = webhook_body("github.package.published")
     payload["package"]["package_version"]["package_url"] = "ghcr.io/acme/unknown:1.4.2"
-    headers, body = webhook_request("package", payload, "webhook-secret")
     with caplog.at_level(logging.INFO, logger="handlers.packages"):
-        assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
-        await asyncio.wait_for(integration.queue.join(), 10)
-    assert service.refreshed_warehouses == []
+        status, _ = await github_bot.send("package", payload)
+        assert status == 202
+        await github_bot.settle()
+    assert github_bot.service.asked("refresh-warehouse") == []
     lines = [r.getMessage() for r in caplog.records if r.name == "handlers.packages"]
     assert len(lines) == 1 and "nothing refreshed" in lines[0]
     # Other actions and package types are no refresh at all.
@@ -428,7 +412,7 @@ async def test_a_ghcr_publish_of_an_unknown_package_refreshes_nothing_and_logs_o
         payload = webhook_body("github.package.published")
         payload["action"] = action
         payload["package"]["package_type"] = kind
-        headers, body = webhook_request("package", payload, "webhook-secret")
-        assert (await http.post(WEBHOOK_PATH, data=body, headers=headers)).status == 202
-    await asyncio.wait_for(integration.queue.join(), 10)
-    assert service.refreshed_warehouses == []
+        status, _ = await github_bot.send("package", payload)
+        assert status == 202
+    await github_bot.settle()
+    assert github_bot.service.asked("refresh-warehouse") == []

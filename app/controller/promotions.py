@@ -91,16 +91,7 @@ class ClusterPromotions:
             )
         except k.KubeError as e:
             raise _translated(e, f"Promotion {promotion!r}", namespace) from e
-        spec = patched.get("spec") or {}
-        status = patched.get("status") or {}
-        return PromotionRef(
-            namespace,
-            promotion,
-            str(spec.get("stage", "")),
-            str(spec.get("freight", "")),
-            str(status.get("phase", "Pending")),
-            str(status.get("message", "")),
-        )
+        return PromotionRef.of(patched)
 
     async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
         try:

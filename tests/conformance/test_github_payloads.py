@@ -9,24 +9,18 @@ the same place, with the same JSON type. Then every real sample is delivered, si
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 
-from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from tests.support import conformance
 from tests.support.fixtures import GITHUB
-from tests.support.github import FakePromotions, running_fake_github, webhook_request
-from tests.support.gitrepo import make_remote
-from tests.support.telemetry import RecordingTelemetry
+from tests.support.github_env import GitHubEnv, running_github_env
+from tests.support.promotions import FakePromotions
 
-SECRET = "webhook-secret"
 SAMPLES = conformance.files("github/payloads", "*.payload.json")
 OURS = sorted(GITHUB.glob("*.json"))
 
@@ -94,30 +88,22 @@ def test_our_payload_has_githubs_shape(ours: Path) -> None:
     assert problems == []
 
 
-Bot = tuple[GitHubIntegration, TestClient[Any, Any], RecordingTelemetry]
-
-
 @pytest.fixture
-async def bot(tmp_path: Path) -> AsyncIterator[Bot]:
-    async with running_fake_github() as fake:
-        fake.add_repo("Codertocat/Hello-World", make_remote(tmp_path, {"README.md": "hi\n"}))
-        app = web.Application()
-        telemetry = RecordingTelemetry()
-        integration = setup_github(
-            app, fake.settings(SECRET), FakePromotions(), telemetry=telemetry
-        )
-        async with TestClient(TestServer(app)) as http:
-            yield integration, http, telemetry
+async def bot(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    async with running_github_env(
+        tmp_path, repo="Codertocat/Hello-World", service=FakePromotions()
+    ) as env:
+        yield env
 
 
 @pytest.mark.parametrize(
     ("event", "body"),
     [pytest.param(event_of(p), p.read_bytes(), id=p.name.split(".payload")[0]) for p in SAMPLES],
 )
-async def test_githubs_sample_is_accepted_and_handled(bot: Bot, event: str, body: bytes) -> None:
-    integration, http, telemetry = bot
-    headers, signed = webhook_request(event, body, SECRET)
-    response = await http.post(WEBHOOK_PATH, data=signed, headers=headers)
-    assert response.status in (200, 202), await response.text()
-    await asyncio.wait_for(integration.queue.join(), 10)
-    assert telemetry.failed() == 0
+async def test_githubs_sample_is_accepted_and_handled(
+    bot: GitHubEnv, event: str, body: bytes
+) -> None:
+    status, answer = await bot.send(event, body)
+    assert status in (200, 202), answer
+    await bot.settle()
+    assert bot.telemetry.failed() == 0

@@ -11,18 +11,16 @@ It records every call and keeps messages and thread replies so tests can look at
 shows.
 
 Also here: signing requests exactly as Slack signs them (``v0`` HMAC-SHA256 of
-``v0:{timestamp}:{body}``), slash-command and button payloads, and :class:`MemoryPromotions`, an
-in-memory :class:`promoter.chatops.PromotionService` that calls listeners like the controller.
+``v0:{timestamp}:{body}``), and slash-command and button payloads. The cluster port the Slack
+front end talks to is :class:`tests.support.promotions.FakePromotions`, shared with GitHub's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import hashlib
 import hmac
-import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -32,11 +30,6 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-
-from promoter.chatops import PromotionRef, Snapshot
-from promoter.errors import NotFound
-from promoter.model import GROUP, meta, name_of
-from tests.support import objects
 
 TOKEN = "xoxb-test-token"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -516,166 +509,3 @@ def button_click(
         ],
     }
     return urlencode({"payload": json.dumps(payload)})
-
-
-# ---- the promotion port, in memory ------------------------------------------------------------
-
-Listener = Callable[[dict[str, Any], dict[str, Any] | None], None]
-
-
-class MemoryPromotions:
-    """:class:`promoter.chatops.PromotionService` over dicts, notifying listeners on every change
-    like the controller does (``(new, old)``, synchronously). Tests move Promotions along with
-    :meth:`update`."""
-
-    def __init__(self, namespace: str = "default") -> None:
-        self.namespace = namespace
-        self.stages: list[dict[str, Any]] = []
-        self.freight: list[dict[str, Any]] = []
-        self.promotions: dict[str, dict[str, Any]] = {}
-        self.listeners: list[Listener] = []
-        self.leader = True
-        self.actions: list[tuple[str, ...]] = []
-        self.annotate_failures = 0
-        # Set to an error of promoter.errors' kinds: every read of the cluster fails with it.
-        self.unavailable: Exception | None = None
-        self._n = itertools.count(1)
-
-    # ---- test setup -------------------------------------------------------------------------
-
-    def add_stage(
-        self, name: str, annotations: Mapping[str, str] | None = None, **spec: Any
-    ) -> dict[str, Any]:
-        requested = spec.pop("requested", None)
-        if requested is not None:
-            spec["requestedFreight"] = requested
-        stage = objects.stage(
-            name, namespace=self.namespace, annotations=annotations or {}, status={}, **spec
-        )
-        self.stages.append(stage)
-        return stage
-
-    def add_freight(self, name: str, alias: str = "", **extra: Any) -> dict[str, Any]:
-        freight = {
-            **objects.freight(
-                name, namespace=self.namespace, alias=alias, created="2024-01-01T00:00:00Z"
-            ),
-            **extra,
-        }
-        self.freight.append(freight)
-        return freight
-
-    def stage(self, name: str) -> dict[str, Any]:
-        return next(s for s in self.stages if name_of(s) == name)
-
-    def update(self, name: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        old = self.promotions[name]
-        new = copy.deepcopy(old)
-        change(new)
-        version = int(new["metadata"].get("resourceVersion", "0")) + 1
-        new["metadata"]["resourceVersion"] = str(version)
-        self.promotions[name] = new
-        status = new.get("status") or {}
-        if status.get("phase") in ("Succeeded", "Failed", "Errored", "Aborted"):
-            # As the controller does: the Stage records its last finished Promotion.
-            stage = next((s for s in self.stages if name_of(s) == new["spec"]["stage"]), None)
-            if stage is not None:
-                stage.setdefault("status", {})["lastPromotion"] = {
-                    "name": name,
-                    "status": {"phase": status["phase"]},
-                    "finishedAt": status.get("finishedAt"),
-                }
-        for listener in self.listeners:
-            listener(new, old)
-        return new
-
-    def set_status(self, name: str, **status: Any) -> dict[str, Any]:
-        def change(obj: dict[str, Any]) -> None:
-            obj["status"] = {**(obj.get("status") or {}), **status}
-
-        return self.update(name, change)
-
-    # ---- the port ---------------------------------------------------------------------------
-
-    async def snapshot(self, namespace: str) -> Snapshot:
-        if self.unavailable is not None:
-            raise self.unavailable
-        # Shared objects, as the informer caches hand them out: readers must not mutate.
-        return Snapshot(
-            namespace=namespace,
-            stages=list(self.stages),
-            freight=list(self.freight),
-            promotions=list(self.promotions.values()),
-        )
-
-    async def promote(
-        self, namespace: str, stage: str, freight: str, *, actor: str
-    ) -> PromotionRef:
-        if not any(name_of(s) == stage for s in self.stages):
-            raise NotFound(f"Stage {stage!r} not found")
-        name = f"{stage}.{next(self._n):04d}.{freight[:7]}"
-        obj: dict[str, Any] = {
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "resourceVersion": "1",
-                "creationTimestamp": "2024-01-01T00:00:00Z",
-                "annotations": {f"{GROUP}/create-actor": actor},
-            },
-            "spec": {
-                "stage": stage,
-                "freight": freight,
-                "steps": [
-                    {"uses": "git-clone", "as": "clone"},
-                    {"uses": "argocd-update", "as": "sync"},
-                ],
-            },
-            "status": {"phase": "Pending"},
-        }
-        self.promotions[name] = obj
-        self.actions.append(("promote", stage, freight, actor))
-        for listener in self.listeners:
-            listener(obj, None)
-        return PromotionRef(namespace, name, stage, freight)
-
-    async def abort(self, namespace: str, promotion: str, *, actor: str) -> PromotionRef:
-        if promotion not in self.promotions:
-            raise NotFound(f"Promotion {promotion!r} not found")
-        self.actions.append(("abort", promotion, actor))
-        obj = self.set_status(promotion, phase="Aborted", message=f"aborted by {actor}")
-        return PromotionRef(
-            namespace, promotion, obj["spec"]["stage"], obj["spec"]["freight"], "Aborted"
-        )
-
-    async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
-        self.actions.append(("reverify", stage, actor))
-
-    async def annotate_freight(
-        self, namespace: str, freight: str, annotations: Mapping[str, str]
-    ) -> None:
-        """``promoter.chatops.FreightAnnotator``."""
-        self.actions.append(("annotate-freight", freight, *sorted(annotations.values())))
-        for obj in self.freight:
-            if name_of(obj) == freight:
-                obj["metadata"].setdefault("annotations", {}).update(annotations)
-
-    async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
-        if self.annotate_failures:
-            self.annotate_failures -= 1
-            raise ConnectionError("API server unavailable")
-        if promotion not in self.promotions:
-            raise NotFound(f"Promotion {promotion!r} not found")
-
-        def change(obj: dict[str, Any]) -> None:
-            obj["metadata"].setdefault("annotations", {})[key] = value
-
-        self.update(promotion, change)
-
-    def is_leader(self) -> bool:
-        return self.leader
-
-    def wake_pr(self, url: str) -> int:
-        return 0
-
-    def annotation(self, promotion: str, key: str) -> str | None:
-        return (meta(self.promotions[promotion]).get("annotations") or {}).get(key)
