@@ -15,7 +15,6 @@ different questions:
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Final, Protocol
@@ -38,6 +37,9 @@ class SystemClock:
         return datetime.now(UTC)
 
     def monotonic(self) -> float:
+        # Imported here: the local runner's modules (this one included) load without asyncio.
+        import asyncio
+
         try:
             return asyncio.get_running_loop().time()
         except RuntimeError:  # called outside a loop (a CLI, a sync test): the loop's own source

@@ -18,6 +18,7 @@ from typing import Any
 
 from promoter import engine
 from promoter.builder import build_promotion
+from promoter.clock import SYSTEM, Clock
 from promoter.clusterdata import InMemoryData
 from promoter.freight_alias import InMemoryFreightAliases
 from promoter.manifests import ManifestSet
@@ -70,13 +71,17 @@ async def run_promotion(
     registry: StepRegistry | None = None,
     observer: Callable[[Promotion, int], None] | None = None,
     on_wait: Callable[[Promotion, float], None] | None = None,
+    clock: Clock = SYSTEM,
 ) -> Promotion:
-    """Build and run a Promotion to a terminal phase. Raises InvalidInput before anything runs."""
+    """Build and run a Promotion to a terminal phase. Raises InvalidInput before anything runs.
+
+    ``clock`` stamps the steps and answers ``now()`` in expressions.
+    """
     stage, stage_loaded = manifests.stage(options.stage, options.namespace)
     namespace = options.namespace or stage.namespace
     freight = manifests.freight(options.freight, namespace).obj
     promotion = build_promotion(
-        stage, freight, manifests, actor=options.actor, extra_vars=options.vars
+        stage, freight, manifests, actor=options.actor, extra_vars=options.vars, now=clock.now()
     )
     registry = registry if registry is not None else builtin_registry()
     # set-metadata, set-freight-alias and stageMetadata()/freightMetadata() work on the loaded
@@ -111,6 +116,7 @@ async def run_promotion(
             freights=stage_freights(stage_loaded.obj, freight),
             warehouses=_warehouses(manifests, stage_loaded.obj, namespace),
             extra_functions=metadata_functions(services.extra[METADATA_PORT], promotion.namespace),
+            clock=clock.now,
             observer=observer,
         )
         try:

@@ -22,7 +22,6 @@ import asyncio
 import email.utils
 import logging
 import re
-import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -172,7 +171,7 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         moment = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    current = time.time() if now is None else now
+    current = SYSTEM.now().timestamp() if now is None else now
     return max(0.0, moment.timestamp() - current)
 
 
@@ -272,9 +271,8 @@ def merge_patch_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> JsonO
     return patch
 
 
-def micro_time(moment: datetime | None = None) -> str:
+def micro_time(moment: datetime) -> str:
     """A Kubernetes MicroTime: RFC 3339 in UTC with microseconds, e.g. ``...T10:00:00.000000Z``."""
-    moment = moment or datetime.now(UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
