@@ -18,7 +18,8 @@ from gidgethub import routing, sansio
 from handlers.client import RetryPolicy
 from handlers.queue import KeyedQueue
 from handlers.routing import dispatch, ordering_key
-from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from handlers.webhook import DELIVERY_TTL, WEBHOOK_PATH, GitHubIntegration, setup_github
+from tests.support.clock import FakeClock
 from tests.support.github import (
     FakeGitHub,
     FakePromotions,
@@ -39,6 +40,7 @@ class Bot:
     integration: GitHubIntegration
     http: TestClient[Any, Any]
     telemetry: RecordingTelemetry
+    clock: FakeClock
 
     async def send(
         self,
@@ -69,15 +71,17 @@ async def bot(tmp_path: Path) -> AsyncIterator[Bot]:
         service = FakePromotions()
         app = web.Application()
         telemetry = RecordingTelemetry()
+        clock = FakeClock()
         integration = setup_github(
             app,
             fake.settings(SECRET),
             service,
             policy=RetryPolicy(backoff=0.01, max_wait=0.5),
             telemetry=telemetry,
+            clock=clock,
         )
         async with TestClient(TestServer(app)) as http:
-            yield Bot(fake, service, integration, http, telemetry)
+            yield Bot(fake, service, integration, http, telemetry, clock)
 
 
 def closed_pr() -> dict[str, Any]:
@@ -147,6 +151,16 @@ async def test_a_replayed_delivery_is_processed_once(bot: Bot) -> None:
     await bot.settle()
     assert bot.telemetry.handled() == ["d-1"]
     assert len(bot.service.woken) == 2  # html_url and url, once
+
+
+async def test_a_delivery_is_remembered_for_an_hour_on_the_integrations_clock(bot: Bot) -> None:
+    assert (await bot.send("pull_request", closed_pr(), delivery="d-1"))[0] == 202
+    bot.clock.advance(DELIVERY_TTL - 1)
+    assert (await bot.send("pull_request", closed_pr(), delivery="d-1"))[0] == 200
+    bot.clock.advance(2)
+    assert (await bot.send("pull_request", closed_pr(), delivery="d-1"))[0] == 202
+    await bot.settle()
+    assert bot.telemetry.handled() == ["d-1", "d-1"]
 
 
 async def test_unknown_events_and_actions_are_accepted_and_ignored(bot: Bot) -> None:
