@@ -14,7 +14,6 @@ import logging
 import signal
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -128,8 +127,8 @@ async def run_demo(app: web.Application, out: TextIO, limit: float = 120.0) -> i
     name = name_of(created)
     print(f"Created Promotion kargo-demo/{name} (Freight frozen-tauntaun -> Stage test)", file=out)
     shown: dict[int, str] = {}
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+    deadline = state.clock.monotonic() + limit
+    while state.clock.monotonic() < deadline:
         obj = controller.promotions.get("kargo-demo", name) or created
         status = obj.get("status") or {}
         for i, step in enumerate(status.get("stepExecutionMetadata") or []):

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -292,7 +291,7 @@ class GitHubClient:
         session: aiohttp.ClientSession | None = None,
         policy: RetryPolicy | None = None,
         etag_cache: bool = True,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = lambda: SYSTEM.now().timestamp(),
         telemetry: Telemetry = NO_TELEMETRY,
         on_token: Callable[[str], None] | None = None,
         timeout: float = 30.0,

@@ -87,7 +87,9 @@ class GitHubIntegration:
         self.pull_requests = GitHubPullRequests(self.client)
         # The git steps' credentials: put it at GitSettings.credentials.
         self.git_credentials = GitHubGitCredentials(self.client)
-        self._seen: TTLCache[str, bool] = TTLCache(maxsize=DELIVERY_MEMORY, ttl=DELIVERY_TTL)
+        self._seen: TTLCache[str, bool] = TTLCache(
+            maxsize=DELIVERY_MEMORY, ttl=DELIVERY_TTL, timer=clock.monotonic
+        )
 
     @property
     def service(self) -> PromotionService:

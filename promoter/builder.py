@@ -12,12 +12,12 @@ vars must come from the referencing step or the Promotion, and an inflated step'
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from promoter.clock import SYSTEM
 from promoter.errors import InvalidInput
 from promoter.expressions import ExpressionSyntaxError, check_syntax
 from promoter.model import (
@@ -44,7 +44,7 @@ _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 def new_ulid(now_ms: int | None = None, randomness: bytes | None = None) -> str:
     """A lower-case ULID as Kargo uses in Promotion names: sortable by creation time."""
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    ms = int(SYSTEM.now().timestamp() * 1000) if now_ms is None else now_ms
     rand = os.urandom(10) if randomness is None else randomness
     value = (ms << 80) | int.from_bytes(rand, "big")
     chars = []
@@ -198,7 +198,7 @@ def build_promotion(
     now: datetime | None = None,
 ) -> Promotion:
     """A new Pending Promotion of ``freight`` into ``stage`` with its steps inflated; its
-    generated name's ULID carries ``now`` (the system's time when not given)."""
+    generated name's ULID carries ``now`` (the system clock's time when not given)."""
     if not stage.steps:
         raise InvalidInput(
             f"Stage {stage.name!r} has no spec.promotionTemplate.spec.steps: nothing to run"

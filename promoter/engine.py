@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from promoter import replay
+from promoter.clock import SYSTEM
 from promoter.clusterdata import DataCache, evaluate_with_data
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
+from promoter.expressions.dates import now_on
 from promoter.model import (
     TASK_SEPARATOR,
     Phase,
@@ -219,7 +221,7 @@ async def abort_step(promotion: Promotion, runtime: Runtime) -> bool:
         return False
     alias = spec.alias or spec.alias_at(i)
     data = _data_cache(promotion, runtime)
-    functions = _functions(runtime, promotion.namespace)
+    functions = {**_clock_functions(runtime), **_functions(runtime, promotion.namespace)}
     functions.update(data.functions())
     functions.update(status_functions(promotion.steps, status.steps, i))
     ctx = step_ctx_map(base_context(promotion, runtime), alias)
@@ -247,6 +249,11 @@ def _functions(runtime: Runtime, namespace: str) -> dict[str, Callable[..., Any]
     )
     functions.update(runtime.extra_functions)
     return functions
+
+
+def _clock_functions(runtime: Runtime) -> dict[str, Callable[..., Any]]:
+    """``now()`` on the runtime's clock; not recorded for replays, which run at their own time."""
+    return {"now": now_on(runtime.clock)}
 
 
 def _data_cache(promotion: Promotion, runtime: Runtime) -> DataCache:
@@ -388,7 +395,8 @@ class Runtime:
     # local run without their manifests), so the Freight that carry an artifact decide.
     warehouses: Mapping[str, Mapping[str, Any] | None] | None = None
     extra_functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    clock: Callable[[], datetime] = field(default=lambda: datetime.now().astimezone())
+    # The time steps are stamped with and ``now()`` answers (the controller passes its Clock's).
+    clock: Callable[[], datetime] = SYSTEM.now
     # Called with (promotion, step index) whenever a step starts or finishes, for progress output.
     observer: Callable[[Promotion, int], None] | None = None
     # When to enter a Running step again if it names no time and no event wakes it (seconds).
@@ -502,7 +510,7 @@ async def advance(
     # The functions that read the cluster, noting what they answered: a replay of a step must
     # see the same answers (promoter/replay.py).
     recorder = replay.CallRecorder(live_functions)
-    functions = recorder.functions
+    functions = {**_clock_functions(runtime), **recorder.functions}
     ran = 0
     prepared = False
 

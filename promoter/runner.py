@@ -25,6 +25,7 @@ from typing import Any
 
 from promoter import engine
 from promoter.builder import build_promotion
+from promoter.clock import SYSTEM, Clock
 from promoter.clusterdata import InMemoryData
 from promoter.freight_alias import InMemoryFreightAliases
 from promoter.io_port import BlockingIo, drive
@@ -82,13 +83,13 @@ class _Prepared:
     namespace: str
 
 
-def _prepare(manifests: ManifestSet, options: RunOptions) -> _Prepared:
+def _prepare(manifests: ManifestSet, options: RunOptions, clock: Clock) -> _Prepared:
     """Build the Promotion; raises InvalidInput before anything runs."""
     stage, stage_loaded = manifests.stage(options.stage, options.namespace)
     namespace = options.namespace or stage.namespace
     freight = manifests.freight(options.freight, namespace).obj
     promotion = build_promotion(
-        stage, freight, manifests, actor=options.actor, extra_vars=options.vars
+        stage, freight, manifests, actor=options.actor, extra_vars=options.vars, now=clock.now()
     )
     return _Prepared(promotion, manifests, stage_loaded.obj, freight, namespace)
 
@@ -112,6 +113,7 @@ async def _execute(
     registry: StepRegistry,
     observer: Callable[[Promotion, int], None] | None,
     on_wait: Callable[[Promotion, float], None] | None,
+    clock: Clock,
 ) -> Promotion:
     promotion, manifests, namespace = prepared.promotion, prepared.manifests, prepared.namespace
     # set-metadata, set-freight-alias and stageMetadata()/freightMetadata() work on the loaded
@@ -146,6 +148,7 @@ async def _execute(
             freights=stage_freights(prepared.stage_obj, prepared.freight),
             warehouses=_warehouses(manifests, prepared.stage_obj, namespace),
             extra_functions=metadata_functions(services.extra[METADATA_PORT], promotion.namespace),
+            clock=clock.now,
             observer=observer,
         )
         try:
@@ -173,11 +176,14 @@ async def run_promotion(
     registry: StepRegistry | None = None,
     observer: Callable[[Promotion, int], None] | None = None,
     on_wait: Callable[[Promotion, float], None] | None = None,
+    clock: Clock = SYSTEM,
 ) -> Promotion:
     """Build and run a Promotion to a terminal phase on the running loop. Raises InvalidInput
-    before anything runs."""
+    before anything runs. ``clock`` names the Promotion, stamps the steps and answers ``now()``
+    in expressions."""
     registry = registry if registry is not None else builtin_registry()
-    return await _execute(_prepare(manifests, options), options, registry, observer, on_wait)
+    prepared = _prepare(manifests, options, clock)
+    return await _execute(prepared, options, registry, observer, on_wait, clock)
 
 
 def run_local(
@@ -187,18 +193,19 @@ def run_local(
     registry: StepRegistry | None = None,
     observer: Callable[[Promotion, int], None] | None = None,
     on_wait: Callable[[Promotion, float], None] | None = None,
+    clock: Clock = SYSTEM,
 ) -> Promotion:
     """:func:`run_promotion` for a caller without an event loop (the command line): driven in
     place when every step is loop-free, under ``asyncio.run`` otherwise."""
     registry = registry if registry is not None else builtin_registry()
-    prepared = _prepare(manifests, options)
+    prepared = _prepare(manifests, options, clock)
     if loop_free(prepared.promotion, registry):
         kinds = [step.uses or "" for step in prepared.promotion.steps]
         # The later steps' modules (and their libraries) load while the first git process
         # runs, not after it.
         io = BlockingIo(while_waiting=[lambda: registry.preload(kinds)])
         blocking = replace(options, services=replace(options.services, io=io))
-        return drive(_execute(prepared, blocking, registry, observer, on_wait))
+        return drive(_execute(prepared, blocking, registry, observer, on_wait, clock))
     import asyncio
 
-    return asyncio.run(_execute(prepared, options, registry, observer, on_wait))
+    return asyncio.run(_execute(prepared, options, registry, observer, on_wait, clock))

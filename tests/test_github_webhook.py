@@ -14,7 +14,8 @@ from gidgethub import routing, sansio
 
 from handlers.queue import KeyedQueue
 from handlers.routing import dispatch, ordering_key
-from handlers.webhook import WEBHOOK_PATH, GitHubIntegration
+from handlers.webhook import DELIVERY_TTL, WEBHOOK_PATH, GitHubIntegration
+from tests.support.clock import FakeClock
 from tests.support.github import (
     fixture,
     webhook_request,
@@ -26,7 +27,7 @@ from tests.support.promotions import FakePromotions
 @pytest.fixture
 async def bot(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
     async with running_github_env(
-        tmp_path, repo="Codertocat/Hello-World", service=FakePromotions()
+        tmp_path, repo="Codertocat/Hello-World", service=FakePromotions(), clock=FakeClock()
     ) as env:
         yield env
 
@@ -98,6 +99,20 @@ async def test_a_replayed_delivery_is_processed_once(bot: GitHubEnv) -> None:
     await bot.settle()
     assert bot.telemetry.handled() == ["d-1"]
     assert len(bot.service.asked("wake-pr")) == 2  # html_url and url, once
+
+
+async def test_a_delivery_is_remembered_for_an_hour_on_the_integrations_clock(
+    bot: GitHubEnv,
+) -> None:
+    clock = bot.clock
+    assert isinstance(clock, FakeClock)
+    assert (await bot.send("pull_request", closed_pr(), delivery="d-1"))[0] == 202
+    clock.advance(DELIVERY_TTL - 1)
+    assert (await bot.send("pull_request", closed_pr(), delivery="d-1"))[0] == 200
+    clock.advance(2)
+    assert (await bot.send("pull_request", closed_pr(), delivery="d-1"))[0] == 202
+    await bot.settle()
+    assert bot.telemetry.handled() == ["d-1", "d-1"]
 
 
 async def test_unknown_events_and_actions_are_accepted_and_ignored(bot: GitHubEnv) -> None:

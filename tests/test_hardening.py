@@ -372,19 +372,41 @@ async def test_slack_client_gives_up_on_a_stalled_api(stalled: str) -> None:
         await api.close()
 
 
-async def test_kube_client_gives_up_on_a_stalled_api_server(stalled: str, tmp_path: Path) -> None:
+def kubeconfig_for(server: str, tmp_path: Path) -> str:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: c, cluster: {{server: '{stalled}'}}}}]\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
         "users: [{name: u, user: {token: t}}]\n"
     )
-    kube = await k.load_kube(str(kubeconfig), request_timeout=0.3)
+    return str(kubeconfig)
+
+
+async def test_kube_client_gives_up_on_a_stalled_api_server(stalled: str, tmp_path: Path) -> None:
+    kube = await k.load_kube(kubeconfig_for(stalled, tmp_path), request_timeout=0.3)
     try:
         async with asyncio.timeout(SAFETY_NET):
             with pytest.raises(k.TemporaryError):
                 await kube.get(k.STAGES, "default", "test")
+    finally:
+        await kube.close()
+
+
+@pytest.mark.looptime  # the cancel and the request's timeout land on the same virtual instant
+async def test_a_kube_request_cancelled_as_it_times_out_is_cancelled(
+    stalled: str, tmp_path: Path
+) -> None:
+    """The caller's cancel wins over the timeout that fires in the same loop pass: a stopping
+    task (the leader elector on shutdown) ends instead of seeing a timeout and carrying on."""
+    kube = await k.load_kube(kubeconfig_for(stalled, tmp_path), request_timeout=0.3)
+    loop = asyncio.get_running_loop()
+    try:
+        request = asyncio.create_task(kube.get(k.STAGES, "default", "test"))
+        loop.call_at(loop.time() + 0.3, request.cancel)
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        assert request.cancelled()
     finally:
         await kube.close()
 

@@ -44,6 +44,7 @@ from promoter.expressions import (
     render,
     render_string,
 )
+from promoter.expressions.dates import now_on
 from promoter.model import Phase, TaskRef, TaskSpec, parse_stage
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry
@@ -433,6 +434,30 @@ def test_expr_lang_now_formats_the_current_time() -> None:
     """TestBuiltin/now().Format("2006-01-02T15:04Z"): the minute now, in UTC."""
     before = evaluate_expression('now().Format("2006-01-02T15:04Z")', {})
     assert len(before) == len("2006-01-02T15:04Z") and before[4] == "-" and before[-1] == "Z"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("now().UnixMicro()", 1767268800123456),
+        ('now().Format("2006-01-02T15:04:05Z07:00")', "2026-01-01T12:00:00Z"),
+        ('now(timezone("Europe/Zurich")).Format("15:04 MST")', "13:00 CET"),
+        ('now() == date("2026-01-01T12:00:00.123456Z")', True),
+    ],
+)
+def test_now_reads_the_clock_it_is_given(source: str, expected: Any) -> None:
+    """``now()`` over a pinned clock (as the engine builds it from ``Runtime.clock``): to the
+    microsecond, in UTC unless a zone is given."""
+    pinned = datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    assert evaluate_expression(source, {}, functions={"now": now_on(lambda: pinned)}) == expected
+
+
+def test_now_on_a_clock_checks_its_arguments_as_the_builtin_does() -> None:
+    now = now_on(lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    with pytest.raises(ExpressionError, match="expects 0 to 1 arguments, got 2"):
+        evaluate_expression('now(timezone("UTC"), 1)', {}, functions={"now": now})
+    with pytest.raises(ExpressionError, match="invalid number of arguments"):
+        evaluate_expression('now("UTC")', {}, functions={"now": now})
 
 
 # --- expr-lang expr_test.go: TestExpr and friends ------------------------------------------

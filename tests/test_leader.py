@@ -1,9 +1,18 @@
 """``app.controller.leader.LeaderElector`` with real Leases on the API server emulator.
 
-The elector's clock is the loop's. Durations are short (lease 1.0 s, renew deadline 0.6 s, retry
-0.1 s) and every timing assertion leaves room for one retry period of jitter plus request
-latency. Not on virtual time (looptime): with the emulator serving real HTTP in the same loop,
-a test's teardown could hang once the whole suite had run before it.
+The tests run on virtual loop time (looptime): the elector's clock is the loop's, requests over
+the in-process emulator take no loop time, and waiting out a lease costs no wall time. Durations
+are short (lease 1.0 s, renew deadline 0.6 s, retry 0.1 s) and every timing assertion leaves room
+for one retry period of jitter.
+
+Only the test body runs on virtual time; fixtures run on the wall clock, so at teardown the loop's
+clock leaps ahead and every timeout armed during the test fires in the pass that stops the
+candidates. That is how a lost cancel showed up (the teardown hung): Python 3.11's
+``asyncio.wait_for`` and aiohttp's request timer could each swallow a cancel that coincided with
+a timeout. The elector and ``Kube`` now bound their waits with ``asyncio.timeout``;
+``test_a_stop_is_never_lost_whatever_the_elector_was_doing`` here and
+``test_a_kube_request_cancelled_as_it_times_out_is_cancelled`` in test_hardening.py pin that, and
+``Candidate.stop`` fails instead of hanging if a cancel is ever lost again.
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ NS = "demo"
 LEASE = "longshoreman-leader"
 TIMINGS: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+pytestmark = pytest.mark.looptime
 
 
 def loop_time() -> float:
@@ -60,9 +71,11 @@ class Candidate:
         self.task = asyncio.create_task(self.elector.run(self.work, self.on_stopped))
         return self
 
-    async def stop(self) -> None:
+    async def stop(self, seconds: float = 5.0) -> None:
         assert self.task is not None
         self.task.cancel()
+        await asyncio.wait({self.task}, timeout=seconds)
+        assert self.task.done(), f"{self.elector.identity} still runs after its cancel"
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
 
@@ -272,3 +285,15 @@ async def test_a_healthy_leader_renews_once_per_period(
     # 0.6 s at 0.1-0.12 s per period, for each of: the leader's PUT, the follower's GET.
     assert 3 <= len(puts) <= 7 and 3 <= len(gets) <= 7
     assert all(r.status == 200 for r in window)
+
+
+async def test_a_stop_is_never_lost_whatever_the_elector_was_doing(
+    make: Callable[..., Candidate],
+) -> None:
+    """Cancelling ends the elector at any point of its loop, even in the very loop pass in which
+    one of its requests completes (where Python 3.11's ``asyncio.wait_for`` dropped the cancel)."""
+    for passes in range(24):
+        candidate = make(f"pod-{passes}")
+        for _ in range(passes):
+            await asyncio.sleep(0)
+        await candidate.stop(seconds=1.0)

@@ -149,6 +149,22 @@ async def test_a_kubectl_promotion_with_only_stage_and_freight_is_inflated_and_r
         assert await events_for(env.kube, "by-hand") == ["PromotionCreated", "PromotionSucceeded"]
 
 
+async def test_now_in_a_promotion_is_the_controllers_clock(env: Env) -> None:
+    """``${{ now() }}`` in a step answers the controller's clock, the one its steps are stamped
+    with: a pinned clock gives the pinned time, not the host's."""
+    env.clock.advance(-86400 * 365)  # a year back: far from anything the host's clock says
+    pinned = env.clock.now()
+    stamp = "${{ now().Format('2006-01-02T15:04:05Z07:00') }}"
+    await env.add_stage("stamped", [{"uses": "compose-output", "as": "o", "config": {"at": stamp}}])
+    async with running_controller(env.server, env.work, clock=env.clock):
+        await env.bare_promotion("stamped", "stamped")
+        done = await wait_terminal(env.kube, NS, "stamped")
+    status = done["status"]
+    assert status["phase"] == "Succeeded", status
+    assert status["state"]["o"]["at"] == pinned.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert status["stepExecutionMetadata"][0]["startedAt"] == pinned.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 async def test_a_promotions_outcome_and_its_verification_reach_the_stage_in_one_write(
     env: Env,
 ) -> None:

@@ -27,6 +27,7 @@ from promoter.manifests import load
 from promoter.model import Phase
 from promoter.runner import RunOptions, run_promotion
 from promoter.steps.base import HttpSettings, StepServices
+from tests.support.clock import START, FakeClock
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -514,3 +515,34 @@ def test_demo_runs_on_embedded_defaults() -> None:
     assert ": Succeeded" in text
     assert "newTag: 1.27.0" in text
     assert "frozen-tauntaun (nginx 1.27.0) is on stage/test at " in text
+
+
+async def test_the_runners_clock_names_stamps_and_answers_now(tmp_path: Path) -> None:
+    """The local runner reads the time from the clock it is given: the Promotion's name (its
+    ULID), the steps' timestamps and ``${{ now() }}`` all carry the pinned time."""
+    manifests = http_stage("http://127.0.0.1:1/unused")
+    steps = manifests[1]["spec"]["promotionTemplate"]["spec"]["steps"]
+    steps[:] = [
+        {
+            "uses": "compose-output",
+            "as": "stamp",
+            "config": {"at": "${{ now().Format('2006-01-02T15:04:05Z07:00') }}"},
+        }
+    ]
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all(manifests))
+    promotion = await run_promotion(
+        load(path),
+        RunOptions(stage="s", freight="f1", work_dir=tmp_path / "work"),
+        clock=FakeClock(START),
+    )
+    assert promotion.status.phase is Phase.SUCCEEDED, promotion.status.message
+    assert promotion.status.state["stamp"] == {"at": "2026-01-01T12:00:00Z"}
+    assert promotion.status.steps[0].started_at == START
+    assert promotion.status.finished_at == START
+    ulid = promotion.name.split(".")[1]
+    crockford = "0123456789abcdefghjkmnpqrstvwxyz"
+    millis = 0
+    for char in ulid[:10]:  # a ULID's first 10 characters are its milliseconds
+        millis = millis * 32 + crockford.index(char)
+    assert millis == int(START.timestamp() * 1000)

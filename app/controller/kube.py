@@ -22,7 +22,6 @@ import asyncio
 import email.utils
 import logging
 import re
-import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -54,6 +53,8 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
 # kube-apiserver rejects longer Event messages on events.k8s.io and kubectl truncates them
 # the same way; staying under the limit keeps a long step error from losing the whole event.
 _EVENT_MESSAGE_LIMIT = 1024
+# Requests other than watches are bounded by an asyncio.timeout around them (see Kube._json).
+_NO_TOTAL_TIMEOUT = aiohttp.ClientTimeout(total=None)
 
 
 # ---------------------------------------------------------------------- resource types
@@ -170,7 +171,7 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         moment = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    current = time.time() if now is None else now
+    current = SYSTEM.now().timestamp() if now is None else now
     return max(0.0, moment.timestamp() - current)
 
 
@@ -270,9 +271,8 @@ def merge_patch_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> JsonO
     return patch
 
 
-def micro_time(moment: datetime | None = None) -> str:
+def micro_time(moment: datetime) -> str:
     """A Kubernetes MicroTime: RFC 3339 in UTC with microseconds, e.g. ``...T10:00:00.000000Z``."""
-    moment = moment or datetime.now(UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -413,7 +413,7 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = "application/json",
-        client_timeout: aiohttp.ClientTimeout | None = None,
+        client_timeout: aiohttp.ClientTimeout,
     ) -> Any:
         """Send one request; return the raw ``RESTResponse`` after checking its status.
 
@@ -439,8 +439,7 @@ class Kube:
                 headers,
                 body,
                 post_params,
-                _request_timeout=client_timeout
-                or aiohttp.ClientTimeout(total=self.request_timeout),
+                _request_timeout=client_timeout,
             )
             status = int(response.status)
             if not 200 <= status < 300:
@@ -467,13 +466,25 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
     ) -> JsonObject:
-        response = await self._send(
-            method, rt, path, query=query, body=body, content_type=content_type
-        )
         try:
-            raw = await response.read()
+            # The bound on the whole exchange is an asyncio.timeout, not aiohttp's
+            # ClientTimeout(total=...): aiohttp enters that timer twice per request (the
+            # request, then reading the status line) and takes back one cancel per exit, so
+            # when it fires in the loop pass in which the caller is cancelled, the caller's
+            # cancel is lost and a stopping task (the leader elector) runs on.
+            async with asyncio.timeout(self.request_timeout):
+                response = await self._send(
+                    method,
+                    rt,
+                    path,
+                    query=query,
+                    body=body,
+                    content_type=content_type,
+                    client_timeout=_NO_TOTAL_TIMEOUT,
+                )
+                raw = await response.read()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise TemporaryError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            raise TemporaryError(f"{method} {path}: {type(exc).__name__}: {_masked(exc)}") from exc
         decoded = _decode(raw)
         if not isinstance(decoded, dict):
             raise TemporaryError(f"{method} {path}: response is not a JSON object")

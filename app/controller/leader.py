@@ -7,6 +7,11 @@ last saw the lease record change (client-go's ``observedTime``), so clock skew b
 does not matter. Writes carry the lease's resourceVersion, so when two candidates race, the
 API server picks one and the other gets a Conflict.
 
+Every bounded wait is an ``asyncio.timeout`` block, never ``asyncio.wait_for``: on Python 3.11,
+``wait_for`` returns the result and drops the cancel when the caller is cancelled in the loop
+pass in which the awaited request completes (https://github.com/python/cpython/issues/86296,
+fixed in 3.12), and an elector that misses its cancel keeps leading after shutdown began.
+
 A leader that cannot renew within ``renew_deadline`` stops leading at once (its work is
 cancelled) before anyone else may take over (``renew_deadline < lease_duration``). On a clean
 shutdown the leader releases the lease so a standby takes over within one ``retry_period``.
@@ -174,7 +179,8 @@ class LeaderElector:
     async def _attempt(self, limit: float) -> bool:
         """One bounded try; any failure (error, timeout, lost race) is just False."""
         try:
-            return await asyncio.wait_for(self._try_acquire_or_renew(), max(limit, 0.001))
+            async with asyncio.timeout(max(limit, 0.001)):
+                return await self._try_acquire_or_renew()
         except (KubeError, TimeoutError) as exc:
             logger.info("lease %s/%s: %s", self.namespace, self.name, exc)
             return False
@@ -246,10 +252,8 @@ class LeaderElector:
             return
         record = released(self._observed, micro_time(self.clock.now()))
         try:
-            written = await asyncio.wait_for(
-                self.kube.replace(LEASES, {**self._lease, "spec": record.to_spec()}),
-                self.renew_deadline,
-            )
+            async with asyncio.timeout(self.renew_deadline):
+                written = await self.kube.replace(LEASES, {**self._lease, "spec": record.to_spec()})
         except (KubeError, TimeoutError) as exc:
             # Someone else already holds it, or the server is away: the lease expires anyway.
             logger.info("could not release lease %s: %s", self.name, exc)

@@ -10,19 +10,20 @@ Layouts are Go's reference-time layouts (``2006-01-02T15:04:05Z07:00``), for bot
 ``date(s, layout)``; the common elements are supported (see :data:`_CHUNKS`). ``timezone()``
 reads the IANA database that ships with Python (:mod:`zoneinfo`).
 
-``now()`` reads the wall clock; a caller that wants a controlled clock passes its own ``now``
-in ``Scope.functions``, which shadows this one.
+``now()`` reads the time through the one clock port (:data:`promoter.clock.SYSTEM`); the engine
+shadows it with :func:`now_on` over the Promotion's clock (``Runtime.clock``), so a Promotion's
+``${{ now() }}`` is the controller's time and a test can pin it.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from promoter.clock import SYSTEM
 from promoter.expressions.errors import ExpressionError
 
 _NS = 1_000_000_000
@@ -442,11 +443,27 @@ def load_location(name: Any) -> GoLocation:
         raise _fail(f"unknown time zone {name}") from None
 
 
-def now(location: Any = None) -> GoTime:
-    """expr-lang ``now()`` (optionally ``now(timezone("..."))``)."""
-    if location is not None and not isinstance(location, GoLocation):
-        raise _fail("invalid number of arguments (expected 0, got 1)")
-    return GoTime(time.time_ns(), location or UTC_LOCATION)
+def time_of(moment: datetime, location: GoLocation = UTC_LOCATION) -> GoTime:
+    """The ``time.Time`` of an aware datetime, to the microsecond (no float rounding)."""
+    whole = int(moment.replace(microsecond=0).timestamp())
+    return GoTime(whole * _NS + moment.microsecond * _US, location)
+
+
+def now_on(clock: Callable[[], datetime]) -> Callable[..., GoTime]:
+    """expr-lang ``now()`` (optionally ``now(timezone("..."))``) reading ``clock``."""
+
+    def now(*args: Any) -> GoTime:
+        if len(args) > 1:
+            raise _fail(f"now() expects 0 to 1 arguments, got {len(args)}")
+        location = args[0] if args else None
+        if location is not None and not isinstance(location, GoLocation):
+            raise _fail("invalid number of arguments (expected 0, got 1)")
+        return time_of(clock(), location or UTC_LOCATION)
+
+    return now
+
+
+now = now_on(SYSTEM.now)
 
 
 def duration(text: Any) -> GoDuration:

@@ -22,6 +22,7 @@ from typing import Any
 from app.controller import kube as k
 from app.controller.reconciler import Controller
 from app.embedded import seed
+from promoter.clock import SYSTEM, Clock
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
 from tests.support.kube import RunningApiServer, running_apiserver
@@ -92,6 +93,7 @@ async def running_controller(
     max_concurrent: int = 16,
     on_request: Callable[[str, str, int | None], None] | None = None,
     on_reconcile: Callable[[float], None] | None = None,
+    clock: Clock = SYSTEM,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
@@ -103,6 +105,7 @@ async def running_controller(
         min_requeue=min_requeue,
         health_interval=health_interval,
         on_reconcile=on_reconcile,
+        clock=clock,
     )
     informers = asyncio.create_task(controller.run_informers())
     leader = asyncio.create_task(controller.lead())

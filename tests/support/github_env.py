@@ -36,6 +36,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from handlers.client import GitHubClient, RetryPolicy
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
+from promoter.clock import SYSTEM, Clock
 from tests.support.github import FakeGitHub, running_fake_github, webhook_request
 from tests.support.gitrepo import RemoteRepo, make_remote
 from tests.support.promotions import FakePromotions
@@ -57,6 +58,8 @@ class GitHubEnv:
     sha: str  # main's head when the Env was made
     telemetry: RecordingTelemetry
     skew: float = 0.0  # seconds added to the App client's clock
+    # The bot's clock (running_github_env(clock=...)): a FakeClock the test moves, or the system's.
+    clock: Clock = SYSTEM
     # The pull requests the test opened with open_pull, by head branch, in order.
     pulls: dict[str, int] = field(default_factory=dict)
     # The comment the last comment() posted.
@@ -216,6 +219,7 @@ async def running_github_env(
     service: FakePromotions | None = None,
     bot_settings: Mapping[str, str] | None = None,
     deliver_webhooks: bool = False,
+    clock: Clock = SYSTEM,
 ) -> AsyncIterator[GitHubEnv]:
     """The fake GitHub with ``repo`` holding ``files`` on main (a main.go when not given) in a
     bare repository named ``git_name`` (or ``git``, an existing one: a property test's examples
@@ -227,7 +231,7 @@ async def running_github_env(
         fake.add_repo(repo, git)
         sha = git.head("main")
         assert sha is not None
-        env = GitHubEnv(fake, repo, git, tmp, sha, RecordingTelemetry())
+        env = GitHubEnv(fake, repo, git, tmp, sha, RecordingTelemetry(), clock=clock)
         if client is not None:
             env._client = GitHubClient(
                 fake.settings(),
@@ -248,6 +252,7 @@ async def running_github_env(
                 service,
                 policy=BOT_POLICY,
                 telemetry=env.telemetry,
+                clock=clock,
             )
             async with TestClient(TestServer(app)) as http:
                 env._http = http
