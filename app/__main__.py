@@ -112,7 +112,8 @@ async def run_demo(app: web.Application, out: TextIO, limit: float = 120.0) -> i
     state = app[SERVER]
     controller = state.controller
     assert controller is not None and state.kube is not None
-    await asyncio.wait_for(controller.wait_synced(), 30)
+    async with asyncio.timeout(30):
+        await controller.wait_synced()
     stage = controller.stages.get("kargo-demo", "test")
     freight = next(
         (f for f in controller.freight.items("kargo-demo") if f.get("alias") == "frozen-tauntaun"),

@@ -341,5 +341,6 @@ def _supervised(state: ServerState, coro: Any, what: str) -> asyncio.Task[None]:
 
 async def wait_started(app: web.Application, limit: float = 30.0) -> ServerState:
     state = app[SERVER]
-    await asyncio.wait_for(state.started.wait(), limit)
+    async with asyncio.timeout(limit):
+        await state.started.wait()
     return state

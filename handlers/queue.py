@@ -87,8 +87,11 @@ class KeyedQueue:
     async def close(self, grace: float = 5.0) -> None:
         """Stop taking jobs; give running ones ``grace`` seconds, then cancel the rest."""
         self._closed = True
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel that
+        # arrives as the wait ends (docs/architecture.md, "bounded waits").
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.join(), grace)
+            async with asyncio.timeout(grace):
+                await self.join()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

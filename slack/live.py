@@ -237,8 +237,10 @@ class LiveMessages:
                         return
                     wake = self._wake[key]
                     wake.clear()
+                    # A timeout block, not wait_for (docs/architecture.md, bounded waits).
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), self.verify_poll)
+                        async with asyncio.timeout(self.verify_poll):
+                            await wake.wait()
                     obj = self._pending.pop(key, None)
                     if obj is None:
                         obj, stale = last, True
