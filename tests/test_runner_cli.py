@@ -27,6 +27,7 @@ from promoter.manifests import load
 from promoter.model import Phase
 from promoter.runner import RunOptions, run_promotion
 from promoter.steps.base import HttpSettings, StepServices
+from tests.support import objects
 from tests.support.clock import START, FakeClock
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 
@@ -324,44 +325,25 @@ def test_namespace_defaults_to_default_when_the_stage_has_none(setup: Setup) -> 
 # ---- the real process: Running steps, Ctrl-C ----------------------------------------------
 
 
+def one_step_stage(step: dict[str, Any]) -> list[dict[str, Any]]:
+    """Freight f1 and Stage s of project p whose template is ``step`` alone."""
+    return [objects.freight(), objects.stage("s", steps=[step])]
+
+
 def http_stage(url: str) -> list[dict[str, Any]]:
-    return [
+    return one_step_stage(
         {
-            "apiVersion": "kargo.akuity.io/v1alpha1",
-            "kind": "Freight",
-            "metadata": {"name": "f1", "namespace": "p"},
-            "origin": {"kind": "Warehouse", "name": "w"},
-        },
-        {
-            "apiVersion": "kargo.akuity.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": "s", "namespace": "p"},
-            "spec": {
-                "promotionTemplate": {
-                    "spec": {
-                        "steps": [
-                            {
-                                "uses": "http",
-                                "as": "wait-ready",
-                                "config": {
-                                    "url": url,
-                                    "pollInterval": "10s",
-                                    "successExpression": "response.body.status == 'ready'",
-                                    "failureExpression": "response.body.status == 'broken'",
-                                    "outputs": [
-                                        {
-                                            "name": "version",
-                                            "fromExpression": "response.body.version",
-                                        }
-                                    ],
-                                },
-                            }
-                        ]
-                    }
-                }
+            "uses": "http",
+            "as": "wait-ready",
+            "config": {
+                "url": url,
+                "pollInterval": "10s",
+                "successExpression": "response.body.status == 'ready'",
+                "failureExpression": "response.body.status == 'broken'",
+                "outputs": [{"name": "version", "fromExpression": "response.body.version"}],
             },
-        },
-    ]
+        }
+    )
 
 
 async def _run_cli(*args: str) -> asyncio.subprocess.Process:
@@ -445,34 +427,12 @@ async def test_ctrl_c_aborts_the_promotion(tmp_path: Path) -> None:
 
 
 def git_stage(repo_url: str) -> list[dict[str, Any]]:
-    return [
+    return one_step_stage(
         {
-            "apiVersion": "kargo.akuity.io/v1alpha1",
-            "kind": "Freight",
-            "metadata": {"name": "f1", "namespace": "p"},
-            "origin": {"kind": "Warehouse", "name": "w"},
-        },
-        {
-            "apiVersion": "kargo.akuity.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": "s", "namespace": "p"},
-            "spec": {
-                "promotionTemplate": {
-                    "spec": {
-                        "steps": [
-                            {
-                                "uses": "git-clone",
-                                "config": {
-                                    "repoURL": repo_url,
-                                    "checkout": [{"branch": "main", "path": "./out"}],
-                                },
-                            }
-                        ]
-                    }
-                }
-            },
-        },
-    ]
+            "uses": "git-clone",
+            "config": {"repoURL": repo_url, "checkout": [{"branch": "main", "path": "./out"}]},
+        }
+    )
 
 
 async def test_ctrl_c_aborts_a_promotion_run_without_an_event_loop(tmp_path: Path) -> None:
