@@ -21,7 +21,6 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from promoter.clock import SYSTEM
 from promoter.expressions.errors import ExpressionError
@@ -437,6 +436,9 @@ def load_location(name: Any) -> GoLocation:
     if name == "Local":
         # The server's local zone is not the user's; Kargo's controllers run in UTC.
         return UTC_LOCATION
+    # Imported here: only timezone() needs the zone database (the local runner starts without).
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         return GoLocation(name, ZoneInfo(name))
     except (ZoneInfoNotFoundError, ValueError, OSError):

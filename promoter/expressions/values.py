@@ -13,7 +13,6 @@ import contextvars
 import json
 import math
 from collections.abc import Iterator, Mapping
-from decimal import Decimal
 from typing import Any
 
 from promoter.expressions.dates import GoDuration, GoLocation, GoTime, go_string, time_json
@@ -173,6 +172,8 @@ def _shortest_digits(value: float) -> tuple[str, int]:
     ``digits * 10**exponent == abs(value)``; Go's ``strconv.FormatFloat(f, _, -1, 64)`` starts
     from the same shortest digits as Python's ``repr``.
     """
+    from decimal import Decimal  # here: only float formatting needs it (runner start-up)
+
     _, digit_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
     digits = "".join(str(d) for d in digit_tuple)
     assert isinstance(exponent, int)
