@@ -65,6 +65,9 @@ GITHUB_ENVIRONMENT_URL = f"{GROUP}/github-environment-url"
 
 # The Stages whose Slack channel was told this Freight is available to them (once each).
 SLACK_ANNOUNCED = f"{GROUP}/slack-announced"
+# When a Warehouse made it, to the microsecond: creationTimestamp has whole seconds, and two
+# Freight of one second would otherwise be of the same age (promoter.stages.freight_created).
+FREIGHT_CREATED = f"{GROUP}/created"
 
 # ---- on AnalysisRuns ----------------------------------------------------------------------------
 

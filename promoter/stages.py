@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from promoter.annotations import FREIGHT_CREATED
 from promoter.model import Phase, format_time, freight_reference, meta, name_of, parse_time
 
 FREIGHT_HISTORY_LIMIT = 10
@@ -319,9 +320,27 @@ def with_health(
 # ---- Freight availability ---------------------------------------------------------------------
 
 
+# How far a Warehouse's stamp (FREIGHT_CREATED) may be from creationTimestamp and still be
+# believed: it is written just before the create, so within the same second or the one before.
+_STAMP_TRUSTED = timedelta(seconds=2)
+
+
 def freight_created(freight: Mapping[str, Any]) -> str:
+    """When the Freight was made, as text that sorts by time ("" when unknown).
+
+    creationTimestamp has whole seconds, so Freight a Warehouse makes twice within one second
+    (two pushes in quick succession) would be of one age, and auto-promotion could not tell the
+    newer. The Warehouse's own stamp (``longshoreman.dev/created``, microseconds) decides then;
+    it counts only when it agrees with creationTimestamp, so an annotation cannot make an old
+    Freight the newest.
+    """
     created = parse_time(meta(freight).get("creationTimestamp"))
-    return created.isoformat() if created else ""
+    if created is None:
+        return ""
+    stamp = parse_time((meta(freight).get("annotations") or {}).get(FREIGHT_CREATED))
+    if stamp is not None and abs(stamp - created) <= _STAMP_TRUSTED:
+        created = stamp
+    return created.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def soaked_since(freight: Mapping[str, Any], upstream: str) -> datetime | None:

@@ -17,7 +17,6 @@ as Slack signs it, promotes the Freight to Succeeded.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -112,20 +111,6 @@ class World:
         found = await eventually(find, f"a Promotion of {freight}")
         return await wait_terminal(self.kube, NS, found["metadata"]["name"])
 
-    async def next_second(self, freight: dict[str, Any]) -> None:
-        """Wait until a Freight made now would be created in a later second than ``freight``.
-
-        creationTimestamp has second precision, and auto-promotion never takes Freight of the
-        same second as the current one (it cannot tell which is newer), so a second tag pushed
-        within the first one's second would wait for a third.
-        """
-        created = dt.datetime.fromisoformat(freight["metadata"]["creationTimestamp"])
-
-        async def passed() -> bool | None:
-            return True if dt.datetime.now(dt.UTC) >= created + dt.timedelta(seconds=1) else None
-
-        await eventually(passed, "the next second")
-
     async def start(self, interval: str) -> None:
         repo = self.registry.repo("acme/app")
         stage = json.loads(json.dumps(auto_stage()).replace("REPO", repo))
@@ -174,7 +159,6 @@ async def test_a_registry_webhook_takes_a_pushed_image_to_a_succeeded_promotion(
     reconciles = families["longshoreman_warehouse_reconcile_duration_seconds"].samples
     assert next(s.value for s in reconciles if s.name.endswith("_count")) >= 1
 
-    await world.next_second(first)
     await world.registry.push_image("acme/app", "1.1.0")
     event = webhook_body("harbor.push_artifact")
     resource = event["event_data"]["resources"][0]
@@ -205,7 +189,6 @@ async def test_polling_finds_a_pushed_image_without_any_webhook(world: World) ->
     await world.start(interval="1s")
     first = await world.freight_with_tag("1.0.0")
     assert (await world.promotion_of(first["metadata"]["name"]))["status"]["phase"] == "Succeeded"
-    await world.next_second(first)
     await world.registry.push_image("acme/app", "1.2.0")
     newest = await world.freight_with_tag("1.2.0")
     promotion = await world.promotion_of(newest["metadata"]["name"])

@@ -31,7 +31,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Hashable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -363,6 +363,9 @@ class WarehouseController:
         alias = freight_alias(freight["metadata"]["name"], taken)
         freight["alias"] = alias
         freight["metadata"]["labels"] = {"kargo.akuity.io/alias": alias}
+        # Orders Freight made within one second (creationTimestamp has whole seconds).
+        stamp = self.clock.now().astimezone(UTC).isoformat(timespec="microseconds")
+        freight["metadata"].setdefault("annotations", {})[ann.FREIGHT_CREATED] = stamp
         try:
             await self.kube.create(k.FREIGHT, freight)
         except k.Conflict:
