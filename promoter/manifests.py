@@ -175,13 +175,17 @@ def _check_object(obj: Any, source: str) -> dict[str, Any] | None:
     return obj
 
 
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_file(path: Path) -> list[Loaded]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise InvalidInput(f"cannot read: {e.strerror}", source=str(path)) from None
     try:
-        documents = list(yaml.safe_load_all(text))
+        # libyaml when PyYAML has it: the same documents, ten times faster to read.
+        documents = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
