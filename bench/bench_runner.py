@@ -13,7 +13,7 @@ per-pair ratios (runner / plain git). Target: <= 1.5. Each pair also times the s
 starting and doing nothing (``python -c pass``, site-packages and all): the part of the runner
 no change to the runner's own code can remove.
 
-    .venv/bin/python bench/bench_runner.py [--pairs 10] [--files 200]
+    .venv/bin/python bench/bench_runner.py [--pairs 10] [--files 200] [--command module|script]
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _timed(args: list[str], env: dict[str, str], cwd: Path) -> float:
     return took
 
 
-def main(pairs: int, file_count: int) -> None:
+def main(pairs: int, file_count: int, command: str) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
         root = Path(tmp)
         remote = make_remote(root, files=_files(file_count))
@@ -145,7 +145,11 @@ def main(pairs: int, file_count: int) -> None:
         runner_env = {**os.environ, "PYTHONPATH": str(ROOT)}
         runner_env.pop("PYTHONDONTWRITEBYTECODE", None)
         runner_env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
-        runner = [sys.executable, "-m", "promoter", "run", "--manifests", str(manifests)]
+        # As a user starts it: `python -m promoter`, or the `longshoreman` command pip installs.
+        entry = [sys.executable, "-m", "promoter"]
+        if command == "script":
+            entry = [str(Path(sys.executable).parent / "longshoreman")]
+        runner = [*entry, "run", "--manifests", str(manifests)]
         runner += ["--stage", "test", "--freight", "frozen-tauntaun", "--git-config", gitconfig]
 
         def run_runner(i: int) -> float:
@@ -178,7 +182,8 @@ def main(pairs: int, file_count: int) -> None:
         pushed = [b for b in remote.branches() if b.startswith("kargo/promotion/")]
         assert pushed, "the runner must have pushed its generated branch"
 
-    print(f"local runner vs plain git: {pairs} pairs, {file_count + 1} files")
+    started = "longshoreman" if command == "script" else "python -m promoter"
+    print(f"local runner ({started}) vs plain git: {pairs} pairs, {file_count + 1} files")
     print("  pair   runner ms   plain ms   ratio   python -c pass ms")
     for i, ((r, p), f) in enumerate(zip(results, floors, strict=True)):
         print(f"  {i:>4} {r * 1000:10.1f} {p * 1000:10.1f} {r / p:7.2f} {f * 1000:12.1f}")
@@ -197,5 +202,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--files", type=int, default=200)
+    parser.add_argument(
+        "--command",
+        choices=("module", "script"),
+        default="module",
+        help="start the runner as `python -m promoter` (module) or `longshoreman` (script)",
+    )
     args = parser.parse_args()
-    main(args.pairs, args.files)
+    main(args.pairs, args.files, args.command)

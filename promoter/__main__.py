@@ -1,4 +1,4 @@
-"""``python -m promoter``: the local runner's command line.
+"""``python -m promoter`` and the ``longshoreman`` command: the local runner's command line.
 
 Two start-up and shut-down habits of short-lived command lines, both measured by
 ``bench/bench_runner.py`` (the runner's whole process against plain git):
@@ -15,12 +15,19 @@ Two start-up and shut-down habits of short-lived command lines, both measured by
 import gc
 import os
 import sys
+from typing import NoReturn
 
-gc.disable()
 
-from promoter.cli import main  # noqa: E402  (after gc.disable, on purpose)
+def run() -> NoReturn:
+    """The command line, from start to exit (the ``longshoreman`` console script's entry)."""
+    gc.disable()
+    from promoter.cli import main
 
-code = main()
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(code)
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    run()

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +96,28 @@ def test_example_promotion_succeeds_and_pushes_the_new_image(setup: Setup) -> No
         setup.remote.read_file("main", "base/kustomization.yaml")
         == seed_files()["base/kustomization.yaml"]
     )
+
+
+def test_the_installed_command_runs_a_promotion_and_exits_with_its_phase(setup: Setup) -> None:
+    """``longshoreman run`` (the console script pip installs) as a process: the output is all
+    there although the process ends with os._exit, and the exit code is the Promotion's."""
+    command = Path(sys.executable).parent / "longshoreman"
+    assert command.exists(), "make installs the longshoreman command into .venv/bin"
+    args = [str(command), "run", "--git-config", str(setup.gitconfig)]
+    args += ["--manifests", str(EXAMPLES / "kargo-demo"), "--stage", "test"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [*args, "--freight", "frozen-tauntaun", "--output", "json"],
+        capture_output=True, text=True, env=env, cwd=setup.tmp, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"]["phase"] == "Succeeded"
+    assert "deploy::push (git-push): Succeeded" in done.stderr
+    failed = subprocess.run(
+        [*args, "--freight", "no-such-freight"],
+        capture_output=True, text=True, env=env, cwd=setup.tmp, timeout=120, check=False,
+    )  # fmt: skip
+    assert failed.returncode == 2 and "no-such-freight" in failed.stderr
 
 
 @pytest.mark.parametrize("api_version", ["kargo.akuity.io/v1alpha1", "longshoreman.dev/v1alpha1"])
