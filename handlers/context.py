@@ -44,9 +44,13 @@ def event_repo(data: Mapping[str, Any]) -> str:
 class Permissions:
     """Who may act: repository permission and team membership, cached briefly."""
 
-    def __init__(self, ttl: float = PERMISSION_TTL) -> None:
-        self._permissions: TTLCache[tuple[str, str], str] = TTLCache(maxsize=4096, ttl=ttl)
-        self._teams: TTLCache[tuple[str, str], bool] = TTLCache(maxsize=4096, ttl=ttl)
+    def __init__(self, ttl: float = PERMISSION_TTL, clock: Clock = SYSTEM) -> None:
+        self._permissions: TTLCache[tuple[str, str], str] = TTLCache(
+            maxsize=4096, ttl=ttl, timer=clock.monotonic
+        )
+        self._teams: TTLCache[tuple[str, str], bool] = TTLCache(
+            maxsize=4096, ttl=ttl, timer=clock.monotonic
+        )
 
     async def permission(self, gh: GitHubAPI, repo: str, user: str) -> str:
         key = (repo.lower(), user.lower())

@@ -71,7 +71,9 @@ class Environments:
         self._latest: LRUCache[tuple[str, str], dict[str, Any]] = LRUCache(maxsize=50_000)
         # Targets whose predecessor was looked after on success (read the history once).
         self._history_done: LRUCache[tuple[str, str], bool] = LRUCache(maxsize=50_000)
-        self._denied: TTLCache[str, str] = TTLCache(maxsize=4096, ttl=DENIED_TTL)
+        self._denied: TTLCache[str, str] = TTLCache(
+            maxsize=4096, ttl=DENIED_TTL, timer=deps.clock.monotonic
+        )
         self._told: set[str] = set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 

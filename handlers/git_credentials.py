@@ -25,6 +25,7 @@ import gidgethub
 from cachetools import TTLCache
 
 from handlers.client import GitHubClient, step_error
+from promoter.clock import SYSTEM, Clock
 from promoter.errors import StepError
 from promoter.steps.base import GitCredential
 from promoter.steps.github import repo_full_name
@@ -66,9 +67,11 @@ def github_repo(repo_url: str, git_base_url: str) -> str | None:
 class GitHubGitCredentials:
     """``GitSettings.credentials`` over the App's installations: one token per installation."""
 
-    def __init__(self, client: GitHubClient) -> None:
+    def __init__(self, client: GitHubClient, clock: Clock = SYSTEM) -> None:
         self.client = client
-        self._not_installed: TTLCache[str, bool] = TTLCache(maxsize=4096, ttl=NOT_INSTALLED_TTL)
+        self._not_installed: TTLCache[str, bool] = TTLCache(
+            maxsize=4096, ttl=NOT_INSTALLED_TTL, timer=clock.monotonic
+        )
 
     async def __call__(self, repo_url: str) -> GitCredential | None:
         full_name = github_repo(repo_url, self.client.settings.git_base_url)

@@ -101,7 +101,9 @@ class Progress:
         self._check_ids: LRUCache[str, dict[str, int]] = LRUCache(maxsize=10_000)
         self._check_urls: LRUCache[str, str] = LRUCache(maxsize=10_000)
         self._sent: LRUCache[tuple[str, str], str] = LRUCache(maxsize=50_000)
-        self._not_installed: TTLCache[str, bool] = TTLCache(maxsize=4096, ttl=600)
+        self._not_installed: TTLCache[str, bool] = TTLCache(
+            maxsize=4096, ttl=600, timer=deps.clock.monotonic
+        )
         self._latest_stages: dict[str, dict[str, Any]] = {}
         self._verify_ids: LRUCache[tuple[str, str], int] = LRUCache(maxsize=50_000)
         # GitHub Deployments, for Stages that opt in (handlers/environments.py).

@@ -80,13 +80,13 @@ class GitHubIntegration:
             clock=lambda: clock.now().timestamp(),
         )
         self.queue = KeyedQueue(workers=settings.webhook_workers, max_pending=max_pending)
-        self.deps = Deps(settings, self.client, service, Permissions(), clock=clock)
+        self.deps = Deps(settings, self.client, service, Permissions(clock=clock), clock=clock)
         self.progress = Progress(self.deps, self.queue)
         self.deps.forget_deployment = self.progress.environments.forget
         # The step port: put it at StepServices.extra["github"] when building the controller.
         self.pull_requests = GitHubPullRequests(self.client)
         # The git steps' credentials: put it at GitSettings.credentials.
-        self.git_credentials = GitHubGitCredentials(self.client)
+        self.git_credentials = GitHubGitCredentials(self.client, clock=clock)
         self._seen: TTLCache[str, bool] = TTLCache(
             maxsize=DELIVERY_MEMORY, ttl=DELIVERY_TTL, timer=clock.monotonic
         )
