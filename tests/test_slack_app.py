@@ -68,7 +68,9 @@ class Rig:
 @pytest.fixture
 async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
     async with running_fake_slack() as slack:
-        service = FakePromotions("kargo-demo")
+        # One clock for the Slack app and the cluster it talks to (availability, soak times).
+        clock = FakeClock()
+        service = FakePromotions("kargo-demo", clock=clock)
         service.add_stage("test", verification={"analysisTemplates": [{"name": "smoke"}]})
         service.add_stage(
             "prod",
@@ -88,7 +90,6 @@ async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
             status={"verifiedIn": {"test": {}}},
         )
         slack.usergroups["S0OPS"] = ["U7"]
-        clock = FakeClock()
         settings = SlackSettings(
             bot_token=TOKEN,
             signing_secret=SIGNING_SECRET,
