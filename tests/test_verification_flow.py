@@ -36,21 +36,19 @@ STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.st
 def stage(
     name: str, sources: dict[str, Any], *, verify: bool = True, auto: bool = True
 ) -> dict[str, Any]:
-    obj = objects.stage(
+    return objects.stage(
         name,
         namespace=NS,
         warehouse="app",
         sources=sources,
         steps=STEPS,
         annotations={"longshoreman.dev/auto-promote": "true"} if auto else {},
+        verification=["multiple-job"] if verify else (),
+        verification_args=[
+            {"name": "exit-code", "value": "${{ ctx.stage == 'never' ? '1' : '0' }}"}
+        ],
+        analysis_run_metadata={"labels": {"team": "platform"}},
     )
-    if verify:
-        obj["spec"]["verification"] = {
-            "analysisTemplates": [{"name": "multiple-job"}],
-            "args": [{"name": "exit-code", "value": "${{ ctx.stage == 'never' ? '1' : '0' }}"}],
-            "analysisRunMetadata": {"labels": {"team": "platform"}},
-        }
-    return obj
 
 
 def freight(name: str) -> dict[str, Any]:

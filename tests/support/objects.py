@@ -55,8 +55,8 @@ def stage(
     steps: Sequence[Any] | None = None,
     template_vars: Sequence[Mapping[str, Any]] | None = None,
     verification: Sequence[str | Mapping[str, Any]] = (),
-    verification_args: Sequence[Mapping[str, Any]] | None = None,
-    analysis_run_metadata: Mapping[str, Any] | None = None,
+    verification_args: Any = None,
+    analysis_run_metadata: Any = None,
     annotations: Mapping[str, str] | None = None,
     generation: int | None = None,
     status: Mapping[str, Any] | None = None,
@@ -82,10 +82,11 @@ def stage(
     if verification:
         refs = [{"name": t} if isinstance(t, str) else dict(t) for t in verification]
         body["verification"] = {"analysisTemplates": refs}
+        # Both as given: a test may hand in junk on purpose.
         if verification_args is not None:
-            body["verification"]["args"] = [dict(a) for a in verification_args]
+            body["verification"]["args"] = verification_args
         if analysis_run_metadata is not None:
-            body["verification"]["analysisRunMetadata"] = dict(analysis_run_metadata)
+            body["verification"]["analysisRunMetadata"] = analysis_run_metadata
     out: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "Stage",
@@ -105,6 +106,7 @@ def freight(
     warehouse: str = WAREHOUSE,
     created: str | None = None,
     labels: Mapping[str, str] | None = None,
+    uid: str | None = None,
     commits: Sequence[Mapping[str, Any]] = (),
     images: Sequence[Mapping[str, Any]] = (),
     charts: Sequence[Mapping[str, Any]] = (),
@@ -114,7 +116,7 @@ def freight(
     out: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "Freight",
-        "metadata": _metadata(name, namespace, created=created, labels=labels),
+        "metadata": _metadata(name, namespace, created=created, labels=labels, uid=uid),
         "origin": {"kind": "Warehouse", "name": warehouse},
     }
     if alias is not None:
