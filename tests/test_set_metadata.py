@@ -24,6 +24,7 @@ from promoter.expressions import ExpressionError, Scope, render
 from promoter.metadata import MAX_VALUES_BYTES, InMemoryMetadata, metadata_functions
 from promoter.steps.base import StepContext, StepServices
 from promoter.steps.metadata import set_metadata
+from tests.support import objects
 from tests.support.controller import running_controller, wait_for_object, wait_terminal
 from tests.support.kube import RunningApiServer, running_apiserver
 
@@ -34,12 +35,8 @@ FREIGHT_NAME = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"  # frozen-tauntaun in 
 
 def _objects() -> list[dict[str, Any]]:
     return [
-        {"kind": "Stage", "metadata": {"name": "prod", "namespace": NS}},
-        {
-            "kind": "Freight",
-            "metadata": {"name": "f1", "namespace": NS},
-            "status": {"metadata": {"old": 1}},
-        },
+        objects.stage("prod", namespace=NS),
+        objects.freight("f1", namespace=NS, status={"metadata": {"old": 1}}),
     ]
 
 
