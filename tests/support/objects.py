@@ -15,7 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.controller.kube import STAGES
+
 API_VERSION = "kargo.akuity.io/v1alpha1"
+# The group our CRDs serve the same kinds under. The controller's client fills it in on every
+# write; a raw client or kubectl sends the body as written, so those tests use served().
+SERVED_API_VERSION = STAGES.api_version
 NS = "p"
 WAREHOUSE = "w"
 FREIGHT = "f1"
@@ -43,6 +48,11 @@ def _metadata(
     if annotations is not None:
         out["annotations"] = dict(annotations)
     return out
+
+
+def served(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` under the API group our CRDs serve it as, for a raw client or kubectl."""
+    return {**obj, "apiVersion": SERVED_API_VERSION}
 
 
 def stage(
