@@ -115,12 +115,13 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         assert sha is not None
         await kube.create(
             k.FREIGHT,
-            {
-                "metadata": {"name": "b" * 40, "namespace": NS},
-                "alias": "brave-bantha",
-                "origin": {"kind": "Warehouse", "name": "app"},
-                "commits": [{"repoURL": APP_URL, "id": sha, "branch": "main"}],
-            },
+            objects.freight(
+                "b" * 40,
+                namespace=NS,
+                alias="brave-bantha",
+                warehouse="app",
+                commits=[{"repoURL": APP_URL, "id": sha, "branch": "main"}],
+            ),
         )
         await kube.create(k.STAGES, stage("staging", {"direct": True}, verify=True))
         await kube.create(k.STAGES, stage("prod", {"stages": ["staging"]}, verify=False))

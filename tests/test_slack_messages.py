@@ -185,15 +185,8 @@ def test_verification_of(
 
 
 def test_buttons_follow_the_lifecycle() -> None:
-    downstream = {
-        "metadata": {"name": "final"},
-        "spec": {"requestedFreight": [{"origin": {"name": "w"}, "sources": {"stages": ["prod"]}}]},
-    }
-    freight = {
-        "metadata": {"name": "f1"},
-        "alias": "a",
-        "origin": {"kind": "Warehouse", "name": "w"},
-    }
+    downstream = objects.stage("final", upstream=["prod"])
+    freight = objects.freight("f1", alias="a")
 
     def buttons(obj: dict[str, Any], stage_obj: dict[str, Any]) -> set[str]:
         view = promotion_view(obj, stage=stage_obj, stages=[downstream], freights=[freight])
