@@ -37,19 +37,14 @@ def promotions(draw: st.DrawFn) -> dict[str, Any]:
     text = st.text(max_size=400)
     steps = [{"uses": draw(text), "as": draw(st.text(min_size=1, max_size=100))} for _ in range(n)]
     executions = [{"status": draw(STATUSES), "message": draw(text)} for _ in range(n)]
-    return {
-        "metadata": {"name": draw(st.text(min_size=1, max_size=253)), "namespace": "p"},
-        "spec": {
-            "stage": draw(st.text(max_size=253)),
-            "freight": draw(st.text(max_size=300)),
-            "steps": steps,
-        },
-        "status": {
-            "phase": draw(PHASES),
-            "message": draw(st.text(max_size=5000)),
-            "stepExecutionMetadata": executions,
-        },
-    }
+    return objects.promotion(
+        draw(st.text(min_size=1, max_size=253)),
+        draw(st.text(max_size=253)),
+        freight=draw(st.text(max_size=300)),
+        steps=steps,
+        phase=draw(PHASES),
+        status={"message": draw(st.text(max_size=5000)), "stepExecutionMetadata": executions},
+    )
 
 
 @settings(max_examples=60, deadline=None)
