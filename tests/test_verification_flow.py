@@ -213,11 +213,7 @@ async def test_without_verification_freight_is_verified_at_once(env: Env) -> Non
     async with running_controller(env.server, env.work):
         await env.kube.create(k.FREIGHT, freight("f4" + "0" * 38))
         await env.kube.create(
-            k.PROMOTIONS,
-            {
-                "metadata": {"name": "p", "namespace": NS},
-                "spec": {"stage": "dev", "freight": "f4" + "0" * 38},
-            },
+            k.PROMOTIONS, objects.promotion("p", "dev", namespace=NS, freight="f4" + "0" * 38)
         )
         await wait_terminal(env.kube, NS, "p")
         await env.verified_in("f4" + "0" * 38, "dev")
@@ -252,10 +248,7 @@ async def test_verification_survives_a_controller_restart_and_repromotion_reveri
     await env.kube.create(k.STAGES, stage("dev", {"direct": True}, auto=False))
     name = "f6" + "0" * 38
     await env.kube.create(k.FREIGHT, freight(name))
-    promotion = {
-        "metadata": {"name": "p1", "namespace": NS},
-        "spec": {"stage": "dev", "freight": name},
-    }
+    promotion = objects.promotion("p1", "dev", namespace=NS, freight=name)
     async with running_controller(env.server, env.work), env.rollouts.running():
         await env.kube.create(k.PROMOTIONS, promotion)
         first = await wait_for_object(
@@ -289,7 +282,7 @@ async def test_verification_survives_a_controller_restart_and_repromotion_reveri
         await env.verified_in(name, "dev")
         env.rollouts.script_stage("dev", Outcome("Successful"))
         await env.kube.create(
-            k.PROMOTIONS, {**promotion, "metadata": {"name": "p2", "namespace": NS}}
+            k.PROMOTIONS, objects.promotion("p2", "dev", namespace=NS, freight=name)
         )
         await wait_terminal(env.kube, NS, "p2")
         again = await wait_for_object(
