@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.controller.kube import STAGES
-
 API_VERSION = "kargo.akuity.io/v1alpha1"
-# The group our CRDs serve the same kinds under. The controller's client fills it in on every
-# write; a raw client or kubectl sends the body as written, so those tests use served().
-SERVED_API_VERSION = STAGES.api_version
+# The group our CRDs serve the same kinds under (app.controller.kube's, written out so these
+# builders stay free of the Kubernetes client). The controller's client fills it in on every
+# write; a raw client or kubectl sends the body as written, so those tests use served(), and
+# fail if the two ever part.
+SERVED_API_VERSION = "longshoreman.dev/v1alpha1"
 NS = "p"
 WAREHOUSE = "w"
 FREIGHT = "f1"
