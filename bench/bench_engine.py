@@ -23,8 +23,9 @@ from promoter.builder import build_promotion
 from promoter.model import Phase, TaskRef, TaskSpec, parse_stage
 from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry
+from tests.support import objects
 
-FREIGHT = {"metadata": {"name": "abcdef0123"}, "origin": {"kind": "Warehouse", "name": "w"}}
+FREIGHT = objects.freight("abcdef0123", namespace="b")
 
 
 class NoTasks:
@@ -46,13 +47,7 @@ def chain(n: int) -> list[dict[str, object]]:
 
 
 async def run_once(n: int, work_dir: Path) -> float:
-    stage = parse_stage(
-        {
-            "kind": "Stage",
-            "metadata": {"name": "bench", "namespace": "b"},
-            "spec": {"promotionTemplate": {"spec": {"steps": chain(n)}}},
-        }
-    )
+    stage = parse_stage(objects.stage("bench", namespace="b", steps=chain(n)))
     promo = build_promotion(stage, FREIGHT, NoTasks(), actor="bench")
     runtime = engine.Runtime(
         registry=builtin_registry(), services=StepServices(), work_dir=work_dir, freight=FREIGHT

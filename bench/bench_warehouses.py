@@ -54,6 +54,7 @@ from app.controller.warehouses.registry import OCIClient
 from app.receivers.routes import setup_receivers
 from app.receivers.settings import ReceiverSettings
 from promoter.warehouses.spec import parse_spec
+from tests.support import objects
 from tests.support.clock import FakeClock
 from tests.support.fixtures import webhook_body
 from tests.support.kube import running_apiserver
@@ -72,12 +73,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def warehouse(name: str, repo: str, *, interval: str = "5m", **image: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Warehouse",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"interval": interval, "subscriptions": [{"image": {"repoURL": repo, **image}}]},
-    }
+    return objects.warehouse(
+        name,
+        namespace=NS,
+        interval=interval,
+        subscriptions=[{"image": {"repoURL": repo, **image}}],
+    )
 
 
 def discoverer(session: aiohttp.ClientSession, work: Path) -> Discoverer:

@@ -28,6 +28,7 @@ from app.apiserver.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
 from tests.support.waiting import eventually
 
@@ -914,17 +915,7 @@ async def test_a_null_in_a_required_field_is_a_missing_required_value(
     api = kube.api_client()
     crs = client.CustomObjectsApi(api)
     group, version = "longshoreman.dev", "v1alpha1"
-    stage = {
-        "apiVersion": f"{group}/{version}",
-        "kind": "Stage",
-        "metadata": {"name": "test"},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}
-            ],
-            "promotionTemplate": {"spec": {"steps": [{"uses": "compose-output"}]}},
-        },
-    }
+    stage = objects.served(objects.stage("test", namespace=NS, steps=[{"uses": "compose-output"}]))
     created = await crs.create_namespaced_custom_object(group, version, NS, "stages", stage)
     condition = {
         "type": "Ready",
@@ -966,17 +957,7 @@ async def test_an_empty_string_is_a_string(kube: RunningApiServer) -> None:
     (A 1.20 built with Go >= 1.16 refuses it as null: kubernetes#99804; see schema.py.)"""
     crs = client.CustomObjectsApi(kube.api_client())
     group, version = "longshoreman.dev", "v1alpha1"
-    stage = {
-        "apiVersion": f"{group}/{version}",
-        "kind": "Stage",
-        "metadata": {"name": "test"},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}
-            ],
-            "promotionTemplate": {"spec": {"steps": [{"uses": "compose-output"}]}},
-        },
-    }
+    stage = objects.served(objects.stage("test", namespace=NS, steps=[{"uses": "compose-output"}]))
     await crs.create_namespaced_custom_object(group, version, NS, "stages", stage)
     condition = {
         "type": "Ready",

@@ -21,6 +21,7 @@ import aiohttp
 import pytest
 import yaml
 
+from tests.support import objects
 from tests.support.kube import OUR_CRDS, THIRD_PARTY_CRDS, RunningApiServer, running_apiserver
 
 NS = "team-a"
@@ -85,30 +86,12 @@ class Kubectl:
 
 FREIGHT = "f0123456789abcdef0123456789abcdef0123456"
 MANIFESTS = [
-    {
-        "apiVersion": "longshoreman.dev/v1alpha1",
-        "kind": "Freight",
-        "metadata": {"name": FREIGHT, "namespace": NS},
-        "alias": "first",
-        "origin": {"kind": "Warehouse", "name": "w"},
-    },
-    {
-        "apiVersion": "longshoreman.dev/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": "test", "namespace": NS},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}
-            ],
-            "promotionTemplate": {"spec": {"steps": [{"uses": "compose-output"}]}},
-        },
-    },
-    {
-        "apiVersion": "longshoreman.dev/v1alpha1",
-        "kind": "Promotion",
-        "metadata": {"name": "test.first", "namespace": NS},
-        "spec": {"stage": "test", "freight": FREIGHT},
-    },
+    objects.served(o)
+    for o in (
+        objects.freight(FREIGHT, namespace=NS, alias="first"),
+        objects.stage("test", namespace=NS, steps=[{"uses": "compose-output"}]),
+        objects.promotion("test.first", "test", namespace=NS, freight=FREIGHT),
+    )
 ]
 
 

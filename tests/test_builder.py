@@ -20,8 +20,9 @@ from promoter.model import (
     parse_steps,
     parse_task,
 )
+from tests.support import objects
 
-FREIGHT = {"metadata": {"name": "abcdef0123456789"}, "origin": {"kind": "Warehouse", "name": "w"}}
+FREIGHT = objects.freight("abcdef0123456789")
 
 
 class Tasks:
@@ -35,12 +36,7 @@ class Tasks:
 def task(
     name: str, vars_: list[dict[str, Any]], steps: list[dict[str, Any]], kind: str = "PromotionTask"
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": kind,
-        "metadata": {"name": name},
-        "spec": {"vars": vars_, "steps": steps},
-    }
+    return objects.promotion_task(name, steps, vars=vars_, kind=kind, namespace="demo")
 
 
 def stage(
@@ -49,15 +45,13 @@ def stage(
     template_vars: list[dict[str, Any]] | None = None,
 ) -> StageSpec:
     return parse_stage(
-        {
-            "apiVersion": "kargo.akuity.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": "test", "namespace": "demo"},
-            "spec": {
-                "vars": vars_ or [],
-                "promotionTemplate": {"spec": {"vars": template_vars or [], "steps": steps}},
-            },
-        }
+        objects.stage(
+            "test",
+            namespace="demo",
+            steps=steps,
+            template_vars=template_vars or [],
+            vars=vars_ or [],
+        )
     )
 
 

@@ -172,7 +172,7 @@ def test_unknown_freight_and_empty_latest_say_so() -> None:
 
 def stage_with(annotation: str | None) -> dict[str, Any]:
     annotations = {"longshoreman.dev/github-promoters": annotation} if annotation else {}
-    return {"metadata": {"name": "prod", "annotations": annotations}}
+    return objects.stage("prod", annotations=annotations)
 
 
 @pytest.mark.parametrize(
@@ -195,33 +195,24 @@ def test_github_authorization(
 
 
 def test_slack_authorization_uses_stage_list_then_default() -> None:
-    stage = {
-        "metadata": {"name": "prod", "annotations": {"longshoreman.dev/slack-promoters": "U1 S9"}}
-    }
+    stage = objects.stage("prod", annotations={"longshoreman.dev/slack-promoters": "U1 S9"})
     assert slack_may_act(stage, "U1").allowed
     assert slack_may_act(stage, "U2", user_groups=["S9"]).allowed
     assert not slack_may_act(stage, "U2").allowed
-    bare = {"metadata": {"name": "dev"}}
+    bare = objects.stage("dev")
     assert slack_may_act(bare, "U2").allowed
     assert not slack_may_act(bare, "U2", default_promoters=["U1"]).allowed
 
 
 def test_status_rows_and_table() -> None:
-    stage = {
-        "metadata": {"name": "test", "namespace": "p"},
-        "status": {
+    stage = objects.stage(
+        "test",
+        status={
             "freightHistory": [{"items": {"Warehouse/w": {"name": "f1", "alias": "old-one"}}}],
             "conditions": [{"type": "Healthy", "status": "True"}],
         },
-    }
-    promos = [
-        {
-            "metadata": {"name": "a", "namespace": "p"},
-            "spec": {"stage": "test"},
-            "status": {"phase": "Running"},
-        },
-        {"metadata": {"name": "b", "namespace": "p"}, "spec": {"stage": "test"}},
-    ]
+    )
+    promos = [objects.promotion("a", "test", phase="Running"), objects.promotion("b", "test")]
     rows = stage_views([stage], promos)
     assert rows[0].freight == "old-one" and rows[0].running == "a" and rows[0].queued == 1
     # Health in Kargo's words, never the condition's "True".
@@ -232,27 +223,23 @@ def test_status_rows_and_table() -> None:
 
 def test_status_shows_the_freights_alias_though_the_history_names_only_the_freight() -> None:
     # Stage history entries (Kargo's FreightReference) carry no alias; the row looks it up.
-    stage = {
-        "metadata": {"name": "test", "namespace": "p"},
-        "status": {"freightHistory": [{"items": {"Warehouse/w": {"name": "a" * 40}}}]},
-    }
-    freight = {"metadata": {"name": "a" * 40}, "alias": "frozen-tauntaun"}
+    stage = objects.stage(
+        "test", status={"freightHistory": [{"items": {"Warehouse/w": {"name": "a" * 40}}}]}
+    )
+    freight = objects.freight("a" * 40, alias="frozen-tauntaun")
     assert stage_views([stage], [], [freight])[0].freight == "frozen-tauntaun"
     assert stage_views([stage], [])[0].freight == "a" * 40  # never a cut of the name
 
 
 def _promo(name: str, stage: str, phase: str, freight: str = "f1") -> dict[str, Any]:
-    return {
-        # Created in the order of the names' last two digits, a second apart.
-        "metadata": {"name": name, "creationTimestamp": f"2026-01-01T00:00:{name[-2:]}Z"},
-        "spec": {"stage": stage, "freight": freight},
-        "status": {"phase": phase},
-    }
+    # Created in the order of the names' last two digits, a second apart.
+    created = f"2026-01-01T00:00:{name[-2:]}Z"
+    return objects.promotion(name, stage, freight=freight, created=created, phase=phase)
 
 
 ABORT_SNAPSHOT = Snapshot(
     namespace="p",
-    stages=[{"metadata": {"name": s}} for s in ("test", "prod")],
+    stages=[objects.stage(s) for s in ("test", "prod")],
     promotions=[
         _promo("prod.01", "prod", "Succeeded"),
         _promo("prod.02", "prod", "Pending"),

@@ -41,6 +41,7 @@ from promoter.commands import (
 )
 from promoter.views import FreightLabel
 from slack.commands import authorizer, needs_confirmation
+from tests.support import objects
 from tests.support.objects import freight, promotion, stage
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
@@ -366,16 +367,15 @@ def test_which_commands_need_the_pull_requests_freight() -> None:
 
 
 def manual_warehouse(policy: str = "Manual") -> dict[str, Any]:
-    return {
-        "metadata": {"name": "w", "namespace": "p"},
-        "spec": {
-            "freightCreationPolicy": policy,
-            "subscriptions": [
-                {"image": {"repoURL": "ghcr.io/acme/app"}},
-                {"git": {"repoURL": "https://github.com/acme/gitops"}},
-            ],
-        },
-        "status": {
+    return objects.warehouse(
+        "w",
+        namespace="p",
+        freightCreationPolicy=policy,
+        subscriptions=[
+            {"image": {"repoURL": "ghcr.io/acme/app"}},
+            {"git": {"repoURL": "https://github.com/acme/gitops"}},
+        ],
+        status={
             "discoveredArtifacts": {
                 "images": [
                     {
@@ -397,7 +397,7 @@ def manual_warehouse(policy: str = "Manual") -> dict[str, Any]:
                 ],
             }
         },
-    }
+    )
 
 
 def with_warehouses(*warehouses: dict[str, Any]) -> Snapshot:

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from promoter.steps.base import StepStatus
+from tests.support import objects
 from tests.support.fixtures import kargo_manifests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -320,31 +321,30 @@ def test_every_kind_shares_one_step_shape() -> None:
 
 # --- the validator itself, so a passing fixture check means something --------------------------
 
-_PROMOTION = {
-    "apiVersion": f"{GROUP}/v1alpha1",
-    "kind": "Promotion",
-    "metadata": {"name": "test.01j2w7a15cxjjgejresfyw6ysp.666209f", "namespace": "kargo-demo"},
-    "spec": {
-        "stage": "test",
-        "freight": "666209fd9755a1e48bec6b27f5f447747410dd9e",
-        "vars": [{"name": "repo", "value": "https://github.com/example/repo.git"}],
-        "steps": [
+_PROMOTION = objects.served(
+    objects.promotion(
+        "test.01j2w7a15cxjjgejresfyw6ysp.666209f",
+        "test",
+        namespace="kargo-demo",
+        freight="666209fd9755a1e48bec6b27f5f447747410dd9e",
+        vars=[{"name": "repo", "value": "https://github.com/example/repo.git"}],
+        steps=[
             {"uses": "git-clone", "as": "clone", "config": {"checkout": [{"branch": "main"}]}},
             {"uses": "http", "retry": {"timeout": "10m", "errorThreshold": 3}, "if": "true"},
         ],
-    },
-    "status": {
-        "phase": "Running",
-        "currentStep": 1,
-        "startedAt": "2024-07-15T22:13:25Z",
-        "stepExecutionMetadata": [
-            {"alias": "clone", "status": "Succeeded", "errorCount": 0},
-            {"alias": "step-1", "status": "Running", "startedAt": "2024-07-15T22:13:30Z"},
-        ],
-        "state": {"clone": {"commit": "abc"}},
-        "freight": {"name": "666209f", "origin": {"kind": "Warehouse", "name": "w"}},
-    },
-}
+        phase="Running",
+        status={
+            "currentStep": 1,
+            "startedAt": "2024-07-15T22:13:25Z",
+            "stepExecutionMetadata": [
+                {"alias": "clone", "status": "Succeeded", "errorCount": 0},
+                {"alias": "step-1", "status": "Running", "startedAt": "2024-07-15T22:13:30Z"},
+            ],
+            "state": {"clone": {"commit": "abc"}},
+            "freight": {"name": "666209f", "origin": {"kind": "Warehouse", "name": "w"}},
+        },
+    )
+)
 
 
 def test_a_complete_promotion_is_valid() -> None:

@@ -43,6 +43,7 @@ from handlers.routing import ROUTER
 from handlers.webhook import WEBHOOK_PATH
 from promoter.chatops import SLASH
 from slack.app import EVENTS_PATH
+from tests.support import objects
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.controller import Gate, registry_with, running_controller, wait_for_object
 from tests.support.fixtures import analysis_template
@@ -380,53 +381,35 @@ NOT_EXERCISED = {
 
 def _prod_stage() -> dict[str, Any]:
     """Promotes with argocd-update, then verifies with an AnalysisRun."""
-    return {
-        "metadata": {"name": "prod", "namespace": NS},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "kargo-demo"}, "sources": {"direct": True}}
-            ],
-            "promotionTemplate": {
-                "spec": {
-                    "steps": [
-                        # Reads a ConfigMap and a Secret by name (absent here: {}, as in Kargo).
-                        {
-                            "uses": "compose-output",
-                            "as": "data",
-                            "config": {
-                                "region": "${{ configMap('settings').region ?? 'none' }}",
-                                "keys": "${{ len(secret('credentials')) }}",
-                            },
-                        },
-                        {
-                            "uses": "argocd-update",
-                            "as": "sync",
-                            "config": {"apps": [{"name": "web"}]},
-                        },
-                    ]
-                }
+    return objects.stage(
+        "prod",
+        namespace=NS,
+        warehouse="kargo-demo",
+        steps=[
+            # Reads a ConfigMap and a Secret by name (absent here: {}, as in Kargo).
+            {
+                "uses": "compose-output",
+                "as": "data",
+                "config": {
+                    "region": "${{ configMap('settings').region ?? 'none' }}",
+                    "keys": "${{ len(secret('credentials')) }}",
+                },
             },
-            "verification": {
-                "analysisTemplates": [{"name": "multiple-job"}],
-                "args": [{"name": "exit-code", "value": "0"}],
-            },
-        },
-    }
+            {"uses": "argocd-update", "as": "sync", "config": {"apps": [{"name": "web"}]}},
+        ],
+        verification=["multiple-job"],
+        verification_args=[{"name": "exit-code", "value": "0"}],
+    )
 
 
 def _held_stage() -> dict[str, Any]:
     """Promotes with a step that waits until the test opens its gate (to abort it)."""
-    return {
-        "metadata": {"name": "held", "namespace": NS},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "kargo-demo"}, "sources": {"direct": True}}
-            ],
-            "promotionTemplate": {
-                "spec": {"steps": [{"uses": "gate", "config": {"name": "never"}}]}
-            },
-        },
-    }
+    return objects.stage(
+        "held",
+        namespace=NS,
+        warehouse="kargo-demo",
+        steps=[{"uses": "gate", "config": {"name": "never"}}],
+    )
 
 
 async def _analysis_template(kube: k.Kube) -> None:
@@ -559,11 +542,12 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
                 assert await service.warehouses(NS)
                 created = await service.create_freight(
                     NS,
-                    {
-                        "metadata": {"name": "f" * 40},
-                        "origin": {"kind": "Warehouse", "name": "kargo-demo"},
-                        "commits": [{"repoURL": "https://github.com/example/app.git", "id": "1"}],
-                    },
+                    objects.freight(
+                        "f" * 40,
+                        namespace=NS,
+                        warehouse="kargo-demo",
+                        commits=[{"repoURL": "https://github.com/example/app.git", "id": "1"}],
+                    ),
                 )
                 assert created
                 # Warehouses: a push refreshes one (its annotation); the Warehouse reconciler
@@ -572,10 +556,11 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
                 await service.refresh_warehouse(NS, "kargo-demo")
                 await admin.create(
                     k.WAREHOUSES,
-                    {
-                        "metadata": {"name": "invalid", "namespace": NS},
-                        "spec": {"subscriptions": [{"image": {"repoURL": "x", "allowTags": "v"}}]},
-                    },
+                    objects.warehouse(
+                        "invalid",
+                        namespace=NS,
+                        subscriptions=[{"image": {"repoURL": "x", "allowTags": "v"}}],
+                    ),
                 )
                 async with contextlib.AsyncExitStack() as stack:
                     warehouses = await start_warehouse_controller(

@@ -21,14 +21,15 @@ from promoter.model import Phase, Promotion, TaskRef, TaskSpec, Var, parse_stage
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.basic import STEPS as BASIC
 from promoter.steps.registry import StepRegistry
+from tests.support import objects
 
-FREIGHT = {
-    "metadata": {"name": "f00dfeed0123"},
-    "alias": "frozen-tauntaun",
-    "origin": {"kind": "Warehouse", "name": "w"},
-    "images": [{"repoURL": "my/image", "tag": "1.10", "digest": "sha256:abc"}],
-    "commits": [{"repoURL": "https://github.com/example/repo.git", "id": "abc123"}],
-}
+FREIGHT = objects.freight(
+    "f00dfeed0123",
+    namespace="demo",
+    alias="frozen-tauntaun",
+    images=[{"repoURL": "my/image", "tag": "1.10", "digest": "sha256:abc"}],
+    commits=[{"repoURL": "https://github.com/example/repo.git", "id": "abc123"}],
+)
 
 
 class Clock:
@@ -81,13 +82,7 @@ def make(
     tasks: Tasks | None = None,
     extra: tuple[Var, ...] = (),
 ) -> Promotion:
-    stage = parse_stage(
-        {
-            "kind": "Stage",
-            "metadata": {"name": "test", "namespace": "demo"},
-            "spec": {"vars": vars_ or [], "promotionTemplate": {"spec": {"steps": steps}}},
-        }
-    )
+    stage = parse_stage(objects.stage("test", namespace="demo", steps=steps, vars=vars_ or []))
     return build_promotion(stage, FREIGHT, tasks or Tasks(), actor="alice", extra_vars=extra)
 
 
@@ -332,24 +327,22 @@ async def test_final_phase_is_the_worst_status(tmp_path: Path) -> None:
 async def test_task_outputs_and_compose_output_publishing(tmp_path: Path) -> None:
     clock = Clock()
     sink = Scripted(OK)
-    t = {
-        "kind": "PromotionTask",
-        "metadata": {"name": "t"},
-        "spec": {
-            "vars": [{"name": "suffix", "value": "-dflt"}],
-            "steps": [
-                {"uses": "compose-output", "as": "inner", "config": {"v": "x${{ vars.suffix }}"}},
-                {
-                    "uses": "compose-output",
-                    "as": "output",
-                    "config": {
-                        "commit": "${{ task.outputs.inner.v }}",
-                        "seen": "${{ status('inner') }}",
-                    },
+    t = objects.promotion_task(
+        "t",
+        [
+            {"uses": "compose-output", "as": "inner", "config": {"v": "x${{ vars.suffix }}"}},
+            {
+                "uses": "compose-output",
+                "as": "output",
+                "config": {
+                    "commit": "${{ task.outputs.inner.v }}",
+                    "seen": "${{ status('inner') }}",
                 },
-            ],
-        },
-    }
+            },
+        ],
+        vars=[{"name": "suffix", "value": "-dflt"}],
+        namespace="demo",
+    )
     promo = make(
         [
             {"task": {"name": "t"}, "as": "deploy", "vars": [{"name": "suffix", "value": "-ref"}]},

@@ -11,7 +11,7 @@ from tests.support import objects
 
 
 def freight(origin: str, **artifacts: Any) -> dict[str, Any]:
-    return {**objects.freight(f"{origin}-freight", warehouse=origin), **artifacts}
+    return objects.freight(f"{origin}-freight", warehouse=origin, **artifacts)
 
 
 FRONTEND = freight(

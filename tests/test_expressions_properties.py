@@ -17,6 +17,7 @@ from promoter.expressions import (
     freight_functions,
     render_string,
 )
+from tests.support import objects
 
 SCOPE = Scope(
     {
@@ -24,7 +25,7 @@ SCOPE = Scope(
         "vars": {"x": "1", "n": 3, "l": [1, "a", None], "m": {"k": 2.5}},
         "s": "abc",
     },
-    freight_functions([{"origin": {"kind": "Warehouse", "name": "w"}, "images": []}]),
+    freight_functions([objects.freight()]),
 )
 
 # Fragments that make token soup look like expressions, so generated text reaches the

@@ -23,18 +23,20 @@ from promoter.expressions import (
     render_string,
 )
 from promoter.expressions.templates import type_template_result
+from tests.support import objects
 
-FREIGHT = {
-    "metadata": {"name": "f00dfeed"},
-    "alias": "frozen-tauntaun",
-    "origin": {"kind": "Warehouse", "name": "my-warehouse"},
-    "commits": [{"repoURL": "https://github.com/example/repo.git", "id": "abc123", "tag": "v1"}],
-    "images": [{"repoURL": "public.ecr.aws/nginx/nginx", "tag": "1.27.0", "digest": "sha256:x"}],
-    "charts": [
+FREIGHT = objects.freight(
+    "f00dfeed",
+    namespace="demo",
+    alias="frozen-tauntaun",
+    warehouse="my-warehouse",
+    commits=[{"repoURL": "https://github.com/example/repo.git", "id": "abc123", "tag": "v1"}],
+    images=[{"repoURL": "public.ecr.aws/nginx/nginx", "tag": "1.27.0", "digest": "sha256:x"}],
+    charts=[
         {"repoURL": "oci://example.com/my-chart", "version": "1.2.3"},
         {"repoURL": "https://example.com/charts", "name": "my-chart", "version": "4.5.6"},
     ],
-}
+)
 VARIABLES: dict[str, Any] = {
     "ctx": {"stage": "test", "project": "demo", "targetFreight": {"name": "f00dfeed"}},
     "vars": {

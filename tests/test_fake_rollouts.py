@@ -22,6 +22,7 @@ from promoter.verification import (
     verification_message,
     verification_phase,
 )
+from tests.support import objects
 from tests.support.fixtures import analysis_template as template
 from tests.support.kube import RunningApiServer, running_apiserver
 from tests.support.rollouts import (
@@ -37,12 +38,9 @@ from tests.support.rollouts import (
 )
 
 NAMESPACE = "demo"
-FREIGHT: dict[str, Any] = {
-    "apiVersion": "kargo.akuity.io/v1alpha1",
-    "kind": "Freight",
-    "metadata": {"name": "abcdef0123456789abcdef0123456789abcdef01", "namespace": NAMESPACE},
-    "origin": {"kind": "Warehouse", "name": "web"},
-}
+FREIGHT = objects.freight(
+    "abcdef0123456789abcdef0123456789abcdef01", namespace=NAMESPACE, warehouse="web"
+)
 
 
 def analysis_run(
@@ -51,14 +49,14 @@ def analysis_run(
     ulid: str = "01j0000000000000000000000z",
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    verification: dict[str, Any] = {
-        "analysisTemplates": [{"name": t["metadata"]["name"]} for t in templates]
-    }
-    if labels:
-        verification["analysisRunMetadata"] = {"labels": dict(labels)}
+    stage_obj = objects.stage(
+        stage,
+        namespace=NAMESPACE,
+        verification=[t["metadata"]["name"] for t in templates],
+        analysis_run_metadata={"labels": dict(labels)} if labels else None,
+    )
     return build_analysis_run(
-        stage={"metadata": {"name": stage, "namespace": NAMESPACE}, "spec": {
-            "verification": verification}},
+        stage=stage_obj,
         freight=FREIGHT,
         templates=list(templates),
         promotion=f"{stage}.01hzzzzzzzzzzzzzzzzzzzzzzz.abcdef0",
@@ -263,19 +261,16 @@ async def test_limits_and_counts_come_from_args() -> None:
     runs = InMemoryAnalysisRuns()
     controller = FakeRolloutsController(runs, default=Outcome("Failed"))
     secret_args = template("analysis-secret-args")
-    stage = {
-        "metadata": {"name": "test"},
-        "spec": {
-            "verification": {
-                "analysisTemplates": [{"name": "analysis-secret-args"}],
-                "args": [
-                    {"name": "failure-limit", "value": "2"},
-                    {"name": "inconclusive-limit", "value": "2"},
-                    {"name": "success-condition", "value": "It worked!"},
-                ],
-            }
-        },
-    }
+    stage = objects.stage(
+        "test",
+        namespace=NAMESPACE,
+        verification=["analysis-secret-args"],
+        verification_args=[
+            {"name": "failure-limit", "value": "2"},
+            {"name": "inconclusive-limit", "value": "2"},
+            {"name": "success-condition", "value": "It worked!"},
+        ],
+    )
     created = await runs.create(
         build_analysis_run(
             stage=stage, freight=FREIGHT, templates=[secret_args], promotion=None,

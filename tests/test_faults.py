@@ -31,6 +31,7 @@ import aiohttp
 from app.apiserver import RequestInfo
 from app.controller import kube as k
 from app.embedded import seed
+from tests.support import objects
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, Outcome, make_app
 from tests.support.controller import (
     Gate,
@@ -198,15 +199,7 @@ def sigkill_stage(name: str) -> dict[str, Any]:
             },
         },
     ]
-    return {
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "kargo-demo"}, "sources": {"direct": True}}
-            ],
-            "promotionTemplate": {"spec": {"steps": steps}},
-        },
-    }
+    return objects.stage(name, namespace=NS, warehouse="kargo-demo", steps=steps)
 
 
 class GitArgoCD(FakeArgoCDController):
@@ -332,10 +325,8 @@ async def test_sigkill_at_many_points_of_a_git_and_argocd_promotion_completes_it
                 name = f"{stage}-p"
                 killer.arm(server, point)
                 await kube.create(
-                    k.PROMOTIONS,
-                    {"metadata": {"name": name, "namespace": NS},
-                     "spec": {"stage": stage, "freight": FREIGHT}},
-                )  # fmt: skip
+                    k.PROMOTIONS, objects.promotion(name, stage, namespace=NS, freight=FREIGHT)
+                )
                 if point.method:
                     await asyncio.wait_for(killer.fired.wait(), 20)
                 else:
@@ -394,15 +385,7 @@ def _position(promotion: Mapping[str, Any]) -> str:
 
 
 def quick_stage(name: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "kargo-demo"}, "sources": {"direct": True}}
-            ],
-            "promotionTemplate": {"spec": {"steps": steps}},
-        },
-    }
+    return objects.stage(name, namespace=NS, warehouse="kargo-demo", steps=steps)
 
 
 def stored_phases(api: RunningApiServer) -> dict[str, str]:
@@ -474,10 +457,7 @@ async def test_one_request_in_ten_failing_delays_but_never_loses_a_promotion(
         ):
             for name in names:
                 stage = name.rsplit("-", 1)[0]
-                body = {
-                    "metadata": {"name": name, "namespace": NS},
-                    "spec": {"stage": stage, "freight": FREIGHT},
-                }
+                body = objects.promotion(name, stage, namespace=NS, freight=FREIGHT)
                 await with_retries(lambda body=body: kube.create(k.PROMOTIONS, body))
             for stage in stages:
                 gate.open(stage)
@@ -510,11 +490,10 @@ async def test_watches_closed_dropped_and_expired_lose_no_promotion(tmp_path: Pa
                 # Alternate a clean end of stream with a connection dropped mid-stream (the
                 # informer then backs off, and the events pile up past the window meanwhile).
                 api.close_watches(abort=i % 2 == 0)
+                stage = name.rsplit("-", 1)[0]
                 await kube.create(
-                    k.PROMOTIONS,
-                    {"metadata": {"name": name, "namespace": NS},
-                     "spec": {"stage": name.rsplit("-", 1)[0], "freight": FREIGHT}},
-                )  # fmt: skip
+                    k.PROMOTIONS, objects.promotion(name, stage, namespace=NS, freight=FREIGHT)
+                )
                 await asyncio.sleep(0.03)
             done = await wait_all_terminal(api, names, within=20)
     phases = {n: (p.get("status") or {}).get("phase") for n, p in done.items()}

@@ -102,14 +102,15 @@ async def test_promote_on_a_merged_pr_promotes_the_freight_of_its_merge_commit(
 
 async def test_promote_takes_an_image_reference_or_a_commit_sha(env: GitHubEnv) -> None:
     env.service.freight.append(
-        {
-            "metadata": {"name": "a" * 40, "namespace": NS},
-            "alias": "brave-bird",
-            "origin": {"kind": "Warehouse", "name": "app"},
-            "images": [
+        objects.freight(
+            "a" * 40,
+            namespace=NS,
+            alias="brave-bird",
+            warehouse="app",
+            images=[
                 {"repoURL": "ghcr.io/acme/app", "tag": "1.4.2", "digest": "sha256:" + "a" * 64}
             ],
-        }
+        )
     )
     replies = await env.comment("/promote ghcr.io/acme/app:1.4.2 to staging")
     assert "brave-bird" in replies[0]["body"]
@@ -234,11 +235,7 @@ async def test_freight_is_found_by_a_unique_name_prefix_and_an_ambiguous_one_is_
     await env.comment("/promote ffff to staging")
     assert env.service.asked("promote") == [(NS, "staging", "f" * 40, "github:alice")]
     env.service.freight.append(
-        {
-            "metadata": {"name": "f" * 39 + "0", "namespace": NS},
-            "alias": "wily-yak",
-            "origin": {"kind": "Warehouse", "name": "app"},
-        }
+        objects.freight("f" * 39 + "0", namespace=NS, alias="wily-yak", warehouse="app")
     )
     replies = await env.comment("/promote ffff to staging")
     body = replies[0]["body"]

@@ -29,6 +29,7 @@ from promoter import annotations as ann
 from promoter.chatops import markdown_table
 from promoter.views import stage_views
 from slack.messages import status_table
+from tests.support import objects
 from tests.support.controller import registry_with, wait_for_object
 from tests.support.github import running_fake_github, webhook_request
 from tests.support.github_env import SECRET, GitHubEnv, running_github_env
@@ -41,6 +42,8 @@ from tests.test_faults import QUIET, ServerProcess, server_processes
 NS = "kargo-demo"
 REPO = "example/app"
 FREIGHT = "f" * 40
+# What the Promotions run by the whole bot (not the fakes) do: one quick step.
+OUT_STEPS = [{"uses": "compose-output", "as": "out", "config": {"a": "1"}}]
 PAGE = "https://longshoreman.example.com/promotions/{namespace}/{promotion}"
 
 # ---- the decisions, purely ----------------------------------------------------------------------
@@ -147,7 +150,7 @@ def test_a_superseded_promotion_keeps_its_end_and_a_crash_left_unfinished_one_en
 
 def test_a_stage_opts_in_and_names_its_environment() -> None:
     def stage(**annotations: str) -> dict[str, Any]:
-        return {"metadata": {"name": "prod-eu", "annotations": annotations}}
+        return objects.stage("prod-eu", namespace=NS, annotations=annotations)
 
     assert ann.github_environment(stage()) is None
     assert ann.github_environment(stage(**{ann.GITHUB_DEPLOYMENTS: "false"})) is None
@@ -183,7 +186,7 @@ def test_status_in_github_and_slack_links_the_environment() -> None:
     last["metadata"]["annotations"][ann.GITHUB_DEPLOYMENT] = json.dumps(record)
     stages = [
         {**staging(), "status": {"lastPromotion": {"name": "staging.0001"}}},
-        {"metadata": {"name": "prod", "namespace": NS}, "spec": {}},
+        objects.stage("prod", namespace=NS, warehouse="app"),
     ]
     rows = stage_views(stages, [last])
     table = markdown_table(rows)
@@ -214,56 +217,50 @@ def promotion(
     phase: str = "Pending", message: str = "", name: str = "staging.0001"
 ) -> dict[str, Any]:
     steps = [{"uses": "git-clone", "as": "clone"}, {"uses": "git-push", "as": "push"}]
-    done = phase in ("Succeeded",)
-    return {
-        "metadata": {"name": name, "namespace": NS, "annotations": {}},
-        "spec": {"stage": "staging", "freight": FREIGHT, "steps": steps},
-        "status": {
-            "phase": phase,
+    executions = (
+        []
+        if phase == "Pending"
+        else [
+            {"alias": "clone", "status": "Succeeded"},
+            *([{"alias": "push", "status": "Succeeded"}] if phase == "Succeeded" else []),
+        ]
+    )
+    finished = {} if phase in ("Pending", "Running") else {"finishedAt": "2026-01-01T00:00:00Z"}
+    return objects.promotion(
+        name,
+        "staging",
+        namespace=NS,
+        freight=FREIGHT,
+        steps=steps,
+        annotations={},
+        phase=phase,
+        status={
             "message": message,
             "currentStep": 1 if phase != "Pending" else 0,
-            "stepExecutionMetadata": [
-                {"alias": "clone", "status": "Succeeded"},
-                *([{"alias": "push", "status": "Succeeded"}] if done else []),
-            ]
-            if phase != "Pending"
-            else [],
-            **(
-                {"finishedAt": "2026-01-01T00:00:00Z"}
-                if phase not in ("Pending", "Running")
-                else {}
-            ),
+            "stepExecutionMetadata": executions,
+            **finished,
         },
-    }
+    )
 
 
 def staging(**annotations: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "staging",
-            "namespace": NS,
-            "annotations": {ann.GITHUB_DEPLOYMENTS: "true", **annotations},
-        },
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "app"}, "sources": {"direct": True}}
-            ]
-        },
-    }
+    return objects.stage(
+        "staging",
+        namespace=NS,
+        warehouse="app",
+        annotations={ann.GITHUB_DEPLOYMENTS: "true", **annotations},
+    )
 
 
 def freight(*commits: tuple[str, str]) -> dict[str, Any]:
     """The Freight, carrying ``(owner/repo, sha)`` commits from GitHub."""
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Freight",
-        "metadata": {"name": FREIGHT, "namespace": NS},
-        "alias": "frozen-tauntaun",
-        "origin": {"kind": "Warehouse", "name": "app"},
-        "commits": [
-            {"repoURL": f"https://github.com/{repo}.git", "id": sha} for repo, sha in commits
-        ],
-    }
+    return objects.freight(
+        FREIGHT,
+        namespace=NS,
+        alias="frozen-tauntaun",
+        warehouse="app",
+        commits=[{"repoURL": f"https://github.com/{repo}.git", "id": sha} for repo, sha in commits],
+    )
 
 
 def deployments(env: GitHubEnv, environment: str = "staging") -> list[dict[str, Any]]:
@@ -524,19 +521,12 @@ async def test_the_server_writes_the_deployment_and_links_the_environment(tmp_pa
             await asyncio.wait_for(state.controller.wait_synced(), 20)
             kube = state.kube
             await kube.create(k.FREIGHT, freight((REPO, sha), ("example/denied", denied_sha)))
-            await kube.create(k.STAGES, {"apiVersion": "kargo.akuity.io/v1alpha1", **staging()})
+            await kube.create(k.STAGES, staging())
             await kube.create(
                 k.PROMOTIONS,
-                {
-                    "apiVersion": "kargo.akuity.io/v1alpha1",
-                    "kind": "Promotion",
-                    "metadata": {"name": "staging.0001", "namespace": NS},
-                    "spec": {
-                        "stage": "staging",
-                        "freight": FREIGHT,
-                        "steps": [{"uses": "compose-output", "as": "out", "config": {"a": "1"}}],
-                    },
-                },
+                objects.promotion(
+                    "staging.0001", "staging", namespace=NS, freight=FREIGHT, steps=OUT_STEPS
+                ),
             )
             page = f"https://ship.example.com/ui/promotions/{NS}/staging.0001"
 
@@ -605,7 +595,7 @@ async def test_sigkill_at_each_deployment_write_and_restart_gives_no_duplicate(
         fake.add_repo(REPO, git)
         kube = k.Kube(api.api_client())
         await kube.create(k.FREIGHT, freight((REPO, sha)))
-        await kube.create(k.STAGES, {"apiVersion": "kargo.akuity.io/v1alpha1", **staging()})
+        await kube.create(k.STAGES, staging())
         env = {
             "KUBECONFIG": str(api.kubeconfig_path),
             "WORK_DIR": str(tmp_path / "work"),
@@ -664,16 +654,7 @@ async def test_sigkill_at_each_deployment_write_and_restart_gives_no_duplicate(
         async def create(name: str) -> None:
             await kube.create(
                 k.PROMOTIONS,
-                {
-                    "apiVersion": "kargo.akuity.io/v1alpha1",
-                    "kind": "Promotion",
-                    "metadata": {"name": name, "namespace": NS},
-                    "spec": {
-                        "stage": "staging",
-                        "freight": FREIGHT,
-                        "steps": [{"uses": "compose-output", "as": "out", "config": {"a": "1"}}],
-                    },
-                },
+                objects.promotion(name, "staging", namespace=NS, freight=FREIGHT, steps=OUT_STEPS),
             )
 
         async def settled(name: str, states: list[str]) -> None:

@@ -30,6 +30,7 @@ from handlers.pull_requests import GitHubPullRequests
 from handlers.webhook import WEBHOOK_PATH, GitHubIntegration, setup_github
 from promoter.steps.base import GitSettings, StepServices
 from promoter.steps.github import STEPS as GITHUB_STEPS
+from tests.support import objects
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.controller import registry_with, running_controller, wait_terminal
 from tests.support.github import FakeGitHub, running_fake_github, webhook_request
@@ -175,35 +176,25 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
 
         await kube.create(
             k.FREIGHT,
-            {
-                "apiVersion": "kargo.akuity.io/v1alpha1",
-                "kind": "Freight",
-                "metadata": {"name": "a" * 40, "namespace": NS},
-                "alias": "frozen-tauntaun",
-                "origin": {"kind": "Warehouse", "name": "app"},
-                "commits": [
+            objects.freight(
+                "a" * 40,
+                namespace=NS,
+                alias="frozen-tauntaun",
+                warehouse="app",
+                commits=[
                     {"repoURL": APP_URL, "id": merged_app["merge_commit_sha"], "branch": "main"}
                 ],
-            },
+            ),
         )
         await kube.create(
             k.STAGES,
-            {
-                "metadata": {
-                    "name": "staging",
-                    "namespace": NS,
-                    "annotations": {"longshoreman.dev/github-promoters": "alice"},
-                },
-                "spec": {
-                    "requestedFreight": [
-                        {
-                            "origin": {"kind": "Warehouse", "name": "app"},
-                            "sources": {"direct": True},
-                        }
-                    ],
-                    "promotionTemplate": {"spec": {"steps": STEPS}},
-                },
-            },
+            objects.stage(
+                "staging",
+                namespace=NS,
+                warehouse="app",
+                steps=STEPS,
+                annotations={"longshoreman.dev/github-promoters": "alice"},
+            ),
         )
         apps = KubernetesApps(server.api_client())
         await apps.put(make_app("staging-app", authorized=f"{NS}:staging", repo_url=GITOPS_URL))

@@ -28,6 +28,7 @@ from promoter.errors import StepError
 from promoter.steps.base import GitSettings, StepContext, StepServices
 from promoter.steps.git import git_clone
 from promoter.steps.github import STEPS as GITHUB_STEPS
+from tests.support import objects
 from tests.support.controller import Gate, registry_with, running_controller, wait_terminal
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.kube import running_apiserver
@@ -189,26 +190,15 @@ async def test_a_promotion_clones_pushes_and_opens_a_pr_with_the_installation_to
         kube = k.Kube(server.api_client())
         await kube.create(
             k.FREIGHT,
-            {
-                "metadata": {"name": "f" * 40, "namespace": NS},
-                "origin": {"kind": "Warehouse", "name": "app"},
-                "images": [{"repoURL": "ghcr.io/example/app", "tag": "1.0.0"}],
-            },
+            objects.freight(
+                "f" * 40,
+                namespace=NS,
+                warehouse="app",
+                images=[{"repoURL": "ghcr.io/example/app", "tag": "1.0.0"}],
+            ),
         )
         await kube.create(
-            k.STAGES,
-            {
-                "metadata": {"name": "staging", "namespace": NS},
-                "spec": {
-                    "requestedFreight": [
-                        {
-                            "origin": {"kind": "Warehouse", "name": "app"},
-                            "sources": {"direct": True},
-                        }
-                    ],
-                    "promotionTemplate": {"spec": {"steps": steps}},
-                },
-            },
+            k.STAGES, objects.stage("staging", namespace=NS, warehouse="app", steps=steps)
         )
         await stack.enter_async_context(
             running_controller(
@@ -221,10 +211,7 @@ async def test_a_promotion_clones_pushes_and_opens_a_pr_with_the_installation_to
         with caplog.at_level(logging.DEBUG):
             await kube.create(
                 k.PROMOTIONS,
-                {
-                    "metadata": {"name": "to-staging", "namespace": NS},
-                    "spec": {"stage": "staging", "freight": "f" * 40},
-                },
+                objects.promotion("to-staging", "staging", namespace=NS, freight="f" * 40),
             )
             for _ in range(1500):
                 if gate.entered:

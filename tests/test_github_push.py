@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from handlers.push import freight_for_push, freight_name, push_refreshes
+from tests.support import objects
 from tests.support.github import fixture
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.promotions import FakePromotions
@@ -36,12 +37,7 @@ def warehouse(
             }
         }
     )
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Warehouse",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"subscriptions": subscriptions},
-    }
+    return objects.warehouse(name, namespace=NS, subscriptions=subscriptions)
 
 
 def test_a_branch_push_makes_one_deterministically_named_freight() -> None:

@@ -115,12 +115,13 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         assert sha is not None
         await kube.create(
             k.FREIGHT,
-            {
-                "metadata": {"name": "b" * 40, "namespace": NS},
-                "alias": "brave-bantha",
-                "origin": {"kind": "Warehouse", "name": "app"},
-                "commits": [{"repoURL": APP_URL, "id": sha, "branch": "main"}],
-            },
+            objects.freight(
+                "b" * 40,
+                namespace=NS,
+                alias="brave-bantha",
+                warehouse="app",
+                commits=[{"repoURL": APP_URL, "id": sha, "branch": "main"}],
+            ),
         )
         await kube.create(k.STAGES, stage("staging", {"direct": True}, verify=True))
         await kube.create(k.STAGES, stage("prod", {"stages": ["staging"]}, verify=False))
@@ -151,11 +152,7 @@ async def test_verify_check_runs_follow_analysis_runs_and_reverify_starts_a_new_
     # 1st AnalysisRun hangs (aborted below), the 2nd succeeds, the 3rd fails.
     world.rollouts.script_stage("staging", Outcome(HANG), Outcome(), Outcome("Failed"))
     await world.kube.create(
-        k.PROMOTIONS,
-        {
-            "metadata": {"name": "to-staging", "namespace": NS},
-            "spec": {"stage": "staging", "freight": "b" * 40},
-        },
+        k.PROMOTIONS, objects.promotion("to-staging", "staging", namespace=NS, freight="b" * 40)
     )
 
     # While the AnalysisRun runs: in progress, no buttons yet.
@@ -217,11 +214,7 @@ async def test_verify_check_runs_follow_analysis_runs_and_reverify_starts_a_new_
 
 async def test_an_unauthorized_reverify_changes_nothing(world: World) -> None:
     await world.kube.create(
-        k.PROMOTIONS,
-        {
-            "metadata": {"name": "to-staging", "namespace": NS},
-            "spec": {"stage": "staging", "freight": "b" * 40},
-        },
+        k.PROMOTIONS, objects.promotion("to-staging", "staging", namespace=NS, freight="b" * 40)
     )
     success = await world.verify_run(0, "completed", "success")
     await world.press(success, checks.REVERIFY, user="mallory")  # read access only
@@ -244,14 +237,14 @@ def verifying_stage(phase: str, *, entry_id: str = "v1", message: str = "") -> d
     }
     if message:
         entry["message"] = message
-    return {
-        "metadata": {"name": "staging", "namespace": "demo"},
-        "spec": {},
-        "status": {
+    return objects.stage(
+        "staging",
+        namespace="demo",
+        status={
             "freightHistory": [{"verificationHistory": [entry]}],
             "lastPromotion": {"name": "staging.1", "freight": {"name": "c" * 40}},
         },
-    }
+    )
 
 
 def analysis_run(phase: str, metrics: int = 1, message: str = "") -> dict[str, Any]:
@@ -287,17 +280,12 @@ def _service(sha: str) -> FakePromotions:
         "demo",
         stages=[verifying_stage("Running")],
         freight=[
-            {
-                "metadata": {"name": "c" * 40, "namespace": "demo"},
-                "commits": [{"repoURL": APP_URL, "id": sha}],
-            }
+            objects.freight("c" * 40, namespace="demo", commits=[{"repoURL": APP_URL, "id": sha}])
         ],
         promotions=[
-            {
-                "metadata": {"name": "staging.1", "namespace": "demo"},
-                "spec": {"stage": "staging", "freight": "c" * 40},
-                "status": {"phase": "Succeeded"},
-            }
+            objects.promotion(
+                "staging.1", "staging", namespace="demo", freight="c" * 40, phase="Succeeded"
+            )
         ],
     )
 

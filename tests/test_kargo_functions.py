@@ -21,16 +21,13 @@ from promoter.expressions import ExpressionError, evaluate_expression, freight_f
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Phase
 from promoter.steps.base import StepServices
+from tests.support import objects
 from tests.support.steps import run_template
 
 NOW = datetime(2026, 7, 25, 12, 0, tzinfo=UTC)
 NS = "fake-project"
 SHARED = "shared-things"
-FREIGHT = {
-    "kind": "Freight",
-    "metadata": {"name": "fake-freight", "namespace": NS},
-    "origin": {"kind": "Warehouse", "name": "w"},
-}
+FREIGHT = objects.freight("fake-freight", namespace=NS)
 
 
 def secret(name: str, namespace: str, data: dict[str, str], **labels: str) -> dict[str, Any]:

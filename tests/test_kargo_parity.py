@@ -35,15 +35,11 @@ from promoter.model import (
 from promoter.steps.base import StepResult, StepServices, StepStatus
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import builtin_registry
+from tests.support import objects
 from tests.support.steps import make_context, run_template
 
 NOW = datetime(2024, 7, 15, 22, 0, tzinfo=UTC)
-FREIGHT = {
-    "metadata": {"name": "f1", "namespace": "demo"},
-    "origin": {"kind": "Warehouse", "name": "w"},
-    "images": [{"repoURL": "nginx", "tag": "1.21.0"}],
-}
-FREIGHT_OBJECT = {"kind": "Freight", **FREIGHT}
+FREIGHT = objects.freight("f1", namespace="demo", images=[{"repoURL": "nginx", "tag": "1.21.0"}])
 
 
 class NoTasks:
@@ -52,15 +48,8 @@ class NoTasks:
 
 
 def build(steps: list[dict[str, Any]], vars_: list[dict[str, Any]] | None = None) -> Any:
-    template: dict[str, Any] = {"steps": steps}
-    if vars_:
-        template["vars"] = vars_
     stage = parse_stage(
-        {
-            "kind": "Stage",
-            "metadata": {"name": "test", "namespace": "demo"},
-            "spec": {"promotionTemplate": {"spec": template}},
-        }
+        objects.stage("test", namespace="demo", steps=steps, template_vars=vars_ or None)
     )
     return build_promotion(stage, FREIGHT, NoTasks(), actor="alice")
 
@@ -211,7 +200,7 @@ async def test_promotion_vars_are_evaluated_for_each_step_as_kargo_does(tmp_path
         ],
         tmp_path / "work",
         vars_=[{"name": "note", "value": "${{ freightMetadata(ctx.targetFreight.name, 'note') }}"}],
-        services=StepServices(extra={METADATA_PORT: InMemoryMetadata([FREIGHT_OBJECT], "demo")}),
+        services=StepServices(extra={METADATA_PORT: InMemoryMetadata([FREIGHT], "demo")}),
     )
     assert done.status.phase is Phase.SUCCEEDED, done.status.message
     assert (done.status.state["before"]["v"], done.status.state["after"]["v"]) == (None, "set")

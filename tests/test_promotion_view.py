@@ -124,20 +124,15 @@ def test_next_stages_are_offered_once_the_freight_is_verified_here() -> None:
     Freight of its origin."""
     promotion = _promotion([{"uses": "http"}], [{"status": "Succeeded"}])
     promotion["status"].update(phase="Succeeded", finishedAt="2024-01-01T00:01:00Z")
-    stage = {
-        "metadata": {"name": "prod", "namespace": "demo"},
-        "spec": {"verification": {"analysisTemplates": [{"name": "smoke"}]}},
-        "status": {"lastPromotion": {"name": "prod.01"}},
-    }
-    after = {
-        "metadata": {"name": "final", "namespace": "demo"},
-        "spec": {"requestedFreight": [{"origin": {"name": "w"}, "sources": {"stages": ["prod"]}}]},
-    }
-    other = {
-        "metadata": {"name": "elsewhere", "namespace": "demo"},
-        "spec": {"requestedFreight": [{"origin": {"name": "x"}, "sources": {"stages": ["prod"]}}]},
-    }
-    freight = {"metadata": {"name": "abc123"}, "alias": "a", "origin": {"name": "w"}}
+    stage = objects.stage(
+        "prod",
+        namespace="demo",
+        verification=["smoke"],
+        status={"lastPromotion": {"name": "prod.01"}},
+    )
+    after = objects.stage("final", namespace="demo", upstream=["prod"])
+    other = objects.stage("elsewhere", namespace="demo", warehouse="x", upstream=["prod"])
+    freight = objects.freight("abc123", namespace="demo", alias="a")
 
     def view_with(condition: dict[str, Any]) -> Any:
         stage["status"]["conditions"] = [{"type": "Verified", **condition}]

@@ -17,6 +17,7 @@ from typing import Any
 from app.apiserver import RequestInfo
 from app.controller import kube as k
 from app.embedded import seed
+from tests.support import objects
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, Outcome, make_app
 from tests.support.controller import wait_for_object, wait_terminal
 from tests.support.kube import running_apiserver
@@ -80,19 +81,7 @@ async def test_one_leader_reconciles_and_the_standby_finishes_its_promotion_afte
         kube = k.Kube(api.api_client())
         await seed(kube, [ROOT / "examples" / "kargo-demo" / "project.yaml"])
         await kube.create(
-            k.STAGES,
-            {
-                "metadata": {"name": "prod", "namespace": NS},
-                "spec": {
-                    "requestedFreight": [
-                        {
-                            "origin": {"kind": "Warehouse", "name": "kargo-demo"},
-                            "sources": {"direct": True},
-                        }
-                    ],
-                    "promotionTemplate": {"spec": {"steps": STEPS}},
-                },
-            },
+            k.STAGES, objects.stage("prod", namespace=NS, warehouse="kargo-demo", steps=STEPS)
         )
         apps = KubernetesApps(api.api_client())
         await apps.put(make_app("web", authorized=f"{NS}:prod"))
@@ -145,9 +134,8 @@ async def test_one_leader_reconciles_and_the_standby_finishes_its_promotion_afte
         async with first_argocd.running(interval=0.02):
             await kube.create(
                 k.PROMOTIONS,
-                {"metadata": {"name": "p1", "namespace": NS},
-                 "spec": {"stage": "prod", "freight": "frozen-tauntaun"}},
-            )  # fmt: skip
+                objects.promotion("p1", "prod", namespace=NS, freight="frozen-tauntaun"),
+            )
             await wait_for_object(
                 kube,
                 k.APPLICATIONS,

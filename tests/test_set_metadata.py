@@ -24,6 +24,7 @@ from promoter.expressions import ExpressionError, Scope, render
 from promoter.metadata import MAX_VALUES_BYTES, InMemoryMetadata, metadata_functions
 from promoter.steps.base import StepContext, StepServices
 from promoter.steps.metadata import set_metadata
+from tests.support import objects
 from tests.support.controller import running_controller, wait_for_object, wait_terminal
 from tests.support.kube import RunningApiServer, running_apiserver
 
@@ -34,12 +35,8 @@ FREIGHT_NAME = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"  # frozen-tauntaun in 
 
 def _objects() -> list[dict[str, Any]]:
     return [
-        {"kind": "Stage", "metadata": {"name": "prod", "namespace": NS}},
-        {
-            "kind": "Freight",
-            "metadata": {"name": "f1", "namespace": NS},
-            "status": {"metadata": {"old": 1}},
-        },
+        objects.stage("prod", namespace=NS),
+        objects.freight("f1", namespace=NS, status={"metadata": {"old": 1}}),
     ]
 
 
@@ -151,11 +148,7 @@ async def test_a_concurrent_status_write_is_kept_the_merge_retries_on_conflict(
     server: RunningApiServer,
 ) -> None:
     kube = k.Kube(server.api_client())
-    requested = {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}
-    created = await kube.create(
-        k.STAGES,
-        {"metadata": {"name": "prod", "namespace": NS}, "spec": {"requestedFreight": [requested]}},
-    )
+    created = await kube.create(k.STAGES, objects.stage("prod", namespace=NS))
     await kube.patch_status(
         k.STAGES, NS, "prod", {"metadata": {"a": 1, "n": {"x": 1}}}, resource_version=None
     )
@@ -214,29 +207,14 @@ async def seeded(server: RunningApiServer) -> AsyncIterator[k.Kube]:
 
 async def _add_stage(kube: k.Kube, name: str, steps: list[dict[str, Any]]) -> None:
     await kube.create(
-        k.STAGES,
-        {
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {
-                "requestedFreight": [
-                    {
-                        "origin": {"kind": "Warehouse", "name": "kargo-demo"},
-                        "sources": {"direct": True},
-                    }
-                ],
-                "promotionTemplate": {"spec": {"steps": steps}},
-            },
-        },
+        k.STAGES, objects.stage(name, namespace=NS, warehouse="kargo-demo", steps=steps)
     )
 
 
 async def _promote(kube: k.Kube, name: str, stage: str) -> None:
     await kube.create(
         k.PROMOTIONS,
-        {
-            "metadata": {"name": name, "namespace": NS, "annotations": {}},
-            "spec": {"stage": stage, "freight": "frozen-tauntaun"},
-        },
+        objects.promotion(name, stage, namespace=NS, freight="frozen-tauntaun", annotations={}),
     )
 
 

@@ -79,9 +79,7 @@ async def rig(aiohttp_client: Any) -> AsyncIterator[Rig]:
                 ann.SLACK_CONFIRM: "true",
                 ann.SLACK_CHANNEL: "C0PROD",
             },
-            requested=[
-                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"stages": ["test"]}}
-            ],
+            upstream=["test"],
         )
         service.add_freight(
             "7c9e6b1f3a4d",
@@ -546,7 +544,7 @@ async def test_freight_not_yet_available_or_older_is_no_news(rig: Rig) -> None:
     svc.add_stage(
         "uat",
         {ann.SLACK_CHANNEL: "C0UAT"},
-        requested=[{"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"stages": ["qa"]}}],
+        upstream=["qa"],
     )
     unverified = svc.add_freight("b" * 16, "shy-fox")
     rig.integration.on_freight(unverified, None)

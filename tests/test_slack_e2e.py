@@ -25,6 +25,7 @@ from promoter import annotations as ann
 from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CONFIRM
 from slack.settings import SlackSettings
+from tests.support import objects
 from tests.support.controller import Gate, registry_with, running_controller, wait_for_object
 from tests.support.kube import running_apiserver
 from tests.support.slack import (
@@ -91,52 +92,29 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
         kube = k.Kube(server.api_client())
         await kube.create(
             k.STAGES,
-            {
-                "apiVersion": "longshoreman.dev/v1alpha1",
-                "kind": "Stage",
-                "metadata": {
-                    "name": "prod",
-                    "namespace": NS,
-                    "annotations": {
-                        ann.SLACK_CONFIRM: "true",
-                        ann.SLACK_CHANNEL: CHANNEL,
-                        ann.SLACK_PROMOTERS: "U0ALICE",
-                    },
+            objects.stage(
+                "prod",
+                namespace=NS,
+                warehouse="shop",
+                annotations={
+                    ann.SLACK_CONFIRM: "true",
+                    ann.SLACK_CHANNEL: CHANNEL,
+                    ann.SLACK_PROMOTERS: "U0ALICE",
                 },
-                "spec": {
-                    "requestedFreight": [
-                        {
-                            "origin": {"kind": "Warehouse", "name": "shop"},
-                            "sources": {"direct": True},
-                        }
-                    ],
-                    "promotionTemplate": {
-                        "spec": {
-                            "steps": [
-                                {"uses": "compose-output", "as": "build", "config": {"x": "1"}},
-                                {
-                                    "uses": "gate",
-                                    "as": "hold",
-                                    "config": {"name": "${{ ctx.promotion }}"},
-                                },
-                                {"uses": "compose-output", "as": "summary", "config": {"y": "2"}},
-                            ]
-                        }
-                    },
-                },
-            },
+                steps=[
+                    {"uses": "compose-output", "as": "build", "config": {"x": "1"}},
+                    {"uses": "gate", "as": "hold", "config": {"name": "${{ ctx.promotion }}"}},
+                    {"uses": "compose-output", "as": "summary", "config": {"y": "2"}},
+                ],
+            ),
         )
         for name, alias in (("1a2b3c4d5e6f", "frozen-tauntaun"), ("9f8e7d6c5b4a", "wise-wampa")):
+            commit = {"repoURL": "https://example.com/shop.git", "id": name + "0" * 28}
             await kube.create(
                 k.FREIGHT,
-                {
-                    "apiVersion": "longshoreman.dev/v1alpha1",
-                    "kind": "Freight",
-                    "metadata": {"name": name, "namespace": NS},
-                    "alias": alias,
-                    "origin": {"kind": "Warehouse", "name": "shop"},
-                    "commits": [{"repoURL": "https://example.com/shop.git", "id": name + "0" * 28}],
-                },
+                objects.freight(
+                    name, namespace=NS, alias=alias, warehouse="shop", commits=[commit]
+                ),
             )
         async with running_controller(
             server, tmp_path / "work", registry=registry_with(gate=gate)

@@ -92,9 +92,7 @@ async def live(request: pytest.FixtureRequest) -> AsyncIterator[Live]:
         service.add_stage("prod", {ann.SLACK_CHANNEL: CHANNEL})
         service.add_stage(
             "final",
-            requested=[
-                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"stages": ["prod"]}}
-            ],
+            upstream=["prod"],
         )
         service.add_freight("7c9e6b1f3a4d", "frozen-tauntaun")
         settings = settings_for(slack, **overrides)

@@ -37,19 +37,14 @@ def promotions(draw: st.DrawFn) -> dict[str, Any]:
     text = st.text(max_size=400)
     steps = [{"uses": draw(text), "as": draw(st.text(min_size=1, max_size=100))} for _ in range(n)]
     executions = [{"status": draw(STATUSES), "message": draw(text)} for _ in range(n)]
-    return {
-        "metadata": {"name": draw(st.text(min_size=1, max_size=253)), "namespace": "p"},
-        "spec": {
-            "stage": draw(st.text(max_size=253)),
-            "freight": draw(st.text(max_size=300)),
-            "steps": steps,
-        },
-        "status": {
-            "phase": draw(PHASES),
-            "message": draw(st.text(max_size=5000)),
-            "stepExecutionMetadata": executions,
-        },
-    }
+    return objects.promotion(
+        draw(st.text(min_size=1, max_size=253)),
+        draw(st.text(max_size=253)),
+        freight=draw(st.text(max_size=300)),
+        steps=steps,
+        phase=draw(PHASES),
+        status={"message": draw(st.text(max_size=5000)), "stepExecutionMetadata": executions},
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -185,15 +180,8 @@ def test_verification_of(
 
 
 def test_buttons_follow_the_lifecycle() -> None:
-    downstream = {
-        "metadata": {"name": "final"},
-        "spec": {"requestedFreight": [{"origin": {"name": "w"}, "sources": {"stages": ["prod"]}}]},
-    }
-    freight = {
-        "metadata": {"name": "f1"},
-        "alias": "a",
-        "origin": {"kind": "Warehouse", "name": "w"},
-    }
+    downstream = objects.stage("final", upstream=["prod"])
+    freight = objects.freight("f1", alias="a")
 
     def buttons(obj: dict[str, Any], stage_obj: dict[str, Any]) -> set[str]:
         view = promotion_view(obj, stage=stage_obj, stages=[downstream], freights=[freight])

@@ -29,11 +29,13 @@ NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 def promotion(
     name: str, phase: str | None = None, *, created: str = "00", **annotations: str
 ) -> dict[str, Any]:
-    obj = objects.promotion(
-        name, phase=phase, created=f"2024-01-01T00:00:{created}Z", annotations=annotations
+    return objects.promotion(
+        name,
+        phase=phase,
+        created=f"2024-01-01T00:00:{created}Z",
+        annotations=annotations,
+        uid=f"uid-{name}",
     )
-    obj["metadata"]["uid"] = f"uid-{name}"
-    return obj
 
 
 BY_CHAT = {ann.CREATE_ACTOR_ANNOTATIONS[0]: "github:alice"}

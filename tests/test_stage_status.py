@@ -34,9 +34,7 @@ def finished(name: str, *, at: str = SECOND, created: str = SECOND) -> dict[str,
 
 def stage(last: str | None = None) -> dict[str, Any]:
     status = {"lastPromotion": {"name": last}} if last else {}
-    obj = objects.stage("dev", namespace="ns", status=status)
-    obj["metadata"]["generation"] = 1
-    return obj
+    return objects.stage("dev", namespace="ns", generation=1, status=status)
 
 
 @pytest.mark.parametrize(

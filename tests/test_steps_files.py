@@ -19,20 +19,22 @@ from promoter.errors import StepError
 from promoter.steps.base import StepContext, StepResult, StepStatus
 from promoter.steps.files import STEPS, parse_key
 from promoter.steps.kustomize import STEPS as KUSTOMIZE_STEPS
+from tests.support import objects
 from tests.support.steps import make_context
 
-FREIGHT: dict[str, Any] = {
-    "metadata": {"name": "f00d", "namespace": "kargo-demo"},
-    "origin": {"kind": "Warehouse", "name": "my-warehouse"},
-    "images": [
+FREIGHT = objects.freight(
+    "f00d",
+    namespace="kargo-demo",
+    warehouse="my-warehouse",
+    images=[
         {"repoURL": "my/image", "tag": "1.2.3", "digest": "sha256:abc123"},
         {"repoURL": "other/image", "tag": "v9", "digest": "sha256:def456"},
     ],
-    "charts": [
+    charts=[
         {"repoURL": "https://example-chart-repo", "name": "some-chart", "version": "1.4.0"},
         {"repoURL": "oci://example-chart-registry/some-chart", "version": "1.5.0"},
     ],
-}
+)
 
 
 def make_ctx(work_dir: Path, freight: Mapping[str, Any] | None = None) -> StepContext:

@@ -27,6 +27,7 @@ from promoter.steps.git import (
     repo_url_problem,
     strip_userinfo,
 )
+from tests.support import objects
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 from tests.support.steps import make_context
 from tests.support.telemetry import RecordingTelemetry
@@ -219,13 +220,12 @@ async def test_clone_from_freight_normalises_urls(
 ) -> None:
     wanted = remote.head("main")
     remote.commit_files("main", {"README.md": "newer\n"})
-    freight = {
-        "origin": {"kind": "Warehouse", "name": "w"},
-        "commits": [
+    freight = objects.freight(
+        commits=[
             {"repoURL": "https://github.com/example/other", "id": "b" * 40},
             {"repoURL": "https://GitHub.com/example/repo/", "id": wanted},
         ],
-    }
+    )
     ctx = make_context(tmp_path, git_env=env, freight=freight)
     result = await run(
         "git-clone",

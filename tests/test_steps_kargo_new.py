@@ -30,6 +30,7 @@ from promoter.freight_alias import ALIAS_LABEL, InMemoryFreightAliases
 from promoter.steps.archive import ArchiveLimits, _tar
 from promoter.steps.base import Effect, StepResult, StepStatus, effect_of, uses_work_dir_of
 from promoter.steps.registry import builtin_registry
+from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
 from tests.support.steps import make_context
 
@@ -814,12 +815,11 @@ async def test_steps_refuse_what_kargos_schemas_refuse(
 NS = "kargo-demo"
 
 
-def _freight(name: str, alias: str | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {"kind": "Freight", "metadata": {"name": name, "namespace": NS}}
-    if alias:
-        obj["alias"] = alias
-        obj["metadata"]["labels"] = {ALIAS_LABEL: alias}
-    return obj
+def _freight(name: str, alias: str) -> dict[str, Any]:
+    """A Freight whose alias is in the field and in the label, as Kargo keeps them."""
+    return objects.freight(
+        name, namespace=NS, alias=alias, warehouse=NS, labels={ALIAS_LABEL: alias}
+    )
 
 
 async def run_alias(store: Any, config: Mapping[str, Any], tmp_path: Path) -> StepResult:
@@ -925,9 +925,7 @@ async def test_set_freight_alias_over_the_kubernetes_api(
 ) -> None:
     kube = k.Kube(apiserver.api_client())
     for obj in (_freight("f1", "old-alias"), _freight("f2", "taken")):
-        body = {key: value for key, value in obj.items() if key != "kind"}
-        body["origin"] = {"kind": "Warehouse", "name": "kargo-demo"}
-        await kube.create(k.FREIGHT, body)
+        await kube.create(k.FREIGHT, obj)
     informer = Informer(kube, k.FREIGHT, namespace=NS)
     watching = asyncio.create_task(informer.run())
     try:

@@ -27,18 +27,19 @@ from promoter.verification import (
     verification_message,
     verification_phase,
 )
+from tests.support import objects
 from tests.support.fixtures import analysis_template
 
 ULID = "01j0000000000000000000000z"
-FREIGHT: dict[str, Any] = {
-    "apiVersion": "kargo.akuity.io/v1alpha1",
-    "kind": "Freight",
-    "metadata": {"name": "abcdef0123456789abcdef0123456789abcdef01", "uid": "uid-1"},
-    "alias": "fond-fox",
-    "origin": {"kind": "Warehouse", "name": "web"},
-    "images": [{"repoURL": "ghcr.io/example/web", "tag": "1.2.3", "digest": "sha256:abc"}],
-    "commits": [{"repoURL": "https://github.com/example/web.git", "id": "c0ffee"}],
-}
+FREIGHT = objects.freight(
+    "abcdef0123456789abcdef0123456789abcdef01",
+    namespace="demo",
+    uid="uid-1",
+    alias="fond-fox",
+    warehouse="web",
+    images=[{"repoURL": "ghcr.io/example/web", "tag": "1.2.3", "digest": "sha256:abc"}],
+    commits=[{"repoURL": "https://github.com/example/web.git", "id": "c0ffee"}],
+)
 PROMOTION = "test.01hzzzzzzzzzzzzzzzzzzzzzzz.abcdef0"
 SECRET_ARGS = {  # what analysis-secret-args needs from the Stage
     "failure-limit": "2",
@@ -63,22 +64,18 @@ def make_stage(
     metadata: dict[str, Any] | None = None,
     name: str = "test",
 ) -> dict[str, Any]:
-    verification: dict[str, Any] = {"analysisTemplates": [ref(t) for t in templates]}
+    """Stage ``name`` verifying with ``templates`` and ``args`` (a dict of plain values, or the
+    Stage's own list of args as written)."""
     if isinstance(args, dict):
-        verification["args"] = [{"name": k, "value": v} for k, v in args.items()]
-    elif args is not None:
-        verification["args"] = args
-    if metadata is not None:
-        verification["analysisRunMetadata"] = metadata
-    spec: dict[str, Any] = {"verification": verification}
-    if vars_ is not None:
-        spec["vars"] = vars_
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": name, "namespace": "demo"},
-        "spec": spec,
-    }
+        args = [{"name": k, "value": v} for k, v in args.items()]
+    return objects.stage(
+        name,
+        namespace="demo",
+        verification=[ref(t) for t in templates],
+        verification_args=args,
+        analysis_run_metadata=metadata,
+        **({"vars": vars_} if vars_ is not None else {}),
+    )
 
 
 def build(
@@ -495,11 +492,9 @@ def test_stage_args(
 
 
 def test_freight_functions_search_the_given_freights() -> None:
-    other = {
-        "metadata": {"name": "other"},
-        "origin": {"kind": "Warehouse", "name": "api"},
-        "images": [{"repoURL": "ghcr.io/example/api", "tag": "9.9.9"}],
-    }
+    other = objects.freight(
+        "other", warehouse="api", images=[{"repoURL": "ghcr.io/example/api", "tag": "9.9.9"}]
+    )
     run = build(
         [tpl("multiple-job")],
         [{"name": "duration", "value": "${{ imageFrom('ghcr.io/example/api').Tag }}"}],

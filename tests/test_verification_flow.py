@@ -36,21 +36,19 @@ STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.st
 def stage(
     name: str, sources: dict[str, Any], *, verify: bool = True, auto: bool = True
 ) -> dict[str, Any]:
-    obj = objects.stage(
+    return objects.stage(
         name,
         namespace=NS,
         warehouse="app",
         sources=sources,
         steps=STEPS,
         annotations={"longshoreman.dev/auto-promote": "true"} if auto else {},
+        verification=["multiple-job"] if verify else (),
+        verification_args=[
+            {"name": "exit-code", "value": "${{ ctx.stage == 'never' ? '1' : '0' }}"}
+        ],
+        analysis_run_metadata={"labels": {"team": "platform"}},
     )
-    if verify:
-        obj["spec"]["verification"] = {
-            "analysisTemplates": [{"name": "multiple-job"}],
-            "args": [{"name": "exit-code", "value": "${{ ctx.stage == 'never' ? '1' : '0' }}"}],
-            "analysisRunMetadata": {"labels": {"team": "platform"}},
-        }
-    return obj
 
 
 def freight(name: str) -> dict[str, Any]:
@@ -215,11 +213,7 @@ async def test_without_verification_freight_is_verified_at_once(env: Env) -> Non
     async with running_controller(env.server, env.work):
         await env.kube.create(k.FREIGHT, freight("f4" + "0" * 38))
         await env.kube.create(
-            k.PROMOTIONS,
-            {
-                "metadata": {"name": "p", "namespace": NS},
-                "spec": {"stage": "dev", "freight": "f4" + "0" * 38},
-            },
+            k.PROMOTIONS, objects.promotion("p", "dev", namespace=NS, freight="f4" + "0" * 38)
         )
         await wait_terminal(env.kube, NS, "p")
         await env.verified_in("f4" + "0" * 38, "dev")
@@ -254,10 +248,7 @@ async def test_verification_survives_a_controller_restart_and_repromotion_reveri
     await env.kube.create(k.STAGES, stage("dev", {"direct": True}, auto=False))
     name = "f6" + "0" * 38
     await env.kube.create(k.FREIGHT, freight(name))
-    promotion = {
-        "metadata": {"name": "p1", "namespace": NS},
-        "spec": {"stage": "dev", "freight": name},
-    }
+    promotion = objects.promotion("p1", "dev", namespace=NS, freight=name)
     async with running_controller(env.server, env.work), env.rollouts.running():
         await env.kube.create(k.PROMOTIONS, promotion)
         first = await wait_for_object(
@@ -291,7 +282,7 @@ async def test_verification_survives_a_controller_restart_and_repromotion_reveri
         await env.verified_in(name, "dev")
         env.rollouts.script_stage("dev", Outcome("Successful"))
         await env.kube.create(
-            k.PROMOTIONS, {**promotion, "metadata": {"name": "p2", "namespace": NS}}
+            k.PROMOTIONS, objects.promotion("p2", "dev", namespace=NS, freight=name)
         )
         await wait_terminal(env.kube, NS, "p2")
         again = await wait_for_object(

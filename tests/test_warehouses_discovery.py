@@ -27,6 +27,7 @@ from app.controller.workqueue import RetryLater
 from handlers.client import GitHubClient
 from handlers.git_credentials import GitHubGitCredentials, GitHubRegistryCredentials
 from promoter.warehouses.spec import parse_spec
+from tests.support import objects
 from tests.support.clock import FakeClock
 from tests.support.github import running_fake_github
 from tests.support.gitrepo import make_remote
@@ -386,12 +387,7 @@ async def test_unchanged_refs_skip_the_fetch(
 
 
 def warehouse(name: str, subscriptions: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "longshoreman.dev/v1alpha1",
-        "kind": "Warehouse",
-        "metadata": {"name": name, "namespace": "demo"},
-        "spec": {"subscriptions": subscriptions, **spec},
-    }
+    return objects.warehouse(name, namespace="demo", subscriptions=subscriptions, **spec)
 
 
 async def wait_for(predicate: Any, limit: float = 20.0) -> Any:

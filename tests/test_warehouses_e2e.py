@@ -30,6 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.controller import kube as k
 from app.server import create_app, wait_started
 from app.settings import Settings
+from tests.support import objects
 from tests.support.controller import wait_terminal
 from tests.support.fixtures import webhook_body
 from tests.support.kube import running_apiserver
@@ -50,43 +51,25 @@ HARBOR_AUTH = "Bearer harbor-e2e-secret-0123456789"
 
 
 def warehouse(repo: str, interval: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Warehouse",
-        "metadata": {"name": "app", "namespace": NS},
-        "spec": {
-            "interval": interval,
-            "subscriptions": [{"image": {"repoURL": repo, "constraint": "^1.0.0"}}],
-        },
-    }
+    return objects.warehouse(
+        "app",
+        namespace=NS,
+        interval=interval,
+        subscriptions=[{"image": {"repoURL": repo, "constraint": "^1.0.0"}}],
+    )
 
 
-def auto_stage() -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {
-            "name": "test",
-            "namespace": NS,
-            "annotations": {"longshoreman.dev/auto-promote": "true"},
-        },
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "app"}, "sources": {"direct": True}}
-            ],
-            "promotionTemplate": {
-                "spec": {
-                    "steps": [
-                        {
-                            "uses": "compose-output",
-                            "as": "deployed",
-                            "config": {"image": '${{ imageFrom("' + "REPO" + '").Tag }}'},
-                        }
-                    ]
-                }
-            },
-        },
-    }
+def auto_stage(repo: str) -> dict[str, Any]:
+    """Stage ``test``, promoting every new Freight of Warehouse ``app``: its one step records
+    the tag of ``repo``'s image it deployed."""
+    deployed = {"image": '${{ imageFrom("' + repo + '").Tag }}'}
+    return objects.stage(
+        "test",
+        namespace=NS,
+        warehouse="app",
+        annotations={"longshoreman.dev/auto-promote": "true"},
+        steps=[{"uses": "compose-output", "as": "deployed", "config": deployed}],
+    )
 
 
 @dataclass
@@ -113,7 +96,7 @@ class World:
 
     async def start(self, interval: str) -> None:
         repo = self.registry.repo("acme/app")
-        stage = json.loads(json.dumps(auto_stage()).replace("REPO", repo))
+        stage = auto_stage(repo)
         await self.kube.create(k.STAGES, stage)
         await self.kube.create(k.WAREHOUSES, warehouse(repo, interval))
 
@@ -200,7 +183,7 @@ async def test_a_stage_that_does_not_auto_promote_hears_of_it_in_slack_and_its_b
 ) -> None:
     await world.registry.push_image("acme/app", "1.4.2")
     repo = world.registry.repo("acme/app")
-    stage = json.loads(json.dumps(auto_stage()).replace("REPO", repo))
+    stage = auto_stage(repo)
     stage["metadata"]["name"] = "qa"
     stage["metadata"]["annotations"] = {"longshoreman.dev/slack-channel": "C0QA"}
     await world.kube.create(k.STAGES, stage)
@@ -238,7 +221,7 @@ async def test_a_manual_warehouse_makes_freight_when_chat_asks_for_a_discovered_
     for tag in ("1.0.0", "1.1.0"):
         await world.registry.push_image("acme/app", tag)
     repo = world.registry.repo("acme/app")
-    stage = json.loads(json.dumps(auto_stage()).replace("REPO", repo))
+    stage = auto_stage(repo)
     stage["metadata"]["annotations"] = {}  # promoted by hand
     await world.kube.create(k.STAGES, stage)
     manual = warehouse(repo, "1h")

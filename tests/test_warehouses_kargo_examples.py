@@ -31,6 +31,7 @@ from app.controller.warehouses.gitsource import GitSource
 from app.controller.warehouses.reconciler import WarehouseController
 from app.controller.warehouses.registry import OCIClient
 from promoter.warehouses.spec import parse_spec
+from tests.support import objects
 from tests.support.gitrepo import RemoteRepo, make_remote
 from tests.support.kube import running_apiserver
 from tests.support.registry import Registry, running_registry, serving
@@ -210,12 +211,7 @@ async def test_the_chart_example_selects_as_kargo_documents(parts: Parts) -> Non
 
 
 def warehouse(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Warehouse",
-        "metadata": {"name": name, "namespace": "kargo-demo"},
-        "spec": spec,
-    }
+    return objects.warehouse(name, namespace="kargo-demo", **spec)
 
 
 async def test_the_freight_creation_examples_make_the_freight_kargo_documents(

@@ -28,6 +28,7 @@ from app.receivers.routes import Receivers, setup_receivers
 from app.receivers.settings import ReceiverSettings, ReceiverSettingsError, path_token
 from app.settings import Settings, SettingsError
 from promoter.warehouses.refresh import warehouses_to_refresh
+from tests.support import objects
 from tests.support.fixtures import webhook_body
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.promotions import FakePromotions
@@ -52,12 +53,7 @@ ENV = {
 
 
 def warehouse(name: str, kind: str, namespace: str = NS, **body: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Warehouse",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"subscriptions": [{kind: body}]},
-    }
+    return objects.warehouse(name, namespace=namespace, subscriptions=[{kind: body}])
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """Kargo objects as plain dicts, built one way for the whole suite.
 
-One builder per kind (:func:`stage`, :func:`freight`, :func:`promotion`) with Kargo's v1alpha1
-shape and the fewest fields a test must name: a Stage that takes Warehouse ``w``'s Freight
-directly, a Promotion of Freight ``f1``, all in project ``p``. A test names what it is about
-(``upstream=``, ``phase=``, ``annotations=``...) and nothing else, so reading one says what
-matters to it. Pipeline pictures (Stages holding Freight, a Warehouse with discoveries) are in
-:mod:`tests.support.pipelines`.
+One builder per kind (:func:`stage`, :func:`freight`, :func:`promotion`, :func:`warehouse`,
+:func:`promotion_task`) with Kargo's v1alpha1 shape and the fewest fields a test must name: a
+Stage that takes Warehouse ``w``'s Freight directly, a Promotion of Freight ``f1``, a Warehouse
+with no subscriptions, all in project ``p``. A test names what it is about (``upstream=``,
+``phase=``, ``annotations=``...) and nothing else, so reading one says what matters to it. A test
+module may wrap a builder in a one-line function that sets its own defaults; it does not write a
+second dict of the same kind by hand. Pipeline pictures (Stages holding Freight, a Warehouse
+with discoveries) are in :mod:`tests.support.pipelines`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 API_VERSION = "kargo.akuity.io/v1alpha1"
+# The group our CRDs serve the same kinds under (app.controller.kube's, written out so these
+# builders stay free of the Kubernetes client). The controller's client fills it in on every
+# write; a raw client or kubectl sends the body as written, so those tests use served(), and
+# fail if the two ever part.
+SERVED_API_VERSION = "longshoreman.dev/v1alpha1"
 NS = "p"
 WAREHOUSE = "w"
 FREIGHT = "f1"
@@ -26,15 +33,26 @@ def _metadata(
     created: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    uid: str | None = None,
+    generation: int | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "namespace": namespace}
     if created is not None:
         out["creationTimestamp"] = created
+    if uid is not None:
+        out["uid"] = uid
+    if generation is not None:
+        out["generation"] = generation
     if labels is not None:
         out["labels"] = dict(labels)
     if annotations is not None:
         out["annotations"] = dict(annotations)
     return out
+
+
+def served(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` under the API group our CRDs serve it as, for a raw client or kubectl."""
+    return {**obj, "apiVersion": SERVED_API_VERSION}
 
 
 def stage(
@@ -45,14 +63,20 @@ def stage(
     upstream: Sequence[str] = (),
     sources: Mapping[str, Any] | None = None,
     steps: Sequence[Any] | None = None,
-    verification: Sequence[str] = (),
+    template_vars: Sequence[Mapping[str, Any]] | None = None,
+    verification: Sequence[str | Mapping[str, Any]] = (),
+    verification_args: Any = None,
+    analysis_run_metadata: Any = None,
     annotations: Mapping[str, str] | None = None,
+    generation: int | None = None,
     status: Mapping[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A Stage taking ``warehouse``'s Freight directly, or from the ``upstream`` Stages (or as
-    ``sources`` says, soak time and all); ``steps`` its promotion template, ``verification`` the
-    AnalysisTemplates it verifies with."""
+    ``sources`` says, soak time and all); ``steps`` (and ``template_vars``) its promotion
+    template; ``verification`` the AnalysisTemplates it verifies with (a name, or a whole
+    reference), with ``verification_args`` and ``analysis_run_metadata``. Other spec fields
+    (``vars=``...) go in as given."""
     if sources is None:
         sources = {"stages": list(upstream)} if upstream else {"direct": True}
     body: dict[str, Any] = {
@@ -60,14 +84,23 @@ def stage(
             {"origin": {"kind": "Warehouse", "name": warehouse}, "sources": dict(sources)}
         ]
     }
-    if steps is not None:
-        body["promotionTemplate"] = {"spec": {"steps": list(steps)}}
+    if steps is not None or template_vars is not None:
+        template: dict[str, Any] = {"steps": list(steps or ())}
+        if template_vars is not None:
+            template["vars"] = [dict(v) for v in template_vars]
+        body["promotionTemplate"] = {"spec": template}
     if verification:
-        body["verification"] = {"analysisTemplates": [{"name": t} for t in verification]}
+        refs = [{"name": t} if isinstance(t, str) else dict(t) for t in verification]
+        body["verification"] = {"analysisTemplates": refs}
+        # Both as given: a test may hand in junk on purpose.
+        if verification_args is not None:
+            body["verification"]["args"] = verification_args
+        if analysis_run_metadata is not None:
+            body["verification"]["analysisRunMetadata"] = analysis_run_metadata
     out: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "Stage",
-        "metadata": _metadata(name, namespace, annotations=annotations),
+        "metadata": _metadata(name, namespace, annotations=annotations, generation=generation),
         "spec": {**body, **spec},
     }
     if status is not None:
@@ -82,15 +115,18 @@ def freight(
     alias: str | None = None,
     warehouse: str = WAREHOUSE,
     created: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    uid: str | None = None,
     commits: Sequence[Mapping[str, Any]] = (),
     images: Sequence[Mapping[str, Any]] = (),
+    charts: Sequence[Mapping[str, Any]] = (),
     status: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A Freight from ``warehouse`` with the artifacts given."""
     out: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "Freight",
-        "metadata": _metadata(name, namespace, created=created),
+        "metadata": _metadata(name, namespace, created=created, labels=labels, uid=uid),
         "origin": {"kind": "Warehouse", "name": warehouse},
     }
     if alias is not None:
@@ -99,6 +135,8 @@ def freight(
         out["commits"] = [dict(c) for c in commits]
     if images:
         out["images"] = [dict(i) for i in images]
+    if charts:
+        out["charts"] = [dict(c) for c in charts]
     if status is not None:
         out["status"] = dict(status)
     return out
@@ -115,6 +153,7 @@ def promotion(
     created: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    uid: str | None = None,
     status: Mapping[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
@@ -127,10 +166,53 @@ def promotion(
         "apiVersion": API_VERSION,
         "kind": "Promotion",
         "metadata": _metadata(
-            name, namespace, created=created, labels=labels, annotations=annotations
+            name, namespace, created=created, labels=labels, annotations=annotations, uid=uid
         ),
         "spec": {**body, **spec},
     }
     if status is not None or phase is not None:
         out["status"] = {**(status or {}), **({"phase": phase} if phase is not None else {})}
     return out
+
+
+def warehouse(
+    name: str = WAREHOUSE,
+    *,
+    namespace: str = NS,
+    subscriptions: Sequence[Mapping[str, Any]] = (),
+    status: Mapping[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A Warehouse with the ``subscriptions`` given (``{"image": {...}}``, ``{"git": {...}}``,
+    ``{"chart": {...}}``); other spec fields (``interval=``, ``freightCreationCriteria=``...)
+    go in as given."""
+    out: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": "Warehouse",
+        "metadata": _metadata(name, namespace),
+        "spec": {"subscriptions": [dict(s) for s in subscriptions], **spec},
+    }
+    if status is not None:
+        out["status"] = dict(status)
+    return out
+
+
+def promotion_task(
+    name: str,
+    steps: Sequence[Any],
+    *,
+    vars: Sequence[Mapping[str, Any]] = (),
+    kind: str = "PromotionTask",
+    namespace: str = NS,
+) -> dict[str, Any]:
+    """A PromotionTask (or, with ``kind="ClusterPromotionTask"``, a cluster-scoped one, which
+    has no namespace) with the ``vars`` and ``steps`` given."""
+    metadata = _metadata(name, namespace)
+    if kind == "ClusterPromotionTask":
+        del metadata["namespace"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": metadata,
+        "spec": {"vars": [dict(v) for v in vars], "steps": list(steps)},
+    }

@@ -1,6 +1,8 @@
 """Kargo objects for pipeline pictures, as plain dicts: Stages wired by ``requestedFreight``,
 Freight with aliases, Stages holding Freight, Promotions and a Warehouse with discovered
-artifacts. Shared by the graph and timeline tests and ``bench/bench_pages.py``.
+artifacts. Shared by the graph and timeline tests and ``bench/bench_pages.py``. Each picture's
+defaults (project ``shop``, its image, its times) sit on top of :mod:`tests.support.objects`,
+which builds every object.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from typing import Any
+
+from tests.support import objects
 
 NS = "shop"
 WAREHOUSE = "shop-images"
@@ -27,18 +31,13 @@ def stage(
 ) -> dict[str, Any]:
     """A Stage taking ``warehouse``'s Freight directly (``direct`` names the Warehouse) or from
     the ``upstream`` Stages."""
-    sources: dict[str, Any] = {"direct": True} if direct else {"stages": list(upstream)}
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": direct or warehouse}, "sources": sources}
-            ],
-            "promotionTemplate": {"spec": {"steps": [{"uses": "compose-output", "config": {}}]}},
-        },
-    }
+    return objects.stage(
+        name,
+        namespace=namespace,
+        warehouse=direct or warehouse,
+        sources={"direct": True} if direct else {"stages": list(upstream)},
+        steps=[{"uses": "compose-output", "config": {}}],
+    )
 
 
 def freight(
@@ -50,19 +49,15 @@ def freight(
     warehouse: str = WAREHOUSE,
     namespace: str = NS,
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Freight",
-        "metadata": {
-            "name": freight_name(alias),
-            "namespace": namespace,
-            "creationTimestamp": created,
-        },
-        "alias": alias,
-        "origin": {"kind": "Warehouse", "name": warehouse},
-        "images": [{"repoURL": "ghcr.io/example/shop", "tag": tag}],
-        "status": {"verifiedIn": {s: {"verifiedAt": created} for s in verified_in}},
-    }
+    return objects.freight(
+        freight_name(alias),
+        namespace=namespace,
+        alias=alias,
+        warehouse=warehouse,
+        created=created,
+        images=[{"repoURL": "ghcr.io/example/shop", "tag": tag}],
+        status={"verifiedIn": {s: {"verifiedAt": created} for s in verified_in}},
+    )
 
 
 def holding(
@@ -104,30 +99,23 @@ def promotion(
         status |= {"startedAt": "2026-01-01T10:00:00Z", "finishedAt": "2026-01-01T10:01:00Z"}
     elif phase == "Running":
         status |= {"startedAt": "2026-01-01T10:00:00Z"}
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Promotion",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "creationTimestamp": "2026-01-01T09:59:00Z",
-        },
-        "spec": {
-            "stage": stage_name,
-            "freight": freight_obj["metadata"]["name"],
-            "steps": [{"uses": "compose-output", "config": {}}],
-        },
-        "status": status,
-    }
+    return objects.promotion(
+        name,
+        stage_name,
+        namespace=namespace,
+        freight=freight_obj["metadata"]["name"],
+        steps=[{"uses": "compose-output", "config": {}}],
+        created="2026-01-01T09:59:00Z",
+        status=status,
+    )
 
 
 def warehouse(name: str = WAREHOUSE, *, namespace: str = NS, tag: str = "1.4.0") -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Warehouse",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"subscriptions": [{"image": {"repoURL": "ghcr.io/example/shop"}}]},
-        "status": {
+    return objects.warehouse(
+        name,
+        namespace=namespace,
+        subscriptions=[{"image": {"repoURL": "ghcr.io/example/shop"}}],
+        status={
             "discoveredArtifacts": {
                 "discoveredAt": "2026-01-01T09:00:00Z",
                 "images": [
@@ -144,7 +132,7 @@ def warehouse(name: str = WAREHOUSE, *, namespace: str = NS, tag: str = "1.4.0")
                 ],
             }
         },
-    }
+    )
 
 
 def big_project(stage_count: int = 50, freight_count: int = 30) -> dict[str, list[dict[str, Any]]]:

@@ -91,12 +91,9 @@ class FakePromotions:
     def add_stage(
         self, name: str, annotations: Mapping[str, str] | None = None, **spec: Any
     ) -> dict[str, Any]:
-        """A Stage in this fake's namespace (:func:`tests.support.objects.stage`), promoting
-        with ``steps`` (:data:`DEFAULT_STEPS` when not given); ``requested`` is its whole
-        ``requestedFreight``."""
-        requested = spec.pop("requested", None)
-        if requested is not None:
-            spec["requestedFreight"] = requested
+        """A Stage in this fake's namespace (:func:`tests.support.objects.stage`, which takes
+        the rest: ``upstream=``, ``sources=``...), promoting with ``steps``
+        (:data:`DEFAULT_STEPS` when not given)."""
         steps = spec.pop("steps", None) or [dict(s) for s in DEFAULT_STEPS]
         stage = objects.stage(
             name,

@@ -15,6 +15,7 @@ from promoter.model import Promotion, TaskRef, TaskSpec, parse_stage
 from promoter.steps.base import GitSettings, StepContext, StepServices
 from promoter.steps.registry import builtin_registry
 from promoter.telemetry import NO_TELEMETRY, Telemetry
+from tests.support import objects
 
 FIXED_NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -79,15 +80,13 @@ async def run_template(
     """Run a Stage template of ``steps`` (and ``vars_``) through the builder and the engine,
     on the builtin steps, until it stops; the Stage is ``test`` in the Freight's namespace."""
     namespace = str((freight.get("metadata") or {}).get("namespace") or "demo")
-    template: dict[str, Any] = {"steps": [dict(s) for s in steps]}
-    if vars_:
-        template["vars"] = [dict(v) for v in vars_]
     stage = parse_stage(
-        {
-            "kind": "Stage",
-            "metadata": {"name": "test", "namespace": namespace},
-            "spec": {"promotionTemplate": {"spec": template}},
-        }
+        objects.stage(
+            "test",
+            namespace=namespace,
+            steps=[dict(s) for s in steps],
+            template_vars=vars_ or None,
+        )
     )
     promotion = replace(
         build_promotion(stage, freight, _NoTasks(), actor="alice"), rollback=rollback

@@ -54,6 +54,7 @@ from kubernetes.aio.client.exceptions import ApiException
 from app.apiserver import RequestInfo
 from app.controller import kube as k
 from app.embedded import seed
+from tests.support import objects
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.github import FakeGitHub
 from tests.support.gitrepo import RemoteRepo, make_remote
@@ -460,18 +461,12 @@ class World:
         lane.remote.git("update-ref", f"refs/heads/stage/{stage}", base)
         await self.kube.create(
             k.STAGES,
-            {
-                "metadata": {"name": stage, "namespace": lane.namespace},
-                "spec": {
-                    "requestedFreight": [
-                        {
-                            "origin": {"kind": "Warehouse", "name": "kargo-demo"},
-                            "sources": {"direct": True},
-                        }
-                    ],
-                    "promotionTemplate": {"spec": {"steps": steps(lane.repo_url, self.gate_url)}},
-                },
-            },
+            objects.stage(
+                stage,
+                namespace=lane.namespace,
+                warehouse="kargo-demo",
+                steps=steps(lane.repo_url, self.gate_url),
+            ),
         )
         await self.apps.put(
             make_app(
@@ -702,9 +697,8 @@ async def run_round(
         for case in made:
             await w.kube.create(
                 k.PROMOTIONS,
-                {"metadata": {"name": case.name, "namespace": lane.namespace},
-                 "spec": {"stage": case.stage, "freight": FREIGHT}},
-            )  # fmt: skip
+                objects.promotion(case.name, case.stage, namespace=lane.namespace, freight=FREIGHT),
+            )
         if meanwhile is not None:
             (case,) = made
             await meanwhile(case)
