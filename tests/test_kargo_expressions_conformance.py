@@ -48,6 +48,7 @@ from promoter.expressions.dates import now_on
 from promoter.model import Phase, TaskRef, TaskSpec, parse_stage
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry
+from tests.support import objects
 
 # --- helpers ----------------------------------------------------------------------------------
 
@@ -1129,40 +1130,27 @@ async def test_a_skipped_step_never_evaluates_its_config(tmp_path: Path) -> None
     """pkg/promotion/evaluator.go ShouldSkip/Config: a step's config is evaluated only when the
     step runs, so one whose ``if`` is false cannot fail the Promotion with what its config
     would evaluate to; closures parse up front and evaluate when their step runs."""
-    stage = parse_stage(
+    steps = [
+        {"uses": "record", "as": "first"},
         {
-            "kind": "Stage",
-            "metadata": {"name": "test", "namespace": "demo"},
-            "spec": {
-                "promotionTemplate": {
-                    "spec": {
-                        "steps": [
-                            {"uses": "record", "as": "first"},
-                            {
-                                "uses": "record",
-                                "as": "skipped",
-                                "if": "${{ false }}",
-                                "config": {"x": "${{ nothing.missing.field }}"},
-                            },
-                            {
-                                "uses": "record",
-                                "as": "last",
-                                "config": {
-                                    "sum": "${{ sum(outputs.first.items, # * 2) }}",
-                                    "tag": "${{ quote(imageFrom('my/image').Tag) }}",
-                                },
-                            },
-                        ]
-                    }
-                }
+            "uses": "record",
+            "as": "skipped",
+            "if": "${{ false }}",
+            "config": {"x": "${{ nothing.missing.field }}"},
+        },
+        {
+            "uses": "record",
+            "as": "last",
+            "config": {
+                "sum": "${{ sum(outputs.first.items, # * 2) }}",
+                "tag": "${{ quote(imageFrom('my/image').Tag) }}",
             },
-        }
+        },
+    ]
+    stage = parse_stage(objects.stage("test", namespace="demo", steps=steps))
+    freight = objects.freight(
+        "f00dfeed0123", namespace="demo", images=[{"repoURL": "my/image", "tag": "1.10"}]
     )
-    freight = {
-        "metadata": {"name": "f00dfeed0123"},
-        "origin": {"kind": "Warehouse", "name": "w"},
-        "images": [{"repoURL": "my/image", "tag": "1.10"}],
-    }
     promotion = build_promotion(stage, freight, _NoTasks(), actor="alice")
     step = _Recording()
     registry = StepRegistry({})

@@ -334,11 +334,7 @@ async def test_image_from_without_an_origin_is_refused_when_two_requested_wareho
     Warehouses' subscriptions; with two on the same image, only an explicit origin works."""
     image = {"repoURL": "public.ecr.aws/nginx/nginx"}
     await env.kube.create(
-        k.WAREHOUSES,
-        {
-            "metadata": {"name": "mirror", "namespace": NS},
-            "spec": {"subscriptions": [{"image": image}]},
-        },
+        k.WAREHOUSES, objects.warehouse("mirror", namespace=NS, subscriptions=[{"image": image}])
     )
     both = [
         {"origin": {"kind": "Warehouse", "name": w}, "sources": {"direct": True}}
@@ -531,21 +527,9 @@ async def test_push_webhooks_make_freight_in_the_cluster_once_per_commit(env: En
     from handlers.push import FreightSink, freight_for_push
 
     payload = fixture("push.with-new-branch")
+    git = {"repoURL": "https://github.com/Codertocat/Hello-World.git", "branch": "master"}
     warehouse = await env.kube.create(
-        k.WAREHOUSES,
-        {
-            "metadata": {"name": "hello", "namespace": NS},
-            "spec": {
-                "subscriptions": [
-                    {
-                        "git": {
-                            "repoURL": "https://github.com/Codertocat/Hello-World.git",
-                            "branch": "master",
-                        }
-                    }
-                ]
-            },
-        },
+        k.WAREHOUSES, objects.warehouse("hello", namespace=NS, subscriptions=[{"git": git}])
     )
     async with running_controller(env.server, env.work) as controller:
         service = ClusterPromotions(env.kube, controller)
