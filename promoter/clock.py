@@ -11,12 +11,17 @@ different questions:
   ``wait_for``) run on it, so a test on virtual loop time (looptime) moves both together.
 
 :data:`SYSTEM` is the real clock; tests use ``tests.support.clock.FakeClock``.
+
+A clock whose time can jump (a test's fake) may also offer ``on_advance(callback)``: code that
+sleeps on the loop until a deadline it computed from ``monotonic()`` registers a wake-up there
+(:func:`wake_on_advance`), so a jump is seen at once instead of after the old timer.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final, Protocol
 
@@ -50,3 +55,10 @@ class SystemClock:
 
 
 SYSTEM: Final[Clock] = SystemClock()
+
+
+def wake_on_advance(clock: object, wake: Callable[[], None]) -> None:
+    """Call ``wake`` whenever ``clock`` jumps ahead, if it can (the real clock never does)."""
+    on_advance = getattr(clock, "on_advance", None)
+    if callable(on_advance):
+        on_advance(wake)

@@ -31,6 +31,7 @@ from app.controller import kube as k
 from app.server import create_app, wait_started
 from app.settings import Settings
 from tests.support import objects
+from tests.support.clock import FakeClock
 from tests.support.controller import wait_terminal
 from tests.support.fixtures import webhook_body
 from tests.support.kube import running_apiserver
@@ -78,6 +79,8 @@ class World:
     registry: Registry
     http: TestClient[Any, Any]
     slack: FakeSlack
+    # The server's clock: a Warehouse's next poll comes when the test moves it.
+    clock: FakeClock
 
     async def freight_with_tag(self, tag: str) -> dict[str, Any]:
         async def find() -> dict[str, Any] | None:
@@ -120,10 +123,12 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             }
         )
         kube = k.Kube(api.api_client())
-        async with TestClient(TestServer(create_app(settings), host="127.0.0.1")) as http:
+        clock = FakeClock()
+        app = create_app(settings, clock=clock)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             await wait_started(http.app)
             try:
-                yield World(kube, registry, http, slack)
+                yield World(kube, registry, http, slack, clock)
             finally:
                 with contextlib.suppress(Exception):
                     await kube.close()
@@ -142,6 +147,8 @@ async def test_a_registry_webhook_takes_a_pushed_image_to_a_succeeded_promotion(
     reconciles = families["longshoreman_warehouse_reconcile_duration_seconds"].samples
     assert next(s.value for s in reconciles if s.name.endswith("_count")) >= 1
 
+    # The server's clock stands still unless moved: a moment passes before the next push.
+    world.clock.advance(0.5)
     await world.registry.push_image("acme/app", "1.1.0")
     event = webhook_body("harbor.push_artifact")
     resource = event["event_data"]["resources"][0]
@@ -169,10 +176,13 @@ async def test_a_registry_webhook_takes_a_pushed_image_to_a_succeeded_promotion(
 
 async def test_polling_finds_a_pushed_image_without_any_webhook(world: World) -> None:
     await world.registry.push_image("acme/app", "1.0.0")
-    await world.start(interval="1s")
+    await world.start(interval="10m")
     first = await world.freight_with_tag("1.0.0")
     assert (await world.promotion_of(first["metadata"]["name"]))["status"]["phase"] == "Succeeded"
     await world.registry.push_image("acme/app", "1.2.0")
+    # Nobody tells the Warehouse; its interval (and the jitter of up to 10% of it) passes on
+    # the server's clock, and it looks.
+    world.clock.advance(660)
     newest = await world.freight_with_tag("1.2.0")
     promotion = await world.promotion_of(newest["metadata"]["name"])
     assert promotion["status"]["phase"] == "Succeeded", promotion["status"]

@@ -11,6 +11,7 @@ never how long anything took.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
@@ -20,6 +21,8 @@ import pytest
 
 from app.controller.informer import Backoff
 from app.controller.workqueue import Handler, RetryLater, WorkQueue
+from promoter.clock import wake_on_advance
+from tests.support.clock import FakeClock
 
 
 class RecordingBackoff(Backoff):
@@ -308,3 +311,28 @@ async def test_a_key_waiting_for_its_next_poll_keeps_its_time_across_leaderships
     async with running(queue, polls):
         await asyncio.sleep(150)
     assert calls == [0, 100]
+
+
+async def test_a_clock_that_jumps_wakes_the_queue_at_once() -> None:
+    """A test's FakeClock moved past a key's due time: the key runs now, not when the loop's
+    timer for the old deadline fires (promoter.clock.wake_on_advance)."""
+    clock = FakeClock()
+    queue = WorkQueue(clock=clock.monotonic)
+    wake_on_advance(clock, queue.nudge)
+    ran = asyncio.Event()
+
+    async def handler(key: Hashable, wake: bool) -> None:
+        ran.set()
+
+    queue.add("w", after=3600)
+    runner = asyncio.create_task(queue.run(handler, concurrency=1))
+    try:
+        await asyncio.sleep(0)
+        assert not ran.is_set()
+        clock.advance(3601)
+        async with asyncio.timeout(5):  # a bound on a failure, not a wait: it runs at once
+            await ran.wait()
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner

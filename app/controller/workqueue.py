@@ -81,6 +81,10 @@ class WorkQueue:
         self._dirty: dict[Hashable, _Entry] = {}
         self._changed = asyncio.Event()
 
+    def nudge(self) -> None:
+        """Look at the due times again now: the clock jumped (promoter.clock.wake_on_advance)."""
+        self._changed.set()
+
     def add(self, key: Hashable, *, after: float = 0.0, wake: bool = False) -> None:
         due = self._clock() + max(0.0, after)
         if key in self._active:

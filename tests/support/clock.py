@@ -8,6 +8,7 @@ time instead (``@pytest.mark.looptime``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from promoter.clock import SYSTEM
@@ -25,6 +26,12 @@ class FakeClock:
     def __init__(self, start: datetime | None = None) -> None:
         self._now = start or datetime.now(UTC)
         self._advanced = 0.0
+        self._on_advance: list[Callable[[], None]] = []
+
+    def on_advance(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after every :meth:`advance` (promoter.clock.wake_on_advance: the
+        work queues look at their due times again instead of waiting out the old timer)."""
+        self._on_advance.append(callback)
 
     def now(self) -> datetime:
         return self._now
@@ -35,3 +42,5 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self._now += timedelta(seconds=seconds)
         self._advanced += seconds
+        for callback in self._on_advance:
+            callback()

@@ -51,7 +51,7 @@ from app.controller.warehouses.registry import (
 )
 from app.controller.workqueue import RetryLater, WorkQueue
 from promoter import annotations as ann
-from promoter.clock import SYSTEM, Clock
+from promoter.clock import SYSTEM, Clock, wake_on_advance
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.warehouses import status as st
 from promoter.warehouses.freight import FreightBuildError, build_freight, freight_alias
@@ -95,6 +95,7 @@ class WarehouseController:
             clock=clock.monotonic,
             backoff=lambda: Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP, rand=rand),
         )
+        wake_on_advance(clock, self.queue.nudge)
 
     # -------------------------------------------------------------- scheduling
 
