@@ -100,6 +100,13 @@ def loop_free(promotion: Promotion, registry: StepRegistry) -> bool:
     return all(registry.loop_free(step.uses or "") for step in promotion.steps)
 
 
+def _preload(registry: StepRegistry, kinds: Sequence[str]) -> None:
+    """Load the steps' modules ahead of time; a module that fails to load is left for its
+    step to report when it runs (never blamed on the step that happened to be waiting)."""
+    with contextlib.suppress(Exception):
+        registry.preload(kinds)
+
+
 def _interruptions() -> tuple[type[BaseException], ...]:
     """How Ctrl-C arrives: KeyboardInterrupt when driven without a loop, the main task's
     cancellation under ``asyncio.run`` (asyncio is imported then, and only then)."""
@@ -203,7 +210,7 @@ def run_local(
         kinds = [step.uses or "" for step in prepared.promotion.steps]
         # The later steps' modules (and their libraries) load while the first git process
         # runs, not after it.
-        io = BlockingIo(while_waiting=[lambda: registry.preload(kinds)])
+        io = BlockingIo(while_waiting=[lambda: _preload(registry, kinds)])
         blocking = replace(options, services=replace(options.services, io=io))
         return drive(_execute(prepared, blocking, registry, observer, on_wait, clock))
     import asyncio
