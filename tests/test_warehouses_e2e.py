@@ -106,8 +106,12 @@ class World:
 
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
+    # One clock for the server and the API server: creationTimestamps and the Warehouse's
+    # Freight stamps agree when a test moves it (promoter.stages.freight_created trusts a stamp
+    # only near creationTimestamp).
+    clock = FakeClock()
     async with (
-        running_apiserver(namespaces=[NS], bookmark_interval=0.2) as api,
+        running_apiserver(namespaces=[NS], bookmark_interval=0.2, clock=clock.now) as api,
         running_registry(tmp_path) as registry,
         running_fake_slack() as slack,
     ):
@@ -123,7 +127,6 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             }
         )
         kube = k.Kube(api.api_client())
-        clock = FakeClock()
         app = create_app(settings, clock=clock)
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             await wait_started(http.app)
