@@ -24,10 +24,13 @@ import signal
 import subprocess
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:  # asyncio itself loads with LoopIo's first call
+    import asyncio
 
 T = TypeVar("T")
 
@@ -126,17 +129,11 @@ class LoopIo:
         import asyncio
 
         locks = _LOOP_LOCKS.setdefault(asyncio.get_running_loop(), {})
-        return _holding(locks.setdefault(key, asyncio.Lock()))
+        return locks.setdefault(key, asyncio.Lock())
 
 
 # Locks per event loop (a test suite runs many loops in one process; a lock is bound to one).
-_LOOP_LOCKS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-@contextlib.asynccontextmanager
-async def _holding(lock: Any) -> AsyncIterator[None]:
-    async with lock:
-        yield
+_LOOP_LOCKS: weakref.WeakKeyDictionary[Any, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
 
 
 class BlockingIo:

@@ -21,7 +21,6 @@ import pytest
 
 from app.controller.informer import Backoff
 from app.controller.workqueue import Handler, RetryLater, WorkQueue
-from promoter.clock import wake_on_advance
 from tests.support.clock import FakeClock
 
 
@@ -317,8 +316,7 @@ async def test_a_clock_that_jumps_wakes_the_queue_at_once() -> None:
     """A test's FakeClock moved past a key's due time: the key runs now, not when the loop's
     timer for the old deadline fires (promoter.clock.wake_on_advance)."""
     clock = FakeClock()
-    queue = WorkQueue(clock=clock.monotonic)
-    wake_on_advance(clock, queue.nudge)
+    queue = WorkQueue(clock=clock)
     ran = asyncio.Event()
 
     async def handler(key: Hashable, wake: bool) -> None:

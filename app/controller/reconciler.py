@@ -32,7 +32,7 @@ from app.logs import REDACTOR
 from promoter import annotations as ann
 from promoter import engine
 from promoter.builder import TaskSource, ensure_inflated
-from promoter.clock import SYSTEM, Clock, wake_on_advance
+from promoter.clock import SYSTEM, Clock
 from promoter.errors import InvalidInput
 from promoter.metadata import metadata_functions
 from promoter.model import (
@@ -134,8 +134,7 @@ class Controller:
         self.on_promotion_finished = on_promotion_finished
         # Called with the seconds each Stage reconcile took (the reconcile latency metric).
         self.on_reconcile = on_reconcile
-        self.queue = WorkQueue(clock=clock.monotonic)
-        wake_on_advance(clock, self.queue.nudge)
+        self.queue = WorkQueue(clock=clock)
         self.promotions = Informer(
             kube, k.PROMOTIONS, namespace=namespace, on_event=self._on_promotion
         )

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
 from app.controller.informer import Backoff
-from promoter.clock import SYSTEM
+from promoter.clock import SYSTEM, Clock, wake_on_advance
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,10 @@ class WorkQueue:
     def __init__(
         self,
         *,
-        clock: Callable[[], float] = SYSTEM.monotonic,
+        clock: Clock = SYSTEM,
         backoff: Callable[[], Backoff] = default_backoff,
     ) -> None:
-        self._clock = clock
+        self._clock = clock.monotonic
         self._new_backoff = backoff
         # Keys whose last run failed, with their consecutive failures so far.
         self._failing: dict[Hashable, Backoff] = {}
@@ -80,6 +80,8 @@ class WorkQueue:
         self._active: set[Hashable] = set()
         self._dirty: dict[Hashable, _Entry] = {}
         self._changed = asyncio.Event()
+        # A clock that jumps (a test's FakeClock) makes the queue look at its due times again.
+        wake_on_advance(clock, self.nudge)
 
     def nudge(self) -> None:
         """Look at the due times again now: the clock jumped (promoter.clock.wake_on_advance)."""

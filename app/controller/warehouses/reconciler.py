@@ -51,7 +51,7 @@ from app.controller.warehouses.registry import (
 )
 from app.controller.workqueue import RetryLater, WorkQueue
 from promoter import annotations as ann
-from promoter.clock import SYSTEM, Clock, wake_on_advance
+from promoter.clock import SYSTEM, Clock
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.warehouses import status as st
 from promoter.warehouses.freight import FreightBuildError, build_freight, freight_alias
@@ -92,10 +92,9 @@ class WarehouseController:
         self.on_reconcile = on_reconcile
         self.informer = Informer(kube, k.WAREHOUSES, namespace=namespace, on_event=self._on_event)
         self.queue = WorkQueue(
-            clock=clock.monotonic,
+            clock=clock,
             backoff=lambda: Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP, rand=rand),
         )
-        wake_on_advance(clock, self.queue.nudge)
 
     # -------------------------------------------------------------- scheduling
 
