@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 
 from promoter.steps import git as git_steps
-from promoter.steps.registry import BUILTIN_KINDS, MODULES, StepRegistry, builtin_registry
+from promoter.steps.base import loop_free_of
+from promoter.steps.registry import (
+    BUILTIN_KINDS,
+    LOOP_FREE_KINDS,
+    MODULES,
+    StepRegistry,
+    builtin_registry,
+)
 from tests.support.gitrepo import git_env, make_remote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,6 +181,14 @@ def test_the_kind_table_matches_every_modules_steps() -> None:
         for kind in importlib.import_module(module).STEPS:
             defined[kind] = module
     assert defined == dict(BUILTIN_KINDS)
+    # The loop-free table says of each kind what its step says of itself.
+    loop_free = {
+        kind
+        for module in dict.fromkeys(BUILTIN_KINDS.values())
+        for kind, step in importlib.import_module(module).STEPS.items()
+        if loop_free_of(step)
+    }
+    assert loop_free == set(LOOP_FREE_KINDS)
     # Each module has its loader, and the loader gives that module's steps.
     assert set(MODULES) == set(BUILTIN_KINDS.values())
     for module, load in MODULES.items():

@@ -44,7 +44,7 @@ from promoter.steps.base import (
     StepResult,
     succeeded,
 )
-from promoter.steps.yamlsplice import splice
+from promoter.steps.yamlsplice import same_value, splice
 
 # --------------------------------------------------------------------------------------------
 # Paths
@@ -213,16 +213,9 @@ def _find_map_key(node: Mapping[Any, Any], name: str) -> tuple[bool, Any]:
     return False, None
 
 
-def _same_value(old: Any, new: Any) -> bool:
-    if isinstance(old, bool) or isinstance(new, bool):
-        return isinstance(old, bool) and isinstance(new, bool) and old == new
-    if isinstance(old, str) or isinstance(new, str):
-        return isinstance(old, str) and isinstance(new, str) and str(old) == str(new)
-    if isinstance(old, int | float) and isinstance(new, int | float):
-        return isinstance(old, int) == isinstance(new, int) and old == new
-    if old is None or new is None:
-        return old is None and new is None
-    return bool(old == new)
+def _as_given(old: Any, new: Any) -> Any:
+    """The default of ``keep_style``: the new value as it is (JSON has no styles to keep)."""
+    return new
 
 
 @dataclass
@@ -240,7 +233,7 @@ def _set_path(
     new_map: Callable[[], Any],
     *,
     pad: bool = False,
-    keep_style: Callable[[Any, Any], Any] = lambda old, new: new,
+    keep_style: Callable[[Any, Any], Any] = _as_given,
 ) -> _SetOutcome:
     """Set ``value`` at ``parts`` inside nested maps and lists, creating missing maps.
 
@@ -266,7 +259,7 @@ def _set_path(
                 continue
             if last:
                 old = node[key]
-                if _same_value(old, value):
+                if same_value(old, value):
                     return _SetOutcome(root, False, created)
                 node[key] = keep_style(old, value)
                 return _SetOutcome(root, True, created)
@@ -286,7 +279,7 @@ def _set_path(
                 continue
             if last:
                 old = node[index]
-                if _same_value(old, value):
+                if same_value(old, value):
                     return _SetOutcome(root, False, created)
                 node[index] = keep_style(old, value)
                 return _SetOutcome(root, True, created)
@@ -388,7 +381,7 @@ def _apply_update(
     new_map: Callable[[], Any],
     *,
     pad: bool = False,
-    keep_style: Callable[[Any, Any], Any] = lambda old, new: new,
+    keep_style: Callable[[Any, Any], Any] = _as_given,
 ) -> _SetOutcome:
     try:
         return _set_path(root, update.parts, update.value, new_map, pad=pad, keep_style=keep_style)

@@ -50,11 +50,11 @@ from promoter.steps.base import (
 from promoter.steps.files import (
     _freight_name,
     _read_text,
-    _same_value,
     _write_text_atomic,
     file_target,
 )
 from promoter.steps.yamledit import RoundTripYaml, keep_style
+from promoter.steps.yamlsplice import same_value
 
 KIND = "kustomize-build"
 FORMATS = ("kargo", "kustomize")
@@ -416,7 +416,7 @@ def _merge_image(entry: Any, wanted: dict[str, str]) -> bool:
         if key not in wanted:
             continue
         if key in entry:
-            if not _same_value(entry[key], wanted[key]):
+            if not same_value(entry[key], wanted[key]):
                 entry[key] = keep_style(entry[key], wanted[key])
                 changed = True
             continue

@@ -109,12 +109,18 @@ def _old_value(node: yaml.ScalarNode) -> Any:
     raise LookupError(text)
 
 
-def _same(old: Any, new: Any) -> bool:
-    """The editor's rule for an unchanged value (promoter.steps.files._same_value), for the
-    types this path handles."""
+def same_value(old: Any, new: Any) -> bool:
+    """Whether an update leaves a value as it was: the rule of both YAML editors, json-update
+    and kustomize-set-image (a string is never the number it spells, nor a boolean a number)."""
     if isinstance(old, bool) or isinstance(new, bool):
         return isinstance(old, bool) and isinstance(new, bool) and old == new
-    return type(old) is type(new) and bool(old == new)
+    if isinstance(old, str) or isinstance(new, str):
+        return isinstance(old, str) and isinstance(new, str) and str(old) == str(new)
+    if isinstance(old, int | float) and isinstance(new, int | float):
+        return isinstance(old, int) == isinstance(new, int) and old == new
+    if old is None or new is None:
+        return old is None and new is None
+    return bool(old == new)
 
 
 def _written(node: yaml.ScalarNode, value: Any) -> str | None:
@@ -190,7 +196,7 @@ def splice(text: str, updates: Sequence[tuple[Sequence[_KeyPart], Any]]) -> str 
             old = current[(start, end)] if (start, end) in current else _old_value(node)
         except LookupError:
             return None
-        if _same(old, value):
+        if same_value(old, value):
             continue
         written = _written(node, value)
         if written is None:
