@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Callable
@@ -1523,7 +1524,10 @@ async def test_kubeconfig_works_for_async_and_sync_clients(kube: RunningApiServe
     assert await asyncio.to_thread(sync_round_trip) == ["sync"]
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+@pytest.mark.skipif(
+    shutil.which("kubectl") is None and not os.environ.get("CI"),
+    reason="kubectl not installed (CI installs it and runs these)",
+)
 async def test_kubectl_accepts_the_kubeconfig(kube: RunningApiServer) -> None:
     async def kubectl(*args: str, stdin: str = "") -> str:
         process = await asyncio.create_subprocess_exec(
