@@ -20,6 +20,7 @@ from promoter.errors import InvalidInput
 # start-up: `--help`, a typo'd option or `demo` should not wait for them (the runner is run in
 # loops over Stages and in CI for every template change; tests/test_runner_imports.py).
 if TYPE_CHECKING:
+    from promoter.earlyclone import EarlyClone
     from promoter.model import Promotion, Var
     from promoter.steps.base import StepServices
 
@@ -131,7 +132,10 @@ class Progress:
         print(f"    waiting {seconds:.1f}s before checking again", file=self.stream, flush=True)
 
 
-def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
+def _services(
+    git_config: Path | None, http_allow: str = "", early: EarlyClone | None = None
+) -> StepServices:
+    from promoter.gitcmd import EARLY_CLONE_PORT
     from promoter.steps.base import GitSettings, HttpSettings, StepServices
 
     env = {}
@@ -152,10 +156,13 @@ def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
     # With an allow list, only what it lists is reachable; "*" keeps every public host open.
     if allow:
         allow = ("*", *allow)
-    return StepServices(git=GitSettings(env=env), http=HttpSettings(allow_hosts=allow))
+    extra = {EARLY_CLONE_PORT: early} if early is not None else {}
+    return StepServices(git=GitSettings(env=env), http=HttpSettings(allow_hosts=allow), extra=extra)
 
 
-def cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+def cmd_run(
+    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, early: EarlyClone | None = None
+) -> int:
     import gc
 
     from promoter.manifests import load
@@ -175,7 +182,7 @@ def cmd_run(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             namespace=args.namespace,
             vars=[parse_var(v) for v in args.var],
             work_dir=args.work_dir,
-            services=_services(args.git_config, args.http_allow),
+            services=_services(args.git_config, args.http_allow, early),
         )
         promotion = run_local(manifests, options, observer=progress.step, on_wait=progress.wait)
     except InvalidInput as e:
@@ -199,13 +206,19 @@ def report(promotion: Promotion, output: str, stdout: TextIO, progress_stream: T
 
 
 def main(
-    argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    *,
+    early: EarlyClone | None = None,
 ) -> int:
+    """``early``: the first git-clone, started by ``python -m promoter`` before this module
+    loaded (:mod:`promoter.earlyclone`); the caller ends it if nobody takes it."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     args = build_parser().parse_args(argv)
     if args.command == "run":
-        return cmd_run(args, stdout, stderr)
+        return cmd_run(args, stdout, stderr, early)
     from promoter.demo import run_demo
 
     return run_demo(stdout, stderr)

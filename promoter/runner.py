@@ -28,6 +28,7 @@ from promoter.builder import build_promotion
 from promoter.clock import SYSTEM, Clock
 from promoter.clusterdata import InMemoryData
 from promoter.freight_alias import InMemoryFreightAliases
+from promoter.gitcmd import EARLY_CLONE_PORT
 from promoter.io_port import BlockingIo, drive
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
@@ -121,7 +122,10 @@ async def _execute(
     observer: Callable[[Promotion, int], None] | None,
     on_wait: Callable[[Promotion, float], None] | None,
     clock: Clock,
+    interrupted: bool = False,
 ) -> Promotion:
+    """``interrupted``: Ctrl-C came before the Promotion existed (promoter/earlyclone.py); it is
+    aborted before its first step."""
     promotion, manifests, namespace = prepared.promotion, prepared.manifests, prepared.namespace
     # set-metadata, set-freight-alias and stageMetadata()/freightMetadata() work on the loaded
     # Stages and Freight; what the steps write lives as long as this run (the manifest files are
@@ -159,6 +163,8 @@ async def _execute(
             observer=observer,
         )
         try:
+            if interrupted:
+                raise KeyboardInterrupt
             force = False
             while True:
                 outcome = await engine.advance(promotion, runtime, force=force)
@@ -206,13 +212,20 @@ def run_local(
     place when every step is loop-free, under ``asyncio.run`` otherwise."""
     registry = registry if registry is not None else builtin_registry()
     prepared = _prepare(manifests, options, clock)
+    early = options.services.extra.get(EARLY_CLONE_PORT)
+    # Ctrl-C is Python's own again from here; one that came while the modules loaded aborts.
+    interrupted = early.release_interrupts() if early is not None else False
     if loop_free(prepared.promotion, registry):
         kinds = [step.uses or "" for step in prepared.promotion.steps]
         # The later steps' modules (and their libraries) load while the first git process
-        # runs, not after it.
-        io = BlockingIo(while_waiting=[lambda: _preload(registry, kinds)])
+        # runs, not after it: now, when the early clone is that process (promoter/earlyclone.py).
+        if early is not None and early.pending:
+            _preload(registry, kinds)
+            io = BlockingIo()
+        else:
+            io = BlockingIo(while_waiting=[lambda: _preload(registry, kinds)])
         blocking = replace(options, services=replace(options.services, io=io))
-        return drive(_execute(prepared, blocking, registry, observer, on_wait, clock))
+        return drive(_execute(prepared, blocking, registry, observer, on_wait, clock, interrupted))
     import asyncio
 
-    return asyncio.run(_execute(prepared, options, registry, observer, on_wait, clock))
+    return asyncio.run(_execute(prepared, options, registry, observer, on_wait, clock, interrupted))

@@ -295,7 +295,7 @@ async def test_clone_reentry_resets_own_checkout(ctx: StepContext, remote: Remot
     assert (ctx.work_dir / "src/new.yaml").exists()
 
 
-async def test_one_branch_is_one_git_clone_and_a_promotion_four_git_processes(
+async def test_one_branch_is_one_git_clone_and_a_promotion_three_git_processes(
     ctx: StepContext, remote: RemoteRepo, telemetry: RecordingTelemetry
 ) -> None:
     calls = telemetry.git_calls
@@ -305,10 +305,11 @@ async def test_one_branch_is_one_git_clone_and_a_promotion_four_git_processes(
     assert calls == {"clone": 1}
     write(ctx, "src/README.md", "changed\n")
     committed = await run("git-commit", ctx, {"path": "src", "message": "change"})
-    # HEAD, the new commit's tree and dates come from git's files, not from status or log.
-    assert calls.total() == 3, calls  # add, commit
+    # HEAD, the new commit's tree and dates come from git's files, not from status or log; no
+    # file is new, so `commit -a` stages the change without an `add -A` before it.
+    assert calls == {"clone": 1, "commit": 1}, calls
     pushed = await run("git-push", ctx, {"path": "src", "generateTargetBranch": True})
-    assert calls.total() == 4, calls  # push (the remote's URL read from the config file)
+    assert calls.total() == 3, calls  # push (the remote's URL read from the config file)
     assert remote.head(pushed.output["branch"]) == pushed.output["commit"]
     assert pushed.output["commit"] == committed.output["commit"]
     # What was read from the files is what git says.
@@ -318,6 +319,66 @@ async def test_one_branch_is_one_git_clone_and_a_promotion_four_git_processes(
         f"{committed.output['commit']} {replay_data['tree']}|{replay_data['authorDate']}"
         f"|{replay_data['committerDate']}"
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "staged_by_add"),
+    [
+        pytest.param({"README.md": "changed\n"}, False, id="edited"),
+        pytest.param({"README.md": None}, False, id="deleted"),
+        pytest.param({"new/file.yaml": "a: 1\n"}, True, id="new-file"),
+        pytest.param({"new/.keep": ""}, True, id="new-empty-file"),
+        pytest.param({"ignored.log": "x\n", "README.md": "changed\n"}, True, id="ignored-file"),
+    ],
+)
+async def test_commit_stages_every_change_as_add_all_would(
+    ctx: StepContext,
+    remote: RemoteRepo,
+    telemetry: RecordingTelemetry,
+    change: dict[str, str | None],
+    staged_by_add: bool,
+) -> None:
+    """What is committed is what ``git add -A`` stages (new files included, ignored ones
+    not); ``add -A`` runs only when the working tree has a file git does not track yet."""
+    remote.commit_files("main", {".gitignore": "*.log\n"}, "ignore logs")
+    await run("git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "src"}]})
+    for rel, content in change.items():
+        if content is None:
+            (ctx.work_dir / "src" / rel).unlink()
+        else:
+            write(ctx, f"src/{rel}", content)
+    committed = await run("git-commit", ctx, {"path": "src", "message": "change"})
+    assert committed.status == StepStatus.SUCCEEDED
+    assert telemetry.git_calls["add"] == (1 if staged_by_add else 0)
+    src = ctx.work_dir / "src"
+    assert git_out(src, "status", "--porcelain", "--ignored") == (
+        "!! ignored.log" if "ignored.log" in change else ""
+    )
+    files = git_out(src, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
+    for rel, content in change.items():
+        assert (rel in files) == (content is not None and rel != "ignored.log"), rel
+
+
+async def test_commit_with_an_index_it_cannot_read_plainly_stages_with_add_all(
+    ctx: StepContext, telemetry: RecordingTelemetry
+) -> None:
+    """Version 4 of the index compresses its paths: ``add -A`` decides what is new."""
+    await run("git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "src"}]})
+    src = ctx.work_dir / "src"
+    git_out(src, "update-index", "--index-version", "4")
+    write(ctx, "src/README.md", "changed\n")
+    await run("git-commit", ctx, {"path": "src", "message": "change"})
+    assert telemetry.git_calls["add"] == 1
+    assert git_out(src, "status", "--porcelain") == ""
+
+
+async def test_nothing_to_commit_without_add_all_is_still_skipped(
+    ctx: StepContext, telemetry: RecordingTelemetry
+) -> None:
+    await run("git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "src"}]})
+    result = await run("git-commit", ctx, {"path": "src", "message": "nothing"})
+    assert result.status == StepStatus.SKIPPED
+    assert telemetry.git_calls["add"] == 0
 
 
 async def test_commit_and_push_ask_git_when_its_files_say_more_than_a_plain_reading_can(
@@ -346,7 +407,7 @@ async def test_commit_and_push_ask_git_when_its_files_say_more_than_a_plain_read
     assert logged == (
         f"{second.output['commit']} {data['tree']}|{data['authorDate']}|{data['committerDate']}"
     )
-    assert telemetry.git_calls.total() - before == 3  # rev-parse HEAD (packed ref), add, commit
+    assert telemetry.git_calls.total() - before == 2  # rev-parse HEAD (packed ref), commit
     assert telemetry.git_calls["rev-parse"] == 1
     git_out(src, "gc", "-q", "--prune=now")
     pushed = await run("git-push", ctx, {"path": "src", "generateTargetBranch": True})

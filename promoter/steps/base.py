@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
+from promoter.gitcmd import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
 from promoter.io_port import LOOP_IO, IoPort
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
@@ -133,8 +134,8 @@ class GitSettings:
     when set, is asked for each remote a step talks to (the GitHub App's installation tokens).
     """
 
-    author_name: str = "Longshoreman"
-    author_email: str = "longshoreman@localhost"
+    author_name: str = DEFAULT_AUTHOR_NAME
+    author_email: str = DEFAULT_AUTHOR_EMAIL
     env: Mapping[str, str] = field(default_factory=dict)
     # Values that must never appear in messages (tokens); steps pass their text through redact().
     secrets: Sequence[str] = ()

@@ -63,10 +63,17 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from promoter.errors import ConfigRefused, StepError
+from promoter.gitcmd import (
+    EARLY_CLONE_PORT,
+    SAFE_CONFIG,
+    branch_clone_args,
+    clone_key,
+    git_env,
+)
 from promoter.steps.base import (
     PRIVATE_DIR,
     Config,
@@ -83,6 +90,9 @@ from promoter.steps.base import (
     succeeded,
 )
 from promoter.telemetry import lazy_logger
+
+if TYPE_CHECKING:
+    from promoter.earlyclone import EarlyClone
 
 log = lazy_logger(__name__)  # logging loads on first use (bench_runner)
 
@@ -102,39 +112,6 @@ INITIAL_COMMIT_MESSAGE = "Initial commit"
 DEFAULT_PUSH_ATTEMPTS = 50
 MAX_PUSH_BACKOFF_SECONDS = 2.0
 # How long one git process may run: GitSettings.timeout_seconds (600s by default).
-
-# Config forced on every git process. A work directory is written by other steps too, so we
-# refuse the ways a repository can make git run programs (hooks, fsmonitor, the ext:: transport)
-# and keep git from forking background maintenance into it.
-_SAFE_CONFIG: tuple[str, ...] = (
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "core.fsmonitor=false",
-    "-c", "protocol.ext.allow=never",
-    "-c", "remote.origin.uploadpack=git-upload-pack",
-    "-c", "remote.origin.receivepack=git-receive-pack",
-    "-c", "commit.gpgSign=false",
-    "-c", "tag.gpgSign=false",
-    "-c", "gc.auto=0",
-    "-c", "maintenance.auto=false",
-    "-c", "advice.detachedHead=false",
-)  # fmt: skip
-
-# Identity comes from GitSettings and the manifest, never from stray variables in
-# GitSettings.env, so that the precedence below (step author > clone author > settings) holds.
-_IDENTITY_VARS = frozenset(
-    {
-        "GIT_AUTHOR_NAME",
-        "GIT_AUTHOR_EMAIL",
-        "GIT_AUTHOR_DATE",
-        "GIT_COMMITTER_NAME",
-        "GIT_COMMITTER_EMAIL",
-        "GIT_COMMITTER_DATE",
-    }
-)
-# Variables that would point git at another repository than the one a step names.
-_REPOSITORY_VARS = frozenset(
-    {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"}
-)
 
 _HEX_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")
 # A checkout's own git directory: <sha256(repoURL)[:16]>-<sha256(path)[:16]>.git.
@@ -417,7 +394,7 @@ class _Git:
         timeout = self.ctx.services.git.timeout_seconds
         try:
             done = await self.ctx.services.io.run_process(
-                ["git", *_SAFE_CONFIG, *args],
+                ["git", *SAFE_CONFIG, *args],
                 cwd=cwd,
                 env=self.env,
                 stdin=stdin.encode() if stdin is not None else None,
@@ -447,19 +424,10 @@ class _Git:
 def _git_env(ctx: StepContext) -> dict[str, str]:
     home = ctx.work_dir / HOME_DIR
     home.mkdir(parents=True, exist_ok=True)
-    # Only PATH is inherited: the process environment may hold credentials or a GIT_DIR that
-    # must not leak into promotions; everything else is explicit (GitSettings.env).
-    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "LC_ALL": "C"}
-    for key, value in ctx.services.git.env.items():
-        if key not in _IDENTITY_VARS and key not in _REPOSITORY_VARS:
-            env[key] = value
-    env["GIT_TERMINAL_PROMPT"] = "0"
     # Our http.<url>.extraHeader entries are added by _Git.authenticate; config entries from
     # the process environment are never inherited (only PATH is).
     settings = ctx.services.git
-    env["GIT_COMMITTER_NAME"] = settings.author_name
-    env["GIT_COMMITTER_EMAIL"] = settings.author_email
-    return env
+    return git_env(str(home), settings.env, settings.author_name, settings.author_email)
 
 
 def _cache_root(ctx: StepContext) -> Path:
@@ -1163,14 +1131,11 @@ async def _clone_checkout(git: _Git, plan: ClonePlan, ck: CheckoutPlan) -> str |
     if gitdir.exists():
         await git.ctx.services.io.call(shutil.rmtree, gitdir, True)
     gitdir.parent.mkdir(parents=True, exist_ok=True)
-    args = [
-        # Tags come along by git's auto-following (those in the branch's history), so git-tag
-        # still sees a tag name taken there; one elsewhere is refused when git-push pushes it.
-        "clone", "-q", "--single-branch", "--branch", ck.ref,
-        f"--separate-git-dir={gitdir}",
-    ]  # fmt: skip
-    args += _clone_options(plan, ctx)
-    cloned = await git.try_run(*args, "--", plan.repo_url, str(ck.path), cwd=gitdir.parent)
+    options = _clone_options(plan, ctx)
+    cloned = await _take_early_clone(git, plan, ck, options, gitdir)
+    if cloned is None:
+        args = branch_clone_args(ck.ref, options, str(gitdir))
+        cloned = await git.try_run(*args, "--", plan.repo_url, str(ck.path), cwd=gitdir.parent)
     if not cloned.ok:
         # git removes what it made when a clone fails; be sure, so the next try starts clean.
         await git.ctx.services.io.call(shutil.rmtree, gitdir, True)
@@ -1182,6 +1147,33 @@ async def _clone_checkout(git: _Git, plan: ClonePlan, ck: CheckoutPlan) -> str |
     if found is not None:
         return found[0]
     return await git.run("rev-parse", "HEAD", cwd=ck.path)
+
+
+def _early_clone(ctx: StepContext) -> EarlyClone | None:
+    early = ctx.services.extra.get(EARLY_CLONE_PORT)
+    return early if early is not None and early.pending else None
+
+
+async def _take_early_clone(
+    git: _Git, plan: ClonePlan, ck: CheckoutPlan, options: Sequence[str], gitdir: Path
+) -> GitRun | None:
+    """The local runner's early clone (:mod:`promoter.earlyclone`) of this very clone, moved
+    into place; None when there is none or it is not the same clone (it is ended then)."""
+    early = _early_clone(git.ctx)
+    if early is None:
+        return None
+    key = clone_key(plan.repo_url, ck.ref, options, git.env)
+    timeout = git.ctx.services.git.timeout_seconds
+    started = time.perf_counter()
+    try:
+        done = await git.ctx.services.io.call(early.take, key, str(ck.path), str(gitdir), timeout)
+    except TimeoutError:
+        raise StepError(f"{git.kind}: git clone did not finish within {timeout:g}s") from None
+    if done is None:
+        return None
+    git.ctx.services.telemetry.git_call("clone", time.perf_counter() - started)
+    code, out, err = done
+    return GitRun(code, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
 async def git_clone(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
@@ -1198,6 +1190,10 @@ async def git_clone(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         sha = await _clone_checkout(git, plan, ck)
         if sha is not None:
             return succeeded({"commits": {ck.key: sha}})
+    early = _early_clone(ctx)
+    if early is not None:
+        # Started for a clone of one branch, which this is not (or no more): end it.
+        await ctx.services.io.call(early.discard)
     repo, fresh = await _ensure_clone(git, plan)
     if not fresh and (plan.author_name or plan.author_email):
         if plan.author_name:
@@ -1300,11 +1296,14 @@ async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         # status is written leaves it behind, and the next attempt, finding nothing to commit,
         # knows the commit HEAD has moved on to is its own (see below).
         _write_marker(marker, parent)
-    await git.run("add", "-A", cwd=path, what="could not stage the working tree")
-    committed = await git.try_run(
-        "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-",
-        cwd=path, stdin=message,
-    )  # fmt: skip
+    # `commit -a` stages what `add -A` would, but for files git does not track yet: one git
+    # process instead of two when there are none (a step that only edits files).
+    commit = ["commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-"]
+    if await git.ctx.services.io.call(_has_untracked, path):
+        await git.run("add", "-A", cwd=path, what="could not stage the working tree")
+    else:
+        commit.insert(1, "-a")
+    committed = await git.try_run(*commit, cwd=path, stdin=message)
     nothing = not committed.ok and "nothing to commit" in committed.stdout
     if not committed.ok and not nothing:
         raise git.error("git commit failed", committed)
@@ -1326,6 +1325,74 @@ async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     # Committed now, or by an attempt of this same step that was killed before its status was
     # written (HEAD moved on from what it noted): either way this step's commit.
     return StepResult(StepStatus.SUCCEEDED, "", {"commit": head}, replay_data=data)
+
+
+def _index_paths(index: bytes) -> set[bytes] | None:
+    """The paths in a git index of version 2 or 3, or None for anything else (version 4's
+    compressed paths, a split index, a file this reading does not recognise)."""
+    if len(index) < 12 or index[:4] != b"DIRC":
+        return None
+    version = int.from_bytes(index[4:8], "big")
+    count = int.from_bytes(index[8:12], "big")
+    if version not in (2, 3):
+        return None
+    paths: set[bytes] = set()
+    offset = 12
+    for _ in range(count):
+        flags_at = offset + 60
+        if flags_at + 2 > len(index):
+            return None
+        flags = int.from_bytes(index[flags_at : flags_at + 2], "big")
+        name_at = flags_at + 2 + (2 if version == 3 and flags & 0x4000 else 0)
+        end = index.find(b"\0", name_at)
+        if end < 0:
+            return None
+        paths.add(index[name_at:end])
+        # Entries are NUL-padded to a multiple of eight bytes (at least one NUL).
+        offset += (end - offset + 8) & ~7
+    # Extensions follow, each a signature and a size, then the checksum.
+    while offset + 8 <= len(index) - 20:
+        if index[offset : offset + 4] == b"link":
+            return None  # a split index: most entries live in another file
+        offset += 8 + int.from_bytes(index[offset + 4 : offset + 8], "big")
+    return paths
+
+
+def _has_untracked(worktree: Path) -> bool:
+    """Whether the worktree holds a file its index does not list (ignored ones included);
+    True too when the index cannot be read plainly, so that the caller stages with
+    ``add -A``, which decides for itself."""
+    dirs = _git_dirs(worktree)
+    if dirs is None:
+        return True
+    try:
+        tracked = _index_paths((dirs[0] / "index").read_bytes())
+    except OSError:
+        return True
+    if tracked is None:
+        return True
+    # Directories that hold tracked paths (a submodule is a tracked path itself).
+    parents = {p[:i] for p in tracked for i in range(len(p)) if p[i : i + 1] == b"/"}
+    pending = [b""]
+    while pending:
+        prefix = pending.pop()
+        try:
+            with os.scandir(os.path.join(os.fsencode(worktree), prefix)) as entries:
+                for entry in entries:
+                    name = prefix + entry.name
+                    if name == b".git":
+                        continue
+                    if name in tracked:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        if name not in parents:
+                            return True  # nothing tracked below: new files, or a repository
+                        pending.append(name + b"/")
+                    else:
+                        return True
+        except OSError:
+            return True
+    return False
 
 
 def _commit_marker(ctx: StepContext) -> Path:

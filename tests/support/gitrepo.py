@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -239,3 +240,23 @@ def git_env(
         "GIT_COMMITTER_NAME": user_name,
         "GIT_COMMITTER_EMAIL": user_email,
     }
+
+
+def record_git(tmp_path: Path) -> tuple[str, Path]:
+    """A PATH whose ``git`` writes each call (its directory, a tab, its arguments) to a log
+    and then runs the real git: what a process under test ran, seen from outside it.
+
+    Returns the PATH value and the log's path.
+    """
+    real = shutil.which("git")
+    assert real is not None, "git must be installed"
+    bin_dir = tmp_path / "recording-bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = tmp_path / "git-calls.log"
+    script = bin_dir / "git"
+    script.write_text(
+        f'#!/bin/sh\nprintf "%s\\t%s\\n" "$PWD" "$*" >> "{log}"\nexec "{real}" "$@"\n',
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}", log

@@ -1,0 +1,297 @@
+"""The local runner's early clone: the first ``git clone`` starts before the engine has loaded.
+
+A local run of a git Promotion spends most of its own time (not git's) loading the engine, the
+model and the steps, and the clone of its first step cannot start before all of that is done
+(``bench/bench_runner.py``). When the Stage's first step is a ``git-clone`` of one branch whose
+config holds only plain values (no ``${{ }}``), that clone depends on nothing the engine works
+out, so the command line starts it at once, from the raw YAML, into a staging directory beside
+the work directories, and loads the engine while git works.
+
+The ``git-clone`` step stays in charge. It takes the early clone only when it would itself run
+a clone with the same result (:func:`promoter.gitcmd.clone_key`: the same URL, branch,
+options and environment); it then waits for it, and moves the checkout and its git directory
+to where its own clone would have put them. Any other case (a different first step, config, or
+``--namespace``; an expression; an error before the step; a typo on the command line) and the
+early clone is killed and its staging directory removed, so what runs is exactly what would
+have run without it. Values are checked before git starts, at least as strictly as the step
+checks them: nothing a manifest holds can reach git early that the step would have refused.
+
+Imports ``os``, ``subprocess`` and PyYAML only: everything else loads while git clones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from promoter.gitcmd import (
+    DEFAULT_AUTHOR_EMAIL,
+    DEFAULT_AUTHOR_NAME,
+    SAFE_CONFIG,
+    branch_clone_args,
+    clone_key,
+    git_env,
+)
+
+STAGING_PREFIX = ".longshoreman-early-"
+
+# The run command's options and whether each takes a value (promoter.cli.build_parser).
+_RUN_OPTIONS = {
+    "--manifests": True,
+    "--stage": True,
+    "--freight": True,
+    "--namespace": True,
+    "--var": True,
+    "--work-dir": True,
+    "--output": True,
+    "--git-config": True,
+    "--http-allow": True,
+}
+# Narrower than what git-clone accepts, on purpose: only the plainest values go to git before
+# the step has checked them itself.
+_URL_RE = re.compile(
+    r"^(?:https|http|ssh|git)://[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?/[A-Za-z0-9._~/-]*$"
+)
+_BRANCH_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
+_PATH_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9._/-]*$")
+
+
+class EarlyClone:
+    """A ``git clone`` of one branch started ahead of its step, in a staging directory."""
+
+    def __init__(
+        self, key: tuple[object, ...], staging: str, proc: subprocess.Popen[bytes]
+    ) -> None:
+        self.key = key
+        self.staging = staging
+        self.checkout = os.path.join(staging, "out")
+        self.git_dir = os.path.join(staging, "git")
+        self._proc: subprocess.Popen[bytes] | None = proc
+        self._interrupted = False
+        self._held: Any = None
+
+    def hold_interrupts(self) -> None:
+        """Keep a Ctrl-C that comes before the Promotion exists for it (see
+        :meth:`release_interrupts`), instead of breaking off the imports; a second one is
+        not kept."""
+        self._held = signal.signal(signal.SIGINT, self._on_interrupt)
+
+    def _on_interrupt(self, signum: int, frame: object) -> None:
+        if self._interrupted:
+            self.release_interrupts()
+            raise KeyboardInterrupt
+        self._interrupted = True
+
+    def release_interrupts(self) -> bool:
+        """Give Ctrl-C back to Python's own handler; whether one came meanwhile (the runner
+        then aborts the Promotion before its first step)."""
+        if self._held is not None:
+            signal.signal(signal.SIGINT, self._held)
+            self._held = None
+        came, self._interrupted = self._interrupted, False
+        return came
+
+    @property
+    def pending(self) -> bool:
+        """Whether nobody has taken or ended it yet."""
+        return self._proc is not None
+
+    def take(
+        self, key: tuple[object, ...], checkout: str, git_dir: str, time_limit: float
+    ) -> tuple[int, bytes, bytes] | None:
+        """The clone for a step whose own clone has ``key``: waited for and, when it succeeded,
+        moved to ``checkout`` (whose parent exists, itself does not) with its git directory at
+        ``git_dir``. Returns git's exit code and output; None (the early clone ended, nothing
+        left behind) when the key differs, it cannot be moved, or it was taken already: the step
+        then clones as usual. ``TimeoutError`` when git runs past ``time_limit``."""
+        proc = self._proc
+        if proc is None or key != self.key:
+            self.discard()
+            return None
+        self._proc = None
+        try:
+            out, err = proc.communicate(timeout=time_limit)
+        except subprocess.TimeoutExpired:
+            self._end(proc)
+            raise TimeoutError from None
+        except BaseException:
+            self._end(proc)
+            raise
+        if proc.returncode != 0:
+            self._remove()
+            return proc.returncode, out, err
+        try:
+            os.rename(self.git_dir, git_dir)
+            os.rename(self.checkout, checkout)
+            # The checkout finds its git directory through this file; nothing else in either
+            # names a path (no core.worktree with --separate-git-dir).
+            with open(os.path.join(checkout, ".git"), "w", encoding="utf-8") as f:
+                f.write(f"gitdir: {git_dir}\n")
+        except OSError:
+            # Another file system, say: leave nothing half moved, and let the step clone.
+            for path in (git_dir, checkout):
+                shutil.rmtree(path, ignore_errors=True)
+            self._remove()
+            return None
+        self._remove()
+        return proc.returncode, out, err
+
+    def discard(self) -> None:
+        """End it unused: the process (and what it started) killed, the staging removed."""
+        self.release_interrupts()
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            self._end(proc)
+
+    def _end(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        proc.communicate()
+        self._remove()
+
+    def _remove(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _run_options(argv: Sequence[str]) -> dict[str, str] | None:
+    """The ``run`` command's options as argparse would read them, or None for anything this
+    plain reading might get wrong (abbreviations, help, another command): no early clone."""
+    if not argv or argv[0] != "run":
+        return None
+    found: dict[str, str] = {}
+    i = 1
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if name not in _RUN_OPTIONS:
+            return None
+        if not eq:
+            i += 1
+            if i >= len(argv):
+                return None
+            value = argv[i]
+        found[name] = value
+        i += 1
+    return found
+
+
+def _first_clone(docs: Sequence[Any], stage: str, namespace: str | None) -> Mapping[str, Any]:
+    """The config of the Stage's first step if it is a ``git-clone``, or an empty mapping."""
+    found = [
+        d
+        for d in docs
+        if isinstance(d, dict)
+        and d.get("kind") == "Stage"
+        and isinstance(d.get("metadata"), dict)
+        and d["metadata"].get("name") == stage
+        and (namespace is None or d["metadata"].get("namespace") in (None, namespace))
+    ]
+    if len(found) != 1:
+        return {}
+    spec = found[0].get("spec")
+    template = spec.get("promotionTemplate") if isinstance(spec, dict) else None
+    inner = template.get("spec") if isinstance(template, dict) else None
+    steps = inner.get("steps") if isinstance(inner, dict) else None
+    if not isinstance(steps, list) or not steps or not isinstance(steps[0], dict):
+        return {}
+    step = steps[0]
+    if step.get("uses") != "git-clone" or set(step) - {"uses", "as", "config"}:
+        return {}
+    config = step.get("config")
+    return config if isinstance(config, dict) else {}
+
+
+def _plain_branch_clone(config: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(repoURL, branch) when ``config`` is a clone of one branch in plain values only."""
+    if set(config) - {"repoURL", "checkout"}:
+        return None
+    url, checkout = config.get("repoURL"), config.get("checkout")
+    if not isinstance(url, str) or not _URL_RE.match(url) or "/." in url:
+        return None
+    if not isinstance(checkout, list) or len(checkout) != 1 or not isinstance(checkout[0], dict):
+        return None
+    item = checkout[0]
+    branch, path = item.get("branch"), item.get("path")
+    if set(item) - {"branch", "path", "as"} or not isinstance(branch, str):
+        return None
+    if not isinstance(path, str) or not _PATH_RE.match(path) or ".." in path:
+        return None
+    if not _BRANCH_RE.match(branch) or ".." in branch or "//" in branch:
+        return None
+    if branch.endswith(("/", ".", ".lock")) or "/." in branch or ".lock/" in branch:
+        return None
+    return url, branch
+
+
+def start(argv: Sequence[str]) -> EarlyClone | None:
+    """Start the first git-clone of ``longshoreman run ...`` now, if it can be told from the
+    command line and the manifests alone; None otherwise (and on any trouble: the run then goes
+    as without it, and reports what it finds itself)."""
+    try:
+        return _start(argv)
+    except Exception:  # the engine will read the same input and say what is wrong with it
+        return None
+
+
+def _start(argv: Sequence[str]) -> EarlyClone | None:
+    options = _run_options(argv)
+    if options is None or "--manifests" not in options or "--stage" not in options:
+        return None
+    manifests, git_config = options["--manifests"], options.get("--git-config")
+    if not os.path.isfile(manifests) or (git_config is not None and not os.path.isfile(git_config)):
+        return None
+    import yaml
+
+    with open(manifests, encoding="utf-8") as f:
+        docs = list(yaml.load_all(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    plan = _plain_branch_clone(_first_clone(docs, options["--stage"], options.get("--namespace")))
+    if plan is None:
+        return None
+    url, branch = plan
+    # Beside the work directories, on their file system, so that the step can move it in.
+    root = options.get("--work-dir")
+    if root is not None:
+        os.makedirs(root, exist_ok=True)  # as the runner would, a moment later
+    else:
+        root = os.environ.get("TMPDIR") or "/tmp"
+    if not os.path.isdir(root):
+        return None
+    staging = os.path.join(os.path.realpath(root), STAGING_PREFIX + os.urandom(8).hex())
+    os.mkdir(staging, 0o700)
+    try:
+        home = os.path.join(staging, "home")
+        os.mkdir(home)
+        settings_env = {}
+        if git_config is not None:
+            settings_env["GIT_CONFIG_GLOBAL"] = os.path.realpath(git_config)
+        env = git_env(home, settings_env, DEFAULT_AUTHOR_NAME, DEFAULT_AUTHOR_EMAIL)
+        clone_options = ["-c", f"user.name={DEFAULT_AUTHOR_NAME}"]
+        clone_options += ["-c", f"user.email={DEFAULT_AUTHOR_EMAIL}"]
+        args = [
+            "git", *SAFE_CONFIG,
+            *branch_clone_args(branch, clone_options, os.path.join(staging, "git")),
+            "--", url, os.path.join(staging, "out"),
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            args,
+            cwd=staging,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    early = EarlyClone(clone_key(url, branch, clone_options, env), staging, proc)
+    early.hold_interrupts()
+    return early

@@ -1,0 +1,98 @@
+"""How the git steps start git, as plain data: the forced config, the environment, the clone.
+
+Kept apart from :mod:`promoter.steps.git` and light to import (``os`` only) because two callers
+must build the very same git command: the ``git-clone`` step, and the local runner's early clone
+(:mod:`promoter.earlyclone`), which starts that step's ``git clone`` before the engine has loaded
+and hands it over when the step asks for exactly the same clone (:func:`clone_key`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+# The identity GitSettings gives commits when nothing else does (promoter.steps.base).
+DEFAULT_AUTHOR_NAME = "Longshoreman"
+DEFAULT_AUTHOR_EMAIL = "longshoreman@localhost"
+
+# Where the git-clone step finds the local runner's early clone (``StepServices.extra``).
+EARLY_CLONE_PORT = "early-clone"
+
+# Config forced on every git process. A work directory is written by other steps too, so we
+# refuse the ways a repository can make git run programs (hooks, fsmonitor, the ext:: transport)
+# and keep git from forking background maintenance into it.
+SAFE_CONFIG: tuple[str, ...] = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "protocol.ext.allow=never",
+    "-c", "remote.origin.uploadpack=git-upload-pack",
+    "-c", "remote.origin.receivepack=git-receive-pack",
+    "-c", "commit.gpgSign=false",
+    "-c", "tag.gpgSign=false",
+    "-c", "gc.auto=0",
+    "-c", "maintenance.auto=false",
+    "-c", "advice.detachedHead=false",
+)  # fmt: skip
+
+# Identity comes from GitSettings and the manifest, never from stray variables in
+# GitSettings.env, so that the precedence (step author > clone author > settings) holds.
+IDENTITY_VARS = frozenset(
+    {
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_AUTHOR_DATE",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_COMMITTER_DATE",
+    }
+)
+# Variables that would point git at another repository than the one a step names.
+REPOSITORY_VARS = frozenset(
+    {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"}
+)
+
+
+def git_env(
+    home: str, settings_env: Mapping[str, str], committer_name: str, committer_email: str
+) -> dict[str, str]:
+    """The whole environment of a git process: ``home`` as HOME (so ~/.gitconfig is never
+    read), GitSettings' variables and its identity as the committer.
+
+    Only PATH is inherited: the process environment may hold credentials or a GIT_DIR that
+    must not leak into promotions; everything else is explicit.
+    """
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": home, "LC_ALL": "C"}
+    for key, value in settings_env.items():
+        if key not in IDENTITY_VARS and key not in REPOSITORY_VARS:
+            env[key] = value
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_COMMITTER_NAME"] = committer_name
+    env["GIT_COMMITTER_EMAIL"] = committer_email
+    return env
+
+
+def branch_clone_args(branch: str, options: Sequence[str], git_dir: str) -> list[str]:
+    """git's arguments (after ``git`` and :data:`SAFE_CONFIG`, before ``-- <url> <path>``) for
+    a clone of one branch with its git directory kept apart (``--separate-git-dir``).
+
+    Tags come along by git's auto-following (those in the branch's history), so git-tag still
+    sees a tag name taken there; one elsewhere is refused when git-push pushes it.
+    """
+    return [
+        "clone", "-q", "--single-branch", "--branch", branch,
+        f"--separate-git-dir={git_dir}", *options,
+    ]  # fmt: skip
+
+
+def clone_key(
+    repo_url: str, branch: str, options: Sequence[str], env: Mapping[str, str]
+) -> tuple[object, ...]:
+    """What decides the result of a branch clone, apart from where it is made: two clones with
+    the same key give the same checkout. HOME is left out because it is always an empty
+    directory of the Promotion's (or of the early clone's)."""
+    return (
+        repo_url,
+        branch,
+        tuple(options),
+        tuple(sorted((k, v) for k, v in env.items() if k != "HOME")),
+    )
