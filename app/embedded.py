@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import yaml
 
 from app.apiserver import create_apiserver_app, serve_apiserver, write_kubeconfig
 from app.controller import kube as k
+from promoter.records import record
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ _SEEDABLE: dict[str, k.ResourceType] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class EmbeddedCluster:
     url: str
     kubeconfig: Path

@@ -34,9 +34,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from promoter.records import record
 
 DEFAULT_API_URL = "https://api.github.com"
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -47,7 +49,7 @@ class GitHubSettingsError(ValueError):
     """A GitHub setting is missing or malformed; the message names the variable."""
 
 
-@dataclass(frozen=True)
+@record
 class GitHubSettings:
     """Everything the GitHub integration is configured with."""
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from promoter.records import record
 
 # Also our API group (promoter.model.GROUP is this): annotation keys share its prefix.
 GROUP = "longshoreman.dev"
@@ -186,7 +187,7 @@ SAFE_URL = re.compile(r"^https?://[^\s<>|\"'`()\[\]]+$")
 ENVIRONMENT_TYPES = ("production", "transient", "standard")
 
 
-@dataclass(frozen=True)
+@record
 class GitHubEnvironment:
     """A Stage's GitHub environment, as its annotations describe it."""
 

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from promoter import annotations as ann
 from promoter.errors import InvalidInput
 from promoter.model import Phase, describe_freight, meta, name_of, namespace_of
+from promoter.records import record
 from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
 from promoter.views import EnvironmentLink, StageView
 from promoter.warehouses.freight import normalize_image_url, requested_artifact_freight
@@ -45,7 +46,7 @@ class CommandError(ValueError):
     """A command of ours, malformed; the message includes its usage."""
 
 
-@dataclass(frozen=True)
+@record
 class Command:
     """One command, typed or pressed (buttons map to the same commands, see promoter.commands).
 
@@ -109,7 +110,7 @@ def parse_command(name: str, args: str) -> Command:
     raise CommandError(f"unknown command /{name}")
 
 
-@dataclass(frozen=True)
+@record
 class ParsedLine:
     command: Command | None
     error: str | None = None
@@ -414,7 +415,7 @@ def freight_for_commit(sha: str, freights: Iterable[Mapping[str, Any]]) -> Mappi
 # ---- abort ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Refusal:
     """A command refused before anything changed; ``reason`` is told to the user."""
 
@@ -478,7 +479,7 @@ def listed(annotation: str | None) -> list[str]:
     return [p.strip() for p in re.split(r"[,\s]+", annotation) if p.strip()]
 
 
-@dataclass(frozen=True)
+@record
 class Decision:
     allowed: bool
     reason: str
@@ -559,7 +560,7 @@ def markdown_table(rows: Sequence[StageView]) -> str:
 # ---- the port ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class PromotionRef:
     namespace: str
     name: str

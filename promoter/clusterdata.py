@@ -22,11 +22,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, TypeVar
 
 from promoter.errors import LongshoremanError
 from promoter.expressions import ExpressionError
+from promoter.records import record
 
 SECRET = "Secret"
 CONFIG_MAP = "ConfigMap"
@@ -41,7 +42,7 @@ MAX_OBJECTS_PER_STEP = 32
 _MIN_REDACTED = 4
 
 
-@dataclass(frozen=True)
+@record
 class DataObject:
     """A Secret's or ConfigMap's data (Secrets' values decoded to text) and labels."""
 

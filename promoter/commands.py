@@ -21,7 +21,6 @@ here does I/O or reads the clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +36,7 @@ from promoter.chatops import (
     resolve_freight,
 )
 from promoter.model import name_of
+from promoter.records import record
 from promoter.stages import downstream_stages
 from promoter.views import FreightLabel, StageView, freight_label, stage_views
 
@@ -48,7 +48,7 @@ def _never(stage: Mapping[str, Any]) -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@record
 class Facts:
     """What a front end knows when it asks :func:`plan` to decide."""
 
@@ -67,14 +67,14 @@ class Facts:
 # ---- decisions --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class AskConfirm:
     stage: str
     freight: str  # the Freight's full name (what the Promotion will carry)
     label: FreightLabel  # how it is shown: the alias first
 
 
-@dataclass(frozen=True)
+@record
 class DoPromote:
     stage: str
     freight: str
@@ -83,31 +83,31 @@ class DoPromote:
     create: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@record
 class DoAbort:
     promotions: tuple[str, ...]  # the running one first, then the queue in its order
     stages: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class DoReverify:
     stage: str
 
 
-@dataclass(frozen=True)
+@record
 class ShowStatus:
     namespace: str
     rows: tuple[StageView, ...]  # empty: the project has no Stages
 
 
-@dataclass(frozen=True)
+@record
 class ShowHelp:
     namespace: str
     allowed: tuple[str, ...]  # Stages the actor may act on
     refused: tuple[str, ...]  # and those they may not, so help says what is true for them
 
 
-@dataclass(frozen=True)
+@record
 class Cancelled:
     pass
 

@@ -248,10 +248,10 @@ def _start(argv: Sequence[str]) -> EarlyClone | None:
     manifests, git_config = options["--manifests"], options.get("--git-config")
     if not os.path.isfile(manifests) or (git_config is not None and not os.path.isfile(git_config)):
         return None
-    import yaml
+    from promoter.yamlio import LOADER, yaml
 
     with open(manifests, encoding="utf-8") as f:
-        docs = list(yaml.load_all(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+        docs = list(yaml.load_all(f, Loader=LOADER))
     plan = _plain_branch_clone(_first_clone(docs, options["--stage"], options.get("--namespace")))
     if plan is None:
         return None

@@ -28,13 +28,13 @@ Promotion it did not start (or whose work directory is gone) first rebuilds it f
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from promoter import replay
+from promoter import records, replay
 from promoter.clock import SYSTEM
 from promoter.clusterdata import DataCache, evaluate_with_data
 from promoter.errors import ConfigRefused, StepError
@@ -380,7 +380,7 @@ def record(
 # ---- the driver ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@records.record
 class Runtime:
     """What :func:`advance` needs besides the Promotion: steps, ports and the Freight."""
 
@@ -403,7 +403,7 @@ class Runtime:
     running_retry: float = DEFAULT_RUNNING_RETRY
 
 
-@dataclass(frozen=True)
+@records.record
 class Outcome:
     promotion: Promotion
     # When to call advance() again if no event comes first (None when terminal).

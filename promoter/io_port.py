@@ -25,9 +25,10 @@ import subprocess
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from promoter.records import record
 
 if TYPE_CHECKING:  # asyncio itself loads with LoopIo's first call
     import asyncio
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # asyncio itself loads with LoopIo's first call
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@record
 class ProcessResult:
     returncode: int
     stdout: bytes

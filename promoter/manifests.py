@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from promoter.errors import InvalidInput
 from promoter.model import (
     ACCEPTED_API_VERSIONS,
@@ -29,6 +27,8 @@ from promoter.model import (
     parse_stage,
     parse_task,
 )
+from promoter.records import record
+from promoter.yamlio import LOADER, yaml
 
 # Third-party kinds we know and keep, by apiVersion prefix.
 _CARRIED = {
@@ -41,7 +41,7 @@ _CARRIED = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Loaded:
     obj: dict[str, Any]
     source: str  # "path/to/file.yaml#2" (document index from 1 when a file holds several)
@@ -175,9 +175,6 @@ def _check_object(obj: Any, source: str) -> dict[str, Any] | None:
     return obj
 
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_file(path: Path) -> list[Loaded]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -185,7 +182,7 @@ def load_file(path: Path) -> list[Loaded]:
         raise InvalidInput(f"cannot read: {e.strerror}", source=str(path)) from None
     try:
         # libyaml when PyYAML has it: the same documents, ten times faster to read.
-        documents = list(yaml.load_all(text, Loader=_LOADER))
+        documents = list(yaml.load_all(text, Loader=LOADER))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

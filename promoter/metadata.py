@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError
+from promoter.records import record
 from promoter.steps.base import Config
 
 STAGE = "Stage"
@@ -66,7 +66,7 @@ class MetadataObjectMissing(StepError):
         super().__init__(f"{kind} {name!r} not found in namespace {namespace!r}")
 
 
-@dataclass(frozen=True)
+@record
 class MetadataUpdate:
     kind: str
     name: str

@@ -11,13 +11,14 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from promoter.annotations import GROUP as GROUP  # also the API group
 from promoter.annotations import ROLLBACK_ANNOTATIONS, create_actor, created_by, is_rollback
 from promoter.errors import InvalidInput
+from promoter.records import record
 
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -106,7 +107,7 @@ def parse_duration(value: Any, *, field_name: str = "duration") -> float:
     return total
 
 
-@dataclass(frozen=True)
+@record
 class Var:
     """A name/value pair (Kargo ExpressionVariable). ``value`` None means "required" in tasks."""
 
@@ -137,7 +138,7 @@ def parse_vars(raw: Any, where: str) -> tuple[Var, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@record
 class RetryPolicy:
     timeout: float | None = None  # seconds from the step's first start
     error_threshold: int = 1
@@ -153,7 +154,7 @@ class RetryPolicy:
         return out
 
 
-@dataclass(frozen=True)
+@record
 class TaskRef:
     name: str
     kind: str = "PromotionTask"
@@ -162,7 +163,7 @@ class TaskRef:
         return {"name": self.name, "kind": self.kind}
 
 
-@dataclass(frozen=True)
+@record
 class StepSpec:
     """One promotion step as written in a template, a task or a Promotion."""
 
@@ -299,7 +300,7 @@ def namespace_of(obj: Mapping[str, Any]) -> str | None:
     return str(ns) if ns else None
 
 
-@dataclass(frozen=True)
+@record
 class StageSpec:
     """The parts of a Stage the builder needs."""
 
@@ -347,7 +348,7 @@ def parse_stage(obj: Mapping[str, Any], *, source: str | None = None) -> StageSp
     )
 
 
-@dataclass(frozen=True)
+@record
 class TaskSpec:
     kind: str
     name: str
@@ -373,7 +374,7 @@ def parse_task(obj: Mapping[str, Any], *, source: str | None = None) -> TaskSpec
 # ---- Promotion status -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class StepExecution:
     """Kargo's StepExecutionMetadata: what happened to one step."""
 
@@ -416,7 +417,7 @@ class StepExecution:
         )
 
 
-@dataclass(frozen=True)
+@record
 class PromotionStatus:
     phase: Phase = Phase.PENDING
     message: str = ""
@@ -488,7 +489,7 @@ class PromotionStatus:
         )
 
 
-@dataclass(frozen=True)
+@record
 class Promotion:
     """A Promotion as the engine sees it: identity, inflated steps, vars and status."""
 

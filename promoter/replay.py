@@ -38,11 +38,12 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from promoter.expressions import revive_result
+from promoter.records import record
 from promoter.steps.base import PRIVATE_DIR
 
 MARKER = "replay.json"
@@ -58,7 +59,7 @@ _SHOWN = 200
 # ---- what the status records ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class StepRecord:
     """``status.replay.steps.<alias>``: what a replay of one step needs."""
 

@@ -33,6 +33,7 @@ from promoter.io_port import BlockingIo, drive
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
+from promoter.records import record
 from promoter.stages import requested_warehouses, stage_freights
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
@@ -73,7 +74,7 @@ def _warehouses(
     return requested_warehouses(stage_obj, lookup)
 
 
-@dataclass(frozen=True)
+@record
 class _Prepared:
     """A Promotion built from the manifests, with what its Runtime is made of."""
 

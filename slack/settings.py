@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from urllib.parse import urlsplit
+
+from promoter.records import record
 
 # Slack IDs: users U…/W… (Enterprise Grid), user groups S….
 _SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")
@@ -34,7 +36,7 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float) ->
     return value
 
 
-@dataclass(frozen=True)
+@record
 class SlackSettings:
     """Everything the Slack integration is configured with."""
 

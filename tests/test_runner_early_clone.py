@@ -215,8 +215,8 @@ def test_an_early_clone_that_is_not_the_steps_clone_is_ended_and_the_step_clones
     finally:
         early.discard()
     assert promotion.status.phase is Phase.SUCCEEDED, promotion.status.message
-    clones = run.clones()
-    assert len(clones) == 2 and STAGING_PREFIX not in clones[1], clones
+    # The step made its own clone (the early one may have been ended before git even began).
+    assert len([c for c in run.clones() if STAGING_PREFIX not in c]) == 1, run.clones()
     assert not early.pending and not Path(early.staging).exists()
     (branch,) = run.pushed()
     author = run.remote.git("log", "-1", "--format=%an", branch)

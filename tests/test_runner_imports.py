@@ -214,3 +214,34 @@ def test_a_registered_step_replaces_a_builtin_one_before_and_after_its_import() 
     assert registry["git-commit"] is git_steps.STEPS["git-commit"]
     assert registry["git-push"] is replacement
     assert isinstance(StepRegistry({"x": replacement})["x"], type(replacement))
+
+
+def test_pyyaml_compiles_its_patterns_when_first_used(tmp_path: Path) -> None:
+    """promoter.yamlio loads PyYAML without compiling the pattern of its pure-Python reader
+    (libyaml's loader never uses it); the pure-Python loader still refuses what it refused."""
+    probe = (
+        "import re, sys\n"
+        "from promoter.yamlio import LOADER, yaml\n"
+        "import yaml.reader\n"
+        "lazy = yaml.reader.Reader.NON_PRINTABLE\n"
+        "assert not isinstance(lazy, re.Pattern) and lazy._pattern is None\n"
+        "import datetime\n"
+        "assert yaml.load('a: [1, 2.5, true, null, 2024-01-02]', Loader=LOADER) == "
+        "{'a': [1, 2.5, True, None, datetime.date(2024, 1, 2)]}\n"
+        "assert LOADER is yaml.CSafeLoader and lazy._pattern is None\n"
+        "try:\n"
+        "    yaml.load('a: \\x07', Loader=yaml.SafeLoader)\n"
+        "except yaml.reader.ReaderError as e:\n"
+        "    assert 'special characters are not allowed' in str(e)\n"
+        "else:\n"
+        "    raise AssertionError('a control character was read')\n"
+        "assert isinstance(lazy._pattern, re.Pattern)\n"
+        "assert re.compile('x') is not None and isinstance(re.compile('y'), re.Pattern)\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+        timeout=120,
+    )

@@ -27,16 +27,17 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from app.controller.kube import LEASES, Conflict, JsonObject, Kube, KubeError, NotFound, micro_time
 from promoter.clock import SYSTEM, Clock
+from promoter.records import record
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@record
 class LeaseRecord:
     """The election-relevant part of a Lease's spec."""
 

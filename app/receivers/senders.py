@@ -34,10 +34,11 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 from urllib.parse import urlsplit
 
+from promoter.records import record
 from promoter.warehouses.freight import (
     normalize_chart_url,
     normalize_git_url,
@@ -67,7 +68,7 @@ class BadDelivery(ValueError):
         self.status = status
 
 
-@dataclass(frozen=True)
+@record
 class Delivery:
     """What an event says changed: where, and which tags/versions/refs."""
 

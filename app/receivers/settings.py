@@ -35,7 +35,9 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from promoter.records import record
 
 MIN_SECRET_LENGTH = 16
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -65,7 +67,7 @@ class ReceiverSettingsError(ValueError):
     """A receiver setting is malformed; the message names the variable, never the value."""
 
 
-@dataclass(frozen=True)
+@record
 class ReceiverSettings:
     """The secret of each enabled receiver, by receiver name."""
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
@@ -34,6 +33,7 @@ from urllib.parse import quote
 from app.ui.layout import CycleError, Layout, Spacing, layout
 from app.ui.marks import MarkKind, health_kind, mark, shape, verification_word
 from promoter.model import name_of
+from promoter.records import record
 from promoter.views import freight_label
 
 if TYPE_CHECKING:  # views.py builds the graph, so this module cannot import it at run time
@@ -59,14 +59,14 @@ def promotion_href(namespace: str, name: str) -> str:
 # ---- what the picture says -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Artifact:
     kind: Literal["image", "git", "chart"]
     short: str  # what fits on the node: ``nginx:1.27.0``
     full: str  # the whole reference: ``public.ecr.aws/nginx/nginx:1.27.0``
 
 
-@dataclass(frozen=True)
+@record
 class WarehouseNode:
     name: str
     artifacts: tuple[Artifact, ...] = ()
@@ -79,7 +79,7 @@ class WarehouseNode:
         return f"warehouse:{self.name}"
 
 
-@dataclass(frozen=True)
+@record
 class StageNode:
     name: str
     freight: tuple[str, ...]  # the current Freight, by alias (else a short name)
@@ -103,7 +103,7 @@ class StageNode:
         return verification_word(self.verification)
 
 
-@dataclass(frozen=True)
+@record
 class MissingNode:
     """An upstream Stage named in ``sources.stages`` that the project does not have."""
 
@@ -117,13 +117,13 @@ class MissingNode:
 Node = WarehouseNode | StageNode | MissingNode
 
 
-@dataclass(frozen=True)
+@record
 class Edge:
     source: str  # node ids
     target: str
 
 
-@dataclass(frozen=True)
+@record
 class PipelineGraph:
     namespace: str
     nodes: tuple[Node, ...]

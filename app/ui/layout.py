@@ -27,8 +27,9 @@ node sizes, ports and dummy routing still to write around them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import pairwise
+
+from promoter.records import record
 
 # How many down+up sweeps of barycentre ordering: more rarely helps on pipelines.
 SWEEPS = 4
@@ -42,7 +43,7 @@ class CycleError(ValueError):
         super().__init__("cycle: " + " → ".join(self.cycle))
 
 
-@dataclass(frozen=True)
+@record
 class Box:
     """A laid-out node: top-left corner and size."""
 
@@ -60,7 +61,7 @@ class Box:
         return self.x + self.width, self.y + self.height / 2
 
 
-@dataclass(frozen=True)
+@record
 class Route:
     """A laid-out edge: from the source's right side through any bends to the target's left."""
 
@@ -69,7 +70,7 @@ class Route:
     points: tuple[tuple[float, float], ...]
 
 
-@dataclass(frozen=True)
+@record
 class Layout:
     boxes: dict[str, Box]
     routes: list[Route]
@@ -78,7 +79,7 @@ class Layout:
     height: float
 
 
-@dataclass(frozen=True)
+@record
 class Spacing:
     node_width: float = 196
     node_height: float = 96

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from app.ui.timeline import FreightTimeline, freight_timeline
 from promoter import views as shared
 from promoter.argocd import touched_apps
 from promoter.model import meta, name_of, namespace_of, parse_time
+from promoter.records import record
 from promoter.stages import StageQueue, get_condition, phase_of
 from promoter.views import freight_label, stage_views, step_lines
 
@@ -100,7 +101,7 @@ class Masker:
 # ---- small pieces ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Link:
     label: str
     href: str | None = None  # None: shown as text (nowhere to link to)
@@ -150,7 +151,7 @@ def _display(value: Any) -> str:
 # ---- one Promotion -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class StepView:
     index: int
     alias: str
@@ -164,7 +165,7 @@ class StepView:
     outputs: list[tuple[str, str]]
 
 
-@dataclass(frozen=True)
+@record
 class AnalysisRunView:
     name: str
     namespace: str
@@ -174,7 +175,7 @@ class AnalysisRunView:
     finished: str
 
 
-@dataclass(frozen=True)
+@record
 class PromotionPage:
     """A Promotion's page: the shared read model (:class:`promoter.views.PromotionView`, the
     same data chat formats) plus what only a page shows (times, links, AnalysisRuns)."""
@@ -352,7 +353,7 @@ def environment_links(env: shared.EnvironmentLink | None) -> list[Link]:
 # ---- a project's Stages ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class PromotionItem:
     name: str
     stage: str
@@ -361,7 +362,7 @@ class PromotionItem:
     when: str
 
 
-@dataclass(frozen=True)
+@record
 class StageCard:
     name: str
     freight: str
@@ -376,7 +377,7 @@ class StageCard:
     environment: list[Link] = field(default_factory=list)  # its GitHub environment
 
 
-@dataclass(frozen=True)
+@record
 class ProjectView:
     namespace: str
     stages: list[StageCard]
@@ -468,7 +469,7 @@ def project_view(
 # ---- one Stage ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class ConditionView:
     type: str
     status: str
@@ -477,7 +478,7 @@ class ConditionView:
     since: str
 
 
-@dataclass(frozen=True)
+@record
 class StageView:
     namespace: str
     card: StageCard

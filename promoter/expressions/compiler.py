@@ -22,7 +22,7 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from promoter.errors import LongshoremanError
@@ -51,9 +51,10 @@ from promoter.expressions.values import (
     type_name,
     work_budget,
 )
+from promoter.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Scope:
     """What an expression can see: variables by name, and extra functions.
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from promoter.expressions.errors import ExpressionError
+from promoter.records import record
 
 # Masterminds/semver v3 ``NewVersion`` (the lenient parser): an optional "v", missing minor and
 # patch default to 0, optional pre-release and build metadata.
@@ -25,7 +25,7 @@ _SEMVER_RE = re.compile(
 _UINT64_MAX = (1 << 64) - 1
 
 
-@dataclass(frozen=True)
+@record
 class Semver:
     """A parsed semantic version (Masterminds ``semver.Version``)."""
 

@@ -27,11 +27,11 @@ import shutil
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from promoter.errors import ConfigRefused, StepError
+from promoter.records import record
 from promoter.steps.base import (
     PRIVATE_DIR,
     Config,
@@ -55,10 +55,13 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 64 * 1024
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     max_bytes: int = MAX_EXTRACTED_BYTES
     max_members: int = MAX_MEMBERS
+
+
+DEFAULT_LIMITS = Limits()
 
 
 def _refuse(member: str, problem: str) -> StepError:
@@ -241,7 +244,9 @@ def _check_staged_fits(staging: Path, out: Path, out_raw: str) -> None:
                 )
 
 
-def _untar(ctx: StepContext, config: Mapping[str, Any], limits: Limits = Limits()) -> StepResult:
+def _untar(
+    ctx: StepContext, config: Mapping[str, Any], limits: Limits = DEFAULT_LIMITS
+) -> StepResult:
     cfg = Config(KIND, config)
     cfg.only(_KNOWN_KEYS)
     in_raw = cfg.str("inPath")
@@ -287,10 +292,13 @@ MAX_ARCHIVED_FILE_BYTES = 50 * 1024 * 1024
 MAX_ARCHIVED_BYTES = 100 * 1024 * 1024
 
 
-@dataclass(frozen=True)
+@record
 class ArchiveLimits:
     max_file_bytes: int = MAX_ARCHIVED_FILE_BYTES
     max_bytes: int = MAX_ARCHIVED_BYTES
+
+
+DEFAULT_ARCHIVE_LIMITS = ArchiveLimits()
 
 
 def _archive_ignore_rules(ignore: str) -> IgnoreRules:
@@ -334,7 +342,7 @@ def create_archive(
     gzip: bool,
     ignore: str,
     skip: Sequence[Path] = (),
-    limits: ArchiveLimits = ArchiveLimits(),
+    limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS,
 ) -> int:
     """Write ``source`` (a file or a directory) into the tar file ``target``; returns the files.
 
@@ -387,7 +395,7 @@ def create_archive(
 
 
 def _tar(
-    ctx: StepContext, config: Mapping[str, Any], limits: ArchiveLimits = ArchiveLimits()
+    ctx: StepContext, config: Mapping[str, Any], limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS
 ) -> StepResult:
     cfg = Config(TAR_KIND, config)
     cfg.only(_TAR_KEYS)

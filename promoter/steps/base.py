@@ -28,7 +28,7 @@ import builtins
 import enum
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,6 +37,7 @@ from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
 from promoter.gitcmd import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
 from promoter.io_port import LOOP_IO, IoPort
+from promoter.records import record
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
 if TYPE_CHECKING:  # a type only: the oci module loads with the oci steps
@@ -85,7 +86,7 @@ class Effect(enum.StrEnum):
     EXTERNAL = "external"
 
 
-@dataclass(frozen=True)
+@record
 class StepResult:
     """What a step reports back to the engine."""
 
@@ -105,7 +106,7 @@ class StepResult:
     replaces_output: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class GitCredential:
     """HTTP credentials for one remote: what a provider of :data:`GitCredentials` hands out.
 
@@ -125,7 +126,7 @@ class GitCredential:
 GitCredentials = Callable[[str], Awaitable[GitCredential | None]]
 
 
-@dataclass(frozen=True)
+@record
 class GitSettings:
     """How git steps reach remotes. Credentials come from here, never from manifest text.
 
@@ -145,7 +146,7 @@ class GitSettings:
     timeout_seconds: float = 600.0
 
 
-@dataclass(frozen=True)
+@record
 class HttpSettings:
     """Limits for the ``http`` and ``http-download`` steps, and which hosts they may reach.
 
@@ -163,7 +164,7 @@ class HttpSettings:
     deny_hosts: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class StepServices:
     """Ports to the outside world that steps may use. Adapters fill them in at the edge."""
 
@@ -186,7 +187,7 @@ class StepServices:
     io: IoPort = LOOP_IO
 
 
-@dataclass(frozen=True)
+@record
 class Replaying:
     """Set on :attr:`StepContext.replay` while a replica rebuilds the work directory.
 
@@ -202,7 +203,7 @@ class Replaying:
     data: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class StepContext:
     """Everything a step may know about the Promotion it runs in."""
 

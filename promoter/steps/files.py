@@ -34,6 +34,7 @@ import yaml as pyyaml
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.expressions.compiler import ENVIRONMENT
+from promoter.records import record
 from promoter.steps.base import (
     Config,
     Effect,
@@ -124,7 +125,7 @@ def _write_text_atomic(path: Path, text: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class KeyPart:
     """One step of an update key. ``map_key`` marks ``:0``: a numeric-looking map key."""
 
@@ -348,7 +349,7 @@ def _updates_message(path: str, lines: Sequence[str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class _Update:
     key: str
     parts: list[KeyPart]
@@ -811,7 +812,7 @@ def _glob_to_regex(pattern: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
+@record
 class _IgnoreRule:
     regex: re.Pattern[str]
     negated: bool

@@ -61,7 +61,6 @@ import shutil
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -74,6 +73,7 @@ from promoter.gitcmd import (
     clone_key,
     git_env,
 )
+from promoter.records import record
 from promoter.steps.base import (
     PRIVATE_DIR,
     Config,
@@ -314,7 +314,7 @@ def _is_permanent(stderr: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class GitRun:
     """Result of one git process."""
 
@@ -637,7 +637,7 @@ def _open_worktree(ctx: StepContext, kind: str, config: Config) -> Path:
 CheckoutKind = Literal["branch", "tag", "commit", "default"]
 
 
-@dataclass(frozen=True)
+@record
 class CheckoutPlan:
     """One validated ``checkout[]`` entry."""
 
@@ -650,7 +650,7 @@ class CheckoutPlan:
     sparse: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class ClonePlan:
     """A validated ``git-clone`` config: deciding what to do touches no git."""
 
@@ -1513,7 +1513,7 @@ async def git_tag(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class PushPlan:
     """A validated ``git-push`` config."""
 
@@ -1560,7 +1560,7 @@ def plan_push(ctx: StepContext, cfg: Config) -> PushPlan:
     return PushPlan(target, tag, force, attempts, provider)
 
 
-@dataclass(frozen=True)
+@record
 class _PushOutcome:
     ok: bool
     non_fast_forward: bool

@@ -27,7 +27,6 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, ambiguous_image_request
 from promoter.io_port import IoPort
+from promoter.records import record
 from promoter.steps.base import (
     Config,
     Effect,
@@ -237,7 +237,7 @@ _PRESERVE = "*"
 _IMAGE_FIELDS = ("name", "newName", "newTag", "digest")
 
 
-@dataclass(frozen=True)
+@record
 class _ImageSetting:
     name: str
     new_name: str = ""

@@ -15,8 +15,8 @@ import graph (and import-linter's contracts) sees every step module.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 
+from promoter.records import record
 from promoter.steps.base import Step, loop_free_of
 
 # kind -> the module whose STEPS defines it, in the order kinds are listed.
@@ -190,7 +190,7 @@ MODULES: Mapping[str, Callable[[], Mapping[str, Step]]] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class _NotImported:
     """A built-in kind whose module has not been imported yet."""
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+from promoter.records import record
 
 __all__ = ["PathMatcher", "PatternError", "compile_regexes", "glob_regex", "path_matcher"]
 
@@ -119,7 +120,7 @@ def _test(regex: re.Pattern[str], anchored: bool) -> Callable[[str], bool]:
     return lambda path: regex.search(path) is not None
 
 
-@dataclass(frozen=True)
+@record
 class PathMatcher:
     """Any of several selectors (Kargo's ``pattern.Matchers``)."""
 

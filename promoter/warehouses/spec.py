@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from promoter.records import record
 from promoter.warehouses.patterns import PathMatcher, compile_regexes, path_matcher
 from promoter.warehouses.semver import Constraint, ConstraintError
 
@@ -66,7 +67,7 @@ def parse_duration(text: str) -> float:
     return total
 
 
-@dataclass(frozen=True)
+@record
 class _Base:
     repo_url: str
     name: str = ""  # the subscription's optional name (recorded on what it discovers)
@@ -74,7 +75,7 @@ class _Base:
     insecure_skip_tls_verify: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class ImageSubscription(_Base):
     strategy: str = "SemVer"
     constraint: str = ""
@@ -88,7 +89,7 @@ class ImageSubscription(_Base):
     kind = "image"
 
 
-@dataclass(frozen=True)
+@record
 class ChartSubscription(_Base):
     chart_name: str = ""
     semver_constraint: Constraint | None = None
@@ -100,7 +101,7 @@ class ChartSubscription(_Base):
         return self.repo_url.startswith("oci://")
 
 
-@dataclass(frozen=True)
+@record
 class GitSubscription(_Base):
     branch: str = ""
     strategy: str = "NewestFromBranch"
@@ -126,7 +127,7 @@ class GitSubscription(_Base):
 Subscription = ImageSubscription | ChartSubscription | GitSubscription
 
 
-@dataclass(frozen=True)
+@record
 class WarehouseSpec:
     subscriptions: tuple[Subscription, ...]
     interval: float = DEFAULT_INTERVAL
