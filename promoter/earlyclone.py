@@ -16,19 +16,15 @@ early clone is killed and its staging directory removed, so what runs is exactly
 have run without it. Values are checked before git starts, at least as strictly as the step
 checks them: nothing a manifest holds can reach git early that the step would have refused.
 
-Imports ``os``, ``subprocess`` and PyYAML only: everything else loads while git clones.
+Imports ``os``, ``re``, ``signal`` and PyYAML only: everything else loads while git clones.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import shutil
 import signal
-import subprocess
-from collections.abc import Mapping, Sequence
-from typing import Any
+import time
 
 from promoter.gitcmd import (
     DEFAULT_AUTHOR_EMAIL,
@@ -38,6 +34,13 @@ from promoter.gitcmd import (
     clone_key,
     git_env,
 )
+
+# What loads before git starts is all the runner waits for: typing and collections.abc are for
+# the type checker only (mypy reads this flag as typing's own).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
 STAGING_PREFIX = ".longshoreman-early-"
 
@@ -65,14 +68,12 @@ _PATH_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9._/-]*$")
 class EarlyClone:
     """A ``git clone`` of one branch started ahead of its step, in a staging directory."""
 
-    def __init__(
-        self, key: tuple[object, ...], staging: str, proc: subprocess.Popen[bytes]
-    ) -> None:
+    def __init__(self, key: tuple[object, ...], staging: str, pid: int) -> None:
         self.key = key
         self.staging = staging
         self.checkout = os.path.join(staging, "out")
         self.git_dir = os.path.join(staging, "git")
-        self._proc: subprocess.Popen[bytes] | None = proc
+        self._pid: int | None = pid
         self._interrupted = False
         self._held: Any = None
 
@@ -100,7 +101,7 @@ class EarlyClone:
     @property
     def pending(self) -> bool:
         """Whether nobody has taken or ended it yet."""
-        return self._proc is not None
+        return self._pid is not None
 
     def take(
         self, key: tuple[object, ...], checkout: str, git_dir: str, time_limit: float
@@ -110,22 +111,21 @@ class EarlyClone:
         ``git_dir``. Returns git's exit code and output; None (the early clone ended, nothing
         left behind) when the key differs, it cannot be moved, or it was taken already: the step
         then clones as usual. ``TimeoutError`` when git runs past ``time_limit``."""
-        proc = self._proc
-        if proc is None or key != self.key:
+        pid = self._pid
+        if pid is None or key != self.key:
             self.discard()
             return None
-        self._proc = None
+        self._pid = None
         try:
-            out, err = proc.communicate(timeout=time_limit)
-        except subprocess.TimeoutExpired:
-            self._end(proc)
-            raise TimeoutError from None
-        except BaseException:
-            self._end(proc)
-            raise
-        if proc.returncode != 0:
+            code = _wait(pid, time_limit)
+        except BaseException:  # timed out, or Ctrl-C: never leave git behind
+            _kill(pid)
             self._remove()
-            return proc.returncode, out, err
+            raise
+        out, err = (self._read(name) for name in ("stdout", "stderr"))
+        if code != 0:
+            self._remove()
+            return code, out, err
         try:
             os.rename(self.git_dir, git_dir)
             os.rename(self.checkout, checkout)
@@ -135,31 +135,71 @@ class EarlyClone:
                 f.write(f"gitdir: {git_dir}\n")
         except OSError:
             # Another file system, say: leave nothing half moved, and let the step clone.
+            import shutil
+
             for path in (git_dir, checkout):
                 shutil.rmtree(path, ignore_errors=True)
             self._remove()
             return None
         self._remove()
-        return proc.returncode, out, err
+        return code, out, err
 
     def discard(self) -> None:
         """End it unused: the process (and what it started) killed, the staging removed."""
         self.release_interrupts()
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            self._end(proc)
+        pid, self._pid = self._pid, None
+        if pid is not None:
+            _kill(pid)
+            self._remove()
 
-    def _end(self, proc: subprocess.Popen[bytes]) -> None:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        proc.communicate()
-        self._remove()
+    def _read(self, name: str) -> bytes:
+        try:
+            with open(os.path.join(self.staging, name), "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
 
     def _remove(self) -> None:
+        import shutil
+
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _wait(pid: int, time_limit: float) -> int:
+    """Wait for child ``pid`` to end; its exit code. ``TimeoutError`` after ``time_limit``."""
+    try:
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: look every few milliseconds
+        deadline, pause = time.monotonic() + time_limit, 0.001
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            if time.monotonic() >= deadline:
+                raise TimeoutError from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+    import select
+
+    try:
+        ready, _, _ = select.select([handle], [], [], time_limit)
+    finally:
+        os.close(handle)
+    if not ready:
+        raise TimeoutError
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _kill(pid: int) -> None:
+    """Kill git and what it started (a session of its own), and reap it."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def _run_options(argv: Sequence[str]) -> dict[str, str] | None:
@@ -276,22 +316,30 @@ def _start(argv: Sequence[str]) -> EarlyClone | None:
         clone_options = ["-c", f"user.name={DEFAULT_AUTHOR_NAME}"]
         clone_options += ["-c", f"user.email={DEFAULT_AUTHOR_EMAIL}"]
         args = [
-            "git", *SAFE_CONFIG,
+            # -C: no repository around the command line's directory is looked at.
+            "git", "-C", staging, *SAFE_CONFIG,
             *branch_clone_args(branch, clone_options, os.path.join(staging, "git")),
             "--", url, os.path.join(staging, "out"),
         ]  # fmt: skip
-        proc = subprocess.Popen(
+        # posix_spawn, not subprocess: that module and what it loads would delay git's start
+        # by a few milliseconds (git's output goes to files: nobody reads a pipe meanwhile).
+        write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        pid = os.posix_spawnp(
+            "git",
             args,
-            cwd=staging,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.path.join(staging, "stdout"), write, 0o600),
+                (os.POSIX_SPAWN_OPEN, 2, os.path.join(staging, "stderr"), write, 0o600),
+            ],
+            setsid=True,
         )
     except BaseException:
+        import shutil
+
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    early = EarlyClone(clone_key(url, branch, clone_options, env), staging, proc)
+    early = EarlyClone(clone_key(url, branch, clone_options, env), staging, pid)
     early.hold_interrupts()
     return early

@@ -9,7 +9,19 @@ and hands it over when the step asks for exactly the same clone (:func:`clone_ke
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+
+# The early clone loads this before anything else: collections.abc is for the type checker.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from hashlib import sha256
+else:
+    try:
+        # CPython's own SHA-256 (Python 3.11): hashlib would initialise OpenSSL first, a few
+        # milliseconds of the local runner's start for hashing a URL (bench/bench_runner.py).
+        from _sha256 import sha256
+    except ImportError:  # other versions and implementations
+        from hashlib import sha256
 
 # The identity GitSettings gives commits when nothing else does (promoter.steps.base).
 DEFAULT_AUTHOR_NAME = "Longshoreman"
@@ -50,6 +62,12 @@ IDENTITY_VARS = frozenset(
 REPOSITORY_VARS = frozenset(
     {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"}
 )
+
+
+def digest(text: str, length: int = 16) -> str:
+    """The first ``length`` hex digits of ``text``'s SHA-256: the names of the git steps' own
+    directories and files, and the replay's config digests."""
+    return sha256(text.encode()).hexdigest()[:length]
 
 
 def git_env(

@@ -33,7 +33,6 @@ since the token was set ran in this very directory.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from promoter.expressions import revive_result
+from promoter.gitcmd import digest
 from promoter.records import record
 from promoter.steps.base import PRIVATE_DIR
 
@@ -123,7 +123,7 @@ def _canonical(value: Any) -> str:
 
 
 def input_digest(config: Mapping[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(_canonical(config).encode()).hexdigest()
+    return "sha256:" + digest(_canonical(config), 64)
 
 
 def same_output(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

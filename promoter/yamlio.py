@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+
+# The early clone loads this before git starts: typing is for the type checker only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class _LazyPattern:

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import os
 import random
 import re
@@ -71,6 +70,7 @@ from promoter.gitcmd import (
     SAFE_CONFIG,
     branch_clone_args,
     clone_key,
+    digest,
     git_env,
 )
 from promoter.records import record
@@ -457,15 +457,12 @@ def _clear_stale_locks(ctx: StepContext) -> None:
 
 
 def _repo_dir(ctx: StepContext, repo_url: str) -> Path:
-    digest = hashlib.sha256(repo_url.encode()).hexdigest()[:16]
-    return _cache_root(ctx) / f"{digest}.git"
+    return _cache_root(ctx) / f"{digest(repo_url)}.git"
 
 
 def _checkout_repo_dir(ctx: StepContext, repo_url: str, path: Path) -> Path:
     """The git directory of a checkout cloned on its own (see :func:`_clone_checkout`)."""
-    url_digest = hashlib.sha256(repo_url.encode()).hexdigest()[:16]
-    path_digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    return _cache_root(ctx) / f"{url_digest}-{path_digest}.git"
+    return _cache_root(ctx) / f"{digest(repo_url)}-{digest(str(path))}.git"
 
 
 def _owning_repo(ctx: StepContext, worktree: Path) -> Path | None:
@@ -1402,8 +1399,7 @@ def _commit_marker(ctx: StepContext) -> Path:
     of the same step committed and was killed before its status was written, that commit. The
     note tells them apart, and goes wherever the work directory goes (a rebuild clears it).
     """
-    digest = hashlib.sha256(f"{ctx.promotion}\n{ctx.alias}".encode()).hexdigest()[:16]
-    return ctx.work_dir / COMMITS_DIR / digest
+    return ctx.work_dir / COMMITS_DIR / digest(f"{ctx.promotion}\n{ctx.alias}")
 
 
 def _read_marker(marker: Path) -> str | None:
