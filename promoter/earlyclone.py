@@ -16,16 +16,17 @@ early clone is killed and its staging directory removed, so what runs is exactly
 have run without it. Values are checked before git starts, at least as strictly as the step
 checks them: nothing a manifest holds can reach git early that the step would have refused.
 
-Imports ``os``, ``re``, ``signal`` and PyYAML only: everything else loads while git clones.
+It reads the manifests with :mod:`promoter.earlyyaml` and imports ``os`` and ``signal`` only:
+everything else, PyYAML included, loads while git clones.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 
+from promoter.earlyyaml import documents
 from promoter.gitcmd import (
     DEFAULT_AUTHOR_EMAIL,
     DEFAULT_AUTHOR_NAME,
@@ -57,12 +58,30 @@ _RUN_OPTIONS = {
     "--http-allow": True,
 }
 # Narrower than what git-clone accepts, on purpose: only the plainest values go to git before
-# the step has checked them itself.
-_URL_RE = re.compile(
-    r"^(?:https|http|ssh|git)://[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?/[A-Za-z0-9._~/-]*$"
-)
-_BRANCH_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
-_PATH_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9._/-]*$")
+# the step has checked them itself (string tests, not regular expressions: re would load first).
+_SCHEMES = ("https://", "http://", "ssh://", "git://")
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_HOST = _ALNUM | frozenset(".-")
+_NAME = _ALNUM | frozenset("._/-")
+_URL_PATH = _NAME | frozenset("~")
+
+
+def _plain_url(url: str) -> bool:
+    """``scheme://host[:port]/path`` in letters, digits and ``._~/-``, no ``/.``."""
+    scheme = next((s for s in _SCHEMES if url.startswith(s)), None)
+    if scheme is None or "/." in url:
+        return False
+    host, slash, path = url[len(scheme) :].partition("/")
+    name, colon, port = host.partition(":")
+    if not slash or not name or name[0] not in _ALNUM or not set(name) <= _HOST:
+        return False
+    if colon and not (port.isascii() and port.isdigit() and len(port) <= 5):
+        return False
+    return set(path) <= _URL_PATH
+
+
+def _plain_name(text: str, first: frozenset[str]) -> bool:
+    return bool(text) and text[0] in first and set(text) <= _NAME and ".." not in text
 
 
 class EarlyClone:
@@ -254,7 +273,7 @@ def _plain_branch_clone(config: Mapping[str, Any]) -> tuple[str, str] | None:
     if set(config) - {"repoURL", "checkout"}:
         return None
     url, checkout = config.get("repoURL"), config.get("checkout")
-    if not isinstance(url, str) or not _URL_RE.match(url) or "/." in url:
+    if not isinstance(url, str) or not _plain_url(url):
         return None
     if not isinstance(checkout, list) or len(checkout) != 1 or not isinstance(checkout[0], dict):
         return None
@@ -262,9 +281,9 @@ def _plain_branch_clone(config: Mapping[str, Any]) -> tuple[str, str] | None:
     branch, path = item.get("branch"), item.get("path")
     if set(item) - {"branch", "path", "as"} or not isinstance(branch, str):
         return None
-    if not isinstance(path, str) or not _PATH_RE.match(path) or ".." in path:
+    if not isinstance(path, str) or not _plain_name(path, _ALNUM | frozenset("_.")):
         return None
-    if not _BRANCH_RE.match(branch) or ".." in branch or "//" in branch:
+    if not _plain_name(branch, _ALNUM | frozenset("_")) or "//" in branch:
         return None
     if branch.endswith(("/", ".", ".lock")) or "/." in branch or ".lock/" in branch:
         return None
@@ -277,7 +296,7 @@ def start(argv: Sequence[str]) -> EarlyClone | None:
     as without it, and reports what it finds itself)."""
     try:
         return _start(argv)
-    except Exception:  # the engine will read the same input and say what is wrong with it
+    except Exception:  # YAML it does not read, say: the engine reads it and says what it finds
         return None
 
 
@@ -288,10 +307,8 @@ def _start(argv: Sequence[str]) -> EarlyClone | None:
     manifests, git_config = options["--manifests"], options.get("--git-config")
     if not os.path.isfile(manifests) or (git_config is not None and not os.path.isfile(git_config)):
         return None
-    from promoter.yamlio import LOADER, yaml
-
     with open(manifests, encoding="utf-8") as f:
-        docs = list(yaml.load_all(f, Loader=LOADER))
+        docs = documents(f.read())
     plan = _plain_branch_clone(_first_clone(docs, options["--stage"], options.get("--namespace")))
     if plan is None:
         return None
