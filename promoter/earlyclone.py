@@ -16,14 +16,13 @@ early clone is killed and its staging directory removed, so what runs is exactly
 have run without it. Values are checked before git starts, at least as strictly as the step
 checks them: nothing a manifest holds can reach git early that the step would have refused.
 
-It reads the manifests with :mod:`promoter.earlyyaml` and imports ``os`` and ``signal`` only:
+It reads the manifests with :mod:`promoter.earlyyaml` and imports ``os`` and ``_signal`` only:
 everything else, PyYAML included, loads while git clones.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import time
 
 from promoter.earlyyaml import documents
@@ -39,6 +38,16 @@ from promoter.gitcmd import (
 # What loads before git starts is all the runner waits for: typing and collections.abc are for
 # the type checker only (mypy reads this flag as typing's own).
 TYPE_CHECKING = False
+# CPython's signal module is _signal plus enums for its constants, and enum is most of what
+# loading signal costs: a few milliseconds before git could start.
+if TYPE_CHECKING:
+    import signal
+else:
+    try:
+        import _signal as signal
+    except ImportError:  # another implementation
+        import signal
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any

@@ -4,8 +4,9 @@ The local runner's early clone (:mod:`promoter.earlyclone`) needs the first step
 before anything else has loaded, and importing PyYAML alone would delay git's start by more than
 the rest of the early clone's work. This reader takes the common subset: documents split by
 ``---``, block mappings and sequences indented with spaces, plain and simply quoted scalars,
-``[]`` and ``{}``, comments. Anything else (flow collections, anchors, tags, block or multi-line scalars, escapes,
-directives, tabs, duplicate keys) raises :class:`Unsupported`, and the early clone is not tried.
+``[]`` and ``{}``, comments. Anything else (flow collections, anchors, tags, block or
+multi-line scalars, escapes, directives, tabs, duplicate keys, scalars that YAML 1.1 might read
+as floats or dates) raises :class:`Unsupported`, and the early clone is not tried.
 
 What it reads is a hint, never the truth: the git-clone step takes the early clone only if the
 manifests as PyYAML reads them ask for the very same clone (:func:`promoter.gitcmd.clone_key`).
