@@ -8,7 +8,8 @@ Three start-up and shut-down habits of short-lived command lines, all measured b
   make, and whatever nobody took is ended before the process exits.
 - The cyclic garbage collector is off while the modules load: start-up creates tens of thousands
   of long-lived objects and no garbage, and collecting among them costs several milliseconds.
-  :func:`promoter.cli.cmd_run` turns it back on once the runner's modules are in.
+  :func:`promoter.cli.cmd_run` freezes what is loaded (``gc.freeze``: never walked again) and
+  turns it back on once the runner's modules are in.
 - The process ends with ``os._exit`` once the output is flushed: by then every file and work
   directory has been closed and removed by its own ``with``, and tearing down the interpreter's
   modules one by one would only cost time. An exception still ends the usual way, traceback and
