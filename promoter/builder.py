@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -31,6 +30,7 @@ from promoter.model import (
     Var,
     name_of,
 )
+from promoter.records import replace
 
 
 class TaskSource(Protocol):

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from promoter import annotations as ann
 from promoter.errors import InvalidInput
 from promoter.model import Phase, describe_freight, meta, name_of, namespace_of
-from promoter.records import record
+from promoter.records import field, record
 from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
 from promoter.views import EnvironmentLink, StageView
 from promoter.warehouses.freight import normalize_image_url, requested_artifact_freight
@@ -584,7 +583,7 @@ class PromotionRef:
         )
 
 
-@dataclass
+@record(frozen=False)
 class Snapshot:
     """What a command needs to decide: the project's objects, read from the cluster caches."""
 

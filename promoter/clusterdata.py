@@ -22,12 +22,11 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import field
 from typing import Any, Protocol, TypeVar
 
 from promoter.errors import LongshoremanError
 from promoter.expressions import ExpressionError
-from promoter.records import record
+from promoter.records import field, record
 
 SECRET = "Secret"
 CONFIG_MAP = "ConfigMap"

@@ -28,7 +28,6 @@ Promotion it did not start (or whose work directory is gone) first rebuilds it f
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -50,6 +49,7 @@ from promoter.model import (
     Var,
     freight_reference,
 )
+from promoter.records import field, replace
 from promoter.steps.base import (
     Effect,
     Replaying,

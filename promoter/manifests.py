@@ -9,7 +9,6 @@ AnalysisTemplates, ConfigMaps, Secrets), which are carried along untouched.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from promoter.model import (
     parse_stage,
     parse_task,
 )
-from promoter.records import record
+from promoter.records import field, record
 from promoter.yamlio import LOADER, yaml
 
 # Third-party kinds we know and keep, by apiVersion prefix.
@@ -59,7 +58,7 @@ class Loaded:
         return namespace_of(self.obj)
 
 
-@dataclass
+@record(frozen=False)
 class ManifestSet:
     """Objects loaded from files, indexed by kind, namespace and name."""
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from promoter.annotations import GROUP as GROUP  # also the API group
 from promoter.annotations import ROLLBACK_ANNOTATIONS, create_actor, created_by, is_rollback
 from promoter.errors import InvalidInput
-from promoter.records import record
+from promoter.records import field, record, replace
 
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"

@@ -1,42 +1,223 @@
-"""``@record``: a frozen dataclass, defined for a fraction of what ``@dataclass`` costs.
+"""``@record``: a dataclass, defined for a fraction of what ``@dataclass`` costs.
 
 ``@dataclass(frozen=True)`` writes six methods as source text and compiles each (``exec``):
 about 0.35 ms a class on this project's machines, and the local runner's process defines some
-forty before its first git command (``bench/bench_runner.py``). ``@record`` makes the same class
+forty before its first git command (``bench/bench_runner.py``); importing ``dataclasses`` also
+loads ``inspect`` and with it ``ast``, ``dis`` and ``tokenize``. ``@record`` makes the same class
 with one compiled method, ``__init__`` (so that its signature, speed and errors are those of a
 dataclass), and the others shared: ``__eq__``, ``__hash__``, ``__repr__``, ``__setattr__`` and
-``__delattr__`` read the field names from the class.
+``__delattr__`` read the field names from the class. ``dataclasses`` itself is not imported.
 
-What comes out is a dataclass to everything that asks: ``__dataclass_fields__`` holds real
-:class:`dataclasses.Field` objects, so :func:`dataclasses.replace`, :func:`dataclasses.fields`,
-:func:`dataclasses.asdict` and :func:`dataclasses.is_dataclass` work, and type checkers see it
-as ``@dataclass(frozen=True)`` (PEP 681). Supported: annotated fields with a plain default or
-``field(default=..., default_factory=..., repr=..., compare=..., hash=...)``, and inheritance from
-other records or dataclasses. Anything else (``InitVar``, ``KW_ONLY``, ``init=False``, a field
-with ``kw_only``, ``__post_init__``) is made by :func:`dataclasses.dataclass` itself, so the
-result is always right.
+What comes out is a dataclass to everything that asks: ``__dataclass_fields__`` holds fields
+with the attributes of :class:`dataclasses.Field`, so :func:`dataclasses.replace`,
+:func:`dataclasses.fields`, :func:`dataclasses.asdict` and :func:`dataclasses.is_dataclass`
+work, and type checkers see ``@dataclass(frozen=True)`` (PEP 681), or ``@dataclass`` with
+``@record(frozen=False)``. :func:`field` and :func:`replace` are this module's
+:func:`dataclasses.field` and :func:`dataclasses.replace`; ``dataclasses.field()`` works in a
+record too. Supported: annotated fields with a plain default or a field's ``default``,
+``default_factory``, ``repr``, ``compare`` and ``hash``, and inheritance from other records or
+dataclasses. Anything else (``InitVar``, ``ClassVar``, ``KW_ONLY``, ``init=False``, ``kw_only``,
+``__post_init__``) is made by :func:`dataclasses.dataclass` itself, so the result is always
+right.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+import sys
 from operator import attrgetter
-from typing import Any, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, TypeVar, dataclass_transform, overload
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from dataclasses import field as _stdlib_field
+else:
+    _stdlib_field = None  # only the type checker needs to know dataclasses.field here
 
 _T = TypeVar("_T")
-_MISSING: Any = dataclasses.MISSING
-# dataclasses.replace() and fields() tell fields from pseudo-fields by this marker.
-_FIELD_MARK: Any = dataclasses._FIELD  # type: ignore[attr-defined]
-_PARAMS: Any = dataclasses._DataclassParams(  # type: ignore[attr-defined]
-    True,
-    True,
-    True,
-    False,
-    False,
-    True,  # init, repr, eq, order, unsafe_hash, frozen
-)
 _UNSUPPORTED = ("InitVar", "KW_ONLY", "ClassVar")
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
+
+
+def _dataclasses() -> Any:
+    # Loaded only by what looks at fields the way dataclasses does (replace, fields, asdict):
+    # that code has imported dataclasses itself.
+    import dataclasses
+
+    return dataclasses
+
+
+class Field:
+    """A record's field: the attributes :class:`dataclasses.Field` has."""
+
+    __slots__ = (
+        "_default",
+        "_default_factory",
+        "compare",
+        "hash",
+        "init",
+        "kw_only",
+        "metadata",
+        "name",
+        "repr",
+        "type",
+    )
+
+    def __init__(
+        self,
+        default: Any = _UNSET,
+        default_factory: Any = _UNSET,
+        *,
+        init: bool = True,
+        repr: bool = True,
+        hash: bool | None = None,
+        compare: bool = True,
+        metadata: Mapping[Any, Any] | None = None,
+        kw_only: Any = _UNSET,
+    ) -> None:
+        if default is not _UNSET and default_factory is not _UNSET:
+            raise ValueError("cannot specify both default and default_factory")
+        self.name: str = ""
+        self.type: Any = None
+        self._default = default
+        self._default_factory = default_factory
+        self.init = init
+        self.repr = repr
+        self.hash = hash
+        self.compare = compare
+        self.metadata = metadata or {}
+        self.kw_only = kw_only
+
+    @property
+    def has_default(self) -> bool:
+        return self._default is not _UNSET
+
+    @property
+    def has_factory(self) -> bool:
+        return self._default_factory is not _UNSET
+
+    @property
+    def default(self) -> Any:
+        return self._default if self.has_default else _dataclasses().MISSING
+
+    @property
+    def default_factory(self) -> Any:
+        return self._default_factory if self.has_factory else _dataclasses().MISSING
+
+    @property
+    def _field_type(self) -> Any:
+        # What dataclasses.fields() and replace() tell fields from pseudo-fields by.
+        return _dataclasses()._FIELD
+
+    def __repr__(self) -> str:
+        return f"Field(name={self.name!r}, type={self.type!r}, default={self._default!r})"
+
+
+class _Params:
+    """``__dataclass_params__``: what dataclasses reads of a base class."""
+
+    __slots__ = ("frozen",)
+    init = repr = eq = True
+    order = unsafe_hash = False
+
+    def __init__(self, frozen: bool) -> None:
+        self.frozen = frozen
+
+
+_FROZEN, _MUTABLE = _Params(True), _Params(False)
+
+
+def field(
+    *,
+    default: Any = _UNSET,
+    default_factory: Callable[[], Any] = _UNSET,
+    init: bool = True,
+    repr: bool = True,
+    hash: bool | None = None,
+    compare: bool = True,
+    metadata: Mapping[Any, Any] | None = None,
+    kw_only: bool = _UNSET,
+) -> Any:
+    """:func:`dataclasses.field`, for records."""
+    return Field(
+        default,
+        default_factory,
+        init=init,
+        repr=repr,
+        hash=hash,
+        compare=compare,
+        metadata=metadata,
+        kw_only=kw_only,
+    )
+
+
+def replace(obj: _T, /, **changes: Any) -> _T:
+    """:func:`dataclasses.replace`: a copy of a record (or dataclass) with ``changes``."""
+    fields = getattr(type(obj), "__dataclass_fields__", None)
+    if fields is None:
+        raise TypeError("replace() should be called on dataclass instances")
+    for name, f in fields.items():
+        if f.init and name not in changes:
+            changes[name] = getattr(obj, name)
+    return type(obj)(**changes)
+
+
+def _adopt(f: Any) -> Field:
+    """A dataclasses.Field (from ``dataclasses.field()`` or a dataclass base) as a Field."""
+    if isinstance(f, Field):
+        return f
+    missing = sys.modules["dataclasses"].MISSING
+    made = Field(
+        _UNSET if f.default is missing else f.default,
+        _UNSET if f.default_factory is missing else f.default_factory,
+        init=f.init,
+        repr=f.repr,
+        hash=f.hash,
+        compare=f.compare,
+        metadata=f.metadata,
+        kw_only=_UNSET if f.kw_only is missing else f.kw_only,
+    )
+    made.name, made.type = f.name, f.type
+    return made
+
+
+def _is_field(value: object) -> bool:
+    kind = type(value)
+    return kind is Field or (kind.__name__ == "Field" and kind.__module__ == "dataclasses")
+
+
+def _own_fields(cls: type) -> list[Field] | None:
+    """The fields ``cls`` itself declares, as dataclasses would make them; None when one uses
+    something only dataclasses itself supports."""
+    # The class's own annotations only (inspect.get_annotations would import inspect).
+    annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
+    fields: list[Field] = []
+    for name, annotation in annotations.items():
+        text = annotation if isinstance(annotation, str) else repr(annotation)
+        if any(word in text for word in _UNSUPPORTED):
+            return None
+        default = cls.__dict__.get(name, _UNSET)
+        if _is_field(default):
+            f = _adopt(default)
+            if not f.init or f.kw_only not in (_UNSET, False):
+                return None
+        else:
+            if default is not _UNSET and default.__class__.__hash__ is None:
+                raise ValueError(
+                    f"mutable default {type(default)} for field {name} is not allowed: "
+                    "use default_factory"
+                )
+            f = Field(default)
+        f.name = name
+        f.type = annotation
+        fields.append(f)
+    return fields
 
 
 class _Factory:
@@ -49,46 +230,17 @@ class _Factory:
 _HAS_FACTORY = _Factory()
 
 
-def _own_fields(cls: type) -> list[dataclasses.Field[Any]] | None:
-    """The fields ``cls`` itself declares, as dataclasses would make them; None when one uses
-    something only dataclasses itself supports."""
-    # The class's own annotations only (inspect.get_annotations would import inspect).
-    annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
-    fields: list[dataclasses.Field[Any]] = []
-    for name, annotation in annotations.items():
-        text = annotation if isinstance(annotation, str) else repr(annotation)
-        if any(word in text for word in _UNSUPPORTED):
-            return None
-        default = cls.__dict__.get(name, _MISSING)
-        if isinstance(default, dataclasses.Field):
-            f = default
-            if not f.init or f.kw_only not in (_MISSING, False):
-                return None
-        else:
-            if default is not _MISSING and default.__class__.__hash__ is None:
-                raise ValueError(
-                    f"mutable default {type(default)} for field {name} is not allowed: "
-                    "use default_factory"
-                )
-            f = dataclasses.field(default=default)
-        f.name = name
-        f.type = annotation
-        f._field_type = _FIELD_MARK  # type: ignore[attr-defined]
-        fields.append(f)
-    return fields
-
-
-def _init(cls: type, fields: list[dataclasses.Field[Any]]) -> Callable[..., None]:
+def _init(cls: type, fields: list[Field], frozen: bool) -> Callable[..., None]:
     names: dict[str, Any] = {"__set": object.__setattr__, "__factory": _HAS_FACTORY}
     params, body = [], []
     seen_default = False
     for f in fields:
-        if f.default is not _MISSING:
-            names[f"__d_{f.name}"] = f.default
+        if f.has_default:
+            names[f"__d_{f.name}"] = f._default
             params.append(f"{f.name}=__d_{f.name}")
             seen_default = True
-        elif f.default_factory is not _MISSING:
-            names[f"__f_{f.name}"] = f.default_factory
+        elif f.has_factory:
+            names[f"__f_{f.name}"] = f._default_factory
             params.append(f"{f.name}=__factory")
             seen_default = True
         elif seen_default:
@@ -96,9 +248,12 @@ def _init(cls: type, fields: list[dataclasses.Field[Any]]) -> Callable[..., None
         else:
             params.append(f.name)
         value = f.name
-        if f.default_factory is not _MISSING:
+        if f.has_factory:
             value = f"__f_{f.name}() if {f.name} is __factory else {f.name}"
-        body.append(f"  __set(self, {f.name!r}, {value})")
+        if frozen:
+            body.append(f"  __set(self, {f.name!r}, {value})")
+        else:
+            body.append(f"  self.{f.name} = {value}")
     source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "  pass")
     exec(source, names)
     init: Callable[..., None] = names["__init__"]
@@ -108,7 +263,7 @@ def _init(cls: type, fields: list[dataclasses.Field[Any]]) -> Callable[..., None
     return init
 
 
-def _methods(cls: Any, fields: list[dataclasses.Field[Any]]) -> dict[str, Any]:
+def _methods(cls: Any, fields: list[Field], frozen: bool) -> dict[str, Any]:
     shown = [f.name for f in fields if f.repr]
     compared = [f.name for f in fields if f.compare]
     hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
@@ -138,69 +293,79 @@ def _methods(cls: Any, fields: list[dataclasses.Field[Any]]) -> dict[str, Any]:
 
     def __setattr__(self: Any, name: str, value: object) -> None:
         if type(self) is cls or name in all_names:
-            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+            raise _dataclasses().FrozenInstanceError(f"cannot assign to field {name!r}")
         super(cls, self).__setattr__(name, value)
 
     def __delattr__(self: Any, name: str) -> None:
         if type(self) is cls or name in all_names:
-            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+            raise _dataclasses().FrozenInstanceError(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
 
-    methods = {
-        "__eq__": __eq__,
-        "__hash__": __hash__,
-        "__repr__": __repr__,
-        "__setattr__": __setattr__,
-        "__delattr__": __delattr__,
-    }
+    methods: dict[str, Any] = {"__eq__": __eq__, "__repr__": __repr__}
+    if frozen:
+        methods.update(__hash__=__hash__, __setattr__=__setattr__, __delattr__=__delattr__)
     for fn in methods.values():
         fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
+    if not frozen:
+        methods["__hash__"] = None  # as dataclasses leaves a mutable class with __eq__
     return methods
 
 
-@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
-def record(cls: type[_T]) -> type[_T]:
-    """Make ``cls`` what ``@dataclass(frozen=True)`` would make it (see the module's text)."""
+@overload
+def record(cls: type[_T], /) -> type[_T]: ...
+
+
+@overload
+def record(*, frozen: bool = True) -> Callable[[type[_T]], type[_T]]: ...
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field, _stdlib_field))
+def record(cls: Any = None, /, *, frozen: bool = True) -> Any:
+    """Make ``cls`` what ``@dataclass(frozen=True)`` would make it, or ``@dataclass`` with
+    ``frozen=False`` (see the module's text)."""
+    if cls is None:
+        return lambda cls: _make(cls, frozen)
+    return _make(cls, frozen)
+
+
+def _make(cls: Any, frozen: bool) -> Any:
     own = _own_fields(cls)
-    special = ("__setattr__", "__delattr__", "__post_init__")
-    if (
-        own is None
-        or any(hasattr(cls, name) for name in special[2:])
-        or any(name in cls.__dict__ for name in special[:2])
-    ):
-        return dataclasses.dataclass(frozen=True)(cls)
-    inherited: dict[str, dataclasses.Field[Any]] = {}
+    special = "__setattr__" in cls.__dict__ or "__delattr__" in cls.__dict__
+    if own is None or hasattr(cls, "__post_init__") or (frozen and special):
+        import dataclasses
+
+        return dataclasses.dataclass(frozen=frozen)(cls)
+    inherited: dict[str, Field] = {}
     for base in cls.__mro__[-1:0:-1]:
         base_fields = base.__dict__.get("__dataclass_fields__")
         if base_fields is not None:
-            if not base.__dict__["__dataclass_params__"].frozen:
-                raise TypeError("cannot inherit frozen dataclass from a non-frozen one")
-            inherited.update(base_fields)
+            if base.__dict__["__dataclass_params__"].frozen != frozen:
+                raise TypeError("cannot inherit a frozen dataclass from a non-frozen one, or back")
+            inherited.update((name, _adopt(f)) for name, f in base_fields.items())
     for f in own:
         inherited[f.name] = f
         # As dataclasses leaves them: a plain default stays a class attribute, a factory's
         # field is no attribute of the class at all.
-        if f.default is not _MISSING:
-            setattr(cls, f.name, f.default)
+        if f.has_default:
+            setattr(cls, f.name, f._default)
         elif f.name in cls.__dict__:
             delattr(cls, f.name)
     fields = list(inherited.values())
-    made: Any = cls  # what is set below is no attribute a type checker knows of cls
-    made.__dataclass_fields__ = inherited
-    made.__dataclass_params__ = _PARAMS
+    cls.__dataclass_fields__ = inherited
+    cls.__dataclass_params__ = _FROZEN if frozen else _MUTABLE
     if "__init__" not in cls.__dict__:
-        made.__init__ = _init(cls, fields)
-    explicit_hash = cls.__dict__.get("__hash__", _MISSING)
+        cls.__init__ = _init(cls, fields, frozen)
+    explicit_hash = cls.__dict__.get("__hash__", _UNSET)
     has_own_eq = "__eq__" in cls.__dict__
-    for name, method in _methods(cls, fields).items():
+    for name, method in _methods(cls, fields, frozen).items():
         if name == "__hash__":
             # A class that writes its own __eq__ and no __hash__ has __hash__ None in its dict.
-            if explicit_hash is not _MISSING and not (explicit_hash is None and has_own_eq):
+            if explicit_hash is not _UNSET and not (explicit_hash is None and has_own_eq):
                 continue
         elif name in cls.__dict__:
             continue
         setattr(cls, name, method)
-    setattr(made, "__match_args__", tuple(f.name for f in fields))  # noqa: B010 (read-only to mypy)
+    setattr(cls, "__match_args__", tuple(f.name for f in fields))  # noqa: B010 (read-only to mypy)
     if cls.__doc__ is None:
         cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields)})"
     return cls

@@ -37,13 +37,12 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from promoter.expressions import revive_result
 from promoter.gitcmd import digest
-from promoter.records import record
+from promoter.records import field, record
 from promoter.steps.base import PRIVATE_DIR
 
 MARKER = "replay.json"

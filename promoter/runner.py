@@ -19,7 +19,6 @@ import getpass
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from promoter.io_port import BlockingIo, drive
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
-from promoter.records import record
+from promoter.records import field, record, replace
 from promoter.stages import requested_warehouses, stage_freights
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
@@ -48,7 +47,7 @@ def local_actor() -> str:
         return "local:unknown"
 
 
-@dataclass
+@record(frozen=False)
 class RunOptions:
     stage: str
     freight: str

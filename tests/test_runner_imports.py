@@ -151,6 +151,9 @@ def test_a_git_only_promotion_imports_no_other_steps_libraries(tmp_path: Path) -
     # was logged, so neither was logging (promoter.telemetry.lazy_logger).
     assert "asyncio" not in modules
     assert "logging" not in modules
+    # Records, not dataclasses (promoter/records.py), and so no inspect; hashlib's OpenSSL
+    # neither (promoter/gitcmd.py).
+    assert sorted(modules & {"dataclasses", "inspect", "hashlib", "_hashlib"}) == []
     assert [b for b in remote.branches() if b.startswith("kargo/promotion/")]
 
 

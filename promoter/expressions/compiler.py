@@ -22,7 +22,6 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import field
 from typing import Any
 
 from promoter.errors import LongshoremanError
@@ -51,7 +50,7 @@ from promoter.expressions.values import (
     type_name,
     work_budget,
 )
-from promoter.records import record
+from promoter.records import field, record
 
 
 @record

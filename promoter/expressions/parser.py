@@ -22,10 +22,10 @@ position, ``#acc`` the accumulator of ``reduce``, and a leading ``.name`` means 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from promoter.expressions.errors import ExpressionSyntaxError
+from promoter.records import record
 
 # Deeper input is refused with a syntax error instead of exhausting Python's recursion limit
 # while parsing, compiling or evaluating (every AST level costs a few stack frames).
@@ -217,7 +217,7 @@ class Let(Node):
 # --- Lexer ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Token:
     kind: str  # "num", "str", "ident", "op", "eof"
     value: Any

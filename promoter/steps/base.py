@@ -28,7 +28,6 @@ import builtins
 import enum
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,7 +36,7 @@ from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
 from promoter.gitcmd import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
 from promoter.io_port import LOOP_IO, IoPort
-from promoter.records import record
+from promoter.records import field, record
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
 if TYPE_CHECKING:  # a type only: the oci module loads with the oci steps

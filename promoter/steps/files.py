@@ -25,7 +25,6 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ import yaml as pyyaml
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.expressions.compiler import ENVIRONMENT
-from promoter.records import record
+from promoter.records import field, record
 from promoter.steps.base import (
     Config,
     Effect,
@@ -219,7 +218,7 @@ def _as_given(old: Any, new: Any) -> Any:
     return new
 
 
-@dataclass
+@record(frozen=False)
 class _SetOutcome:
     root: Any
     changed: bool
@@ -440,7 +439,7 @@ def _yaml_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 # be replaced in place and the rest of the file (indentation, inline arrays, key spacing) kept.
 
 
-@dataclass
+@record(frozen=False)
 class _JsonSpan:
     start: int
     end: int

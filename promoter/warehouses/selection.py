@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.expressions.dates import UTC_LOCATION, GoTime
-from promoter.records import record
+from promoter.records import field, record
 from promoter.warehouses.semver import Semver, parse_version, strict_version
 from promoter.warehouses.spec import ChartSubscription, GitSubscription, ImageSubscription
 
