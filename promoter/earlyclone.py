@@ -3,9 +3,10 @@
 A local run of a git Promotion spends most of its own time (not git's) loading the engine, the
 model and the steps, and the clone of its first step cannot start before all of that is done
 (``bench/bench_runner.py``). When the Stage's first step is a ``git-clone`` of one branch whose
-config holds only plain values (no ``${{ }}``), that clone depends on nothing the engine works
-out, so the command line starts it at once, from the raw YAML, into a staging directory beside
-the work directories, and loads the engine while git works.
+config holds only plain values (or exactly ``${{ vars.NAME }}`` of a plain var, as Kargo's
+examples name the repository), that clone depends on nothing the engine works out, so the
+command line starts it at once, from the raw YAML, into a staging directory beside the work
+directories, and loads the engine while git works.
 
 The ``git-clone`` step stays in charge. It takes the early clone only when it would itself run
 a clone with the same result (:func:`promoter.gitcmd.clone_key`: the same URL, branch,
@@ -25,7 +26,7 @@ from __future__ import annotations
 import os
 import time
 
-from promoter.earlyyaml import documents
+from promoter.earlyyaml import Unsupported, documents
 from promoter.gitcmd import (
     DEFAULT_AUTHOR_EMAIL,
     DEFAULT_AUTHOR_NAME,
@@ -232,7 +233,8 @@ def _kill(pid: int) -> None:
 
 def _run_options(argv: Sequence[str]) -> dict[str, str] | None:
     """The ``run`` command's options as argparse would read them, or None for anything this
-    plain reading might get wrong (abbreviations, help, another command): no early clone."""
+    plain reading might get wrong (abbreviations, help, another command): no early clone.
+    ``--var``, which may come again, holds its values joined by NUL (no value has one)."""
     if not argv or argv[0] != "run":
         return None
     found: dict[str, str] = {}
@@ -246,13 +248,19 @@ def _run_options(argv: Sequence[str]) -> dict[str, str] | None:
             if i >= len(argv):
                 return None
             value = argv[i]
+        if name == "--var" and name in found:
+            value = f"{found[name]}\0{value}"
         found[name] = value
         i += 1
     return found
 
 
-def _first_clone(docs: Sequence[Any], stage: str, namespace: str | None) -> Mapping[str, Any]:
-    """The config of the Stage's first step if it is a ``git-clone``, or an empty mapping."""
+def _first_clone(
+    docs: Sequence[Any], stage: str, namespace: str | None, cli_vars: Sequence[str]
+) -> tuple[Mapping[str, Any], dict[str, Any]]:
+    """The config of the Stage's first step if it is a ``git-clone`` (or an empty mapping),
+    and the Promotion's vars as the builder orders them: the Stage's, the template's, then
+    the command line's (``NAME=VALUE``), later ones winning."""
     found = [
         d
         for d in docs
@@ -263,32 +271,61 @@ def _first_clone(docs: Sequence[Any], stage: str, namespace: str | None) -> Mapp
         and (namespace is None or d["metadata"].get("namespace") in (None, namespace))
     ]
     if len(found) != 1:
-        return {}
+        return {}, {}
     spec = found[0].get("spec")
     template = spec.get("promotionTemplate") if isinstance(spec, dict) else None
     inner = template.get("spec") if isinstance(template, dict) else None
     steps = inner.get("steps") if isinstance(inner, dict) else None
     if not isinstance(steps, list) or not steps or not isinstance(steps[0], dict):
-        return {}
+        return {}, {}
     step = steps[0]
     if step.get("uses") != "git-clone" or set(step) - {"uses", "as", "config"}:
-        return {}
+        return {}, {}
     config = step.get("config")
-    return config if isinstance(config, dict) else {}
+    known: dict[str, Any] = {}
+    for holder in (spec, inner):
+        listed = holder.get("vars") if isinstance(holder, dict) else None
+        for var in listed if isinstance(listed, list) else ():
+            if isinstance(var, dict) and isinstance(var.get("name"), str):
+                known[var["name"]] = var.get("value")
+    for text in cli_vars:
+        name, _, value = text.partition("=")
+        known[name.strip()] = value
+    return (config if isinstance(config, dict) else {}), known
 
 
-def _plain_branch_clone(config: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(repoURL, branch) when ``config`` is a clone of one branch in plain values only."""
+def _plain(value: Any, known: Mapping[str, Any]) -> str | None:
+    """A config string as the engine would render it, when that needs no more than a plain
+    value or exactly ``${{ vars.NAME }}`` of a plain var (Kargo's usual repoURL); else None."""
+    if not isinstance(value, str):
+        return None
+    if "${{" not in value:
+        return value
+    if not (value.startswith("${{") and value.endswith("}}")):
+        return None
+    ref = value[3:-2].strip()
+    if not ref.startswith("vars.") or not ref[5:].isidentifier():
+        return None
+    resolved = known.get(ref[5:])
+    return resolved if isinstance(resolved, str) and "${{" not in resolved else None
+
+
+def _plain_branch_clone(
+    config: Mapping[str, Any], known: Mapping[str, Any] | None = None
+) -> tuple[str, str] | None:
+    """(repoURL, branch) when ``config`` is a clone of one branch in plain values (or plain
+    vars) only."""
+    known = known or {}
     if set(config) - {"repoURL", "checkout"}:
         return None
-    url, checkout = config.get("repoURL"), config.get("checkout")
-    if not isinstance(url, str) or not _plain_url(url):
+    url, checkout = _plain(config.get("repoURL"), known), config.get("checkout")
+    if url is None or not _plain_url(url):
         return None
     if not isinstance(checkout, list) or len(checkout) != 1 or not isinstance(checkout[0], dict):
         return None
     item = checkout[0]
-    branch, path = item.get("branch"), item.get("path")
-    if set(item) - {"branch", "path", "as"} or not isinstance(branch, str):
+    branch, path = _plain(item.get("branch"), known), item.get("path")
+    if set(item) - {"branch", "path", "as"} or branch is None:
         return None
     if not isinstance(path, str) or not _plain_name(path, _ALNUM | frozenset("_.")):
         return None
@@ -297,6 +334,29 @@ def _plain_branch_clone(config: Mapping[str, Any]) -> tuple[str, str] | None:
     if branch.endswith(("/", ".", ".lock")) or "/." in branch or ".lock/" in branch:
         return None
     return url, branch
+
+
+def _read_documents(manifests: str) -> list[Any]:
+    """The documents of a manifest file, or of the ``*.yaml``/``*.yml`` files under a directory
+    (those :mod:`promoter.earlyyaml` cannot read are left out: the Stage is looked for in the
+    others, and the engine reads them all anyway)."""
+    if os.path.isfile(manifests):
+        paths = [manifests]
+    else:
+        paths = sorted(
+            os.path.join(top, name)
+            for top, _, names in os.walk(manifests)
+            for name in names
+            if name.endswith((".yaml", ".yml"))
+        )
+    docs: list[Any] = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                docs += documents(f.read())
+        except (Unsupported, OSError, UnicodeDecodeError):
+            continue
+    return docs
 
 
 def start(argv: Sequence[str]) -> EarlyClone | None:
@@ -313,12 +373,13 @@ def _start(argv: Sequence[str]) -> EarlyClone | None:
     options = _run_options(argv)
     if options is None or "--manifests" not in options or "--stage" not in options:
         return None
-    manifests, git_config = options["--manifests"], options.get("--git-config")
-    if not os.path.isfile(manifests) or (git_config is not None and not os.path.isfile(git_config)):
+    git_config = options.get("--git-config")
+    if git_config is not None and not os.path.isfile(git_config):
         return None
-    with open(manifests, encoding="utf-8") as f:
-        docs = documents(f.read())
-    plan = _plain_branch_clone(_first_clone(docs, options["--stage"], options.get("--namespace")))
+    docs = _read_documents(options["--manifests"])
+    cli_vars = options["--var"].split("\0") if "--var" in options else []
+    config, known = _first_clone(docs, options["--stage"], options.get("--namespace"), cli_vars)
+    plan = _plain_branch_clone(config, known)
     if plan is None:
         return None
     url, branch = plan
@@ -327,7 +388,9 @@ def _start(argv: Sequence[str]) -> EarlyClone | None:
     if root is not None:
         os.makedirs(root, exist_ok=True)  # as the runner would, a moment later
     else:
-        root = os.environ.get("TMPDIR") or "/tmp"
+        # Where tempfile would make the runner's own work directory.
+        environ = os.environ
+        root = environ.get("TMPDIR") or environ.get("TEMP") or environ.get("TMP") or "/tmp"
     if not os.path.isdir(root):
         return None
     staging = os.path.join(os.path.realpath(root), STAGING_PREFIX + os.urandom(8).hex())

@@ -4,9 +4,10 @@ The local runner's early clone (:mod:`promoter.earlyclone`) needs the first step
 before anything else has loaded, and importing PyYAML alone would delay git's start by more than
 the rest of the early clone's work. This reader takes the common subset: documents split by
 ``---``, block mappings and sequences indented with spaces, plain and simply quoted scalars,
-``[]`` and ``{}``, comments. Anything else (flow collections, anchors, tags, block or
-multi-line scalars, escapes, directives, tabs, duplicate keys, scalars that YAML 1.1 might read
-as floats or dates) raises :class:`Unsupported`, and the early clone is not tried.
+``[]`` and ``{}``, literal (``|``) and plain folded (``>``) block scalars, comments. Anything
+else (flow collections, anchors, tags, multi-line plain scalars, escapes, directives, tabs,
+duplicate keys, scalars that YAML 1.1 might read as floats or dates) raises
+:class:`Unsupported`, and the early clone is not tried.
 
 What it reads is a hint, never the truth: the git-clone step takes the early clone only if the
 manifests as PyYAML reads them ask for the very same clone (:func:`promoter.gitcmd.clone_key`).
@@ -31,42 +32,81 @@ class Unsupported(ValueError):
 def documents(text: str) -> list[Any]:
     """The documents of ``text`` (empty ones left out)."""
     found: list[Any] = []
-    lines: list[tuple[int, str]] = []
-    for raw in text.split("\n"):
-        line = raw.rstrip("\r")
+    raw: list[str] = []
+    for line in text.split("\n"):
+        line = line.removesuffix("\r")
         if line.startswith(("%", "...")):
             raise Unsupported("directive or document end")
         if line.startswith("---"):
             if line.rstrip() != "---":
                 raise Unsupported("content after ---")
-            if lines:
-                found.append(_Block(lines).parse())
-            lines = []
+            found += _Block(raw).parse()
+            raw = []
             continue
-        token = _token(line)
-        if token is not None:
-            lines.append(token)
-    if lines:
-        found.append(_Block(lines).parse())
-    return found
+        raw.append(line)
+    return found + _Block(raw).parse()
 
 
-def _token(line: str) -> tuple[int, str] | None:
-    """(indent, text without its comment), or None for a blank or comment line."""
+# A line as structure: its indent, its text without comment, its number, and what makes it
+# something this reader does not take (None if nothing), said only if it is read as structure:
+# inside a block scalar the same line is text.
+_Line = tuple[int, str, int, "str | None"]
+
+
+def _token(line: str, number: int) -> _Line | None:
+    """The line as structure, or None for a blank or comment line."""
     text = line.lstrip(" ")
     indent = len(line) - len(text)
-    if text.startswith("\t") or "\t" in text:
-        raise Unsupported("tab")
+    problem = "tab" if "\t" in text else None
     if "#" in text:
         if text.startswith("#"):
             return None
         if '"' in text or "'" in text:
-            raise Unsupported("comment beside a quoted scalar")
+            problem = problem or "comment beside a quoted scalar"
         cut = text.find(" #")
         if cut >= 0:
             text = text[:cut]
     text = text.rstrip(" ")
-    return (indent, text) if text else None
+    return (indent, text, number, problem) if text else None
+
+
+_BLOCK_HEADERS = frozenset(("|", "|-", "|+", ">", ">-", ">+"))
+
+
+def _block_scalar(header: str, raw: list[str], first: int, parent: int) -> tuple[str, int]:
+    """A literal or folded block scalar whose content starts on line ``first``, more indented
+    than ``parent``; its text and the number of the line after it."""
+    content: list[str] = []
+    end = first
+    while end < len(raw):
+        line = raw[end]
+        if line and not line.strip(" "):
+            raise Unsupported("a line of spaces in a block scalar")
+        if line and len(line) - len(line.lstrip(" ")) <= parent:
+            break
+        content.append(line)
+        end += 1
+    filled = [line for line in content if line]
+    if not filled or any("\t" in line for line in filled):
+        raise Unsupported("empty block scalar or tab")
+    indent = len(filled[0]) - len(filled[0].lstrip(" "))
+    if any(len(line) - len(line.lstrip(" ")) < indent for line in filled) or not content[0]:
+        raise Unsupported("block scalar indentation")
+    lines = [line[indent:] for line in content]
+    trailing = 0
+    while lines and not lines[-1]:
+        lines.pop()
+        trailing += 1
+    if header[0] == "|":
+        body = "\n".join(lines)
+    elif any(not line or line[0] == " " for line in lines):
+        raise Unsupported("folded block scalar with blank or more indented lines")
+    else:
+        body = " ".join(lines)
+    chomp = header[1:]
+    if chomp == "-":
+        return body, end
+    return body + "\n" + ("\n" * trailing if chomp == "+" else ""), end
 
 
 def _scalar(text: str) -> Any:
@@ -115,25 +155,41 @@ def _numberish(text: str) -> Any:
 
 
 class _Block:
-    def __init__(self, lines: list[tuple[int, str]]) -> None:
-        self.lines = lines
+    def __init__(self, raw: list[str]) -> None:
+        self.raw = raw
+        self.lines = [t for n, line in enumerate(raw) if (t := _token(line, n)) is not None]
         self.at = 0
 
-    def parse(self) -> Any:
+    def parse(self) -> list[Any]:
+        """The document as a list of one, or none if it is empty."""
+        if not self.lines:
+            return []
         value = self._node(self.lines[0][0])
         if self.at != len(self.lines):
             raise Unsupported("text after the document's top level")
-        return value
+        return [value]
+
+    def _line(self) -> tuple[int, str]:
+        indent, text, _, problem = self.lines[self.at]
+        if problem:
+            raise Unsupported(problem)
+        return indent, text
 
     def _node(self, indent: int) -> Any:
-        if self.lines[self.at][1] == "-" or self.lines[self.at][1].startswith("- "):
+        text = self._line()[1]
+        if text == "-" or text.startswith("- "):
             return self._sequence(indent)
         return self._mapping(indent)
+
+    def _rewrite(self, column: int, rest: str) -> None:
+        """Read the rest of the current line as if it began at ``column``."""
+        _, _, number, problem = self.lines[self.at]
+        self.lines[self.at] = (column, rest, number, problem)
 
     def _sequence(self, indent: int) -> list[Any]:
         items: list[Any] = []
         while self.at < len(self.lines):
-            here, text = self.lines[self.at]
+            here, text = self._line()
             if here != indent or not (text == "-" or text.startswith("- ")):
                 break
             rest = text[1:].lstrip(" ")
@@ -143,22 +199,20 @@ class _Block:
                 continue
             column = indent + len(text) - len(rest)
             if rest == "-" or rest.startswith("- "):
-                self.lines[self.at] = (column, rest)  # "- - a": a sequence in a sequence
+                self._rewrite(column, rest)  # "- - a": a sequence in a sequence
                 items.append(self._sequence(column))
             elif _is_key(rest):
                 # "- key: value" starts a mapping whose keys line up with "key".
-                self.lines[self.at] = (column, rest)
+                self._rewrite(column, rest)
                 items.append(self._mapping(column))
             else:
-                self.at += 1
-                items.append(_scalar(rest))
-                self._no_continuation(indent)
+                items.append(self._value(rest, indent))
         return items
 
     def _mapping(self, indent: int) -> dict[str, Any]:
         mapping: dict[str, Any] = {}
         while self.at < len(self.lines):
-            here, text = self.lines[self.at]
+            here, text = self._line()
             if here != indent:
                 if here > indent:
                     raise Unsupported("unexpected indentation")
@@ -171,28 +225,36 @@ class _Block:
             key, rest = _scalar(raw_key.strip()), rest.strip(" ")
             if not isinstance(key, str) or key[:1] in ("", "-", "<") or key in mapping:
                 raise Unsupported(f"key {raw_key[:20]!r}")
-            self.at += 1
             if rest:
-                mapping[key] = _scalar(rest)
-                self._no_continuation(indent)
+                mapping[key] = self._value(rest, indent)
             else:
+                self.at += 1
                 mapping[key] = self._nested(indent, allow_sequence=True)
         return mapping
+
+    def _value(self, text: str, indent: int) -> Any:
+        """The scalar that ends the current line (a block scalar takes the lines below)."""
+        number = self.lines[self.at][2]
+        self.at += 1
+        if text in _BLOCK_HEADERS:
+            value, after = _block_scalar(text, self.raw, number + 1, indent)
+            while self.at < len(self.lines) and self.lines[self.at][2] < after:
+                self.at += 1
+            return value
+        if self.at < len(self.lines) and self.lines[self.at][0] > indent:
+            raise Unsupported("multi-line scalar")
+        return _scalar(text)
 
     def _nested(self, indent: int, *, allow_sequence: bool) -> Any:
         """The block value that follows a ``key:`` or a ``-`` on the lines below (null if none)."""
         if self.at >= len(self.lines):
             return None
-        here, text = self.lines[self.at]
+        here, text = self._line()
         if here > indent:
             return self._node(here)
         if allow_sequence and here == indent and (text == "-" or text.startswith("- ")):
             return self._sequence(indent)
         return None
-
-    def _no_continuation(self, indent: int) -> None:
-        if self.at < len(self.lines) and self.lines[self.at][0] > indent:
-            raise Unsupported("multi-line scalar")
 
 
 def _is_key(text: str) -> bool:

@@ -46,6 +46,9 @@ steps:
     "indented top level": "  a: 1\n  b:\n    c: 2\n",
     "crlf": "a: 1\r\nb: two\r\n",
     "empty collections": "a: []\nb: {}\nc:\n- []\n",
+    "literal blocks": "a: |\n  one # not a comment\n\n  'two'\nb: |-\n  x\nc: |+\n  y\n\nd: 1\n",
+    "folded blocks": "a: >-\n  one\n  two\nb:\n- >\n    three\n    four\n- |\n    five\n",
+    "block scalar in a sequence of mappings": "- k: |\n    t\n  v: w\n",
 }
 
 REFUSED = {
@@ -53,8 +56,10 @@ REFUSED = {
     "flow sequence": "a: [1, 2]\n",
     "anchor": "a: &x 1\nb: *x\n",
     "tag": "a: !!str 1\n",
-    "literal block": "a: |\n  text\n",
-    "folded block": "a: >-\n  text\n",
+    "folded block with a blank line": "a: >-\n  one\n\n  two\n",
+    "folded block with a more indented line": "a: >\n  one\n    two\n",
+    "block scalar with an indentation indicator": "a: |2\n   text\n",
+    "block scalar with a line of spaces": "a: |\n  one\n   \n  two\n",
     "multi-line plain": "a: one\n  two\n",
     "escape": 'a: "tab\\t"\n',
     "quoted with a comment": "a: 'x' # c\n",

@@ -94,15 +94,30 @@ class Run:
         self.path, self.log = record_git(tmp_path)
         self.work = tmp_path / "work"
 
-    def cli(self, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        path = self.tmp / "manifests.yaml"
-        path.write_text(text, encoding="utf-8")
+    def cli(
+        self,
+        text: str,
+        *extra: str,
+        path: Path | None = None,
+        work_dir: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        if path is None:
+            path = self.tmp / "manifests.yaml"
+            path.write_text(text, encoding="utf-8")
         args = [sys.executable, "-m", "promoter", "run", "--manifests", str(path)]
-        args += ["--stage", "test", "--freight", "frozen-tauntaun"]
-        args += ["--git-config", self.gitconfig, "--work-dir", str(self.work), *extra]
-        env = {**os.environ, "PATH": self.path, "PYTHONPATH": str(ROOT)}
+        args += ["--stage", "test", "--freight", "frozen-tauntaun", "--git-config", self.gitconfig]
+        if work_dir:
+            args += ["--work-dir", str(self.work)]
+        full_env = {**os.environ, "PATH": self.path, "PYTHONPATH": str(ROOT), **(env or {})}
         return subprocess.run(
-            args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+            [*args, *extra],
+            env=full_env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
 
     def clones(self) -> list[str]:
@@ -143,9 +158,58 @@ def test_the_first_clone_starts_early_and_the_step_takes_it(run: Run) -> None:
     assert run.leftovers() == []
 
 
-def test_a_first_step_with_an_expression_clones_in_the_step_as_before(run: Run) -> None:
+def test_without_a_work_dir_the_early_clone_is_taken_and_nothing_is_left_behind(
+    run: Run,
+) -> None:
+    """The staging directory goes where the runner's temporary work directory goes."""
+    tmpdir = run.tmp / "tmpdir"
+    tmpdir.mkdir()
+    done = run.cli(manifests(clone_step()), work_dir=False, env={"TMPDIR": str(tmpdir)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    clones = run.clones()
+    assert len(clones) == 1 and f"{tmpdir}/{STAGING_PREFIX}" in clones[0], clones
+    assert len(run.pushed()) == 1
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_a_manifest_directory_is_read_file_by_file(run: Run) -> None:
+    """The Stage is found among the files the early reader can read; one it cannot (a
+    multi-line value) is left to the engine, which reads them all."""
+    freight, stage = manifests(clone_step()).split("---\n")
+    folder = run.tmp / "manifests"
+    (folder / "stages").mkdir(parents=True)
+    (folder / "freight.yaml").write_text(freight)
+    (folder / "stages" / "test.yaml").write_text(stage)
+    (folder / "notes.yml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n  namespace: demo\n"
+        "data:\n  text: |\n    two\n    lines\n"
+    )
+    done = run.cli("", path=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    clones = run.clones()
+    assert len(clones) == 1 and STAGING_PREFIX in clones[0], clones
+    assert len(run.pushed()) == 1
+
+
+def test_a_repo_url_from_a_var_is_cloned_early_with_the_var_the_promotion_gets(
+    run: Run,
+) -> None:
+    """Kargo's examples name the repository with ``${{ vars.X }}``: the Stage's var, unless
+    the command line's ``--var`` says otherwise (as the Promotion's vars are made)."""
     clone = clone_step(repo_url="${{ vars.repo }}")
-    done = run.cli(manifests(clone, stage_vars=[{"name": "repo", "value": REPO}]))
+    stage_vars = [{"name": "repo", "value": "https://github.com/example/not-this-one.git"}]
+    done = run.cli(manifests(clone, stage_vars=stage_vars), "--var", f"repo={REPO}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    clones = run.clones()
+    assert len(clones) == 1 and STAGING_PREFIX in clones[0] and REPO in clones[0], clones
+    assert len(run.pushed()) == 1
+
+
+def test_a_first_step_with_any_other_expression_clones_in_the_step_as_before(run: Run) -> None:
+    clone = clone_step(repo_url="${{ vars.base }}/repo.git")
+    done = run.cli(
+        manifests(clone, stage_vars=[{"name": "base", "value": "https://github.com/example"}])
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     clones = run.clones()
     assert len(clones) == 1 and STAGING_PREFIX not in clones[0], clones
