@@ -169,6 +169,11 @@ def test_listing_kinds_imports_no_step_module(tmp_path: Path) -> None:
         "registry['http']\n"
         "assert 'aiohttp' in sys.modules\n"
     )
+    run_probe(probe)
+
+
+def run_probe(probe: str) -> None:
+    """Run ``probe`` in a fresh interpreter (its asserts are the test)."""
     subprocess.run(
         [sys.executable, "-c", probe],
         cwd=ROOT,
@@ -241,10 +246,4 @@ def test_pyyaml_compiles_its_patterns_when_first_used(tmp_path: Path) -> None:
         "assert isinstance(lazy._pattern, re.Pattern)\n"
         "assert re.compile('x') is not None and isinstance(re.compile('y'), re.Pattern)\n"
     )
-    subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=True,
-        timeout=120,
-    )
+    run_probe(probe)
