@@ -437,6 +437,40 @@ async def test_a_clone_killed_half_way_is_started_over(
     )
 
 
+async def test_every_git_step_clears_what_a_killed_git_left_in_its_clones(
+    ctx: StepContext, remote: RemoteRepo
+) -> None:
+    """Lock files anywhere git writes them and a worktree left "initializing" by a killed
+    ``worktree add`` are removed before a step runs git; a worktree locked for another reason
+    and files that only look alike are kept."""
+    await run("git-clone", ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "a"}]})
+    await clone_out(ctx)  # a second checkout: the shared bare clone with its worktrees
+    (repo,) = (ctx.work_dir / ".longshoreman/git").glob("????????????????.git")
+    planted = [
+        repo / "packed-refs.lock",
+        repo / "refs/remotes/origin/main.lock",
+        repo / "logs/refs/heads/deep/er/x.lock",
+    ]
+    (worktree,) = (repo / "worktrees").iterdir()
+    planted.append(worktree / "index.lock")
+    for path in planted:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    half = repo / "worktrees/half"
+    half.mkdir()
+    (half / "locked").write_text("initializing\n")
+    kept = repo / "worktrees/kept"
+    kept.mkdir()
+    (kept / "locked").write_text("on a USB stick\n")
+    (repo / "refs/not-a-lock.lockfile").write_text("")
+    write(ctx, "out/new.yaml", "n: 1\n")
+    committed = await run("git-commit", ctx, {"path": "./out", "message": "n"})
+    assert committed.status is StepStatus.SUCCEEDED
+    assert [p for p in planted if p.exists()] == []
+    assert not half.exists() and (kept / "locked").exists()
+    assert (repo / "refs/not-a-lock.lockfile").exists()
+
+
 async def test_a_second_clone_of_the_same_repository_next_to_a_first(
     ctx: StepContext, remote: RemoteRepo
 ) -> None:

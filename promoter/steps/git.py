@@ -442,18 +442,40 @@ def _clear_stale_locks(ctx: StepContext) -> None:
     then skips and whose half-written HEAD breaks ``git fetch``. Only this Promotion's steps
     run git here, one at a time, so any lock found when a step starts is stale.
     """
-    for repo in _cache_root(ctx).glob("*.git"):
-        stale = [*repo.glob("*.lock"), *repo.glob("worktrees/*/*.lock")]
+    # os.scandir and os.walk, not pathlib's glob: this runs before every git step, and the
+    # globs cost ~0.6 ms a step on a fresh clone (bench/bench_runner.py).
+    for repo in _entries(str(_cache_root(ctx)), ".git", dirs=True):
+        stale = _entries(repo, ".lock")
+        worktrees = _entries(os.path.join(repo, "worktrees"), "", dirs=True)
+        for worktree in worktrees:
+            stale += _entries(worktree, ".lock")
         for sub in ("refs", "logs"):
-            stale += (repo / sub).rglob("*.lock")
+            for top, _, names in os.walk(os.path.join(repo, sub)):
+                stale += [os.path.join(top, name) for name in names if name.endswith(".lock")]
         for path in stale:
-            path.unlink(missing_ok=True)
-        for marker in repo.glob("worktrees/*/locked"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        for worktree in worktrees:
             with contextlib.suppress(OSError):
+                marker = Path(worktree, "locked")
                 if marker.read_text(errors="replace").strip() == "initializing":
                     # Half made (even its HEAD may be empty, which breaks fetch): drop it; the
                     # checkout path, if any, is then recognised as ours and reset.
-                    shutil.rmtree(marker.parent)
+                    shutil.rmtree(worktree)
+
+
+def _entries(folder: str, suffix: str, *, dirs: bool = False) -> list[str]:
+    """The paths of ``folder``'s files (or directories) whose names end with ``suffix``
+    (none when ``folder`` is missing)."""
+    try:
+        with os.scandir(folder) as found:
+            return [
+                e.path
+                for e in found
+                if e.name.endswith(suffix) and e.is_dir(follow_symlinks=False) == dirs
+            ]
+    except OSError:
+        return []
 
 
 def _repo_dir(ctx: StepContext, repo_url: str) -> Path:
@@ -1369,7 +1391,12 @@ def _has_untracked(worktree: Path) -> bool:
     if tracked is None:
         return True
     # Directories that hold tracked paths (a submodule is a tracked path itself).
-    parents = {p[:i] for p in tracked for i in range(len(p)) if p[i : i + 1] == b"/"}
+    parents: set[bytes] = set()
+    for tracked_path in tracked:
+        cut = tracked_path.rfind(b"/")
+        while cut > 0 and tracked_path[:cut] not in parents:
+            parents.add(tracked_path[:cut])
+            cut = tracked_path.rfind(b"/", 0, cut)
     pending = [b""]
     while pending:
         prefix = pending.pop()
