@@ -33,6 +33,7 @@ from promoter.gitcmd import (
     SAFE_CONFIG,
     branch_clone_args,
     clone_key,
+    clone_options,
     git_env,
 )
 
@@ -55,18 +56,20 @@ if TYPE_CHECKING:
 
 STAGING_PREFIX = ".longshoreman-early-"
 
-# The run command's options and whether each takes a value (promoter.cli.build_parser).
-_RUN_OPTIONS = {
-    "--manifests": True,
-    "--stage": True,
-    "--freight": True,
-    "--namespace": True,
-    "--var": True,
-    "--work-dir": True,
-    "--output": True,
-    "--git-config": True,
-    "--http-allow": True,
-}
+# The run command's options, each of which takes a value (promoter.cli.build_parser).
+_RUN_OPTIONS = frozenset(
+    (
+        "--manifests",
+        "--stage",
+        "--freight",
+        "--namespace",
+        "--var",
+        "--work-dir",
+        "--output",
+        "--git-config",
+        "--http-allow",
+    )
+)
 # Narrower than what git-clone accepts, on purpose: only the plainest values go to git before
 # the step has checked them itself (string tests, not regular expressions: re would load first).
 _SCHEMES = ("https://", "http://", "ssh://", "git://")
@@ -221,10 +224,10 @@ def _wait(pid: int, time_limit: float) -> int:
 
 def _kill(pid: int) -> None:
     """Kill git and what it started (a session of its own), and reap it."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    # Loaded here, not before git starts: io_port brings subprocess along.
+    from promoter.io_port import kill_group
+
+    kill_group(pid)
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:
@@ -311,11 +314,10 @@ def _plain(value: Any, known: Mapping[str, Any]) -> str | None:
 
 
 def _plain_branch_clone(
-    config: Mapping[str, Any], known: Mapping[str, Any] | None = None
+    config: Mapping[str, Any], known: Mapping[str, Any]
 ) -> tuple[str, str] | None:
     """(repoURL, branch) when ``config`` is a clone of one branch in plain values (or plain
-    vars) only."""
-    known = known or {}
+    vars, ``known``) only."""
     if set(config) - {"repoURL", "checkout"}:
         return None
     url, checkout = _plain(config.get("repoURL"), known), config.get("checkout")
@@ -402,12 +404,12 @@ def _start(argv: Sequence[str]) -> EarlyClone | None:
         if git_config is not None:
             settings_env["GIT_CONFIG_GLOBAL"] = os.path.realpath(git_config)
         env = git_env(home, settings_env, DEFAULT_AUTHOR_NAME, DEFAULT_AUTHOR_EMAIL)
-        clone_options = ["-c", f"user.name={DEFAULT_AUTHOR_NAME}"]
-        clone_options += ["-c", f"user.email={DEFAULT_AUTHOR_EMAIL}"]
+        # GitSettings' identity, as the step's own clone has it (no author in the config).
+        carried = clone_options(DEFAULT_AUTHOR_NAME, DEFAULT_AUTHOR_EMAIL)
         args = [
             # -C: no repository around the command line's directory is looked at.
             "git", "-C", staging, *SAFE_CONFIG,
-            *branch_clone_args(branch, clone_options, os.path.join(staging, "git")),
+            *branch_clone_args(branch, carried, os.path.join(staging, "git")),
             "--", url, os.path.join(staging, "out"),
         ]  # fmt: skip
         # posix_spawn, not subprocess: that module and what it loads would delay git's start
@@ -429,6 +431,6 @@ def _start(argv: Sequence[str]) -> EarlyClone | None:
 
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    early = EarlyClone(clone_key(url, branch, clone_options, env), staging, pid)
+    early = EarlyClone(clone_key(url, branch, carried, env), staging, pid)
     early.hold_interrupts()
     return early

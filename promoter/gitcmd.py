@@ -89,6 +89,19 @@ def git_env(
     return env
 
 
+def clone_options(
+    author_name: str, author_email: str, *, insecure: bool = False, blobless: bool = False
+) -> list[str]:
+    """What every clone of a git-clone step carries: the author of the commits made in the
+    checkout, and the transport choices (``insecureSkipTLSVerify``, ``blobless``)."""
+    options = ["-c", f"user.name={author_name}", "-c", f"user.email={author_email}"]
+    if insecure:
+        options += ["-c", "http.sslVerify=false"]
+    if blobless:
+        options.append("--filter=blob:none")
+    return options
+
+
 def branch_clone_args(branch: str, options: Sequence[str], git_dir: str) -> list[str]:
     """git's arguments (after ``git`` and :data:`SAFE_CONFIG`, before ``-- <url> <path>``) for
     a clone of one branch with its git directory kept apart (``--separate-git-dir``).

@@ -72,7 +72,8 @@ class IoPort(Protocol):
         ...
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL the session led by ``pid`` (a child and whatever it started), if still there."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
@@ -108,7 +109,7 @@ class LoopIo:
             # Cancelled or timed out: never leave a process behind (it may hold repository
             # locks).
             if proc.returncode is None:
-                _kill_group(proc.pid)
+                kill_group(proc.pid)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 with contextlib.suppress(Exception):
@@ -177,7 +178,7 @@ class BlockingIo:
             # Timed out, or Ctrl-C (KeyboardInterrupt): the child is in a session of its own,
             # so the terminal's signal never reached it; end it here.
             if proc.returncode is None:
-                _kill_group(proc.pid)
+                kill_group(proc.pid)
                 proc.kill()
                 proc.wait()
         return ProcessResult(proc.returncode, out, err)

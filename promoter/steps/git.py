@@ -70,6 +70,7 @@ from promoter.gitcmd import (
     SAFE_CONFIG,
     branch_clone_args,
     clone_key,
+    clone_options,
     digest,
     git_env,
 )
@@ -326,6 +327,10 @@ class GitRun:
     def ok(self) -> bool:
         return self.returncode == 0
 
+    @classmethod
+    def decoded(cls, returncode: int, stdout: bytes, stderr: bytes) -> GitRun:
+        return cls(returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace"))
+
 
 class _Git:
     """Runs git for one step: the environment, redaction and error wording live here."""
@@ -401,17 +406,20 @@ class _Git:
                 time_limit=timeout,
             )
         except TimeoutError:
-            raise StepError(
-                f"{self.kind}: git {args[0]} did not finish within {timeout:g}s"
-            ) from None
+            raise self.timed_out(args[0]) from None
         except OSError as exc:
             # No git binary on PATH, or the directory vanished under us.
             raise StepError(f"{self.kind}: could not start git {args[0]}: {exc.strerror}") from None
         finally:
             # Two perf_counter reads per call, nothing more (longshoreman_git_command_*).
             self.ctx.services.telemetry.git_call(args[0], time.perf_counter() - started)
-        out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
-        return GitRun(done.returncode, out, err)
+        return GitRun.decoded(done.returncode, done.stdout, done.stderr)
+
+    def timed_out(self, command: str) -> StepError:
+        return StepError(
+            f"{self.kind}: git {command} did not finish within "
+            f"{self.ctx.services.git.timeout_seconds:g}s"
+        )
 
     async def run(self, *args: str, cwd: Path, stdin: str | None = None, what: str = "") -> str:
         """Run git; raise a redacted StepError unless it exits 0. Returns stripped stdout."""
@@ -836,17 +844,14 @@ def _identity(kind: str, cfg: Config) -> tuple[str | None, str | None]:
 
 
 def _clone_options(plan: ClonePlan, ctx: StepContext) -> list[str]:
-    """What every clone of a git-clone step carries: the author (commits made in the checkout)
-    and the plan's transport choices."""
-    args = [
-        "-c", f"user.name={plan.author_name or ctx.services.git.author_name}",
-        "-c", f"user.email={plan.author_email or ctx.services.git.author_email}",
-    ]  # fmt: skip
-    if plan.insecure_skip_tls_verify:
-        args += ["-c", "http.sslVerify=false"]
-    if plan.blobless:
-        args.append("--filter=blob:none")
-    return args
+    """:func:`promoter.gitcmd.clone_options` for ``plan`` (the early clone makes its own with
+    the same function)."""
+    return clone_options(
+        plan.author_name or ctx.services.git.author_name,
+        plan.author_email or ctx.services.git.author_email,
+        insecure=plan.insecure_skip_tls_verify,
+        blobless=plan.blobless,
+    )
 
 
 async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
@@ -1187,12 +1192,11 @@ async def _take_early_clone(
     try:
         done = await git.ctx.services.io.call(early.take, key, str(ck.path), str(gitdir), timeout)
     except TimeoutError:
-        raise StepError(f"{git.kind}: git clone did not finish within {timeout:g}s") from None
+        raise git.timed_out("clone") from None
     if done is None:
         return None
     git.ctx.services.telemetry.git_call("clone", time.perf_counter() - started)
-    code, out, err = done
-    return GitRun(code, out.decode(errors="replace"), err.decode(errors="replace"))
+    return GitRun.decoded(*done)
 
 
 async def git_clone(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
