@@ -8,18 +8,20 @@ stdout; progress goes to stderr.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from promoter.errors import InvalidInput
+from promoter.records import record
 
 # The engine, the model and the steps are imported by the command that runs a Promotion, not at
 # start-up: `--help`, a typo'd option or `demo` should not wait for them (the runner is run in
 # loops over Stages and in CI for every template change; tests/test_runner_imports.py).
 if TYPE_CHECKING:
+    import argparse
+
     from promoter.earlyclone import EarlyClone
     from promoter.model import Promotion, Var
     from promoter.steps.base import StepServices
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 # The local runner runs a developer's own manifests on their own machine, where the services a
 # promotion talks to (and the examples' fakes) are often on loopback; the server allows none.
 LOCAL_HTTP_ALLOW = ("127.0.0.0/8", "::1", "localhost")
+DEFAULT_HTTP_ALLOW = ",".join(LOCAL_HTTP_ALLOW)
 
 EXIT_OK = 0
 EXIT_PROMOTION_FAILED = 1
@@ -42,7 +45,69 @@ def parse_var(text: str) -> Var:
     return Var(name.strip(), value)
 
 
+@record
+class RunArgs:
+    """The ``run`` command's arguments, as its parser gives them."""
+
+    manifests: str
+    stage: str
+    freight: str
+    namespace: str | None = None
+    var: Sequence[str] = ()
+    work_dir: Path | None = None
+    output: str = "text"
+    git_config: Path | None = None
+    http_allow: str = DEFAULT_HTTP_ALLOW
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> RunArgs:
+        return cls(
+            manifests=args.manifests,
+            stage=args.stage,
+            freight=args.freight,
+            namespace=args.namespace,
+            var=args.var,
+            work_dir=args.work_dir,
+            output=args.output,
+            git_config=args.git_config,
+            http_allow=args.http_allow,
+        )
+
+
+def plain_run_args(argv: Sequence[str]) -> RunArgs | None:
+    """``run``'s arguments without argparse, when the command line is of the plain kind that
+    needs none of its rules: each option spelled out, its value after it or after ``=``, every
+    required one there, ``--output`` one of its choices. None for anything else, which goes to
+    argparse, help and errors and all. Both give the same arguments (tests/test_runner_cli.py);
+    importing argparse and building its parser is a tenth of what the runner's own start-up
+    costs (``bench/bench_runner.py``)."""
+    from promoter.earlyclone import run_options
+
+    options = run_options(argv)
+    if options is None or not {"--manifests", "--stage", "--freight"} <= options.keys():
+        return None
+    # argparse keeps the last of an option given twice; --var gathers them all.
+    got = {name: values[-1] for name, values in options.items()}
+    output = got.get("--output", "text")
+    if output not in ("text", "json"):
+        return None
+    work_dir, git_config = got.get("--work-dir"), got.get("--git-config")
+    return RunArgs(
+        manifests=got["--manifests"],
+        stage=got["--stage"],
+        freight=got["--freight"],
+        namespace=got.get("--namespace"),
+        var=options.get("--var", []),
+        work_dir=None if work_dir is None else Path(work_dir),
+        output=output,
+        git_config=None if git_config is None else Path(git_config),
+        http_allow=got.get("--http-allow", DEFAULT_HTTP_ALLOW),
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="longshoreman",
         description="Run Kargo-compatible promotions locally (no cluster needed).",
@@ -91,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--http-allow",
-        default=",".join(LOCAL_HTTP_ALLOW),
+        default=DEFAULT_HTTP_ALLOW,
         metavar="HOSTS",
         help="hosts the http step may reach besides public ones: comma-separated names, "
         "*.suffix, IPs or CIDRs (default: loopback, for services on this machine; the server "
@@ -160,9 +225,7 @@ def _services(
     return StepServices(git=GitSettings(env=env), http=HttpSettings(allow_hosts=allow), extra=extra)
 
 
-def cmd_run(
-    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, early: EarlyClone | None = None
-) -> int:
+def cmd_run(args: RunArgs, stdout: TextIO, stderr: TextIO, early: EarlyClone | None = None) -> int:
     import gc
 
     from promoter.manifests import load
@@ -219,9 +282,12 @@ def main(
     loaded (:mod:`promoter.earlyclone`); the caller ends it if nobody takes it."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
+    plain = plain_run_args(sys.argv[1:] if argv is None else argv)
+    if plain is not None:
+        return cmd_run(plain, stdout, stderr, early)
     args = build_parser().parse_args(argv)
     if args.command == "run":
-        return cmd_run(args, stdout, stderr, early)
+        return cmd_run(RunArgs.of(args), stdout, stderr, early)
     from promoter.demo import run_demo
 
     return run_demo(stdout, stderr)

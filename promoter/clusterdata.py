@@ -19,7 +19,6 @@ step read are redacted from its messages (:meth:`DataCache.redact`).
 
 from __future__ import annotations
 
-import base64
 import binascii
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
@@ -68,6 +67,8 @@ class DataNeeded(LongshoremanError):
 
 def secret_object(obj: Mapping[str, Any]) -> DataObject:
     """A Kubernetes Secret (``data`` in base64, ``stringData`` as text) as a DataObject."""
+    import base64
+
     data: dict[str, str] = {}
     for key, value in (obj.get("data") or {}).items():
         try:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 STAGING_PREFIX = ".longshoreman-early-"
 
 # The run command's options, each of which takes a value (promoter.cli.build_parser).
-_RUN_OPTIONS = frozenset(
+RUN_OPTIONS = frozenset(
     (
         "--manifests",
         "--stage",
@@ -192,9 +192,22 @@ class EarlyClone:
             return b""
 
     def _remove(self) -> None:
-        import shutil
+        # What the staging holds once git is gone (its output, an empty HOME) goes without
+        # shutil, which would load bz2 and lzma with it; anything else takes shutil.rmtree.
+        staging = self.staging
+        try:
+            for name in ("stdout", "stderr"):
+                if os.path.lexists(path := os.path.join(staging, name)):
+                    os.unlink(path)
+            if os.path.lexists(home := os.path.join(staging, "home")):
+                os.rmdir(home)
+            os.rmdir(staging)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            import shutil
 
-        shutil.rmtree(self.staging, ignore_errors=True)
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _wait(pid: int, time_limit: float) -> int:
@@ -234,26 +247,25 @@ def _kill(pid: int) -> None:
         pass
 
 
-def _run_options(argv: Sequence[str]) -> dict[str, str] | None:
-    """The ``run`` command's options as argparse would read them, or None for anything this
-    plain reading might get wrong (abbreviations, help, another command): no early clone.
-    ``--var``, which may come again, holds its values joined by NUL (no value has one)."""
+def run_options(argv: Sequence[str]) -> dict[str, list[str]] | None:
+    """The ``run`` command's options as argparse reads them (each option's values in order),
+    or None for anything this plain reading might get wrong: abbreviations, help, another
+    command, a positional word, or a value after its option that begins with ``-`` (argparse
+    may read that as an option). :func:`promoter.cli.plain_run_args` builds on it too."""
     if not argv or argv[0] != "run":
         return None
-    found: dict[str, str] = {}
+    found: dict[str, list[str]] = {}
     i = 1
     while i < len(argv):
         name, eq, value = argv[i].partition("=")
-        if name not in _RUN_OPTIONS:
+        if name not in RUN_OPTIONS:
             return None
         if not eq:
             i += 1
-            if i >= len(argv):
+            if i >= len(argv) or argv[i].startswith("-"):
                 return None
             value = argv[i]
-        if name == "--var" and name in found:
-            value = f"{found[name]}\0{value}"
-        found[name] = value
+        found.setdefault(name, []).append(value)
         i += 1
     return found
 
@@ -372,21 +384,23 @@ def start(argv: Sequence[str]) -> EarlyClone | None:
 
 
 def _start(argv: Sequence[str]) -> EarlyClone | None:
-    options = _run_options(argv)
+    options = run_options(argv)
     if options is None or "--manifests" not in options or "--stage" not in options:
         return None
-    git_config = options.get("--git-config")
+    # argparse keeps the last of an option given twice (--var gathers them all).
+    last = {name: values[-1] for name, values in options.items()}
+    git_config = last.get("--git-config")
     if git_config is not None and not os.path.isfile(git_config):
         return None
-    docs = _read_documents(options["--manifests"])
-    cli_vars = options["--var"].split("\0") if "--var" in options else []
-    config, known = _first_clone(docs, options["--stage"], options.get("--namespace"), cli_vars)
+    docs = _read_documents(last["--manifests"])
+    cli_vars = options.get("--var", [])
+    config, known = _first_clone(docs, last["--stage"], last.get("--namespace"), cli_vars)
     plan = _plain_branch_clone(config, known)
     if plan is None:
         return None
     url, branch = plan
     # Beside the work directories, on their file system, so that the step can move it in.
-    root = options.get("--work-dir")
+    root = last.get("--work-dir")
     if root is not None:
         os.makedirs(root, exist_ok=True)  # as the runner would, a moment later
     else:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -229,6 +228,8 @@ def clear(work_dir: Path) -> None:
     Nothing in it is trusted: it may be another life's of this same Promotion, ahead of or
     beside the status. Symlinks are unlinked, never followed.
     """
+    import shutil  # a work directory to clear is the exception: most runs never load it
+
     work_dir.mkdir(parents=True, exist_ok=True)
     for entry in work_dir.iterdir():
         if entry.is_dir() and not entry.is_symlink():

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import getpass
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -144,6 +143,9 @@ async def _execute(
 
     with contextlib.ExitStack() as stack:
         if options.work_dir is None:
+            # Only here: with --work-dir, tempfile (and shutil, random, bz2, lzma) never loads.
+            import tempfile
+
             work_root = Path(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="longshoreman-"))
             )

@@ -13,7 +13,6 @@ message an author can act on; every result is bounded (see :mod:`promoter.expres
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import math
@@ -339,12 +338,16 @@ def last_index_of(value: Any, sub: Any) -> int:
 
 @_builtin("toBase64", 1)
 def to_base64(value: Any) -> str:
+    import base64
+
     data = _string_arg("toBase64", value).encode("utf-8", "surrogatepass")
     return check_string(base64.b64encode(data).decode("ascii"))
 
 
 @_builtin("fromBase64", 1)
 def from_base64(value: Any) -> str:
+    import base64
+
     try:
         data = base64.b64decode(_string_arg("fromBase64", value), validate=True)
     except (binascii.Error, ValueError) as exc:

@@ -17,13 +17,11 @@ thread in the server (``ctx.services.io``) so a large copy or glob never blocks 
 
 from __future__ import annotations
 
-import glob
 import io
 import json
 import os
 import re
-import shutil
-import tempfile
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -101,17 +99,31 @@ def _read_text(path: Path, kind: str, raw: str, field_name: str = "path") -> str
         raise StepError(f"{kind}: could not read {raw!r}: {err.strerror}") from None
 
 
+def _create_beside(path: Path) -> tuple[int, str]:
+    """A new file of our own (mode 0600) beside ``path``, as ``tempfile.mkstemp`` makes one:
+    tempfile (with shutil, random, bz2 and lzma) costs more to import than the whole edit of
+    an image tag takes (``bench/bench_runner.py``)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}")
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
 def _write_text_atomic(path: Path, text: str) -> None:
     """Replace a file's content in one rename, so a crash never leaves half a file behind.
 
     A retried step then sees either the old or the new content, both of which it handles.
     """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = _create_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
         if path.exists():
-            shutil.copymode(path, tmp)
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # shutil.copymode's doing
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -856,6 +868,8 @@ class IgnoreRules:
 
 
 def _copy(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    import shutil  # here, not at the top: see _create_beside
+
     kind = "copy"
     cfg = Config(kind, config)
     in_raw, out_raw = cfg.str("inPath"), cfg.str("outPath")
@@ -918,6 +932,8 @@ def _copy(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 
 
 def _remove(path: Path) -> None:
+    import shutil  # see _create_beside
+
     try:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
@@ -928,6 +944,8 @@ def _remove(path: Path) -> None:
 
 
 def _delete(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    import glob
+
     kind = "delete"
     cfg = Config(kind, config)
     has_path, listed = cfg.has("path"), cfg.list("paths")

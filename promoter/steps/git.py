@@ -51,12 +51,9 @@ in a remote URL, a config file, a command line or a message.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
-import random
 import re
-import shutil
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -142,6 +139,14 @@ _PERMANENT_ERRORS = (
     "the requested url returned error: 403",
     "the requested url returned error: 404",
 )
+
+
+def _rmtree(path: Path | str, ignore_errors: bool = False) -> None:
+    """``shutil.rmtree``, loaded when something is to be removed: a Promotion that removes
+    nothing (most local runs) never loads shutil, nor the bz2 and lzma it brings along."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=ignore_errors)
 
 
 # --------------------------------------------------------------------------------------------
@@ -292,6 +297,8 @@ def credential_env(
     if scheme not in ("http", "https") or not parts.hostname:
         return None
     host = parts.hostname.lower() + (f":{parts.port}" if parts.port else "")
+    import base64
+
     blob = base64.b64encode(f"{credential.username}:{credential.password}".encode()).decode()
     try:
         index = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
@@ -469,7 +476,7 @@ def _clear_stale_locks(ctx: StepContext) -> None:
                 if marker.read_text(errors="replace").strip() == "initializing":
                     # Half made (even its HEAD may be empty, which breaks fetch): drop it; the
                     # checkout path, if any, is then recognised as ours and reset.
-                    shutil.rmtree(worktree)
+                    _rmtree(worktree)
 
 
 def _entries(folder: str, suffix: str, *, dirs: bool = False) -> list[str]:
@@ -872,7 +879,7 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
             # that never arrived, and git then refuses to fetch ("bad object worktrees/..").
             # This step re-creates its checkouts anyway: drop the worktree bookkeeping and
             # try again; failing that, start over from a fresh clone below.
-            await git.ctx.services.io.call(shutil.rmtree, repo / "worktrees", True)
+            await git.ctx.services.io.call(_rmtree, repo / "worktrees", True)
             fetched = await git.try_run(*fetch, cwd=repo)
         if fetched.ok:
             return repo, False
@@ -881,7 +888,7 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
             strip_userinfo(plan.repo_url),
             git.clean(fetched.stderr)[:200],
         )
-        await git.ctx.services.io.call(shutil.rmtree, repo, True)
+        await git.ctx.services.io.call(_rmtree, repo, True)
     args = [
         "clone", "--bare", "-q",
         # Remote-tracking refs (not the mirror-like refs/heads/* a bare clone has) so that a
@@ -891,7 +898,7 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
     args += _clone_options(plan, ctx)
     # Clone next to the final place and rename: a crash mid-clone never leaves a half repository
     # that a re-run would mistake for a finished one.
-    tmp = repo.with_name(f"{repo.name}.tmp-{os.getpid()}-{random.randrange(1 << 30):x}")
+    tmp = repo.with_name(f"{repo.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     try:
         await git.run(
             *args, "--", plan.repo_url, str(tmp),
@@ -900,7 +907,7 @@ async def _ensure_clone(git: _Git, plan: ClonePlan) -> tuple[Path, bool]:
         tmp.rename(repo)
     finally:
         if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+            _rmtree(tmp, ignore_errors=True)
     return repo, True
 
 
@@ -917,7 +924,7 @@ def _forget_worktree(repo: Path, path: Path) -> None:
         except OSError:
             continue
         if registered == target:
-            shutil.rmtree(entry, ignore_errors=True)
+            _rmtree(entry, ignore_errors=True)
 
 
 async def _remote_refs(git: _Git, repo: Path) -> dict[str, str]:
@@ -1001,10 +1008,10 @@ async def _clear_checkout_path(git: _Git, checkout: CheckoutPlan) -> None:
     owner = _owning_repo(git.ctx, path)
     if owner is not None:
         # Re-entry: an earlier attempt (maybe in another process) checked out here.
-        await git.ctx.services.io.call(shutil.rmtree, path)
+        await git.ctx.services.io.call(_rmtree, path)
         if _CHECKOUT_REPO_RE.match(owner.name):
             # The checkout's own clone: nothing else uses it.
-            await git.ctx.services.io.call(shutil.rmtree, owner, True)
+            await git.ctx.services.io.call(_rmtree, owner, True)
         elif owner.is_dir():
             await git.run("worktree", "prune", cwd=owner)
         return
@@ -1153,7 +1160,7 @@ async def _clone_checkout(git: _Git, plan: ClonePlan, ck: CheckoutPlan) -> str |
     gitdir = _checkout_repo_dir(ctx, plan.repo_url, ck.path)
     await _clear_checkout_path(git, ck)
     if gitdir.exists():
-        await git.ctx.services.io.call(shutil.rmtree, gitdir, True)
+        await git.ctx.services.io.call(_rmtree, gitdir, True)
     gitdir.parent.mkdir(parents=True, exist_ok=True)
     options = _clone_options(plan, ctx)
     cloned = await _take_early_clone(git, plan, ck, options, gitdir)
@@ -1162,7 +1169,7 @@ async def _clone_checkout(git: _Git, plan: ClonePlan, ck: CheckoutPlan) -> str |
         cloned = await git.try_run(*args, "--", plan.repo_url, str(ck.path), cwd=gitdir.parent)
     if not cloned.ok:
         # git removes what it made when a clone fails; be sure, so the next try starts clean.
-        await git.ctx.services.io.call(shutil.rmtree, gitdir, True)
+        await git.ctx.services.io.call(_rmtree, gitdir, True)
         if "not found in upstream" not in cloned.stderr.lower():
             raise git.error(f"could not clone {strip_userinfo(plan.repo_url)}", cloned)
         # No such branch: the shared clone creates it (create: true) or says it is missing.
@@ -1243,7 +1250,7 @@ def _remove_all_but_git(path: Path) -> None:
             continue
         # Symlinks are unlinked, never followed: a link may point outside the work directory.
         if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
+            _rmtree(entry)
         else:
             entry.unlink()
 
@@ -1717,6 +1724,8 @@ async def git_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
                 # Spread competing pushers apart; the first retry goes at once (fetch and
                 # rebase already took a moment).
                 delay = min(MAX_PUSH_BACKOFF_SECONDS, 0.05 * 2 ** (attempt - 2))
+                import random
+
                 await ctx.services.io.sleep(delay * random.uniform(0.5, 1.0))
     output: dict[str, Any] = {"branch": branch, "commit": head}
     url = commit_url(repo_url, head, plan.provider)
