@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
 from promoter.errors import InvalidInput
+from promoter.lean import TYPE_CHECKING
 from promoter.records import record
 
 # The engine, the model and the steps are imported by the command that runs a Promotion, not at
@@ -21,6 +21,7 @@ from promoter.records import record
 # loops over Stages and in CI for every template change; tests/test_runner_imports.py).
 if TYPE_CHECKING:
     import argparse
+    from typing import TextIO
 
     from promoter.earlyclone import EarlyClone
     from promoter.model import Promotion, Var

@@ -23,7 +23,11 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Final, Protocol
+
+from promoter.lean import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from typing import Final
 
 
 class Clock(Protocol):

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar
 
 from promoter.errors import LongshoremanError
 from promoter.expressions import ExpressionError
+from promoter.lean import TYPE_CHECKING, Protocol
 from promoter.records import field, record
+
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
 
 SECRET = "Secret"
 CONFIG_MAP = "ConfigMap"
@@ -169,7 +172,8 @@ class DataCache:
         return text
 
 
-_T = TypeVar("_T")
+if TYPE_CHECKING:
+    _T = TypeVar("_T")
 
 
 async def evaluate_with_data(

@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from promoter import records, replay
 from promoter.clock import SYSTEM
@@ -39,6 +38,7 @@ from promoter.clusterdata import DataCache, evaluate_with_data
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
 from promoter.expressions.dates import now_on
+from promoter.lean import TYPE_CHECKING
 from promoter.model import (
     TASK_SEPARATOR,
     Phase,
@@ -63,6 +63,9 @@ from promoter.steps.base import (
     verifier_of,
 )
 from promoter.telemetry import lazy_logger
+
+if TYPE_CHECKING:
+    from typing import Any
 
 log = lazy_logger(__name__)  # logging loads on first use (bench_runner)
 

@@ -28,15 +28,16 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from promoter.lean import TYPE_CHECKING, Protocol
 from promoter.records import record
 
 if TYPE_CHECKING:  # asyncio itself loads with LoopIo's first call
     import asyncio
     import weakref
+    from typing import Any, TypeVar
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 
 @record

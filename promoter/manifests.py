@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from promoter.errors import InvalidInput
+from promoter.lean import TYPE_CHECKING
 from promoter.model import (
     ACCEPTED_API_VERSIONS,
     API_VERSION,
@@ -28,6 +28,9 @@ from promoter.model import (
 )
 from promoter.records import field, record
 from promoter.yamlio import LOADER, yaml
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Third-party kinds we know and keep, by apiVersion prefix.
 _CARRIED = {

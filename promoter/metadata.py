@@ -16,12 +16,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError
+from promoter.lean import TYPE_CHECKING, Protocol
 from promoter.records import record
 from promoter.steps.base import Config
+
+if TYPE_CHECKING:
+    from typing import Any
 
 STAGE = "Stage"
 FREIGHT = "Freight"

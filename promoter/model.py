@@ -12,12 +12,15 @@ import enum
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from promoter.annotations import GROUP as GROUP  # also the API group
 from promoter.annotations import ROLLBACK_ANNOTATIONS, create_actor, created_by, is_rollback
 from promoter.errors import InvalidInput
+from promoter.lean import TYPE_CHECKING, lazy_pattern
 from promoter.records import field, record, replace
+
+if TYPE_CHECKING:
+    from typing import Any
 
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -73,7 +76,7 @@ def parse_time(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_PART = lazy_pattern(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {
     "ns": 1e-9,
     "us": 1e-6,

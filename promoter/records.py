@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import sys
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, TypeVar, dataclass_transform, overload
+
+from promoter.lean import TYPE_CHECKING, dataclass_transform
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from dataclasses import field as _stdlib_field
+    from typing import Any, TypeVar, overload
+
+    _T = TypeVar("_T")
 else:
     _stdlib_field = None  # only the type checker needs to know dataclasses.field here
 
-_T = TypeVar("_T")
 _UNSUPPORTED = ("InitVar", "KW_ONLY", "ClassVar")
 
 
@@ -311,12 +314,13 @@ def _methods(cls: Any, fields: list[Field], frozen: bool) -> dict[str, Any]:
     return methods
 
 
-@overload
-def record(cls: type[_T], /) -> type[_T]: ...
+if TYPE_CHECKING:
 
+    @overload
+    def record(cls: type[_T], /) -> type[_T]: ...
 
-@overload
-def record(*, frozen: bool = True) -> Callable[[type[_T]], type[_T]]: ...
+    @overload
+    def record(*, frozen: bool = True) -> Callable[[type[_T]], type[_T]]: ...
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field, _stdlib_field))

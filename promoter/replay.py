@@ -37,12 +37,15 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from promoter.expressions import revive_result
 from promoter.gitcmd import digest
+from promoter.lean import TYPE_CHECKING
 from promoter.records import field, record
 from promoter.steps.base import PRIVATE_DIR
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MARKER = "replay.json"
 # Recorded function results above this size (JSON, per step, and for all steps together) are

@@ -19,7 +19,6 @@ import getpass
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from promoter import engine
 from promoter.builder import build_promotion
@@ -28,6 +27,7 @@ from promoter.clusterdata import InMemoryData
 from promoter.freight_alias import InMemoryFreightAliases
 from promoter.gitcmd import EARLY_CLONE_PORT
 from promoter.io_port import BlockingIo, drive
+from promoter.lean import TYPE_CHECKING
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
@@ -37,6 +37,9 @@ from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry, builtin_registry
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def local_actor() -> str:

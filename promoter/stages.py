@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from promoter.annotations import FREIGHT_CREATED
+from promoter.lean import TYPE_CHECKING
 from promoter.model import Phase, format_time, freight_reference, meta, name_of, parse_time
 from promoter.records import record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 FREIGHT_HISTORY_LIMIT = 10
 

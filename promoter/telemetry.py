@@ -20,10 +20,12 @@ import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from promoter.lean import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import logging
+    from typing import Any
 
 # The fields a log line may carry to say what it is about.
 CONTEXT_FIELDS = ("promotion", "stage", "namespace", "delivery_id")
@@ -121,4 +123,4 @@ def lazy_logger(name: str) -> logging.Logger:
     that logs nothing never imports logging and what it brings along (``bench/bench_runner.py``).
     The same logger as ``logging.getLogger(name)``, so configuration and handlers apply as usual.
     """
-    return cast("logging.Logger", _LazyLogger(name))
+    return _LazyLogger(name)  # type: ignore[return-value]  # a Logger in all but name

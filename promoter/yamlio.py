@@ -17,25 +17,10 @@ from __future__ import annotations
 import re
 import sys
 
-# The early clone loads this before git starts: typing is for the type checker only.
-TYPE_CHECKING = False
+from promoter.lean import TYPE_CHECKING, lazy_pattern
+
 if TYPE_CHECKING:
     from typing import Any
-
-
-class _LazyPattern:
-    """A compiled pattern that is compiled when first used."""
-
-    __slots__ = ("_args", "_pattern")
-
-    def __init__(self, pattern: str, flags: int) -> None:
-        self._args = (pattern, flags)
-        self._pattern: re.Pattern[str] | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._pattern is None:
-            self._pattern = re.compile(*self._args)
-        return getattr(self._pattern, name)
 
 
 def _load() -> Any:
@@ -46,7 +31,7 @@ def _load() -> Any:
     def compile_later(pattern: Any, flags: int = 0) -> Any:
         caller = sys._getframe(1).f_globals.get("__name__", "")
         if isinstance(pattern, str) and caller.startswith("yaml."):
-            return _LazyPattern(pattern, flags)
+            return lazy_pattern(pattern, flags)
         return compile_now(pattern, flags)
 
     re.compile = compile_later

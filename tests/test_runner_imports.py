@@ -154,7 +154,51 @@ def test_a_git_only_promotion_imports_no_other_steps_libraries(tmp_path: Path) -
     # Records, not dataclasses (promoter/records.py), and so no inspect; hashlib's OpenSSL
     # neither (promoter/gitcmd.py).
     assert sorted(modules & {"dataclasses", "inspect", "hashlib", "_hashlib"}) == []
+    assert sorted(modules & UNUSED_BY_A_LOCAL_RUN) == []
     assert [b for b in remote.branches() if b.startswith("kargo/promotion/")]
+
+
+# What no local git Promotion loads: typing (promoter/lean.py), argparse for a plain command
+# line (promoter.cli.plain_run_args), subprocess and threading where one thread runs
+# (promoter.io_port), tempfile and shutil with --work-dir and nothing to remove.
+UNUSED_BY_A_LOCAL_RUN = {
+    "typing",
+    "argparse",
+    "gettext",
+    "locale",
+    "subprocess",
+    "threading",
+    "tempfile",
+    "shutil",
+    "bz2",
+    "lzma",
+}
+
+
+def test_an_image_update_promotion_loads_no_more_than_it_needs(tmp_path: Path) -> None:
+    """The Promotion bench/bench_runner.py times: clone, yaml-update, commit, push."""
+    remote = make_remote(tmp_path, files={"app/values.yaml": "image:\n  tag: v1\n"})
+    gitconfig = git_env(tmp_path, {remote.url: REPO})["GIT_CONFIG_GLOBAL"]
+    manifests = tmp_path / "manifests.yaml"
+    manifests.write_text(
+        GIT_ONLY_MANIFESTS.replace(
+            "      - uses: git-clear\n        config:\n          path: ./out\n",
+            "      - uses: yaml-update\n        config:\n          path: ./out/app/values.yaml\n"
+            "          updates:\n          - key: image.tag\n            value: v2\n",
+        )
+    )
+    code, modules = imported_by(
+        tmp_path,
+        "run", "--manifests", str(manifests), "--stage", "test", "--freight", "frozen-tauntaun",
+        "--git-config", gitconfig, "--work-dir", str(tmp_path / "work"),
+    )  # fmt: skip
+    assert code == 0
+    assert {"promoter.steps.files", "promoter.steps.yamlsplice", "yaml"} <= modules
+    assert sorted(modules & UNUSED_BY_A_LOCAL_RUN) == []
+    assert "ruamel.yaml" not in modules
+    pushed = [b for b in remote.branches() if b.startswith("kargo/promotion/")]
+    assert len(pushed) == 1
+    assert remote.read_file(pushed[0], "app/values.yaml") == "image:\n  tag: v2\n"
 
 
 def test_listing_kinds_imports_no_step_module(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
 
 import yaml
 
@@ -39,10 +38,15 @@ from promoter.expressions.values import (
     plain_data,
     type_name,
 )
+from promoter.lean import TYPE_CHECKING, Any, lazy_pattern
+
+if TYPE_CHECKING:
+    from typing import TypeVar
 
 BuiltinFunction = Callable[..., Any]
 BUILTINS: dict[str, BuiltinFunction] = {}
-_F = TypeVar("_F", bound=BuiltinFunction)
+if TYPE_CHECKING:
+    _F = TypeVar("_F", bound=BuiltinFunction)
 
 
 def _builtin(name: str, min_args: int, max_args: int | None = None) -> Callable[[_F], _F]:
@@ -363,7 +367,7 @@ def to_string(value: Any) -> str:
     return check_string(go_sprint(value))
 
 
-_GO_ATOI = re.compile(r"[+-]?[0-9]+")
+_GO_ATOI = lazy_pattern(r"[+-]?[0-9]+")
 
 
 @_builtin("int", 1)
@@ -386,7 +390,7 @@ def to_int(value: Any) -> int:
     raise ExpressionError(reason=f"invalid operation: int({type_name(value)})")
 
 
-_GO_FLOAT = re.compile(
+_GO_FLOAT = lazy_pattern(
     r"[+-]?(?:(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)(?:[eE][+-]?\d(?:_?\d)*)?"
     r"|0[xX](?:[0-9a-fA-F](?:_?[0-9a-fA-F])*(?:\.(?:[0-9a-fA-F](?:_?[0-9a-fA-F])*)?)?"
     r"|\.[0-9a-fA-F](?:_?[0-9a-fA-F])*)[pP][+-]?\d(?:_?\d)*)",

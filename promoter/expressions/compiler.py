@@ -22,7 +22,6 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from promoter.errors import LongshoremanError
 from promoter.expressions import parser as syntax
@@ -50,6 +49,7 @@ from promoter.expressions.values import (
     type_name,
     work_budget,
 )
+from promoter.lean import Any
 from promoter.records import field, record
 
 

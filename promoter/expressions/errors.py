@@ -7,11 +7,13 @@ message a user can act on.
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 from promoter.errors import LongshoremanError
+from promoter.lean import TYPE_CHECKING
 
-_E = TypeVar("_E", bound="ExpressionError")
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    _E = TypeVar("_E", bound="ExpressionError")
 
 
 class ExpressionError(LongshoremanError):

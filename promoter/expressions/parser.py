@@ -22,10 +22,13 @@ position, ``#acc`` the accumulator of ``reduce``, and a leading ``.name`` means 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from promoter.expressions.errors import ExpressionSyntaxError
+from promoter.lean import TYPE_CHECKING
 from promoter.records import record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Deeper input is refused with a syntax error instead of exhausting Python's recursion limit
 # while parsing, compiling or evaluating (every AST level costs a few stack frames).

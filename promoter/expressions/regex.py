@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import cast
 
 from promoter.expressions.errors import ExpressionError
 
@@ -500,7 +499,9 @@ class Regex:
     def _step(self, states: frozenset[int], ch: str) -> frozenset[int]:
         program = self._program
         following: frozenset[int] = frozenset(
-            cast(int, program[pc][2]) for pc in states if cast(Matcher, program[pc][1])(ch)
+            program[pc][2]  # type: ignore[misc]  # an int, in a "lit" instruction
+            for pc in states
+            if program[pc][1](ch)  # type: ignore[operator]  # its Matcher
         )
         if len(self._steps) > _CACHE_LIMIT:
             self._steps.clear()

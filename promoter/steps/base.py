@@ -30,12 +30,12 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 
 from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
 from promoter.gitcmd import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
 from promoter.io_port import LOOP_IO, IoPort
+from promoter.lean import TYPE_CHECKING, Any, Protocol
 from promoter.records import field, record
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 

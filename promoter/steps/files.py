@@ -24,13 +24,13 @@ import re
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml as pyyaml
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.expressions.compiler import ENVIRONMENT
+from promoter.lean import Any, lazy_pattern
 from promoter.records import field, record
 from promoter.steps.base import (
     Config,
@@ -460,8 +460,8 @@ class _JsonSpan:
     items: list[_JsonSpan] = field(default_factory=list)
 
 
-_JSON_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
-_JSON_WS = re.compile(r"[ \t\n\r]*")
+_JSON_SCALAR = lazy_pattern(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
+_JSON_WS = lazy_pattern(r"[ \t\n\r]*")
 _JSON_DECODER = json.JSONDecoder()
 
 
@@ -1002,7 +1002,7 @@ def _delete(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 # file-write
 # --------------------------------------------------------------------------------------------
 
-_PERMISSIONS = re.compile(r"0[0-7]{3}")
+_PERMISSIONS = lazy_pattern(r"0[0-7]{3}")
 _DEFAULT_PERMISSIONS = 0o600  # Kargo's default
 
 

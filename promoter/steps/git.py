@@ -58,7 +58,6 @@ import time
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from promoter.errors import ConfigRefused, StepError
@@ -71,6 +70,7 @@ from promoter.gitcmd import (
     digest,
     git_env,
 )
+from promoter.lean import TYPE_CHECKING
 from promoter.records import record
 from promoter.steps.base import (
     PRIVATE_DIR,
@@ -90,6 +90,8 @@ from promoter.steps.base import (
 from promoter.telemetry import lazy_logger
 
 if TYPE_CHECKING:
+    from typing import Any, Literal
+
     from promoter.earlyclone import EarlyClone
 
 log = lazy_logger(__name__)  # logging loads on first use (bench_runner)
@@ -668,7 +670,8 @@ def _open_worktree(ctx: StepContext, kind: str, config: Config) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
-CheckoutKind = Literal["branch", "tag", "commit", "default"]
+if TYPE_CHECKING:
+    CheckoutKind = Literal["branch", "tag", "commit", "default"]
 
 
 @record
