@@ -390,7 +390,7 @@ def to_int(value: Any) -> int:
     raise ExpressionError(reason=f"invalid operation: int({type_name(value)})")
 
 
-_GO_FLOAT = lazy_pattern(
+_GO_FLOAT = re.compile(
     r"[+-]?(?:(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)(?:[eE][+-]?\d(?:_?\d)*)?"
     r"|0[xX](?:[0-9a-fA-F](?:_?[0-9a-fA-F])*(?:\.(?:[0-9a-fA-F](?:_?[0-9a-fA-F])*)?)?"
     r"|\.[0-9a-fA-F](?:_?[0-9a-fA-F])*)[pP][+-]?\d(?:_?\d)*)",
