@@ -4,9 +4,11 @@
 about 0.35 ms a class on this project's machines, and the local runner's process defines some
 forty before its first git command (``bench/bench_runner.py``); importing ``dataclasses`` also
 loads ``inspect`` and with it ``ast``, ``dis`` and ``tokenize``. ``@record`` makes the same class
-with one compiled method, ``__init__`` (so that its signature, speed and errors are those of a
-dataclass), and the others shared: ``__eq__``, ``__hash__``, ``__repr__``, ``__setattr__`` and
-``__delattr__`` read the field names from the class. ``dataclasses`` itself is not imported.
+with one method of its own, ``__init__`` (so that its signature, speed and errors are those of
+a dataclass; its code is a copy of a template of :mod:`promoter.recordinits` with the field
+names put in, nothing compiled), and the others shared: ``__eq__``, ``__hash__``,
+``__repr__``, ``__setattr__`` and ``__delattr__`` read the field names from the class.
+``dataclasses`` itself is not imported.
 
 What comes out is a dataclass to everything that asks: ``__dataclass_fields__`` holds fields
 with the attributes of :class:`dataclasses.Field`, so :func:`dataclasses.replace`,
@@ -25,11 +27,13 @@ from __future__ import annotations
 
 import sys
 from operator import attrgetter
+from types import FunctionType
 
+from promoter import recordinits as _templates
 from promoter.lean import TYPE_CHECKING, dataclass_transform
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from dataclasses import field as _stdlib_field
     from typing import Any, TypeVar, overload
 
@@ -234,36 +238,104 @@ _HAS_FACTORY = _Factory()
 
 
 def _init(cls: type, fields: list[Field], frozen: bool) -> Callable[..., None]:
-    names: dict[str, Any] = {"__set": object.__setattr__, "__factory": _HAS_FACTORY}
-    params, body = [], []
-    seen_default = False
+    defaults: list[object] = []
     for f in fields:
         if f.has_default:
-            names[f"__d_{f.name}"] = f._default
-            params.append(f"{f.name}=__d_{f.name}")
-            seen_default = True
+            defaults.append(f._default)
         elif f.has_factory:
-            names[f"__f_{f.name}"] = f._default_factory
-            params.append(f"{f.name}=__factory")
-            seen_default = True
-        elif seen_default:
+            defaults.append(_HAS_FACTORY)
+        elif defaults:
             raise TypeError(f"non-default argument {f.name!r} follows default argument")
-        else:
-            params.append(f.name)
-        value = f.name
-        if f.has_factory:
-            value = f"__f_{f.name}() if {f.name} is __factory else {f.name}"
-        if frozen:
-            body.append(f"  __set(self, {f.name!r}, {value})")
-        else:
-            body.append(f"  self.{f.name} = {value}")
-    source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "  pass")
-    exec(source, names)
-    init: Callable[..., None] = names["__init__"]
+    names = [f.name for f in fields]
+    factories = tuple(f._default_factory if f.has_factory else None for f in fields)
+    init = _from_template(names, frozen, factories)
+    if init is None:
+        init = _compiled(names, frozen, factories)
+    init.__defaults__ = tuple(defaults) or None
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     # As dataclasses annotates it (set here, not compiled: the same to inspect and get_type_hints).
     init.__annotations__ = {f.name: f.type for f in fields} | {"return": None}
     return init
+
+
+# Compiling an __init__ costs some 0.6 M instructions (the parser, the compiler and all), more
+# than everything else a record takes together: the local runner's first forty classes would
+# spend ~6 ms on it (bench/bench_runner.py). So the code of each __init__ is a copy of one of a
+# few templates (promoter/recordinits.py, loaded from its .pyc like any module) with the
+# parameter and attribute names put in; only a class with more fields than any template is
+# compiled for itself. Both ways give the same function (tests/test_records.py).
+TEMPLATE_SIZES = range(21)
+
+
+def _template_name(frozen: bool, factories: bool, size: int) -> str:
+    return f"{'frozen' if frozen else 'mutable'}{'_with_factories' if factories else ''}_{size}"
+
+
+def _init_source(name: str, fields: Sequence[str], frozen: bool, factories: bool) -> str:
+    """An __init__ assigning ``fields`` in order; with ``factories``, each field left at its
+    default is given ``__f[i]()`` instead (``__f``: the fields' default factories)."""
+    body = []
+    for i, field_name in enumerate(fields):
+        value = f"__f[{i}]() if {field_name} is __factory else {field_name}"
+        value = value if factories else field_name
+        if frozen:
+            body.append(f"    __set(self, {field_name!r}, {value})")
+        else:
+            body.append(f"    self.{field_name} = {value}")
+    return f"def {name}(self{''.join(f', {n}' for n in fields)}):\n" + (
+        "\n".join(body) or "    pass"
+    )
+
+
+_TEMPLATES_HEADER = (
+    '"""Templates of the ``__init__`` of records, generated by promoter.records.\n\n'
+    "Written by :func:`promoter.records.templates_module`: do not edit.\n"
+    "Each is copied with its class's field names put in for ``_0``, ``_1``...; ``__set``,\n"
+    "``__factory`` and ``__f`` are the globals of the copy, not of this module.\n"
+    '"""\n\n# ruff: noqa\n# mypy: ignore-errors\n# fmt: off\n'
+)
+
+
+def templates_module() -> str:
+    """The text of promoter/recordinits.py (tests/test_records.py keeps the file equal to it)."""
+    parts = [_TEMPLATES_HEADER]
+    for frozen in (True, False):
+        for factories in (False, True):
+            for size in TEMPLATE_SIZES:
+                name = _template_name(frozen, factories, size)
+                placeholders = [f"_{i}" for i in range(size)]
+                parts.append("\n\n" + _init_source(name, placeholders, frozen, factories) + "\n")
+    return "".join(parts)
+
+
+def _from_template(
+    names: list[str], frozen: bool, factories: tuple[Any, ...]
+) -> Callable[..., None] | None:
+    if len(names) not in TEMPLATE_SIZES or "self" in names:
+        return None
+    try:
+        code = getattr(_templates, _template_name(frozen, any(factories), len(names))).__code__
+        renamed = {f"_{i}": name for i, name in enumerate(names)}
+        code = code.replace(
+            co_varnames=("self", *names),
+            co_names=tuple(renamed.get(n, n) for n in code.co_names),
+            co_consts=tuple(renamed.get(c, c) if type(c) is str else c for c in code.co_consts),
+            co_name="__init__",
+        )
+    except (ImportError, AttributeError, TypeError, ValueError):  # another implementation
+        return None
+    globals_ = {"__set": object.__setattr__, "__factory": _HAS_FACTORY, "__f": factories}
+    return FunctionType(code, globals_, "__init__")
+
+
+def _compiled(names: list[str], frozen: bool, factories: tuple[Any, ...]) -> Callable[..., None]:
+    globals_: dict[str, Any] = {
+        "__set": object.__setattr__,
+        "__factory": _HAS_FACTORY,
+        "__f": factories,
+    }
+    exec(_init_source("__init__", names, frozen, any(factories)), globals_)
+    return globals_["__init__"]  # type: ignore[no-any-return]
 
 
 def _methods(cls: Any, fields: list[Field], frozen: bool) -> dict[str, Any]:

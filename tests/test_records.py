@@ -12,6 +12,7 @@ import dataclasses
 import inspect
 import pickle
 from dataclasses import field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,7 +59,17 @@ def shapes(decorate: Any) -> dict[str, type]:
 
         __hash__ = None  # type: ignore[assignment]
 
-    return {c.__name__: c for c in (Plain, Defaults, Empty, Child, OwnRepr, OwnEq)}
+    # More fields than promoter/recordinits.py has templates for: its __init__ is compiled.
+    namespace = {
+        "__annotations__": {**dict.fromkeys(WIDE, "int"), "last": "list[int]"},
+        "last": field(default_factory=list),
+    }
+    Wide = decorate(type("Wide", (), namespace))
+
+    return {c.__name__: c for c in (Plain, Defaults, Empty, Child, OwnRepr, OwnEq, Wide)}
+
+
+WIDE = [f"f{i}" for i in range(30)]
 
 
 def module_level(prefix: str, classes: dict[str, type]) -> dict[str, type]:
@@ -80,6 +91,7 @@ ARGS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "Child": (("a", 1), {"extra": ("e",)}),
     "OwnRepr": ((3,), {}),
     "OwnEq": ((13,), {}),
+    "Wide": (tuple(range(30)), {}),
 }
 
 
@@ -168,3 +180,48 @@ def test_what_a_record_does_not_make_itself_dataclasses_makes() -> None:
 
     assert Checked(2).double == 4
     assert repr(Checked(2)).endswith("Checked(value=2, double=4)")
+
+
+def mutable_shapes(decorate: Any) -> list[type]:
+    @decorate
+    class Small:
+        name: str
+        items: list[str] = field(default_factory=list)
+        count: int = 0
+
+    namespace = {
+        "__annotations__": {**dict.fromkeys(WIDE, "int"), "last": "list[int]"},
+        "last": field(default_factory=list),
+    }
+    return [Small, decorate(type("Wide", (), namespace))]
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["from a template", "compiled"])
+def test_a_mutable_record_behaves_as_a_dataclass(index: int) -> None:
+    def observe(cls: type) -> dict[str, Any]:
+        args = ("a",) if index == 0 else tuple(range(30))
+        obj, other = cls(*args), cls(*args)
+        first = dataclasses.fields(obj)[0].name
+        setattr(obj, first, "changed")
+        return {
+            "repr": repr(obj).split(".")[-1],
+            "signature": str(inspect.signature(cls)),
+            "assigned": getattr(obj, first),
+            "eq_after_change": obj == other,
+            "fresh_defaults": obj.items is not other.items if index == 0 else None,
+            "hash": cls.__hash__,
+            "asdict": dataclasses.asdict(other),
+        }
+
+    made = observe(mutable_shapes(record(frozen=False))[index])
+    assert made == observe(mutable_shapes(dataclasses.dataclass)[index])
+
+
+def test_the_init_templates_are_the_generated_ones() -> None:
+    """promoter/recordinits.py is written by promoter.records.templates_module. After a change
+    there, write it again with ``.venv/bin/python -c "from promoter.records import
+    templates_module as t; open('promoter/recordinits.py', 'w').write(t())"``."""
+    from promoter import records
+
+    written = (Path(records.__file__).parent / "recordinits.py").read_text()
+    assert written == records.templates_module()
