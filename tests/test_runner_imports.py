@@ -27,7 +27,7 @@ from promoter.steps.registry import (
     StepRegistry,
     builtin_registry,
 )
-from tests.support.gitrepo import git_env, make_remote
+from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "https://github.com/example/repo.git"
@@ -134,17 +134,25 @@ def test_help_imports_neither_the_engine_nor_any_step(tmp_path: Path) -> None:
     assert not modules & {*UNUSED_BY_GIT, *heavy}
 
 
-def test_a_git_only_promotion_imports_no_other_steps_libraries(tmp_path: Path) -> None:
-    remote = make_remote(tmp_path, files={"a.yaml": "a: 1\n"})
+def run_imports(
+    tmp_path: Path, manifests: str, files: dict[str, str]
+) -> tuple[RemoteRepo, set[str]]:
+    """The remote ``python -m promoter run`` of ``manifests`` pushed to, and what it imported."""
+    remote = make_remote(tmp_path, files=files)
     gitconfig = git_env(tmp_path, {remote.url: REPO})["GIT_CONFIG_GLOBAL"]
-    manifests = tmp_path / "manifests.yaml"
-    manifests.write_text(GIT_ONLY_MANIFESTS)
+    path = tmp_path / "manifests.yaml"
+    path.write_text(manifests)
     code, modules = imported_by(
         tmp_path,
-        "run", "--manifests", str(manifests), "--stage", "test", "--freight", "frozen-tauntaun",
+        "run", "--manifests", str(path), "--stage", "test", "--freight", "frozen-tauntaun",
         "--git-config", gitconfig, "--work-dir", str(tmp_path / "work"),
     )  # fmt: skip
     assert code == 0
+    return remote, modules
+
+
+def test_a_git_only_promotion_imports_no_other_steps_libraries(tmp_path: Path) -> None:
+    remote, modules = run_imports(tmp_path, GIT_ONLY_MANIFESTS, {"a.yaml": "a: 1\n"})
     assert "promoter.steps.git" in modules
     assert sorted(modules & set(UNUSED_BY_GIT)) == []
     # Driven without an event loop (promoter.io_port): asyncio is never imported; and nothing
@@ -177,22 +185,12 @@ UNUSED_BY_A_LOCAL_RUN = {
 
 def test_an_image_update_promotion_loads_no_more_than_it_needs(tmp_path: Path) -> None:
     """The Promotion bench/bench_runner.py times: clone, yaml-update, commit, push."""
-    remote = make_remote(tmp_path, files={"app/values.yaml": "image:\n  tag: v1\n"})
-    gitconfig = git_env(tmp_path, {remote.url: REPO})["GIT_CONFIG_GLOBAL"]
-    manifests = tmp_path / "manifests.yaml"
-    manifests.write_text(
-        GIT_ONLY_MANIFESTS.replace(
-            "      - uses: git-clear\n        config:\n          path: ./out\n",
-            "      - uses: yaml-update\n        config:\n          path: ./out/app/values.yaml\n"
-            "          updates:\n          - key: image.tag\n            value: v2\n",
-        )
+    manifests = GIT_ONLY_MANIFESTS.replace(
+        "      - uses: git-clear\n        config:\n          path: ./out\n",
+        "      - uses: yaml-update\n        config:\n          path: ./out/app/values.yaml\n"
+        "          updates:\n          - key: image.tag\n            value: v2\n",
     )
-    code, modules = imported_by(
-        tmp_path,
-        "run", "--manifests", str(manifests), "--stage", "test", "--freight", "frozen-tauntaun",
-        "--git-config", gitconfig, "--work-dir", str(tmp_path / "work"),
-    )  # fmt: skip
-    assert code == 0
+    remote, modules = run_imports(tmp_path, manifests, {"app/values.yaml": "image:\n  tag: v1\n"})
     assert {"promoter.steps.files", "promoter.steps.yamlsplice", "yaml"} <= modules
     assert sorted(modules & UNUSED_BY_A_LOCAL_RUN) == []
     assert "ruamel.yaml" not in modules
