@@ -14,6 +14,11 @@ starting and doing nothing (``python -c pass``, site-packages and all): the part
 no change to the runner's own code can remove.
 
     .venv/bin/python bench/bench_runner.py [--pairs 10] [--files 200] [--command module|script]
+        [--instructions]
+
+``--instructions`` also runs the runner once under ``valgrind --tool=callgrind`` (git's
+processes not traced) and prints how many instructions its own process executed: a figure that
+does not move with the machine's load, as the times here do on a shared VM.
 """
 
 from __future__ import annotations
@@ -143,7 +148,19 @@ def _timed(args: list[str], env: dict[str, str], cwd: Path) -> float:
     return took
 
 
-def main(pairs: int, file_count: int, command: str) -> None:
+def _instructions(args: list[str], env: dict[str, str], cwd: Path) -> int:
+    """Instructions the process ``args`` itself executed (its children are not traced)."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *args],
+        env=env, cwd=cwd, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"valgrind exited {done.returncode}:\n{done.stderr[-2000:]}")
+    collected = [line for line in done.stderr.splitlines() if "Collected :" in line]
+    return int(collected[-1].split(":")[-1].strip().replace(",", ""))
+
+
+def main(pairs: int, file_count: int, command: str, instructions: bool = False) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
         root = Path(tmp)
         remote = make_remote(root, files=_files(file_count))
@@ -209,6 +226,12 @@ def main(pairs: int, file_count: int, command: str) -> None:
             env=runner_env, cwd=ROOT, capture_output=True, text=True, check=True,
         )  # fmt: skip
         warm_runs = [float(line) for line in warm.stdout.split()]
+        counted = None
+        if instructions:
+            # Warmed up above: bytecode cached, as in every timed run.
+            counted = _instructions(
+                [*runner, "--work-dir", str(root / "counted")], runner_env, ROOT
+            )
 
     started = "longshoreman" if command == "script" else "python -m promoter"
     print(f"local runner ({started}) vs plain git: {pairs} pairs, {file_count + 1} files")
@@ -229,6 +252,8 @@ def main(pairs: int, file_count: int, command: str) -> None:
         f"  the runner's own work, in one process after a first run: median {warm_ms:.1f} ms "
         f"({warm_ms / plain_ms:.2f}x plain git); the rest is interpreter start-up and imports"
     )
+    if counted is not None:
+        print(f"  the runner's own process executed {counted / 1e6:.1f} M instructions (callgrind)")
 
 
 if __name__ == "__main__":
@@ -241,5 +266,10 @@ if __name__ == "__main__":
         default="module",
         help="start the runner as `python -m promoter` (module) or `longshoreman` (script)",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the instructions of the runner's own process (valgrind's callgrind)",
+    )
     args = parser.parse_args()
-    main(args.pairs, args.files, args.command)
+    main(args.pairs, args.files, args.command, args.instructions)
