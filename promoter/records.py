@@ -276,8 +276,9 @@ def _init_source(name: str, fields: Sequence[str], frozen: bool, factories: bool
     default is given ``__f[i]()`` instead (``__f``: the fields' default factories)."""
     body = []
     for i, field_name in enumerate(fields):
-        value = f"__f[{i}]() if {field_name} is __factory else {field_name}"
-        value = value if factories else field_name
+        value = field_name
+        if factories:
+            value = f"__f[{i}]() if {field_name} is __factory else {field_name}"
         if frozen:
             body.append(f"    __set(self, {field_name!r}, {value})")
         else:
@@ -322,20 +323,20 @@ def _from_template(
             co_consts=tuple(renamed.get(c, c) if type(c) is str else c for c in code.co_consts),
             co_name="__init__",
         )
-    except (ImportError, AttributeError, TypeError, ValueError):  # another implementation
+    except (AttributeError, TypeError, ValueError):  # another implementation
         return None
-    globals_ = {"__set": object.__setattr__, "__factory": _HAS_FACTORY, "__f": factories}
-    return FunctionType(code, globals_, "__init__")
+    return FunctionType(code, _init_globals(factories), "__init__")
 
 
 def _compiled(names: list[str], frozen: bool, factories: tuple[Any, ...]) -> Callable[..., None]:
-    globals_: dict[str, Any] = {
-        "__set": object.__setattr__,
-        "__factory": _HAS_FACTORY,
-        "__f": factories,
-    }
+    globals_ = _init_globals(factories)
     exec(_init_source("__init__", names, frozen, any(factories)), globals_)
     return globals_["__init__"]  # type: ignore[no-any-return]
+
+
+def _init_globals(factories: tuple[Any, ...]) -> dict[str, Any]:
+    """What an ``__init__`` from :func:`_init_source` refers to, template copy or compiled."""
+    return {"__set": object.__setattr__, "__factory": _HAS_FACTORY, "__f": factories}
 
 
 def _methods(cls: Any, fields: list[Field], frozen: bool) -> dict[str, Any]:
