@@ -9,10 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# strict: the editable link is a tree of file links on a plain path entry, not an import hook
-	# every interpreter start runs (~10 ms a start: bench/bench_runner.py). Modules added later
-	# are found from the tree, where everything runs (see docs/architecture.md).
-	$(BIN)/python -m pip install --quiet -e '.[test,lint]' --config-settings editable_mode=strict
+	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
 	touch $(STAMP)
 
 demo: $(STAMP)

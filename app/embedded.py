@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ import yaml
 
 from app.apiserver import create_apiserver_app, serve_apiserver, write_kubeconfig
 from app.controller import kube as k
-from promoter.records import record
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ _SEEDABLE: dict[str, k.ResourceType] = {
 }
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class EmbeddedCluster:
     url: str
     kubeconfig: Path

@@ -11,7 +11,7 @@ import os
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,6 @@ from app.receivers.settings import ReceiverSettings, ReceiverSettingsError
 from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import GitHubSettings, GitHubSettingsError
 from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE
-from promoter.records import record
 from promoter.steps.http import HostRules
 from slack.settings import SlackSettings, SlackSettingsError
 
@@ -115,7 +114,7 @@ def _hosts(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return entries
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything the server process is configured with."""
 

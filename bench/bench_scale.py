@@ -54,7 +54,8 @@ from kubernetes.aio import client as aio_client
 
 from app.apiserver import create_apiserver_app, serve_apiserver
 from app.controller import kube as k
-from app.controller.reconciler import Controller, create_promotion
+from app.controller.creation import create_promotion
+from app.controller.reconciler import Controller
 from bench.realserver import cpu_readers, cpu_seconds, machine_cpu_seconds, real_apiserver
 from promoter.model import TaskRef, TaskSpec
 from promoter.steps.base import StepServices

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gidgethub import routing, sansio
@@ -33,7 +34,6 @@ from promoter.chatops import (
 )
 from promoter.commands import DoAbort, DoPromote, DoReverify, Facts, plan, stages_to_authorize
 from promoter.model import meta, name_of
-from promoter.records import record
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ async def _tell(gh: GitHubAPI, repo: str, run: Mapping[str, Any], body: str) -> 
     await gh.post(f"/repos/{repo}/issues/{int(pulls[0]['number'])}/comments", data={"body": body})
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Pressed:
     """Who acted on which of our check runs, and the Promotion that run is about."""
 

@@ -36,7 +36,6 @@ from cachetools import LRUCache, TLRUCache, TTLCache
 from handlers.settings import GitHubSettings
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import StepError
-from promoter.records import record
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
 log = logging.getLogger(__name__)
@@ -49,7 +48,7 @@ INSTALLATION_TTL = 3600.0
 ETAG_ENTRIES_PER_INSTALLATION = 512
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How long one request may wait in place before giving the wait back to its caller.
 
@@ -269,7 +268,7 @@ def _when(epoch: float) -> str:
     return datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Token:
     token: str = field(repr=False)
     refresh_at: float

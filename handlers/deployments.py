@@ -29,13 +29,13 @@ GitHub already holds (:class:`Existing`) and return what to write (:data:`Action
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from handlers.checks import clip_plain
 from promoter.annotations import GitHubEnvironment
 from promoter.model import name_of, parse_time
-from promoter.records import record
 from promoter.stages import phase_of
 from promoter.views import PromotionView
 
@@ -67,7 +67,7 @@ _RANK = {
 SHOWN = ("state", "description", "log_url", "environment_url")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Existing:
     """One Deployment GitHub holds for the repository and environment, as far as it matters.
 
@@ -84,7 +84,7 @@ class Existing:
         return str((self.latest or {}).get("state") or "")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Create:
     """Create the Deployment (then post ``status`` on it)."""
 
@@ -92,7 +92,7 @@ class Create:
     status: Mapping[str, Any]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Post:
     """Post a status on an existing Deployment."""
 

@@ -34,11 +34,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
-
-from promoter.records import record
 
 DEFAULT_API_URL = "https://api.github.com"
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -49,7 +47,7 @@ class GitHubSettingsError(ValueError):
     """A GitHub setting is missing or malformed; the message names the variable."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GitHubSettings:
     """Everything the GitHub integration is configured with."""
 

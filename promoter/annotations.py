@@ -13,14 +13,11 @@ written for Kargo (or by its CLI and UI) work unchanged.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-
-from promoter.lean import TYPE_CHECKING, lazy_pattern
-from promoter.records import record
-
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 # Also our API group (promoter.model.GROUP is this): annotation keys share its prefix.
 GROUP = "longshoreman.dev"
@@ -185,11 +182,11 @@ def refresh_token(obj: Mapping[str, Any] | None) -> str | None:
 
 _TRUE = ("true", "yes", "on", "*", "all")
 # A URL a chat message or a page may link to as is (no spaces, quotes or markup delimiters).
-SAFE_URL = lazy_pattern(r"^https?://[^\s<>|\"'`()\[\]]+$")
+SAFE_URL = re.compile(r"^https?://[^\s<>|\"'`()\[\]]+$")
 ENVIRONMENT_TYPES = ("production", "transient", "standard")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GitHubEnvironment:
     """A Stage's GitHub environment, as its annotations describe it."""
 

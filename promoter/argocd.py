@@ -27,12 +27,12 @@ import enum
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from copy import deepcopy
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from promoter import annotations as ann
 from promoter.errors import StepError
-from promoter.records import record
 from promoter.steps.base import Config
 from promoter.steps.git import normalize_repo_url
 
@@ -178,14 +178,14 @@ _LABEL_VALUE_RE = re.compile(r"^(?:(?:[A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Requirement:
     key: str
     operator: str
     values: tuple[str, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Selector:
     """A Kubernetes label selector (matchLabels and matchExpressions, all ANDed)."""
 
@@ -207,7 +207,7 @@ class Selector:
         return ",".join(terms)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class KustomizeImage:
     repo_url: str
     tag: str = ""
@@ -222,13 +222,13 @@ class KustomizeImage:
         return f"{text}@{self.digest}" if self.digest else f"{text}:{self.tag}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HelmImage:
     key: str
     value: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SourceUpdate:
     """One ``apps[].sources[]`` entry: which source it targets and what to change in it."""
 
@@ -253,7 +253,7 @@ class SourceUpdate:
         return f"repoURL {self.repo_url}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class AppRef:
     """How one ``apps[]`` entry finds Applications: by name or by label selector."""
 
@@ -269,7 +269,7 @@ class AppRef:
         return f"Argo CD Application {self.name!r} in namespace {self.namespace!r}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class AppUpdate:
     """One ``argocd-update`` ``apps[]`` entry."""
 
@@ -277,7 +277,7 @@ class AppUpdate:
     sources: tuple[SourceUpdate, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class AppWait:
     """One ``argocd-wait`` ``apps[]`` entry."""
 
@@ -577,7 +577,7 @@ class Action(enum.StrEnum):
     FAILED = "failed"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Decision:
     action: Action
     reason: str
@@ -875,7 +875,7 @@ def health_of(
 # ---- argocd-wait ---------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Readiness:
     ready: bool
     health: str

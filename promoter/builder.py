@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
+from typing import Any, Protocol
 
 from promoter.clock import SYSTEM
 from promoter.errors import InvalidInput
 from promoter.expressions import ExpressionSyntaxError, check_syntax
-from promoter.lean import TYPE_CHECKING, Protocol
 from promoter.model import (
     RESERVED_ALIAS,
     TASK_SEPARATOR,
@@ -30,10 +31,6 @@ from promoter.model import (
     Var,
     name_of,
 )
-from promoter.records import replace
-
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class TaskSource(Protocol):

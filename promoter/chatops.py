@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from promoter import annotations as ann
 from promoter.errors import InvalidInput
 from promoter.model import Phase, describe_freight, meta, name_of, namespace_of
-from promoter.records import field, record
 from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
 from promoter.views import EnvironmentLink, StageView
 from promoter.warehouses.freight import normalize_image_url, requested_artifact_freight
@@ -45,7 +45,7 @@ class CommandError(ValueError):
     """A command of ours, malformed; the message includes its usage."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Command:
     """One command, typed or pressed (buttons map to the same commands, see promoter.commands).
 
@@ -109,7 +109,7 @@ def parse_command(name: str, args: str) -> Command:
     raise CommandError(f"unknown command /{name}")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ParsedLine:
     command: Command | None
     error: str | None = None
@@ -414,7 +414,7 @@ def freight_for_commit(sha: str, freights: Iterable[Mapping[str, Any]]) -> Mappi
 # ---- abort ------------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Refusal:
     """A command refused before anything changed; ``reason`` is told to the user."""
 
@@ -478,7 +478,7 @@ def listed(annotation: str | None) -> list[str]:
     return [p.strip() for p in re.split(r"[,\s]+", annotation) if p.strip()]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Decision:
     allowed: bool
     reason: str
@@ -559,7 +559,7 @@ def markdown_table(rows: Sequence[StageView]) -> str:
 # ---- the port ---------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PromotionRef:
     namespace: str
     name: str
@@ -583,7 +583,7 @@ class PromotionRef:
         )
 
 
-@record(frozen=False)
+@dataclass
 class Snapshot:
     """What a command needs to decide: the project's objects, read from the cluster caches."""
 

@@ -8,24 +8,19 @@ stdout; progress goes to stderr.
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from promoter.errors import InvalidInput
-from promoter.lean import TYPE_CHECKING
-from promoter.records import record
-
-# The engine, the model and the steps are imported by the command that runs a Promotion, not at
-# start-up: `--help`, a typo'd option or `demo` should not wait for them (the runner is run in
-# loops over Stages and in CI for every template change; tests/test_runner_imports.py).
-if TYPE_CHECKING:
-    import argparse
-    from typing import TextIO
-
-    from promoter.earlyclone import EarlyClone
-    from promoter.model import Promotion, Var
-    from promoter.steps.base import StepServices
+from promoter.manifests import load
+from promoter.model import Promotion, Var
+from promoter.runner import RunOptions, run_local
+from promoter.steps.base import GitSettings, HttpSettings, StepServices
 
 # The local runner runs a developer's own manifests on their own machine, where the services a
 # promotion talks to (and the examples' fakes) are often on loopback; the server allows none.
@@ -38,15 +33,13 @@ EXIT_INVALID_INPUT = 2
 
 
 def parse_var(text: str) -> Var:
-    from promoter.model import Var
-
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
         raise InvalidInput(f"{text!r} is not of the form NAME=VALUE", field="--var")
     return Var(name.strip(), value)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RunArgs:
     """The ``run`` command's arguments, as its parser gives them."""
 
@@ -75,40 +68,7 @@ class RunArgs:
         )
 
 
-def plain_run_args(argv: Sequence[str]) -> RunArgs | None:
-    """``run``'s arguments without argparse, when the command line is of the plain kind that
-    needs none of its rules: each option spelled out, its value after it or after ``=``, every
-    required one there, ``--output`` one of its choices. None for anything else, which goes to
-    argparse, help and errors and all. Both give the same arguments (tests/test_runner_cli.py);
-    importing argparse and building its parser is a tenth of what the runner's own start-up
-    costs (``bench/bench_runner.py``)."""
-    from promoter.earlyclone import run_options
-
-    options = run_options(argv)
-    if options is None or not {"--manifests", "--stage", "--freight"} <= options.keys():
-        return None
-    # argparse keeps the last of an option given twice; --var gathers them all.
-    got = {name: values[-1] for name, values in options.items()}
-    output = got.get("--output", "text")
-    if output not in ("text", "json"):
-        return None
-    work_dir, git_config = got.get("--work-dir"), got.get("--git-config")
-    return RunArgs(
-        manifests=got["--manifests"],
-        stage=got["--stage"],
-        freight=got["--freight"],
-        namespace=got.get("--namespace"),
-        var=options.get("--var", []),
-        work_dir=None if work_dir is None else Path(work_dir),
-        output=output,
-        git_config=None if git_config is None else Path(git_config),
-        http_allow=got.get("--http-allow", DEFAULT_HTTP_ALLOW),
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
-    import argparse
-
     parser = argparse.ArgumentParser(
         prog="longshoreman",
         description="Run Kargo-compatible promotions locally (no cluster needed).",
@@ -198,12 +158,7 @@ class Progress:
         print(f"    waiting {seconds:.1f}s before checking again", file=self.stream, flush=True)
 
 
-def _services(
-    git_config: Path | None, http_allow: str = "", early: EarlyClone | None = None
-) -> StepServices:
-    from promoter.gitcmd import EARLY_CLONE_PORT
-    from promoter.steps.base import GitSettings, HttpSettings, StepServices
-
+def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
     env = {}
     if git_config is not None:
         if not git_config.is_file():
@@ -222,23 +177,10 @@ def _services(
     # With an allow list, only what it lists is reachable; "*" keeps every public host open.
     if allow:
         allow = ("*", *allow)
-    extra = {EARLY_CLONE_PORT: early} if early is not None else {}
-    return StepServices(git=GitSettings(env=env), http=HttpSettings(allow_hosts=allow), extra=extra)
+    return StepServices(git=GitSettings(env=env), http=HttpSettings(allow_hosts=allow))
 
 
-def cmd_run(args: RunArgs, stdout: TextIO, stderr: TextIO, early: EarlyClone | None = None) -> int:
-    import gc
-
-    from promoter.manifests import load
-    from promoter.runner import RunOptions, run_local
-
-    # python -m promoter loads its modules with the collector off (see promoter/__main__.py);
-    # a Promotion that waits for hours must not grow without it. What is loaded so far lives
-    # as long as the process: frozen, the collector never walks it again (the first collection
-    # after enable() would walk some 30,000 objects: ~12 ms, bench/bench_runner.py).
-    gc.freeze()
-    gc.enable()
-
+def cmd_run(args: RunArgs, stdout: TextIO, stderr: TextIO) -> int:
     progress_stream = stderr if args.output == "json" else stdout
     progress = Progress(progress_stream)
     try:
@@ -249,7 +191,7 @@ def cmd_run(args: RunArgs, stdout: TextIO, stderr: TextIO, early: EarlyClone | N
             namespace=args.namespace,
             vars=[parse_var(v) for v in args.var],
             work_dir=args.work_dir,
-            services=_services(args.git_config, args.http_allow, early),
+            services=_services(args.git_config, args.http_allow),
         )
         promotion = run_local(manifests, options, observer=progress.step, on_wait=progress.wait)
     except InvalidInput as e:
@@ -265,8 +207,6 @@ def report(promotion: Promotion, output: str, stdout: TextIO, progress_stream: T
         summary += f" - {status.message}"
     print(summary, file=progress_stream, flush=True)
     if output == "json":
-        import json
-
         json.dump(promotion.to_object(), stdout, indent=2, sort_keys=False, default=str)
         stdout.write("\n")
     return EXIT_OK if status.phase.value == "Succeeded" else EXIT_PROMOTION_FAILED
@@ -276,19 +216,12 @@ def main(
     argv: Sequence[str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
-    *,
-    early: EarlyClone | None = None,
 ) -> int:
-    """``early``: the first git-clone, started by ``python -m promoter`` before this module
-    loaded (:mod:`promoter.earlyclone`); the caller ends it if nobody takes it."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    plain = plain_run_args(sys.argv[1:] if argv is None else argv)
-    if plain is not None:
-        return cmd_run(plain, stdout, stderr, early)
     args = build_parser().parse_args(argv)
     if args.command == "run":
-        return cmd_run(RunArgs.of(args), stdout, stderr, early)
+        return cmd_run(RunArgs.of(args), stdout, stderr)
     from promoter.demo import run_demo
 
     return run_demo(stdout, stderr)

@@ -19,15 +19,11 @@ sleeps on the loop until a deadline it computed from ``monotonic()`` registers a
 
 from __future__ import annotations
 
-import sys
+import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-
-from promoter.lean import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from typing import Final
+from typing import Final, Protocol
 
 
 class Clock(Protocol):
@@ -47,15 +43,10 @@ class SystemClock:
         return datetime.now(UTC)
 
     def monotonic(self) -> float:
-        # Without asyncio imported there is no loop to ask (the local runner driving a
-        # Promotion without one, promoter.io_port): no import just to find that out.
-        asyncio = sys.modules.get("asyncio")
-        if asyncio is not None:
-            try:
-                return float(asyncio.get_running_loop().time())
-            except RuntimeError:  # called outside a loop (a CLI, a sync test)
-                pass
-        return time.monotonic()
+        try:
+            return float(asyncio.get_running_loop().time())
+        except RuntimeError:  # called outside a loop (a CLI, a sync test)
+            return time.monotonic()
 
 
 SYSTEM: Final[Clock] = SystemClock()

@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from promoter.errors import LongshoremanError
 from promoter.expressions import ExpressionError
-from promoter.lean import TYPE_CHECKING, Protocol
-from promoter.records import field, record
-
-if TYPE_CHECKING:
-    from typing import Any, TypeVar
 
 SECRET = "Secret"
 CONFIG_MAP = "ConfigMap"
@@ -43,7 +40,7 @@ MAX_OBJECTS_PER_STEP = 32
 _MIN_REDACTED = 4
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DataObject:
     """A Secret's or ConfigMap's data (Secrets' values decoded to text) and labels."""
 
@@ -172,8 +169,7 @@ class DataCache:
         return text
 
 
-if TYPE_CHECKING:
-    _T = TypeVar("_T")
+_T = TypeVar("_T")
 
 
 async def evaluate_with_data(

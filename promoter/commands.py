@@ -21,6 +21,7 @@ here does I/O or reads the clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +37,6 @@ from promoter.chatops import (
     resolve_freight,
 )
 from promoter.model import name_of
-from promoter.records import record
 from promoter.stages import downstream_stages
 from promoter.views import FreightLabel, StageView, freight_label, stage_views
 
@@ -48,7 +48,7 @@ def _never(stage: Mapping[str, Any]) -> bool:
     return False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Facts:
     """What a front end knows when it asks :func:`plan` to decide."""
 
@@ -67,14 +67,14 @@ class Facts:
 # ---- decisions --------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class AskConfirm:
     stage: str
     freight: str  # the Freight's full name (what the Promotion will carry)
     label: FreightLabel  # how it is shown: the alias first
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DoPromote:
     stage: str
     freight: str
@@ -83,31 +83,31 @@ class DoPromote:
     create: Mapping[str, Any] | None = None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DoAbort:
     promotions: tuple[str, ...]  # the running one first, then the queue in its order
     stages: tuple[str, ...]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DoReverify:
     stage: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ShowStatus:
     namespace: str
     rows: tuple[StageView, ...]  # empty: the project has no Stages
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ShowHelp:
     namespace: str
     allowed: tuple[str, ...]  # Stages the actor may act on
     refused: tuple[str, ...]  # and those they may not, so help says what is true for them
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Cancelled:
     pass
 

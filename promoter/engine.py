@@ -27,18 +27,20 @@ Promotion it did not start (or whose work directory is gone) first rebuilds it f
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
+from typing import Any
 
-from promoter import records, replay
+from promoter import replay
 from promoter.clock import SYSTEM
 from promoter.clusterdata import DataCache, evaluate_with_data
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
 from promoter.expressions.dates import now_on
-from promoter.lean import TYPE_CHECKING
 from promoter.model import (
     TASK_SEPARATOR,
     Phase,
@@ -49,7 +51,6 @@ from promoter.model import (
     Var,
     freight_reference,
 )
-from promoter.records import field, replace
 from promoter.steps.base import (
     Effect,
     Replaying,
@@ -62,12 +63,8 @@ from promoter.steps.base import (
     uses_work_dir_of,
     verifier_of,
 )
-from promoter.telemetry import lazy_logger
 
-if TYPE_CHECKING:
-    from typing import Any
-
-log = lazy_logger(__name__)  # logging loads on first use (bench_runner)
+log = logging.getLogger(__name__)
 
 # Back-off between attempts after a retryable step error (seconds), doubling up to the cap.
 ERROR_BACKOFF_BASE = 1.0
@@ -383,7 +380,7 @@ def record(
 # ---- the driver ---------------------------------------------------------------------------------
 
 
-@records.record
+@dataclass(frozen=True, slots=True)
 class Runtime:
     """What :func:`advance` needs besides the Promotion: steps, ports and the Freight."""
 
@@ -406,7 +403,7 @@ class Runtime:
     running_retry: float = DEFAULT_RUNNING_RETRY
 
 
-@records.record
+@dataclass(frozen=True, slots=True)
 class Outcome:
     promotion: Promotion
     # When to call advance() again if no event comes first (None when terminal).

@@ -12,18 +12,16 @@ port: the controller's is over the Kubernetes API, the local runner's over the l
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from promoter.errors import ConfigRefused
-from promoter.lean import TYPE_CHECKING, Protocol, lazy_pattern
 from promoter.model import meta
-
-if TYPE_CHECKING:
-    from typing import Any
 
 ALIAS_LABEL = "kargo.akuity.io/alias"
 # A label value (Kubernetes): the API server would refuse anything else in the label.
-_LABEL_VALUE = lazy_pattern(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 
 
 class FreightAliases(Protocol):

@@ -1,34 +1,18 @@
 """How the git steps start git, as plain data: the forced config, the environment, the clone.
 
-Kept apart from :mod:`promoter.steps.git` and light to import (``os`` only) because two callers
-must build the very same git command: the ``git-clone`` step, and the local runner's early clone
-(:mod:`promoter.earlyclone`), which starts that step's ``git clone`` before the engine has loaded
-and hands it over when the step asks for exactly the same clone (:func:`clone_key`).
+Kept apart from :mod:`promoter.steps.git` so that the rules every git process obeys (the config
+it is forced to take, the environment it may see) read in one place.
 """
 
 from __future__ import annotations
 
 import os
-
-# The early clone loads this before anything else: collections.abc is for the type checker.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-    from hashlib import sha256
-else:
-    try:
-        # CPython's own SHA-256 (Python 3.11): hashlib would initialise OpenSSL first, a few
-        # milliseconds of the local runner's start for hashing a URL (bench/bench_runner.py).
-        from _sha256 import sha256
-    except ImportError:  # other versions and implementations
-        from hashlib import sha256
+from collections.abc import Mapping, Sequence
+from hashlib import sha256
 
 # The identity GitSettings gives commits when nothing else does (promoter.steps.base).
 DEFAULT_AUTHOR_NAME = "Longshoreman"
 DEFAULT_AUTHOR_EMAIL = "longshoreman@localhost"
-
-# Where the git-clone step finds the local runner's early clone (``StepServices.extra``).
-EARLY_CLONE_PORT = "early-clone"
 
 # Config forced on every git process. A work directory is written by other steps too, so we
 # refuse the ways a repository can make git run programs (hooks, fsmonitor, the ext:: transport)
@@ -113,17 +97,3 @@ def branch_clone_args(branch: str, options: Sequence[str], git_dir: str) -> list
         "clone", "-q", "--single-branch", "--branch", branch,
         f"--separate-git-dir={git_dir}", *options,
     ]  # fmt: skip
-
-
-def clone_key(
-    repo_url: str, branch: str, options: Sequence[str], env: Mapping[str, str]
-) -> tuple[object, ...]:
-    """What decides the result of a branch clone, apart from where it is made: two clones with
-    the same key give the same checkout. HOME is left out because it is always an empty
-    directory of the Promotion's (or of the early clone's)."""
-    return (
-        repo_url,
-        branch,
-        tuple(options),
-        tuple(sorted((k, v) for k, v in env.items() if k != "HOME")),
-    )

@@ -9,10 +9,11 @@ AnalysisTemplates, ConfigMaps, Secrets), which are carried along untouched.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from promoter.errors import InvalidInput
-from promoter.lean import TYPE_CHECKING
 from promoter.model import (
     ACCEPTED_API_VERSIONS,
     API_VERSION,
@@ -26,11 +27,7 @@ from promoter.model import (
     parse_stage,
     parse_task,
 )
-from promoter.records import field, record
 from promoter.yamlio import LOADER, yaml
-
-if TYPE_CHECKING:
-    from typing import Any
 
 # Third-party kinds we know and keep, by apiVersion prefix.
 _CARRIED = {
@@ -43,7 +40,7 @@ _CARRIED = {
 }
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Loaded:
     obj: dict[str, Any]
     source: str  # "path/to/file.yaml#2" (document index from 1 when a file holds several)
@@ -61,7 +58,7 @@ class Loaded:
         return namespace_of(self.obj)
 
 
-@record(frozen=False)
+@dataclass
 class ManifestSet:
     """Objects loaded from files, indexed by kind, namespace and name."""
 

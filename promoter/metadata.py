@@ -16,15 +16,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError
-from promoter.lean import TYPE_CHECKING, Protocol
-from promoter.records import record
 from promoter.steps.base import Config
-
-if TYPE_CHECKING:
-    from typing import Any
 
 STAGE = "Stage"
 FREIGHT = "Freight"
@@ -69,7 +66,7 @@ class MetadataObjectMissing(StepError):
         super().__init__(f"{kind} {name!r} not found in namespace {namespace!r}")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MetadataUpdate:
     kind: str
     name: str

@@ -11,16 +11,13 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from promoter.annotations import GROUP as GROUP  # also the API group
 from promoter.annotations import ROLLBACK_ANNOTATIONS, create_actor, created_by, is_rollback
 from promoter.errors import InvalidInput
-from promoter.lean import TYPE_CHECKING, lazy_pattern
-from promoter.records import field, record, replace
-
-if TYPE_CHECKING:
-    from typing import Any
 
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -76,7 +73,7 @@ def parse_time(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-_DURATION_PART = lazy_pattern(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {
     "ns": 1e-9,
     "us": 1e-6,
@@ -109,7 +106,7 @@ def parse_duration(value: Any, *, field_name: str = "duration") -> float:
     return total
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Var:
     """A name/value pair (Kargo ExpressionVariable). ``value`` None means "required" in tasks."""
 
@@ -140,7 +137,7 @@ def parse_vars(raw: Any, where: str) -> tuple[Var, ...]:
     return tuple(out)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     timeout: float | None = None  # seconds from the step's first start
     error_threshold: int = 1
@@ -156,7 +153,7 @@ class RetryPolicy:
         return out
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TaskRef:
     name: str
     kind: str = "PromotionTask"
@@ -165,7 +162,7 @@ class TaskRef:
         return {"name": self.name, "kind": self.kind}
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StepSpec:
     """One promotion step as written in a template, a task or a Promotion."""
 
@@ -302,7 +299,7 @@ def namespace_of(obj: Mapping[str, Any]) -> str | None:
     return str(ns) if ns else None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StageSpec:
     """The parts of a Stage the builder needs."""
 
@@ -350,7 +347,7 @@ def parse_stage(obj: Mapping[str, Any], *, source: str | None = None) -> StageSp
     )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TaskSpec:
     kind: str
     name: str
@@ -376,7 +373,7 @@ def parse_task(obj: Mapping[str, Any], *, source: str | None = None) -> TaskSpec
 # ---- Promotion status -------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StepExecution:
     """Kargo's StepExecutionMetadata: what happened to one step."""
 
@@ -419,7 +416,7 @@ class StepExecution:
         )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PromotionStatus:
     phase: Phase = Phase.PENDING
     message: str = ""
@@ -491,7 +488,7 @@ class PromotionStatus:
         )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Promotion:
     """A Promotion as the engine sees it: identity, inflated steps, vars and status."""
 

@@ -7,10 +7,10 @@ operator's registry credentials; nothing here talks to the network.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from promoter.errors import StepError
-from promoter.records import record
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -22,7 +22,7 @@ IMAGE_TYPES = (
 )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Manifest:
     """A manifest as the registry stored it: its media type, digest and exact bytes."""
 

@@ -36,16 +36,13 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from promoter.expressions import revive_result
 from promoter.gitcmd import digest
-from promoter.lean import TYPE_CHECKING
-from promoter.records import field, record
 from promoter.steps.base import PRIVATE_DIR
-
-if TYPE_CHECKING:
-    from typing import Any
 
 MARKER = "replay.json"
 # Recorded function results above this size (JSON, per step, and for all steps together) are
@@ -60,7 +57,7 @@ _SHOWN = 200
 # ---- what the status records ----------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StepRecord:
     """``status.replay.steps.<alias>``: what a replay of one step needs."""
 

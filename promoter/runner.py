@@ -4,42 +4,33 @@ It goes through the same builder and engine as the controller: load manifests, i
 Stage's template into a Promotion, then call :func:`promoter.engine.advance` until the Promotion is
 terminal, sleeping through steps that report Running.
 
-:func:`run_local` is the command line's way in. When every step of the Promotion waits on
-nothing but ``ctx.services.io`` (git, the file steps, kustomize: see
-:func:`promoter.steps.base.loop_free_of`), it drives the Promotion without an event loop, on
-:class:`promoter.io_port.BlockingIo`: asyncio is never imported, which is most of what a small
-git Promotion's process would otherwise spend (``bench/bench_runner.py``). Any other step (http,
-oci, Argo CD...) and the whole run goes under ``asyncio.run`` as :func:`run_promotion`.
+:func:`run_local` is the command line's way in: :func:`run_promotion` under ``asyncio.run``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import getpass
-import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from promoter import engine
 from promoter.builder import build_promotion
 from promoter.clock import SYSTEM, Clock
 from promoter.clusterdata import InMemoryData
 from promoter.freight_alias import InMemoryFreightAliases
-from promoter.gitcmd import EARLY_CLONE_PORT
-from promoter.io_port import BlockingIo, drive
-from promoter.lean import TYPE_CHECKING
 from promoter.manifests import ManifestSet
 from promoter.metadata import InMemoryMetadata, metadata_functions
 from promoter.model import Promotion, Var
-from promoter.records import field, record, replace
 from promoter.stages import requested_warehouses, stage_freights
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry, builtin_registry
-
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def local_actor() -> str:
@@ -49,7 +40,7 @@ def local_actor() -> str:
         return "local:unknown"
 
 
-@record(frozen=False)
+@dataclass
 class RunOptions:
     stage: str
     freight: str
@@ -75,7 +66,7 @@ def _warehouses(
     return requested_warehouses(stage_obj, lookup)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Prepared:
     """A Promotion built from the manifests, with what its Runtime is made of."""
 
@@ -97,24 +88,9 @@ def _prepare(manifests: ManifestSet, options: RunOptions, clock: Clock) -> _Prep
     return _Prepared(promotion, manifests, stage_loaded.obj, freight, namespace)
 
 
-def loop_free(promotion: Promotion, registry: StepRegistry) -> bool:
-    """Whether every step of ``promotion`` can run without an event loop (an unknown kind
-    cannot: the engine reports it, on the loop as always). Imports no step module."""
-    return all(registry.loop_free(step.uses or "") for step in promotion.steps)
-
-
-def _preload(registry: StepRegistry, kinds: Sequence[str]) -> None:
-    """Load the steps' modules ahead of time; a module that fails to load is left for its
-    step to report when it runs (never blamed on the step that happened to be waiting)."""
-    with contextlib.suppress(Exception):
-        registry.preload(kinds)
-
-
 def _interruptions() -> tuple[type[BaseException], ...]:
-    """How Ctrl-C arrives: KeyboardInterrupt when driven without a loop, the main task's
-    cancellation under ``asyncio.run`` (asyncio is imported then, and only then)."""
-    asyncio = sys.modules.get("asyncio")
-    return (KeyboardInterrupt,) if asyncio is None else (KeyboardInterrupt, asyncio.CancelledError)
+    """How Ctrl-C arrives under ``asyncio.run``: the main task is cancelled."""
+    return (KeyboardInterrupt, asyncio.CancelledError)
 
 
 async def _execute(
@@ -124,10 +100,7 @@ async def _execute(
     observer: Callable[[Promotion, int], None] | None,
     on_wait: Callable[[Promotion, float], None] | None,
     clock: Clock,
-    interrupted: bool = False,
 ) -> Promotion:
-    """``interrupted``: Ctrl-C came before the Promotion existed (promoter/earlyclone.py); it is
-    aborted before its first step."""
     promotion, manifests, namespace = prepared.promotion, prepared.manifests, prepared.namespace
     # set-metadata, set-freight-alias and stageMetadata()/freightMetadata() work on the loaded
     # Stages and Freight; what the steps write lives as long as this run (the manifest files are
@@ -146,9 +119,6 @@ async def _execute(
 
     with contextlib.ExitStack() as stack:
         if options.work_dir is None:
-            # Only here: with --work-dir, tempfile (and shutil, random, bz2, lzma) never loads.
-            import tempfile
-
             work_root = Path(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="longshoreman-"))
             )
@@ -168,8 +138,6 @@ async def _execute(
             observer=observer,
         )
         try:
-            if interrupted:
-                raise KeyboardInterrupt
             force = False
             while True:
                 outcome = await engine.advance(promotion, runtime, force=force)
@@ -213,24 +181,9 @@ def run_local(
     on_wait: Callable[[Promotion, float], None] | None = None,
     clock: Clock = SYSTEM,
 ) -> Promotion:
-    """:func:`run_promotion` for a caller without an event loop (the command line): driven in
-    place when every step is loop-free, under ``asyncio.run`` otherwise."""
-    registry = registry if registry is not None else builtin_registry()
-    prepared = _prepare(manifests, options, clock)
-    early = options.services.extra.get(EARLY_CLONE_PORT)
-    # Ctrl-C is Python's own again from here; one that came while the modules loaded aborts.
-    interrupted = early.release_interrupts() if early is not None else False
-    if loop_free(prepared.promotion, registry):
-        kinds = [step.uses or "" for step in prepared.promotion.steps]
-        # The later steps' modules (and their libraries) load while the first git process
-        # runs, not after it: now, when the early clone is that process (promoter/earlyclone.py).
-        if early is not None and early.pending:
-            _preload(registry, kinds)
-            io = BlockingIo()
-        else:
-            io = BlockingIo(while_waiting=[lambda: _preload(registry, kinds)])
-        blocking = replace(options, services=replace(options.services, io=io))
-        return drive(_execute(prepared, blocking, registry, observer, on_wait, clock, interrupted))
-    import asyncio
-
-    return asyncio.run(_execute(prepared, options, registry, observer, on_wait, clock, interrupted))
+    """:func:`run_promotion` for a caller without an event loop (the command line)."""
+    return asyncio.run(
+        run_promotion(
+            manifests, options, registry=registry, observer=observer, on_wait=on_wait, clock=clock
+        )
+    )

@@ -18,13 +18,13 @@ path. Nothing here does I/O or reads a clock, so every rule has a table test
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from promoter import annotations as ann
 from promoter.argocd import HEALTHY, UNKNOWN, app_key, health_of, merge_health
 from promoter.model import Phase, meta, name_of
-from promoter.records import record
 from promoter.stages import (
     StageQueue,
     get_condition,
@@ -36,7 +36,7 @@ from promoter.stages import (
 # ---- the queue --------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class QueuePlan:
     """What to do with a Stage's Promotions now, in this order."""
 
@@ -110,7 +110,7 @@ def verification_in_progress(stage: Mapping[str, Any]) -> bool:
 # ---- health -----------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Health:
     """A Stage's health: Kargo's state word and why."""
 

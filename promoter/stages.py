@@ -10,15 +10,12 @@ objects and ``now``; the reconciler writes it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from promoter.annotations import FREIGHT_CREATED
-from promoter.lean import TYPE_CHECKING
 from promoter.model import Phase, format_time, freight_reference, meta, name_of, parse_time
-from promoter.records import record
-
-if TYPE_CHECKING:
-    from typing import Any
 
 FREIGHT_HISTORY_LIMIT = 10
 
@@ -83,7 +80,7 @@ class StageQueue:
 # ---- conditions -------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Condition:
     type: str
     status: str  # "True" | "False" | "Unknown"

@@ -20,12 +20,7 @@ import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-
-from promoter.lean import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    import logging
-    from typing import Any
+from typing import Protocol
 
 # The fields a log line may carry to say what it is about.
 CONTEXT_FIELDS = ("promotion", "stage", "namespace", "delivery_id")
@@ -102,25 +97,3 @@ class _NoTelemetry:
 
 
 NO_TELEMETRY: Telemetry = _NoTelemetry()
-
-
-class _LazyLogger:
-    """``logging.getLogger(name)``, looked up when a line is first logged."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, attribute: str) -> Any:
-        import logging
-
-        return getattr(logging.getLogger(self._name), attribute)
-
-
-def lazy_logger(name: str) -> logging.Logger:
-    """A module's logger that imports :mod:`logging` only when something is logged.
-
-    For the modules on the local runner's start-up path (the engine, the git steps): a Promotion
-    that logs nothing never imports logging and what it brings along (``bench/bench_runner.py``).
-    The same logger as ``logging.getLogger(name)``, so configuration and handlers apply as usual.
-    """
-    return _LazyLogger(name)  # type: ignore[return-value]  # a Logger in all but name

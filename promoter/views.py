@@ -11,12 +11,12 @@ own fallback alias, and they disagreed: a ``task:`` step showed as ``step-N`` wh
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from promoter.annotations import GITHUB_DEPLOYMENT, created_by, read_json
 from promoter.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
-from promoter.records import record
 from promoter.stages import downstream_stages, has_verification, phase_of
 
 # A Freight name is a 40-hex digest; this much of it tells Freights apart in a one-line title
@@ -24,7 +24,7 @@ from promoter.stages import downstream_stages, has_verification, phase_of
 SHORT_NAME = 12
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class FreightLabel:
     """How a Freight is named to people: alias first, the name where precision matters."""
 
@@ -57,7 +57,7 @@ def freight_label(
     return FreightLabel(ref)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StepLine:
     """One step of a Promotion as run so far."""
 
@@ -82,7 +82,7 @@ class StepLine:
 VerificationState = Literal["none", "superseded", "pending", "running", "passed", "failed"]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Verification:
     """Where the verification that follows a succeeded Promotion stands, read from its Stage."""
 
@@ -187,7 +187,7 @@ TERMINAL = ("Succeeded", "Failed", "Errored", "Aborted")
 # ---- the GitHub environment -------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class EnvironmentLink:
     """Where a Promotion's GitHub Deployments are (``longshoreman.dev/github-deployment``)."""
 
@@ -217,7 +217,7 @@ def environment_link(promotion: Mapping[str, Any] | None) -> EnvironmentLink | N
     )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PromotionView:
     """What any front end may show of one Promotion, as plain data: check runs and replies
     (handlers/checks.py), the live Slack message (slack/messages.py) and the status pages format
@@ -369,7 +369,7 @@ def promotion_view(
 _HEALTH_WORDS = {"True": "Healthy", "False": "Unhealthy", "Unknown": "Unknown"}
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StageView:
     """What any front end may show of one Stage (``/status`` on GitHub and Slack, the pages)."""
 

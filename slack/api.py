@@ -9,13 +9,13 @@ try again later; Slack may have done the work all the same) and :class:`SlackRef
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from promoter.records import record
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 from slack.blocks import Message
 
@@ -41,13 +41,13 @@ class SlackRefused(SlackError):
         self.error = error
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Posted:
     channel: str
     ts: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Seen:
     """A channel message as ``conversations.history`` shows it: its ts and its metadata
     (``{"event_type": ..., "event_payload": {...}}``; empty when it has none)."""

@@ -18,6 +18,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -58,7 +59,6 @@ from promoter.commands import (
 )
 from promoter.errors import PermanentError, TemporaryError
 from promoter.model import name_of
-from promoter.records import record
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 from slack import messages as m
 from slack.api import SlackApi, SlackError
@@ -101,7 +101,7 @@ _KINDS = frozenset(
 )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Requester:
     """Who asked, and where to answer them."""
 

@@ -8,10 +8,8 @@ https://api.slack.com/reference/block-kit/blocks and .../block-elements#button
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Literal
-
-from promoter.records import record
 
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3000
@@ -31,7 +29,7 @@ MAX_FALLBACK_TEXT = 4000
 Block = dict[str, Any]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Message:
     """A message to send: plain-text fallback plus (optional) blocks."""
 

@@ -13,18 +13,17 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from promoter import annotations as ann
 from promoter.chatops import Decision, listed, slack_may_act
 from promoter.model import meta
-from promoter.records import record
 
 # ---- confirmations ----------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PendingPromotion:
     """A promotion waiting for its requester's Confirm; travels in the button's value, so any
     replica can carry it out and nothing is stored until it is confirmed."""

@@ -28,7 +28,7 @@ import logging
 import secrets
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -39,7 +39,6 @@ from promoter.chatops import PromotionService
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import NotFound
 from promoter.model import meta, name_of, namespace_of
-from promoter.records import record
 from promoter.stages import phase_of
 from promoter.views import Verification, promotion_view
 from slack.api import (
@@ -91,7 +90,7 @@ def key_of(obj: Mapping[str, Any]) -> Key:
     return (namespace_of(obj) or "default", name_of(obj))
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LostPost:
     """A live message's post that got no answer: the message may be in ``channel`` all the
     same, tagged ``tag``, posted between ``since`` and ``until`` (wall clock, seconds)."""

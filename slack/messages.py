@@ -8,12 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from promoter import annotations as ann
 from promoter.chatops import FREIGHT_HELP, usage_lines
 from promoter.model import meta
-from promoter.records import record
 from promoter.stages import phase_of
 from promoter.views import (
     SHORT_NAME,
@@ -77,7 +77,7 @@ def message_digest(message: Message) -> str:
     return hashlib.sha256(content.encode()).hexdigest()[:16]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MessageRecord:
     """Where a Promotion's message is and what has been said in its thread.
 
@@ -130,7 +130,7 @@ class MessageRecord:
 LIVE_EVENT = "longshoreman_promotion"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LiveTag:
     """What a live message's metadata says: whose message it is and which post made it.
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
-
-from promoter.records import record
 
 # Slack IDs: users U…/W… (Enterprise Grid), user groups S….
 _SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")
@@ -36,7 +34,8 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float) ->
     return value
 
 
-@record
+# No slots: from_env reads the defaults from the class (cls.api_url...).
+@dataclass(frozen=True)
 class SlackSettings:
     """Everything the Slack integration is configured with."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -84,7 +85,7 @@ def services(env: GitHubEnv) -> StepServices:
 
 def context(env: GitHubEnv, name: str) -> StepContext:
     base = make_context(env.tmp, git_env=HERMETIC, work_dir=env.tmp / name)
-    return StepContext(**{**base.__dict__, "services": services(env)})
+    return dataclasses.replace(base, services=services(env))
 
 
 def issued_tokens(env: GitHubEnv) -> list[str]:

@@ -23,7 +23,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from promoter.cli import Progress, RunArgs, build_parser, main, plain_run_args
+from promoter.cli import Progress, main
 from promoter.manifests import load
 from promoter.model import Phase
 from promoter.runner import RunOptions, run_promotion
@@ -458,9 +458,9 @@ def git_stage(repo_url: str) -> list[dict[str, Any]]:
     )
 
 
-async def test_ctrl_c_aborts_a_promotion_run_without_an_event_loop(tmp_path: Path) -> None:
-    """A git-only Promotion runs without asyncio (promoter.io_port.BlockingIo); Ctrl-C during
-    its clone still aborts it, and takes the git process it was waiting on down with it."""
+async def test_ctrl_c_aborts_a_git_promotion_during_its_clone(tmp_path: Path) -> None:
+    """Ctrl-C during a clone aborts the Promotion, and takes the git process it was waiting on
+    down with it."""
     connected, closed = asyncio.Event(), asyncio.Event()
 
     async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -488,53 +488,6 @@ async def test_ctrl_c_aborts_a_promotion_run_without_an_event_loop(tmp_path: Pat
     finally:
         server.close()
         await server.wait_closed()
-
-
-REQUIRED = ("--manifests", "m.yaml", "--stage", "test", "--freight", "f")
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["run", *REQUIRED],
-        ["run", "--manifests=m.yaml", "--stage=test", "--freight=f"],
-        ["run", *REQUIRED, "--stage", "other", "--stage=last"],
-        ["run", *REQUIRED, "--var", "a=1", "--var=b=2=3", "--var", "a=4"],
-        ["run", *REQUIRED, "--namespace", "ns", "--output", "json", "--work-dir", "w"],
-        ["run", *REQUIRED, "--git-config", "g", "--http-allow", "10.0.0.0/8,*.internal"],
-        ["run", *REQUIRED, "--http-allow=", "--namespace=", "--work-dir="],
-        ["run", *REQUIRED, "--stage", "ünïcode with spaces"],
-    ],
-)
-def test_a_plain_command_line_is_read_without_argparse_as_argparse_reads_it(
-    argv: list[str],
-) -> None:
-    plain = plain_run_args(argv)
-    assert plain is not None
-    assert plain == RunArgs.of(build_parser().parse_args(argv))
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        [],
-        ["demo"],
-        ["--help"],
-        ["run", "--help"],
-        ["run", *REQUIRED, "-h"],
-        ["run", "--manifests", "m.yaml", "--stage", "test"],  # --freight is required
-        ["run", *REQUIRED, "--output", "yaml"],  # not one of the choices
-        ["run", *REQUIRED, "--out", "json"],  # an abbreviation: argparse's rules
-        ["run", *REQUIRED, "--stage"],  # no value
-        ["run", *REQUIRED, "--stage", "--freight", "f"],  # an option where the value goes
-        ["run", *REQUIRED, "--namespace", "-1"],  # argparse's negative-number rule
-        ["run", *REQUIRED, "extra"],  # a positional word
-        ["run", *REQUIRED, "--", "--stage", "x"],
-        ["run", *REQUIRED, "--no-such-option", "x"],
-    ],
-)
-def test_anything_but_a_plain_command_line_goes_to_argparse(argv: list[str]) -> None:
-    assert plain_run_args(argv) is None
 
 
 def test_a_command_line_argparse_refuses_still_exits_2_with_its_usage(

@@ -23,6 +23,7 @@ import email.utils
 import logging
 import re
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
@@ -35,7 +36,6 @@ from yarl import URL
 
 from app import fastjson
 from promoter.clock import SYSTEM, Clock
-from promoter.records import record
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ _NO_TOTAL_TIMEOUT = aiohttp.ClientTimeout(total=None)
 # ---------------------------------------------------------------------- resource types
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ResourceType:
     """Where a kind lives in the API.
 

@@ -27,17 +27,16 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.controller.kube import LEASES, Conflict, JsonObject, Kube, KubeError, NotFound, micro_time
 from promoter.clock import SYSTEM, Clock
-from promoter.records import record
 
 logger = logging.getLogger(__name__)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LeaseRecord:
     """The election-relevant part of a Lease's spec."""
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
@@ -23,13 +22,14 @@ from typing import Any, cast
 from app.controller import kube as k
 from app.controller.argocd import KubeArgoCDApps
 from app.controller.clusterdata import KubeClusterData
-from app.controller.creation import InformerTasks, announce_created, create_promotion
+from app.controller.creation import InformerTasks, announce_created
 from app.controller.informer import Informer
 from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
-from app.controller.verification import AUTO_PROMOTION_ACTOR, Verifier, auto_promote_enabled
+from app.controller.routing import EventRouting, health_apps, waiting_apps, waiting_prs
+from app.controller.verification import Verifier, auto_promote_enabled
 from app.controller.workqueue import WorkQueue
+from app.controller.writes import StatusWrites
 from app.logs import REDACTOR
-from promoter import annotations as ann
 from promoter import engine
 from promoter.builder import TaskSource, ensure_inflated
 from promoter.clock import SYSTEM, Clock
@@ -38,19 +38,16 @@ from promoter.metadata import metadata_functions
 from promoter.model import (
     Phase,
     Promotion,
-    format_time,
     meta,
     name_of,
     namespace_of,
     parse_stage,
 )
-from promoter.stage_planner import plan_queue, plan_status
+from promoter.stage_planner import plan_queue
 from promoter.stages import (
-    available_at,
     phase_of,
     requested_warehouses,
     stage_freights,
-    stage_status,
 )
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
@@ -64,45 +61,7 @@ log = logging.getLogger(__name__)
 StageKey = tuple[str, str]
 
 
-def waiting_apps(promotion: Mapping[str, Any]) -> list[str]:
-    """``ns/name`` of the Argo CD Applications a Running Promotion's current step waits on."""
-    if phase_of(promotion) is not Phase.RUNNING:
-        return []
-    status = promotion.get("status") or {}
-    out: list[str] = []
-    for output in (status.get("state") or {}).values():
-        if not isinstance(output, Mapping):
-            continue
-        for app in output.get("apps") or ():
-            if isinstance(app, Mapping) and app.get("name"):
-                out.append(f"{app.get('namespace') or 'argocd'}/{app['name']}")
-    return out
-
-
-def waiting_prs(promotion: Mapping[str, Any]) -> list[str]:
-    """URLs of the pull requests a Running Promotion's steps wait on (git-wait-for-pr et al.)."""
-    if phase_of(promotion) is not Phase.RUNNING:
-        return []
-    out: list[str] = []
-    for output in ((promotion.get("status") or {}).get("state") or {}).values():
-        if isinstance(output, Mapping):
-            pr = output.get("pr")
-            if isinstance(pr, Mapping) and pr.get("url"):
-                out.append(str(pr["url"]))
-    return out
-
-
-def health_apps(promotion: Mapping[str, Any]) -> list[str]:
-    """``ns/name`` of the Applications a Promotion's health checks look at."""
-    out: list[str] = []
-    for check in (promotion.get("status") or {}).get("healthChecks") or ():
-        for app in ((check or {}).get("config") or {}).get("apps") or ():
-            if isinstance(app, Mapping) and app.get("name"):
-                out.append(f"{app.get('namespace') or 'argocd'}/{app['name']}")
-    return out
-
-
-class Controller:
+class Controller(EventRouting, StatusWrites):
     """Informers + work queue + reconcile logic for Promotions and Stages."""
 
     def __init__(
@@ -206,124 +165,6 @@ class Controller:
 
     def synced(self) -> bool:
         return self._probed.is_set() and all(i.synced.is_set() for i in self.informers)
-
-    # ---- indexes and event routing ----------------------------------------------------------
-
-    @staticmethod
-    def _stage_index(obj: Mapping[str, Any]) -> list[str]:
-        stage = (obj.get("spec") or {}).get("stage")
-        return [f"{namespace_of(obj) or 'default'}/{stage}"] if stage else []
-
-    @staticmethod
-    def _auto_promote_index(obj: Mapping[str, Any]) -> list[str]:
-        return [namespace_of(obj) or "default"] if auto_promote_enabled(obj) else []
-
-    @staticmethod
-    def _freight_index(obj: Mapping[str, Any]) -> list[str]:
-        freight = (obj.get("spec") or {}).get("freight")
-        return [f"{namespace_of(obj) or 'default'}/{freight}"] if freight else []
-
-    def _enqueue_stage(
-        self, namespace: str, stage: str, *, wake: bool = False, after: float = 0
-    ) -> None:
-        if self._leading:
-            self.queue.add((namespace, stage), wake=wake, after=after)
-
-    @property
-    def leading(self) -> bool:
-        return self._leading
-
-    def wake_pr(self, url: str) -> int:
-        """Wake the Promotions waiting on a pull request (its merge or close webhook came)."""
-        woken = 0
-        for promotion in self.promotions.by_index("waiting-pr", url):
-            stage = (promotion.get("spec") or {}).get("stage")
-            if stage:
-                self._enqueue_stage(namespace_of(promotion) or "default", stage, wake=True)
-                woken += 1
-        return woken
-
-    def _on_promotion(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        for listener in self.listeners:
-            try:
-                listener(obj, old)
-            except Exception:  # a front end's bug must not stop the reconciler
-                log.exception("promotion listener failed")
-        stage = (obj.get("spec") or {}).get("stage")
-        if not stage:
-            return
-        token = ann.refresh_token(obj)
-        wake = token is not None and token != ann.refresh_token(old)
-        wake = wake or (ann.abort_request(obj) is not None and ann.abort_request(old or {}) is None)
-        self._enqueue_stage(namespace_of(obj) or "default", stage, wake=wake)
-
-    def _on_stage(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        for listener in self.stage_listeners:
-            try:
-                listener(obj, old)
-            except Exception:  # a front end's bug must not stop the reconciler
-                log.exception("stage listener failed")
-        # Our own status writes come back as events; only spec, annotation or deletion changes
-        # (or a first sight) need a reconcile.
-        if old is not None and kind == "MODIFIED":
-            if obj.get("spec") == old.get("spec") and meta(obj).get("annotations") == meta(old).get(
-                "annotations"
-            ):
-                return
-        self._enqueue_stage(
-            namespace_of(obj) or "default",
-            name_of(obj),
-            wake=ann.refresh_token(obj) != ann.refresh_token(old),
-        )
-
-    def _on_freight(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if kind != "DELETED":
-            for listener in self.freight_listeners:
-                try:
-                    listener(obj, old)
-                except Exception:  # a front end's bug must not stop the reconciler
-                    log.exception("freight listener failed")
-        namespace = namespace_of(obj) or "default"
-        key = f"{namespace}/{name_of(obj)}"
-        # Promotions depend on what the Freight is, not on its status, which every finished
-        # Promotion's verification writes: re-checking every queued Promotion of a popular
-        # Freight on each of those writes made draining the queues quadratic (bench_scale).
-        if kind != "MODIFIED" or old is None or _freight_content(obj) != _freight_content(old):
-            for promotion in self.promotions.by_index("freight", key):
-                if not phase_of(promotion).terminal:
-                    self._on_promotion("MODIFIED", promotion, promotion)
-        # New or newly verified Freight may be due for auto-promotion downstream.
-        for stage in self.stages.by_index("auto-promote", namespace):
-            if available_at(stage, obj) is not None:
-                self._enqueue_stage(namespace, name_of(stage))
-
-    async def _auto_promote(self, stage: Mapping[str, Any], freight: Mapping[str, Any]) -> None:
-        created = await create_promotion(
-            self.kube,
-            stage,
-            freight,
-            self.task_source,
-            actor=AUTO_PROMOTION_ACTOR,
-            now=self.clock.now(),
-        )
-        self.promotions.observe(created)
-        log.info(
-            "auto-promoting Freight %s to Stage %s as %s",
-            name_of(freight),
-            name_of(stage),
-            name_of(created),
-        )
-
-    def _on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        key = f"{namespace_of(obj) or 'argocd'}/{name_of(obj)}"
-        for promotion in self.promotions.by_index("waiting-app", key):
-            stage = (promotion.get("spec") or {}).get("stage")
-            if stage:
-                self._enqueue_stage(namespace_of(promotion) or "default", stage, wake=True)
-        for promotion in self.promotions.by_index("health-app", key):
-            stage = (promotion.get("spec") or {}).get("stage")
-            if stage:
-                self._enqueue_stage(namespace_of(promotion) or "default", stage)
 
     # ---- running ------------------------------------------------------------------------------
 
@@ -533,222 +374,3 @@ class Controller:
             path.mkdir(parents=True, exist_ok=True)
             self._work_dirs.add(path)
         return path
-
-    # ---- writes -------------------------------------------------------------------------------
-
-    def _observe(self, obj: dict[str, Any]) -> None:
-        """Put our own write into the cache at once, so the next pass does not act on the copy
-        from before it (the watch event follows a moment later with the same version)."""
-        self.promotions.observe(obj)
-
-    async def _write_spec(
-        self, obj: Mapping[str, Any], promotion: Promotion
-    ) -> dict[str, Any] | None:
-        spec = promotion.to_object()["spec"]
-        try:
-            written = await self.kube.patch(
-                k.PROMOTIONS,
-                namespace_of(obj),
-                name_of(obj),
-                {"spec": {"steps": spec["steps"], "vars": spec.get("vars", [])}},
-                resource_version=str(meta(obj).get("resourceVersion")),
-            )
-        except (k.Conflict, k.NotFound):
-            return None
-        self._observe(written)
-        return written
-
-    async def _write_status(
-        self, obj: Mapping[str, Any], before: Promotion, after: Promotion
-    ) -> dict[str, Any] | None:
-        new = after.status.to_dict()
-        old = dict(obj.get("status") or {})
-        # Only what changed goes over the wire (a step's entry, its outputs, the phase): the
-        # resourceVersion precondition makes the diff exact.
-        patch = k.merge_patch_between(old, new)
-        if not patch:
-            return dict(obj)
-        namespace, name = namespace_of(obj), name_of(obj)
-        version = str(meta(obj).get("resourceVersion"))
-        for _ in range(5):
-            try:
-                written = await self.kube.patch_status(
-                    k.PROMOTIONS, namespace, name, patch, resource_version=version
-                )
-            except k.NotFound:
-                return None
-            except k.Conflict:
-                # Never overwrite a newer object blindly: re-read and re-decide.
-                try:
-                    fresh = await self.kube.get(k.PROMOTIONS, namespace, name)
-                except k.NotFound:
-                    return None
-                self._observe(fresh)
-                if phase_of(fresh).terminal or ann.abort_request(fresh) is not None:
-                    return None
-                if (fresh.get("status") or {}) != old:
-                    # Someone else moved it on (another replica?): let the next pass decide.
-                    return None
-                version = str(meta(fresh).get("resourceVersion"))
-                continue
-            self._observe(written)
-            return written
-        return None
-
-    async def _fail(self, obj: Mapping[str, Any], message: str) -> dict[str, Any] | None:
-        promotion_status = dict(obj.get("status") or {})
-        now = self.clock.now()
-        status = {
-            **promotion_status,
-            "phase": Phase.ERRORED.value,
-            "message": message,
-            "finishedAt": format_time(now),
-            "startedAt": promotion_status.get("startedAt") or format_time(now),
-        }
-        try:
-            written = await self.kube.patch_status(
-                k.PROMOTIONS,
-                namespace_of(obj),
-                name_of(obj),
-                status,
-                resource_version=str(meta(obj).get("resourceVersion")),
-            )
-        except (k.Conflict, k.NotFound):
-            return None
-        self._observe(written)
-        await self.kube.emit_event(
-            written, reason="PromotionErrored", message=message, type="Warning"
-        )
-        self._notify_finished(written)
-        return written
-
-    async def _abort(
-        self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, actor: str
-    ) -> None:
-        promotion = Promotion.from_object(obj)
-        now = self.clock.now()
-        if promotion.status.phase is Phase.RUNNING:
-            await self._abort_running_step(promotion, obj)
-        aborted = engine.abort(promotion, actor, now)
-        written = await self._write_status(obj, promotion, aborted)
-        if written is None:
-            return
-        await self._finished(written, aborted)
-
-    async def _abort_running_step(self, promotion: Promotion, obj: Mapping[str, Any]) -> None:
-        """Give the running step a chance to undo what it started (Argo CD: terminate-op)."""
-        namespace = namespace_of(obj) or "default"
-        freight = self._find_freight(namespace, promotion.freight) or {}
-        runtime = engine.Runtime(
-            registry=self.registry,
-            services=self.services,
-            work_dir=self._work_dir(namespace, promotion.name),
-            freight=freight,
-            freights=[freight],
-            extra_functions=self._functions(namespace),
-            clock=self.clock.now,
-        )
-        try:
-            await engine.abort_step(promotion, runtime)
-        except Exception:  # undoing is best effort; the abort itself must not fail
-            log.exception("aborting the running step of %s", promotion.name)
-
-    async def _finished(self, obj: Mapping[str, Any], promotion: Promotion) -> None:
-        phase = promotion.status.phase
-        reason = f"Promotion{phase.value}"
-        message = promotion.status.message or phase.value
-        await self.kube.emit_event(
-            dict(obj),
-            reason=reason,
-            message=message,
-            type="Normal" if phase is Phase.SUCCEEDED else "Warning",
-        )
-        path = self.work_dir / (namespace_of(obj) or "default") / name_of(obj)
-        self._work_dirs.discard(path)
-        try:
-            path.rmdir()  # most steps leave nothing behind: one call, inline
-        except FileNotFoundError:
-            pass
-        except OSError:
-            # A real tree (a git clone): walking it would stall every Stage.
-            await asyncio.to_thread(shutil.rmtree, path, ignore_errors=True)
-        self._notify_finished(obj)
-
-    def _notify_finished(self, obj: Mapping[str, Any]) -> None:
-        if self.on_promotion_finished:
-            self.on_promotion_finished(obj)
-
-    async def _write_stage_status(
-        self,
-        stage_obj: Mapping[str, Any],
-        succeeded_freight: Mapping[str, Any] | None,
-        finished_last: str | None = None,
-    ) -> Mapping[str, Any] | None:
-        """Decide the Stage's whole status and write it in (at most) one patch.
-
-        The Promotions' outcome (current Freight, last Promotion, conditions), its health and
-        its verification (which starts from the outcome decided here) go out together: one
-        status write per reconcile. Returns the Stage as it now stands, None if it is gone.
-        """
-        namespace, name = namespace_of(stage_obj) or "default", name_of(stage_obj)
-        current: Mapping[str, Any] = self.stages.get(namespace, name) or stage_obj
-        for _ in range(3):
-            promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
-            now = self.clock.now()
-            new = plan_status(
-                current,
-                promotions,
-                self.applications.items(),
-                now,
-                succeeded_freight=succeeded_freight,
-                finished_last=finished_last,
-            )
-            new.update(
-                await self.verifier.reconcile(
-                    {**current, "status": new}, promotions, self._find_freight
-                )
-            )
-            # Ready follows Healthy and Verified as just decided.
-            new = stage_status({**current, "status": new}, promotions, now)
-            old = dict(current.get("status") or {})
-            if _without_times(new) == _without_times(old):
-                return current
-            patch = k.merge_patch_between(old, new)
-            try:
-                written = await self.kube.patch_status(
-                    k.STAGES,
-                    namespace,
-                    name,
-                    patch,
-                    resource_version=str(meta(current).get("resourceVersion")),
-                )
-            except k.NotFound:
-                return None
-            except k.Conflict:
-                # Someone else wrote the Stage (a spec or annotation edit): decide again on
-                # the newer object rather than overwrite it. (Verification adopts what it
-                # started on the first pass: the AnalysisRun, the Freight's verifiedIn.)
-                try:
-                    current = await self.kube.get(k.STAGES, namespace, name)
-                except k.NotFound:
-                    return None
-                self.stages.observe(current)
-                continue
-            self.stages.observe(written)
-            return written
-        # Still conflicting: the write that beat us comes back as an event and a new reconcile.
-        return None
-
-
-def _freight_content(freight: Mapping[str, Any]) -> dict[str, Any]:
-    """A Freight without its status and metadata: the artifacts it stands for."""
-    return {key: value for key, value in freight.items() if key not in ("status", "metadata")}
-
-
-def _without_times(status: Mapping[str, Any]) -> Any:
-    out = dict(status)
-    out["conditions"] = [
-        {k: v for k, v in c.items() if k != "lastTransitionTime"}
-        for c in status.get("conditions") or ()
-    ]
-    return out

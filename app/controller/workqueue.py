@@ -33,12 +33,11 @@ from dataclasses import dataclass
 
 from app.controller.informer import Backoff
 from promoter.clock import SYSTEM, Clock, wake_on_advance
-from promoter.records import record
 
 log = logging.getLogger(__name__)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RetryLater:
     """A handler's answer when its key failed in a way it has already reported: run it again
     after the key's next backoff delay, capped at ``cap`` seconds (None: the queue's own cap)

@@ -34,11 +34,10 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from promoter.records import record
 from promoter.warehouses.freight import (
     normalize_chart_url,
     normalize_git_url,
@@ -68,7 +67,7 @@ class BadDelivery(ValueError):
         self.status = status
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Delivery:
     """What an event says changed: where, and which tags/versions/refs."""
 

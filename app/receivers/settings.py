@@ -35,9 +35,7 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import field
-
-from promoter.records import record
+from dataclasses import dataclass, field
 
 MIN_SECRET_LENGTH = 16
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -67,7 +65,7 @@ class ReceiverSettingsError(ValueError):
     """A receiver setting is malformed; the message names the variable, never the value."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ReceiverSettings:
     """The secret of each enabled receiver, by receiver name."""
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
@@ -33,7 +34,6 @@ from urllib.parse import quote
 from app.ui.layout import CycleError, Layout, Spacing, layout
 from app.ui.marks import MarkKind, health_kind, mark, shape, verification_word
 from promoter.model import name_of
-from promoter.records import record
 from promoter.views import freight_label
 
 if TYPE_CHECKING:  # views.py builds the graph, so this module cannot import it at run time
@@ -59,14 +59,14 @@ def promotion_href(namespace: str, name: str) -> str:
 # ---- what the picture says -------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Artifact:
     kind: Literal["image", "git", "chart"]
     short: str  # what fits on the node: ``nginx:1.27.0``
     full: str  # the whole reference: ``public.ecr.aws/nginx/nginx:1.27.0``
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class WarehouseNode:
     name: str
     artifacts: tuple[Artifact, ...] = ()
@@ -79,7 +79,7 @@ class WarehouseNode:
         return f"warehouse:{self.name}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StageNode:
     name: str
     freight: tuple[str, ...]  # the current Freight, by alias (else a short name)
@@ -103,7 +103,7 @@ class StageNode:
         return verification_word(self.verification)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MissingNode:
     """An upstream Stage named in ``sources.stages`` that the project does not have."""
 
@@ -117,13 +117,14 @@ class MissingNode:
 Node = WarehouseNode | StageNode | MissingNode
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Edge:
     source: str  # node ids
     target: str
 
 
-@record
+# No slots: _by_id is a cached_property, which keeps its value in the instance dict.
+@dataclass(frozen=True)
 class PipelineGraph:
     namespace: str
     nodes: tuple[Node, ...]

@@ -27,9 +27,8 @@ node sizes, ports and dummy routing still to write around them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
-
-from promoter.records import record
 
 # How many down+up sweeps of barycentre ordering: more rarely helps on pipelines.
 SWEEPS = 4
@@ -43,7 +42,7 @@ class CycleError(ValueError):
         super().__init__("cycle: " + " → ".join(self.cycle))
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Box:
     """A laid-out node: top-left corner and size."""
 
@@ -61,7 +60,7 @@ class Box:
         return self.x + self.width, self.y + self.height / 2
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Route:
     """A laid-out edge: from the source's right side through any bends to the target's left."""
 
@@ -70,7 +69,7 @@ class Route:
     points: tuple[tuple[float, float], ...]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Layout:
     boxes: dict[str, Box]
     routes: list[Route]
@@ -79,7 +78,7 @@ class Layout:
     height: float
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Spacing:
     node_width: float = 196
     node_height: float = 96

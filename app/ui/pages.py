@@ -19,6 +19,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -29,7 +30,6 @@ from app.ui.settings import UiSettings
 from app.ui.views import Masker, project_view, promotion_page, stage_view
 from promoter.clock import SYSTEM, Clock
 from promoter.model import Phase, namespace_of
-from promoter.records import record
 from promoter.stages import phase_of
 
 
@@ -64,7 +64,7 @@ KEEPALIVE_SECONDS = 15.0
 ANY_NAMESPACE = "*"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Rendered:
     title: str
     fragment: str

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
-
-from promoter.records import record
 
 AuthMode = Literal["none", "header", "github"]
 DEFAULT_WEB_URL = "https://github.com"
@@ -60,7 +58,7 @@ def _http_url(env: Mapping[str, str], name: str, default: str | None = None) -> 
     return raw.rstrip("/")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class UiSettings:
     """What the status pages are configured with."""
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from app.ui.graph import stage_href
 from app.ui.marks import MarkKind, mark
 from promoter.model import meta, name_of, parse_time
-from promoter.records import record
 from promoter.stages import available_to, phase_of
 from promoter.views import SHORT_NAME
 
@@ -35,7 +35,7 @@ from promoter.views import SHORT_NAME
 TIMELINE_LIMIT = 15
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class FreightEntry:
     name: str
     alias: str
@@ -52,7 +52,7 @@ class FreightEntry:
         return self.alias or self.name[:SHORT_NAME]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class FreightTimeline:
     entries: tuple[FreightEntry, ...]
     older: int = 0  # Freight not shown

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +23,6 @@ from app.ui.timeline import FreightTimeline, freight_timeline
 from promoter import views as shared
 from promoter.argocd import touched_apps
 from promoter.model import meta, name_of, namespace_of, parse_time
-from promoter.records import record
 from promoter.stages import StageQueue, get_condition, phase_of
 from promoter.views import freight_label, stage_views, step_lines
 
@@ -101,7 +100,7 @@ class Masker:
 # ---- small pieces ------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Link:
     label: str
     href: str | None = None  # None: shown as text (nowhere to link to)
@@ -151,7 +150,7 @@ def _display(value: Any) -> str:
 # ---- one Promotion -----------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StepView:
     index: int
     alias: str
@@ -165,7 +164,7 @@ class StepView:
     outputs: list[tuple[str, str]]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class AnalysisRunView:
     name: str
     namespace: str
@@ -175,7 +174,7 @@ class AnalysisRunView:
     finished: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PromotionPage:
     """A Promotion's page: the shared read model (:class:`promoter.views.PromotionView`, the
     same data chat formats) plus what only a page shows (times, links, AnalysisRuns)."""
@@ -353,7 +352,7 @@ def environment_links(env: shared.EnvironmentLink | None) -> list[Link]:
 # ---- a project's Stages ------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PromotionItem:
     name: str
     stage: str
@@ -362,7 +361,7 @@ class PromotionItem:
     when: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StageCard:
     name: str
     freight: str
@@ -377,7 +376,7 @@ class StageCard:
     environment: list[Link] = field(default_factory=list)  # its GitHub environment
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ProjectView:
     namespace: str
     stages: list[StageCard]
@@ -469,7 +468,7 @@ def project_view(
 # ---- one Stage ---------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ConditionView:
     type: str
     status: str
@@ -478,7 +477,7 @@ class ConditionView:
     since: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StageView:
     namespace: str
     card: StageCard

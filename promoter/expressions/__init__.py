@@ -20,15 +20,12 @@ This package decides purely: it imports no web, GitHub, Slack or Kubernetes libr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from promoter.expressions.compiler import Compiled, Scope, compile_expression
 from promoter.expressions.errors import ExpressionError, ExpressionSyntaxError
 from promoter.expressions.freight import ambiguous_image_request, freight_functions, revive_result
 from promoter.expressions.templates import check_syntax, has_expression, render, render_string
-from promoter.lean import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = [
     "Compiled",

@@ -18,6 +18,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import yaml
 
@@ -38,15 +39,10 @@ from promoter.expressions.values import (
     plain_data,
     type_name,
 )
-from promoter.lean import TYPE_CHECKING, Any, lazy_pattern
-
-if TYPE_CHECKING:
-    from typing import TypeVar
 
 BuiltinFunction = Callable[..., Any]
 BUILTINS: dict[str, BuiltinFunction] = {}
-if TYPE_CHECKING:
-    _F = TypeVar("_F", bound=BuiltinFunction)
+_F = TypeVar("_F", bound=BuiltinFunction)
 
 
 def _builtin(name: str, min_args: int, max_args: int | None = None) -> Callable[[_F], _F]:
@@ -367,7 +363,7 @@ def to_string(value: Any) -> str:
     return check_string(go_sprint(value))
 
 
-_GO_ATOI = lazy_pattern(r"[+-]?[0-9]+")
+_GO_ATOI = re.compile(r"[+-]?[0-9]+")
 
 
 @_builtin("int", 1)

@@ -22,6 +22,8 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from promoter.errors import LongshoremanError
 from promoter.expressions import parser as syntax
@@ -49,11 +51,9 @@ from promoter.expressions.values import (
     type_name,
     work_budget,
 )
-from promoter.lean import Any
-from promoter.records import field, record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Scope:
     """What an expression can see: variables by name, and extra functions.
 

@@ -20,13 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from typing import Any
 
 from promoter.clock import SYSTEM
 from promoter.expressions.errors import ExpressionError
-from promoter.lean import TYPE_CHECKING, lazy_pattern
-
-if TYPE_CHECKING:
-    from typing import Any
 
 _NS = 1_000_000_000
 _US = 1_000
@@ -126,7 +123,7 @@ def _fixed(offset_seconds: int, name: str = "") -> GoLocation:
 
 # --- durations --------------------------------------------------------------------------------
 
-_DURATION = lazy_pattern(r"([0-9]*(?:\.[0-9]*)?)([a-zµμ]+)")
+_DURATION = re.compile(r"([0-9]*(?:\.[0-9]*)?)([a-zµμ]+)")
 
 
 def parse_duration(text: str) -> int:
@@ -201,7 +198,7 @@ _CHUNKS = (
     "Z07:00:00", "Z070000", "Z07:00", "Z0700", "Z07", "-07:00:00", "-070000", "-07:00",
     "-0700", "-07",
 )  # fmt: skip
-_FRACTION = lazy_pattern(r"[.,](0+|9+)(?!\d)")
+_FRACTION = re.compile(r"[.,](0+|9+)(?!\d)")
 _DEFAULT_LAYOUT = "2006-01-02 15:04:05.999999999 -0700 MST"
 RFC3339 = "2006-01-02T15:04:05Z07:00"
 RFC3339_NANO = "2006-01-02T15:04:05.999999999Z07:00"

@@ -7,13 +7,11 @@ message a user can act on.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from promoter.errors import LongshoremanError
-from promoter.lean import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from typing import TypeVar
-
-    _E = TypeVar("_E", bound="ExpressionError")
+_E = TypeVar("_E", bound="ExpressionError")
 
 
 class ExpressionError(LongshoremanError):

@@ -24,10 +24,10 @@ Mirrors Kargo's ``pkg/expressions/function`` and ``pkg/controller/freight/finder
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from promoter.expressions.errors import ExpressionError
-from promoter.lean import Any
 
 # JSON name -> Go field name, from Kargo's api/v1alpha1 (freight_types.go, stage_types.go).
 # Every field is `json:",omitempty"`.

@@ -22,13 +22,10 @@ position, ``#acc`` the accumulator of ``reduce``, and a leading ``.name`` means 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
 from promoter.expressions.errors import ExpressionSyntaxError
-from promoter.lean import TYPE_CHECKING
-from promoter.records import record
-
-if TYPE_CHECKING:
-    from typing import Any
 
 # Deeper input is refused with a syntax error instead of exhausting Python's recursion limit
 # while parsing, compiling or evaluating (every AST level costs a few stack frames).
@@ -220,7 +217,7 @@ class Let(Node):
 # --- Lexer ---------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Token:
     kind: str  # "num", "str", "ident", "op", "eof"
     value: Any

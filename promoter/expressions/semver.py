@@ -8,18 +8,16 @@ the evaluator never looks up a Python attribute by a name taken from user text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from promoter.expressions.errors import ExpressionError
-from promoter.lean import TYPE_CHECKING, lazy_pattern
-from promoter.records import record
-
-if TYPE_CHECKING:
-    from typing import Any
 
 # Masterminds/semver v3 ``NewVersion`` (the lenient parser): an optional "v", missing minor and
 # patch default to 0, optional pre-release and build metadata.
-_SEMVER_RE = lazy_pattern(
+_SEMVER_RE = re.compile(
     r"v?([0-9]+)(\.[0-9]+)?(\.[0-9]+)?"
     r"(?:-([0-9A-Za-z\-]+(?:\.[0-9A-Za-z\-]+)*))?"
     r"(?:\+([0-9A-Za-z\-]+(?:\.[0-9A-Za-z\-]+)*))?"
@@ -27,7 +25,7 @@ _SEMVER_RE = lazy_pattern(
 _UINT64_MAX = (1 << 64) - 1
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Semver:
     """A parsed semantic version (Masterminds ``semver.Version``)."""
 

@@ -23,15 +23,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from promoter.expressions.builtins import parse_go_float, parse_go_json
 from promoter.expressions.compiler import Compiled, Scope, compile_expression
 from promoter.expressions.errors import ExpressionError, ExpressionSyntaxError
 from promoter.expressions.values import INT64_MAX, INT64_MIN, check_string, go_json
-from promoter.lean import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 _DELIMITERS = (("${{", "}}"), ("${%", "%}"))
 # strconv.ParseBool

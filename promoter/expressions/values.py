@@ -13,14 +13,11 @@ import contextvars
 import json
 import math
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from promoter.expressions.dates import GoDuration, GoLocation, GoTime, go_string, time_json
 from promoter.expressions.errors import ExpressionError
 from promoter.expressions.semver import Semver
-from promoter.lean import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 # Bounds that keep one expression from exhausting the process. Each is far above legitimate use
 # (a rendered manifest field, a list of images) and checked *before* the work is done.

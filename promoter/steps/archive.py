@@ -27,11 +27,11 @@ import shutil
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from promoter.errors import ConfigRefused, StepError
-from promoter.records import record
 from promoter.steps.base import (
     PRIVATE_DIR,
     Config,
@@ -55,7 +55,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 64 * 1024
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Limits:
     max_bytes: int = MAX_EXTRACTED_BYTES
     max_members: int = MAX_MEMBERS
@@ -292,7 +292,7 @@ MAX_ARCHIVED_FILE_BYTES = 50 * 1024 * 1024
 MAX_ARCHIVED_BYTES = 100 * 1024 * 1024
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ArchiveLimits:
     max_file_bytes: int = MAX_ARCHIVED_FILE_BYTES
     max_bytes: int = MAX_ARCHIVED_BYTES

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from promoter.argocd import (
@@ -46,7 +47,6 @@ from promoter.argocd import (
     wait_readiness,
 )
 from promoter.errors import ConfigRefused, StepError
-from promoter.records import record
 from promoter.steps.base import (
     Effect,
     Step,
@@ -148,7 +148,7 @@ def _resource_version(app: Mapping[str, Any]) -> str:
 # ---- argocd-update -------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Plan:
     update: AppUpdate
     app: Mapping[str, Any]

@@ -28,15 +28,15 @@ import builtins
 import enum
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
 from promoter.gitcmd import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
 from promoter.io_port import LOOP_IO, IoPort
-from promoter.lean import TYPE_CHECKING, Any, Protocol
-from promoter.records import field, record
 from promoter.telemetry import NO_TELEMETRY, Telemetry
 
 if TYPE_CHECKING:  # a type only: the oci module loads with the oci steps
@@ -85,7 +85,7 @@ class Effect(enum.StrEnum):
     EXTERNAL = "external"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StepResult:
     """What a step reports back to the engine."""
 
@@ -105,7 +105,7 @@ class StepResult:
     replaces_output: bool = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GitCredential:
     """HTTP credentials for one remote: what a provider of :data:`GitCredentials` hands out.
 
@@ -125,7 +125,7 @@ class GitCredential:
 GitCredentials = Callable[[str], Awaitable[GitCredential | None]]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GitSettings:
     """How git steps reach remotes. Credentials come from here, never from manifest text.
 
@@ -145,7 +145,7 @@ class GitSettings:
     timeout_seconds: float = 600.0
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HttpSettings:
     """Limits for the ``http`` and ``http-download`` steps, and which hosts they may reach.
 
@@ -163,7 +163,7 @@ class HttpSettings:
     deny_hosts: tuple[str, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StepServices:
     """Ports to the outside world that steps may use. Adapters fill them in at the edge."""
 
@@ -186,7 +186,7 @@ class StepServices:
     io: IoPort = LOOP_IO
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Replaying:
     """Set on :attr:`StepContext.replay` while a replica rebuilds the work directory.
 
@@ -202,7 +202,7 @@ class Replaying:
     data: Mapping[str, str] = field(default_factory=dict)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StepContext:
     """Everything a step may know about the Promotion it runs in."""
 
@@ -274,7 +274,7 @@ class Step(Protocol):
     """A promotion step kind (``uses: <kind>``).
 
     Optionally also ``effect: Effect`` (see :func:`effect_of`), ``uses_work_dir: bool`` (see
-    :func:`uses_work_dir_of`), ``loop_free: bool`` (see :func:`loop_free_of`) and, for an
+    :func:`uses_work_dir_of`), and, for an
     ``EXTERNAL`` step, ``async verify(ctx, config) -> None`` (see :data:`VerifyFunction`).
     """
 
@@ -306,17 +306,6 @@ def uses_work_dir_of(step: object) -> bool:
     return getattr(step, "uses_work_dir", True) is not False
 
 
-def loop_free_of(step: object) -> bool:
-    """Whether a step waits on nothing but ``ctx.services.io`` (False unless it says so).
-
-    Such a step runs without an event loop when the port is :class:`promoter.io_port.BlockingIo`,
-    which is how the local runner drives a Promotion whose steps all are (no asyncio to import,
-    ``bench/bench_runner.py``). A step that awaits anything else (aiohttp, asyncio itself) must
-    not say so.
-    """
-    return getattr(step, "loop_free", False) is True
-
-
 def verifier_of(step: object) -> VerifyFunction | None:
     """An ``EXTERNAL`` step's ``verify`` hook, if it has one."""
     if effect_of(step) is not Effect.EXTERNAL:
@@ -335,13 +324,11 @@ class FunctionStep:
         effect: Effect = Effect.EXTERNAL,
         verify: VerifyFunction | None = None,
         uses_work_dir: bool = True,
-        loop_free: bool = False,
     ) -> None:
         self._fn = fn
         self.effect = effect
         self.verify = verify
         self.uses_work_dir = uses_work_dir
-        self.loop_free = loop_free
 
     async def run(self, ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         return await self._fn(ctx, config)

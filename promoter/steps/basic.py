@@ -35,8 +35,6 @@ async def fail(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 # Both only shape data from their inputs and touch no files: nothing to rebuild, their recorded
 # outputs are all a replay needs.
 STEPS: dict[str, Step] = {
-    "compose-output": FunctionStep(
-        compose_output, effect=Effect.LOCAL, uses_work_dir=False, loop_free=True
-    ),
-    "fail": FunctionStep(fail, effect=Effect.LOCAL, uses_work_dir=False, loop_free=True),
+    "compose-output": FunctionStep(compose_output, effect=Effect.LOCAL, uses_work_dir=False),
+    "fail": FunctionStep(fail, effect=Effect.LOCAL, uses_work_dir=False),
 }

@@ -27,11 +27,11 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from promoter.errors import ConfigRefused, StepError
-from promoter.records import record
 from promoter.steps import http
 from promoter.steps.base import (
     Config,
@@ -62,7 +62,7 @@ _KNOWN_KEYS = frozenset(
 )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DownloadSpec:
     """A validated download: the GET request to send and where its body goes."""
 

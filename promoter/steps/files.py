@@ -23,15 +23,15 @@ import os
 import re
 import stat
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml as pyyaml
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.expressions.compiler import ENVIRONMENT
-from promoter.lean import Any, lazy_pattern
-from promoter.records import field, record
 from promoter.steps.base import (
     Config,
     Effect,
@@ -136,7 +136,7 @@ def _write_text_atomic(path: Path, text: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class KeyPart:
     """One step of an update key. ``map_key`` marks ``:0``: a numeric-looking map key."""
 
@@ -230,7 +230,7 @@ def _as_given(old: Any, new: Any) -> Any:
     return new
 
 
-@record(frozen=False)
+@dataclass
 class _SetOutcome:
     root: Any
     changed: bool
@@ -360,7 +360,7 @@ def _updates_message(path: str, lines: Sequence[str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Update:
     key: str
     parts: list[KeyPart]
@@ -451,7 +451,7 @@ def _yaml_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 # be replaced in place and the rest of the file (indentation, inline arrays, key spacing) kept.
 
 
-@record(frozen=False)
+@dataclass
 class _JsonSpan:
     start: int
     end: int
@@ -460,8 +460,8 @@ class _JsonSpan:
     items: list[_JsonSpan] = field(default_factory=list)
 
 
-_JSON_SCALAR = lazy_pattern(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
-_JSON_WS = lazy_pattern(r"[ \t\n\r]*")
+_JSON_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
+_JSON_WS = re.compile(r"[ \t\n\r]*")
 _JSON_DECODER = json.JSONDecoder()
 
 
@@ -823,7 +823,7 @@ def _glob_to_regex(pattern: str) -> str:
     return "".join(out)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _IgnoreRule:
     regex: re.Pattern[str]
     negated: bool
@@ -1002,7 +1002,7 @@ def _delete(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 # file-write
 # --------------------------------------------------------------------------------------------
 
-_PERMISSIONS = lazy_pattern(r"0[0-7]{3}")
+_PERMISSIONS = re.compile(r"0[0-7]{3}")
 _DEFAULT_PERMISSIONS = 0o600  # Kargo's default
 
 
@@ -1175,16 +1175,15 @@ delete = _in_thread(_delete)
 file_write = _in_thread(_file_write)
 yaml_merge = _in_thread(_yaml_merge)
 
-# All of them read and write the work directory only: a replay runs them again. They wait on
-# ctx.services.io alone (loop_free).
+# All of them read and write the work directory only: a replay runs them again.
 STEPS: dict[str, Step] = {
-    "yaml-update": FunctionStep(yaml_update, effect=Effect.LOCAL, loop_free=True),
-    "json-update": FunctionStep(json_update, effect=Effect.LOCAL, loop_free=True),
-    "yaml-parse": FunctionStep(yaml_parse, effect=Effect.LOCAL, loop_free=True),
-    "json-parse": FunctionStep(json_parse, effect=Effect.LOCAL, loop_free=True),
-    "helm-update-chart": FunctionStep(helm_update_chart, effect=Effect.LOCAL, loop_free=True),
-    "copy": FunctionStep(copy, effect=Effect.LOCAL, loop_free=True),
-    "delete": FunctionStep(delete, effect=Effect.LOCAL, loop_free=True),
-    "file-write": FunctionStep(file_write, effect=Effect.LOCAL, loop_free=True),
-    "yaml-merge": FunctionStep(yaml_merge, effect=Effect.LOCAL, loop_free=True),
+    "yaml-update": FunctionStep(yaml_update, effect=Effect.LOCAL),
+    "json-update": FunctionStep(json_update, effect=Effect.LOCAL),
+    "yaml-parse": FunctionStep(yaml_parse, effect=Effect.LOCAL),
+    "json-parse": FunctionStep(json_parse, effect=Effect.LOCAL),
+    "helm-update-chart": FunctionStep(helm_update_chart, effect=Effect.LOCAL),
+    "copy": FunctionStep(copy, effect=Effect.LOCAL),
+    "delete": FunctionStep(delete, effect=Effect.LOCAL),
+    "file-write": FunctionStep(file_write, effect=Effect.LOCAL),
+    "yaml-merge": FunctionStep(yaml_merge, effect=Effect.LOCAL),
 }

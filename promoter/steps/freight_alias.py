@@ -11,10 +11,10 @@ crash is harmless.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.freight_alias import FreightAliases, alias_of, check_alias, go_quote, needs_alias
-from promoter.lean import TYPE_CHECKING
 from promoter.steps.base import (
     Config,
     Effect,
@@ -24,9 +24,6 @@ from promoter.steps.base import (
     StepResult,
     succeeded,
 )
-
-if TYPE_CHECKING:
-    from typing import Any
 
 KIND = "set-freight-alias"
 PORT_KEY = "freight-aliases"

@@ -52,26 +52,25 @@ in a remote URL, a config file, a command line or a message.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import time
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.gitcmd import (
-    EARLY_CLONE_PORT,
     SAFE_CONFIG,
     branch_clone_args,
-    clone_key,
     clone_options,
     digest,
     git_env,
 )
-from promoter.lean import TYPE_CHECKING
-from promoter.records import record
 from promoter.steps.base import (
     PRIVATE_DIR,
     Config,
@@ -87,14 +86,8 @@ from promoter.steps.base import (
     skipped,
     succeeded,
 )
-from promoter.telemetry import lazy_logger
 
-if TYPE_CHECKING:
-    from typing import Any, Literal
-
-    from promoter.earlyclone import EarlyClone
-
-log = lazy_logger(__name__)  # logging loads on first use (bench_runner)
+log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------------------
 # Constants
@@ -324,7 +317,7 @@ def _is_permanent(stderr: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GitRun:
     """Result of one git process."""
 
@@ -670,11 +663,10 @@ def _open_worktree(ctx: StepContext, kind: str, config: Config) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
-if TYPE_CHECKING:
-    CheckoutKind = Literal["branch", "tag", "commit", "default"]
+CheckoutKind = Literal["branch", "tag", "commit", "default"]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CheckoutPlan:
     """One validated ``checkout[]`` entry."""
 
@@ -687,7 +679,7 @@ class CheckoutPlan:
     sparse: tuple[str, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ClonePlan:
     """A validated ``git-clone`` config: deciding what to do touches no git."""
 
@@ -1166,10 +1158,8 @@ async def _clone_checkout(git: _Git, plan: ClonePlan, ck: CheckoutPlan) -> str |
         await git.ctx.services.io.call(_rmtree, gitdir, True)
     gitdir.parent.mkdir(parents=True, exist_ok=True)
     options = _clone_options(plan, ctx)
-    cloned = await _take_early_clone(git, plan, ck, options, gitdir)
-    if cloned is None:
-        args = branch_clone_args(ck.ref, options, str(gitdir))
-        cloned = await git.try_run(*args, "--", plan.repo_url, str(ck.path), cwd=gitdir.parent)
+    args = branch_clone_args(ck.ref, options, str(gitdir))
+    cloned = await git.try_run(*args, "--", plan.repo_url, str(ck.path), cwd=gitdir.parent)
     if not cloned.ok:
         # git removes what it made when a clone fails; be sure, so the next try starts clean.
         await git.ctx.services.io.call(_rmtree, gitdir, True)
@@ -1181,32 +1171,6 @@ async def _clone_checkout(git: _Git, plan: ClonePlan, ck: CheckoutPlan) -> str |
     if found is not None:
         return found[0]
     return await git.run("rev-parse", "HEAD", cwd=ck.path)
-
-
-def _early_clone(ctx: StepContext) -> EarlyClone | None:
-    early = ctx.services.extra.get(EARLY_CLONE_PORT)
-    return early if early is not None and early.pending else None
-
-
-async def _take_early_clone(
-    git: _Git, plan: ClonePlan, ck: CheckoutPlan, options: Sequence[str], gitdir: Path
-) -> GitRun | None:
-    """The local runner's early clone (:mod:`promoter.earlyclone`) of this very clone, moved
-    into place; None when there is none or it is not the same clone (it is ended then)."""
-    early = _early_clone(git.ctx)
-    if early is None:
-        return None
-    key = clone_key(plan.repo_url, ck.ref, options, git.env)
-    timeout = git.ctx.services.git.timeout_seconds
-    started = time.perf_counter()
-    try:
-        done = await git.ctx.services.io.call(early.take, key, str(ck.path), str(gitdir), timeout)
-    except TimeoutError:
-        raise git.timed_out("clone") from None
-    if done is None:
-        return None
-    git.ctx.services.telemetry.git_call("clone", time.perf_counter() - started)
-    return GitRun.decoded(*done)
 
 
 async def git_clone(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
@@ -1223,10 +1187,6 @@ async def git_clone(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         sha = await _clone_checkout(git, plan, ck)
         if sha is not None:
             return succeeded({"commits": {ck.key: sha}})
-    early = _early_clone(ctx)
-    if early is not None:
-        # Started for a clone of one branch, which this is not (or no more): end it.
-        await ctx.services.io.call(early.discard)
     repo, fresh = await _ensure_clone(git, plan)
     if not fresh and (plan.author_name or plan.author_email):
         if plan.author_name:
@@ -1550,7 +1510,7 @@ async def git_tag(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 # --------------------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PushPlan:
     """A validated ``git-push`` config."""
 
@@ -1597,7 +1557,7 @@ def plan_push(ctx: StepContext, cfg: Config) -> PushPlan:
     return PushPlan(target, tag, force, attempts, provider)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _PushOutcome:
     ok: bool
     non_fast_forward: bool
@@ -1859,15 +1819,14 @@ async def _same_change(git: _Git, path: Path, a: str, b: str) -> bool:
 # Registry
 # --------------------------------------------------------------------------------------------
 
-# All of them wait on ctx.services.io only (loop_free: the local runner needs no event loop).
 STEPS: dict[str, Step] = {
     # Local: they change the Promotion's clone and worktrees only. git-clone's `create: true`
     # pushes an empty branch the first time, never in a replay (the branch exists by then).
-    "git-clone": FunctionStep(git_clone, effect=Effect.LOCAL, loop_free=True),
-    "git-clear": FunctionStep(git_clear, effect=Effect.LOCAL, loop_free=True),
-    "git-commit": FunctionStep(git_commit, effect=Effect.LOCAL, loop_free=True),
-    "git-tag": FunctionStep(git_tag, effect=Effect.LOCAL, loop_free=True),
-    "git-push": FunctionStep(git_push, effect=Effect.EXTERNAL, verify=verify_push, loop_free=True),
+    "git-clone": FunctionStep(git_clone, effect=Effect.LOCAL),
+    "git-clear": FunctionStep(git_clear, effect=Effect.LOCAL),
+    "git-commit": FunctionStep(git_commit, effect=Effect.LOCAL),
+    "git-tag": FunctionStep(git_tag, effect=Effect.LOCAL),
+    "git-push": FunctionStep(git_push, effect=Effect.EXTERNAL, verify=verify_push),
 }
 
 __all__: Sequence[str] = [

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from promoter.errors import ConfigRefused, InvalidInput, StepError
 from promoter.model import parse_duration
-from promoter.records import record
 from promoter.steps.base import (
     Config,
     Effect,
@@ -60,7 +60,7 @@ _TEMPORARY = "temporaryFailures"
 T = TypeVar("T")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PullRequest:
     """The parts of a pull request the steps decide on."""
 
@@ -82,7 +82,7 @@ class PullRequest:
         return out
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Comparison:
     """``base...head``: commits on head that base lacks, and files that differ."""
 

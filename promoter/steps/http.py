@@ -39,6 +39,7 @@ import json
 import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -51,7 +52,6 @@ from yarl import URL
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.expressions.errors import ExpressionSyntaxError
-from promoter.records import record
 from promoter.steps.base import (
     Config,
     Effect,
@@ -115,7 +115,7 @@ _DURATION_UNITS = {
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HttpRequestSpec:
     """A validated request: what to send and how to judge the answer."""
 
@@ -159,7 +159,7 @@ class HttpRequestSpec:
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HttpResponse:
     """What came back: status, headers in arrival order, and the body bytes."""
 
@@ -498,7 +498,7 @@ def _is_metadata(address: Address) -> bool:
     return address.is_link_local or address in _METADATA_ADDRESSES
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HostRules:
     """A list of host rules: names (``example.com``), suffixes (``*.example.com``), everything
     (``*``), addresses and networks (``10.1.2.3``, ``10.0.0.0/8``, ``fd00::/8``)."""
@@ -554,7 +554,7 @@ class HostRefused(OSError):
         super().__init__(errno.EACCES, reason)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HostPolicy:
     """Which hosts the ``http`` step may reach (``HttpSettings.allow_hosts``/``deny_hosts``).
 

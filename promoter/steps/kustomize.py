@@ -27,6 +27,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,6 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, ambiguous_image_request
 from promoter.io_port import IoPort
-from promoter.records import record
 from promoter.steps.base import (
     Config,
     Effect,
@@ -237,7 +237,7 @@ _PRESERVE = "*"
 _IMAGE_FIELDS = ("name", "newName", "newTag", "digest")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _ImageSetting:
     name: str
     new_name: str = ""
@@ -501,11 +501,10 @@ async def kustomize_set_image(ctx: StepContext, config: Mapping[str, Any]) -> St
     return await ctx.services.io.call(_kustomize_set_image, ctx, config)
 
 
-# Both read and write the work directory only: a replay runs them again. They wait on
-# ctx.services.io alone (loop_free).
+# Both read and write the work directory only: a replay runs them again.
 STEPS: dict[str, Step] = {
-    KIND: FunctionStep(kustomize_build, effect=Effect.LOCAL, loop_free=True),
-    "kustomize-set-image": FunctionStep(kustomize_set_image, effect=Effect.LOCAL, loop_free=True),
+    KIND: FunctionStep(kustomize_build, effect=Effect.LOCAL),
+    "kustomize-set-image": FunctionStep(kustomize_set_image, effect=Effect.LOCAL),
 }
 
 __all__: Sequence[str] = ("STEPS", "kustomize_build", "kustomize_set_image")

@@ -9,14 +9,11 @@ writing the same values again changes nothing, so a step entered again after a c
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from promoter.errors import StepError
-from promoter.lean import TYPE_CHECKING
 from promoter.metadata import MetadataStore, parse_updates
 from promoter.steps.base import Effect, FunctionStep, Step, StepContext, StepResult, succeeded
-
-if TYPE_CHECKING:
-    from typing import Any
 
 KIND = "set-metadata"
 PORT_KEY = "metadata"

@@ -28,12 +28,12 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.oci import IMAGE_TYPES, Manifest, OCIRegistry
-from promoter.records import record
 from promoter.steps.base import (
     Config,
     Effect,
@@ -62,7 +62,7 @@ _TAG = re.compile(r"^[\w][\w.-]{0,127}$")
 _REPOSITORY = re.compile(r"^[a-zA-Z0-9._-]+(:\d+)?(/[a-zA-Z0-9._-]+)*$")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Reference:
     """``host[:port]/path`` plus a tag or a digest, as go-containerregistry parses it."""
 

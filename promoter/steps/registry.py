@@ -14,10 +14,10 @@ import graph (and import-linter's contracts) sees every step module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
-from promoter.records import record
-from promoter.steps.base import Step, loop_free_of
+from promoter.steps.base import Step
 
 # kind -> the module whose STEPS defines it, in the order kinds are listed.
 BUILTIN_KINDS: Mapping[str, str] = {
@@ -64,34 +64,6 @@ BUILTIN_KINDS: Mapping[str, str] = {
     "git-wait-for-pr": "promoter.steps.github",
     "git-merge-pr": "promoter.steps.github",
 }
-
-
-# Built-in kinds whose steps wait on nothing but ctx.services.io (FunctionStep(loop_free=True)),
-# known here so the local runner can choose how to drive a Promotion before it imports the steps.
-LOOP_FREE_KINDS: frozenset[str] = frozenset(
-    {
-        "compose-output",
-        "fail",
-        "git-clone",
-        "git-clear",
-        "git-commit",
-        "git-tag",
-        "git-push",
-        "yaml-update",
-        "json-update",
-        "yaml-parse",
-        "json-parse",
-        "kustomize-set-image",
-        "helm-update-chart",
-        "copy",
-        "delete",
-        "file-write",
-        "yaml-merge",
-        "kustomize-build",
-        "toml-parse",
-        "toml-update",
-    }
-)
 
 
 # The loaders: each imports its module when first called (function-level imports on purpose).
@@ -190,7 +162,7 @@ MODULES: Mapping[str, Callable[[], Mapping[str, Step]]] = {
 }
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _NotImported:
     """A built-in kind whose module has not been imported yet."""
 
@@ -230,23 +202,6 @@ class StepRegistry(Mapping[str, Step]):
         if isinstance(found, _NotImported):
             raise LookupError(f"{module_name} defines no step {kind!r}")
         return found
-
-    def loop_free(self, kind: str) -> bool:
-        """Whether ``kind``'s step can run without an event loop (see
-        :func:`promoter.steps.base.loop_free_of`), answered without importing its module; False
-        for an unknown kind."""
-        entry = self._steps.get(kind)
-        if entry is None:
-            return False
-        if isinstance(entry, _NotImported):
-            return kind in LOOP_FREE_KINDS
-        return loop_free_of(entry)
-
-    def preload(self, kinds: Iterable[str]) -> None:
-        """Import the modules of ``kinds`` now (unknown kinds are left to the engine to report)."""
-        for kind in kinds:
-            if isinstance(self._steps.get(kind), _NotImported):
-                self[kind]
 
     def __contains__(self, kind: object) -> bool:
         # Mapping's default would call __getitem__ and import the step's module.

@@ -219,6 +219,6 @@ async def toml_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult
 
 # Both read (and toml-update writes) the work directory only: a replay runs them again.
 STEPS: dict[str, Step] = {
-    PARSE_KIND: FunctionStep(toml_parse, effect=Effect.LOCAL, loop_free=True),
-    UPDATE_KIND: FunctionStep(toml_update, effect=Effect.LOCAL, loop_free=True),
+    PARSE_KIND: FunctionStep(toml_parse, effect=Effect.LOCAL),
+    UPDATE_KIND: FunctionStep(toml_update, effect=Effect.LOCAL),
 }

@@ -19,13 +19,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 import yaml
-
-from promoter.lean import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from typing import Any
 
 _STR_TAG = "tag:yaml.org,2002:str"
 # Text a plain scalar may be written as in any context (block or flow): letters, digits and

@@ -15,8 +15,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Sequence
-
-from promoter.records import record
+from dataclasses import dataclass
 
 __all__ = ["PathMatcher", "PatternError", "compile_regexes", "glob_regex", "path_matcher"]
 
@@ -120,7 +119,7 @@ def _test(regex: re.Pattern[str], anchored: bool) -> Callable[[str], bool]:
     return lambda path: regex.search(path) is not None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PathMatcher:
     """Any of several selectors (Kargo's ``pattern.Matchers``)."""
 

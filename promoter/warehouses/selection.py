@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.expressions.dates import UTC_LOCATION, GoTime
-from promoter.records import field, record
 from promoter.warehouses.semver import Semver, parse_version, strict_version
 from promoter.warehouses.spec import ChartSubscription, GitSubscription, ImageSubscription
 
@@ -64,7 +64,7 @@ def _semver_order(pairs: list[tuple[Semver, Any]]) -> list[Any]:
 # --- images (pkg/image) -----------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PlatformFacts:
     """One entry of a multi-arch index."""
 
@@ -74,7 +74,7 @@ class PlatformFacts:
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ImageFacts:
     """What the registry says about one tag (Kargo's ``image``)."""
 
@@ -205,7 +205,7 @@ def chart_versions(sub: ChartSubscription, versions: Iterable[str]) -> list[str]
 # --- git (pkg/controller/git/commit) ----------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TagFacts:
     """A tag as ``git for-each-ref --sort=-creatordate refs/tags`` reports it (``TagMetadata``)."""
 
@@ -217,7 +217,7 @@ class TagFacts:
     committer: str = ""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CommitFacts:
     """A commit of a branch, as ``git log`` reports it (``CommitMetadata``)."""
 

@@ -11,9 +11,9 @@ rule that a pre-release version only satisfies an OR-branch that itself names a 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from promoter.expressions.semver import Semver
-from promoter.records import record
 
 __all__ = ["Constraint", "ConstraintError", "Semver", "parse_version", "strict_version"]
 
@@ -81,7 +81,7 @@ def _is_x(text: str) -> bool:
     return text in ("x", "X", "*")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Term:
     op: str
     version: Semver
@@ -219,7 +219,7 @@ def _parse_term(text: str) -> _Term:
     return _Term(op, version, orig, dirty, minor_dirty, patch_dirty)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Constraint:
     """Masterminds ``Constraints``: OR-branches of AND-ed terms."""
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from promoter.records import field, record
 from promoter.warehouses.patterns import PathMatcher, compile_regexes, path_matcher
 from promoter.warehouses.semver import Constraint, ConstraintError
 
@@ -66,7 +66,7 @@ def parse_duration(text: str) -> float:
     return total
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Base:
     repo_url: str
     name: str = ""  # the subscription's optional name (recorded on what it discovers)
@@ -74,7 +74,7 @@ class _Base:
     insecure_skip_tls_verify: bool = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ImageSubscription(_Base):
     strategy: str = "SemVer"
     constraint: str = ""
@@ -88,7 +88,7 @@ class ImageSubscription(_Base):
     kind = "image"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ChartSubscription(_Base):
     chart_name: str = ""
     semver_constraint: Constraint | None = None
@@ -100,7 +100,7 @@ class ChartSubscription(_Base):
         return self.repo_url.startswith("oci://")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GitSubscription(_Base):
     branch: str = ""
     strategy: str = "NewestFromBranch"
@@ -126,7 +126,7 @@ class GitSubscription(_Base):
 Subscription = ImageSubscription | ChartSubscription | GitSubscription
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class WarehouseSpec:
     subscriptions: tuple[Subscription, ...]
     interval: float = DEFAULT_INTERVAL

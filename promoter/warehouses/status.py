@@ -19,10 +19,10 @@ Conditions are ``metav1.Condition``s; ``lastTransitionTime`` moves only when the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from promoter.records import record
 from promoter.warehouses.freight import (
     normalize_chart_url,
     normalize_git_url,
@@ -117,7 +117,7 @@ def set_conditions(
     status["conditions"] = current
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Reason:
     """Why the discovered artifacts make no Freight: (healthy reason, ready reason, message)."""
 

@@ -35,7 +35,6 @@ from urllib.parse import urlencode, urljoin
 import aiohttp
 
 from promoter.clock import SYSTEM, Clock
-from promoter.records import record
 from promoter.warehouses.freight import split_registry
 from promoter.warehouses.selection import ImageFacts, PlatformFacts
 
@@ -77,7 +76,7 @@ class RateLimited(RegistryError):
         self.retry_after = retry_after
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RepoRef:
     """A repository: registry host (with port) and the repository path on it."""
 

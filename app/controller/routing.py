@@ -1,0 +1,202 @@
+"""Event routing: which Stage a change in the cluster concerns, and when it must be woken.
+
+Informer events (Promotions, Stages, Freight, Argo CD Applications) go to the front ends'
+listeners, then enqueue only the Stage they concern: an index finds the Promotions waiting on an
+Application or a pull request, so nothing polls. Mixed into
+:class:`app.controller.reconciler.Controller`, which owns the caches and the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from app.controller import kube as k
+from app.controller.creation import create_promotion
+from app.controller.informer import Informer
+from app.controller.verification import AUTO_PROMOTION_ACTOR, auto_promote_enabled
+from app.controller.workqueue import WorkQueue
+from promoter import annotations as ann
+from promoter.builder import TaskSource
+from promoter.clock import Clock
+from promoter.model import Phase, meta, name_of, namespace_of
+from promoter.stages import available_at, phase_of
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[dict[str, Any], dict[str, Any] | None], None]
+
+
+def waiting_apps(promotion: Mapping[str, Any]) -> list[str]:
+    """``ns/name`` of the Argo CD Applications a Running Promotion's current step waits on."""
+    if phase_of(promotion) is not Phase.RUNNING:
+        return []
+    status = promotion.get("status") or {}
+    out: list[str] = []
+    for output in (status.get("state") or {}).values():
+        if not isinstance(output, Mapping):
+            continue
+        for app in output.get("apps") or ():
+            if isinstance(app, Mapping) and app.get("name"):
+                out.append(f"{app.get('namespace') or 'argocd'}/{app['name']}")
+    return out
+
+
+def waiting_prs(promotion: Mapping[str, Any]) -> list[str]:
+    """URLs of the pull requests a Running Promotion's steps wait on (git-wait-for-pr et al.)."""
+    if phase_of(promotion) is not Phase.RUNNING:
+        return []
+    out: list[str] = []
+    for output in ((promotion.get("status") or {}).get("state") or {}).values():
+        if isinstance(output, Mapping):
+            pr = output.get("pr")
+            if isinstance(pr, Mapping) and pr.get("url"):
+                out.append(str(pr["url"]))
+    return out
+
+
+def health_apps(promotion: Mapping[str, Any]) -> list[str]:
+    """``ns/name`` of the Applications a Promotion's health checks look at."""
+    out: list[str] = []
+    for check in (promotion.get("status") or {}).get("healthChecks") or ():
+        for app in ((check or {}).get("config") or {}).get("apps") or ():
+            if isinstance(app, Mapping) and app.get("name"):
+                out.append(f"{app.get('namespace') or 'argocd'}/{app['name']}")
+    return out
+
+
+class EventRouting:
+    """The reconciler's informer callbacks and indexes."""
+
+    kube: k.Kube
+    clock: Clock
+    queue: WorkQueue
+    promotions: Informer
+    stages: Informer
+    task_source: TaskSource
+    listeners: list[Listener]
+    stage_listeners: list[Listener]
+    freight_listeners: list[Listener]
+    _leading: bool
+
+    @staticmethod
+    def _stage_index(obj: Mapping[str, Any]) -> list[str]:
+        stage = (obj.get("spec") or {}).get("stage")
+        return [f"{namespace_of(obj) or 'default'}/{stage}"] if stage else []
+
+    @staticmethod
+    def _auto_promote_index(obj: Mapping[str, Any]) -> list[str]:
+        return [namespace_of(obj) or "default"] if auto_promote_enabled(obj) else []
+
+    @staticmethod
+    def _freight_index(obj: Mapping[str, Any]) -> list[str]:
+        freight = (obj.get("spec") or {}).get("freight")
+        return [f"{namespace_of(obj) or 'default'}/{freight}"] if freight else []
+
+    def _enqueue_stage(
+        self, namespace: str, stage: str, *, wake: bool = False, after: float = 0
+    ) -> None:
+        if self._leading:
+            self.queue.add((namespace, stage), wake=wake, after=after)
+
+    @property
+    def leading(self) -> bool:
+        return self._leading
+
+    def wake_pr(self, url: str) -> int:
+        """Wake the Promotions waiting on a pull request (its merge or close webhook came)."""
+        woken = 0
+        for promotion in self.promotions.by_index("waiting-pr", url):
+            stage = (promotion.get("spec") or {}).get("stage")
+            if stage:
+                self._enqueue_stage(namespace_of(promotion) or "default", stage, wake=True)
+                woken += 1
+        return woken
+
+    def _on_promotion(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        for listener in self.listeners:
+            try:
+                listener(obj, old)
+            except Exception:  # a front end's bug must not stop the reconciler
+                log.exception("promotion listener failed")
+        stage = (obj.get("spec") or {}).get("stage")
+        if not stage:
+            return
+        token = ann.refresh_token(obj)
+        wake = token is not None and token != ann.refresh_token(old)
+        wake = wake or (ann.abort_request(obj) is not None and ann.abort_request(old or {}) is None)
+        self._enqueue_stage(namespace_of(obj) or "default", stage, wake=wake)
+
+    def _on_stage(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        for listener in self.stage_listeners:
+            try:
+                listener(obj, old)
+            except Exception:  # a front end's bug must not stop the reconciler
+                log.exception("stage listener failed")
+        # Our own status writes come back as events; only spec, annotation or deletion changes
+        # (or a first sight) need a reconcile.
+        if old is not None and kind == "MODIFIED":
+            if obj.get("spec") == old.get("spec") and meta(obj).get("annotations") == meta(old).get(
+                "annotations"
+            ):
+                return
+        self._enqueue_stage(
+            namespace_of(obj) or "default",
+            name_of(obj),
+            wake=ann.refresh_token(obj) != ann.refresh_token(old),
+        )
+
+    def _on_freight(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if kind != "DELETED":
+            for listener in self.freight_listeners:
+                try:
+                    listener(obj, old)
+                except Exception:  # a front end's bug must not stop the reconciler
+                    log.exception("freight listener failed")
+        namespace = namespace_of(obj) or "default"
+        key = f"{namespace}/{name_of(obj)}"
+        # Promotions depend on what the Freight is, not on its status, which every finished
+        # Promotion's verification writes: re-checking every queued Promotion of a popular
+        # Freight on each of those writes made draining the queues quadratic (bench_scale).
+        if kind != "MODIFIED" or old is None or _freight_content(obj) != _freight_content(old):
+            for promotion in self.promotions.by_index("freight", key):
+                if not phase_of(promotion).terminal:
+                    self._on_promotion("MODIFIED", promotion, promotion)
+        # New or newly verified Freight may be due for auto-promotion downstream.
+        for stage in self.stages.by_index("auto-promote", namespace):
+            if available_at(stage, obj) is not None:
+                self._enqueue_stage(namespace, name_of(stage))
+
+    async def _auto_promote(self, stage: Mapping[str, Any], freight: Mapping[str, Any]) -> None:
+        created = await create_promotion(
+            self.kube,
+            stage,
+            freight,
+            self.task_source,
+            actor=AUTO_PROMOTION_ACTOR,
+            now=self.clock.now(),
+        )
+        self.promotions.observe(created)
+        log.info(
+            "auto-promoting Freight %s to Stage %s as %s",
+            name_of(freight),
+            name_of(stage),
+            name_of(created),
+        )
+
+    def _on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = f"{namespace_of(obj) or 'argocd'}/{name_of(obj)}"
+        for promotion in self.promotions.by_index("waiting-app", key):
+            stage = (promotion.get("spec") or {}).get("stage")
+            if stage:
+                self._enqueue_stage(namespace_of(promotion) or "default", stage, wake=True)
+        for promotion in self.promotions.by_index("health-app", key):
+            stage = (promotion.get("spec") or {}).get("stage")
+            if stage:
+                self._enqueue_stage(namespace_of(promotion) or "default", stage)
+
+
+def _freight_content(freight: Mapping[str, Any]) -> dict[str, Any]:
+    """A Freight without its status and metadata: the artifacts it stands for."""
+    return {key: value for key, value in freight.items() if key not in ("status", "metadata")}

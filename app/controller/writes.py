@@ -1,0 +1,261 @@
+"""The write path: every Promotion and Stage write the reconciler makes, and how it lands.
+
+Each write is a merge patch of what changed, with the resourceVersion as precondition, so a
+replica never overwrites a newer object blindly: on a conflict it re-reads and re-decides. Our
+own writes go into the informers' caches at once. Mixed into
+:class:`app.controller.reconciler.Controller`, which owns the caches and the engine runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from app.controller import kube as k
+from app.controller.informer import Informer
+from app.controller.verification import Verifier
+from promoter import annotations as ann
+from promoter import engine
+from promoter.clock import Clock
+from promoter.model import Phase, Promotion, format_time, meta, name_of, namespace_of
+from promoter.stage_planner import plan_status
+from promoter.stages import phase_of, stage_status
+from promoter.steps.base import StepServices
+from promoter.steps.registry import StepRegistry
+
+log = logging.getLogger(__name__)
+
+
+class StatusWrites:
+    """The reconciler's writes to Promotions and Stages."""
+
+    kube: k.Kube
+    clock: Clock
+    registry: StepRegistry
+    services: StepServices
+    work_dir: Path
+    _work_dirs: set[Path]
+    promotions: Informer
+    stages: Informer
+    applications: Informer
+    verifier: Verifier
+    on_promotion_finished: Callable[[Mapping[str, Any]], None] | None
+    _find_freight: Callable[[str, str], Mapping[str, Any] | None]
+    _work_dir: Callable[[str, str], Path]
+    _functions: Callable[[str], dict[str, Callable[..., Any]]]
+
+    def _observe(self, obj: dict[str, Any]) -> None:
+        """Put our own write into the cache at once, so the next pass does not act on the copy
+        from before it (the watch event follows a moment later with the same version)."""
+        self.promotions.observe(obj)
+
+    async def _write_spec(
+        self, obj: Mapping[str, Any], promotion: Promotion
+    ) -> dict[str, Any] | None:
+        spec = promotion.to_object()["spec"]
+        try:
+            written = await self.kube.patch(
+                k.PROMOTIONS,
+                namespace_of(obj),
+                name_of(obj),
+                {"spec": {"steps": spec["steps"], "vars": spec.get("vars", [])}},
+                resource_version=str(meta(obj).get("resourceVersion")),
+            )
+        except (k.Conflict, k.NotFound):
+            return None
+        self._observe(written)
+        return written
+
+    async def _write_status(
+        self, obj: Mapping[str, Any], before: Promotion, after: Promotion
+    ) -> dict[str, Any] | None:
+        new = after.status.to_dict()
+        old = dict(obj.get("status") or {})
+        # Only what changed goes over the wire (a step's entry, its outputs, the phase): the
+        # resourceVersion precondition makes the diff exact.
+        patch = k.merge_patch_between(old, new)
+        if not patch:
+            return dict(obj)
+        namespace, name = namespace_of(obj), name_of(obj)
+        version = str(meta(obj).get("resourceVersion"))
+        for _ in range(5):
+            try:
+                written = await self.kube.patch_status(
+                    k.PROMOTIONS, namespace, name, patch, resource_version=version
+                )
+            except k.NotFound:
+                return None
+            except k.Conflict:
+                # Never overwrite a newer object blindly: re-read and re-decide.
+                try:
+                    fresh = await self.kube.get(k.PROMOTIONS, namespace, name)
+                except k.NotFound:
+                    return None
+                self._observe(fresh)
+                if phase_of(fresh).terminal or ann.abort_request(fresh) is not None:
+                    return None
+                if (fresh.get("status") or {}) != old:
+                    # Someone else moved it on (another replica?): let the next pass decide.
+                    return None
+                version = str(meta(fresh).get("resourceVersion"))
+                continue
+            self._observe(written)
+            return written
+        return None
+
+    async def _fail(self, obj: Mapping[str, Any], message: str) -> dict[str, Any] | None:
+        promotion_status = dict(obj.get("status") or {})
+        now = self.clock.now()
+        status = {
+            **promotion_status,
+            "phase": Phase.ERRORED.value,
+            "message": message,
+            "finishedAt": format_time(now),
+            "startedAt": promotion_status.get("startedAt") or format_time(now),
+        }
+        try:
+            written = await self.kube.patch_status(
+                k.PROMOTIONS,
+                namespace_of(obj),
+                name_of(obj),
+                status,
+                resource_version=str(meta(obj).get("resourceVersion")),
+            )
+        except (k.Conflict, k.NotFound):
+            return None
+        self._observe(written)
+        await self.kube.emit_event(
+            written, reason="PromotionErrored", message=message, type="Warning"
+        )
+        self._notify_finished(written)
+        return written
+
+    async def _abort(
+        self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, actor: str
+    ) -> None:
+        promotion = Promotion.from_object(obj)
+        now = self.clock.now()
+        if promotion.status.phase is Phase.RUNNING:
+            await self._abort_running_step(promotion, obj)
+        aborted = engine.abort(promotion, actor, now)
+        written = await self._write_status(obj, promotion, aborted)
+        if written is None:
+            return
+        await self._finished(written, aborted)
+
+    async def _abort_running_step(self, promotion: Promotion, obj: Mapping[str, Any]) -> None:
+        """Give the running step a chance to undo what it started (Argo CD: terminate-op)."""
+        namespace = namespace_of(obj) or "default"
+        freight = self._find_freight(namespace, promotion.freight) or {}
+        runtime = engine.Runtime(
+            registry=self.registry,
+            services=self.services,
+            work_dir=self._work_dir(namespace, promotion.name),
+            freight=freight,
+            freights=[freight],
+            extra_functions=self._functions(namespace),
+            clock=self.clock.now,
+        )
+        try:
+            await engine.abort_step(promotion, runtime)
+        except Exception:  # undoing is best effort; the abort itself must not fail
+            log.exception("aborting the running step of %s", promotion.name)
+
+    async def _finished(self, obj: Mapping[str, Any], promotion: Promotion) -> None:
+        phase = promotion.status.phase
+        reason = f"Promotion{phase.value}"
+        message = promotion.status.message or phase.value
+        await self.kube.emit_event(
+            dict(obj),
+            reason=reason,
+            message=message,
+            type="Normal" if phase is Phase.SUCCEEDED else "Warning",
+        )
+        path = self.work_dir / (namespace_of(obj) or "default") / name_of(obj)
+        self._work_dirs.discard(path)
+        try:
+            path.rmdir()  # most steps leave nothing behind: one call, inline
+        except FileNotFoundError:
+            pass
+        except OSError:
+            # A real tree (a git clone): walking it would stall every Stage.
+            await asyncio.to_thread(shutil.rmtree, path, ignore_errors=True)
+        self._notify_finished(obj)
+
+    def _notify_finished(self, obj: Mapping[str, Any]) -> None:
+        if self.on_promotion_finished:
+            self.on_promotion_finished(obj)
+
+    async def _write_stage_status(
+        self,
+        stage_obj: Mapping[str, Any],
+        succeeded_freight: Mapping[str, Any] | None,
+        finished_last: str | None = None,
+    ) -> Mapping[str, Any] | None:
+        """Decide the Stage's whole status and write it in (at most) one patch.
+
+        The Promotions' outcome (current Freight, last Promotion, conditions), its health and
+        its verification (which starts from the outcome decided here) go out together: one
+        status write per reconcile. Returns the Stage as it now stands, None if it is gone.
+        """
+        namespace, name = namespace_of(stage_obj) or "default", name_of(stage_obj)
+        current: Mapping[str, Any] = self.stages.get(namespace, name) or stage_obj
+        for _ in range(3):
+            promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
+            now = self.clock.now()
+            new = plan_status(
+                current,
+                promotions,
+                self.applications.items(),
+                now,
+                succeeded_freight=succeeded_freight,
+                finished_last=finished_last,
+            )
+            new.update(
+                await self.verifier.reconcile(
+                    {**current, "status": new}, promotions, self._find_freight
+                )
+            )
+            # Ready follows Healthy and Verified as just decided.
+            new = stage_status({**current, "status": new}, promotions, now)
+            old = dict(current.get("status") or {})
+            if _without_times(new) == _without_times(old):
+                return current
+            patch = k.merge_patch_between(old, new)
+            try:
+                written = await self.kube.patch_status(
+                    k.STAGES,
+                    namespace,
+                    name,
+                    patch,
+                    resource_version=str(meta(current).get("resourceVersion")),
+                )
+            except k.NotFound:
+                return None
+            except k.Conflict:
+                # Someone else wrote the Stage (a spec or annotation edit): decide again on
+                # the newer object rather than overwrite it. (Verification adopts what it
+                # started on the first pass: the AnalysisRun, the Freight's verifiedIn.)
+                try:
+                    current = await self.kube.get(k.STAGES, namespace, name)
+                except k.NotFound:
+                    return None
+                self.stages.observe(current)
+                continue
+            self.stages.observe(written)
+            return written
+        # Still conflicting: the write that beat us comes back as an event and a new reconcile.
+        return None
+
+
+def _without_times(status: Mapping[str, Any]) -> Any:
+    out = dict(status)
+    out["conditions"] = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in status.get("conditions") or ()
+    ]
+    return out
