@@ -25,8 +25,8 @@ from app.controller.creation import create_promotion
 from app.logs import configure_logging
 from app.server import SERVER, create_app, wait_started
 from app.settings import Settings, SettingsError
-from promoter.model import Phase, name_of
-from promoter.stages import phase_of
+from promoter.resources.model import Phase, name_of
+from promoter.resources.stages import phase_of
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +61,7 @@ async def serve(settings: Settings, *, demo: bool, keep_running: bool, out: Text
                 file=sys.stderr,
             )
             return 2
-        from promoter.demo import make_remote
+        from promoter.local.demo import make_remote
 
         demo_dir = tempfile.TemporaryDirectory(prefix="longshoreman-demo-")
         root = Path(demo_dir.name)

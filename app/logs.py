@@ -2,7 +2,7 @@
 
 :func:`configure_logging` installs one stderr handler on the root logger with two filters:
 
-- :class:`ContextFilter` copies the fields of :func:`promoter.telemetry.log_context` (set per
+- :class:`ContextFilter` copies the fields of :func:`promoter.ports.telemetry.log_context` (set per
   reconcile by the reconciler and per delivery by the webhook worker) onto each record, so a
   line says which ``promotion``, ``stage``, ``namespace`` or ``delivery_id`` it is about;
 - :class:`RedactingFilter` renders the message, the traceback and the stack *before* any
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from promoter.telemetry import CONTEXT_FIELDS, current_log_context
+from promoter.ports.telemetry import CONTEXT_FIELDS, current_log_context
 
 REDACTED = "***"
 # Shorter values are not treated as secrets: replacing "1" or "on" everywhere would garble
@@ -133,7 +133,8 @@ def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
 
 
 class ContextFilter(logging.Filter):
-    """Copies :func:`promoter.telemetry.log_context` fields onto the record (``extra=`` wins)."""
+    """Copies :func:`promoter.ports.telemetry.log_context` fields onto the record (``extra=``
+    wins)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         for key, value in current_log_context().items():

@@ -13,7 +13,7 @@ Two kinds of series:
   (observed by the leader's reconciler when a Promotion reaches a terminal phase, once, from
   the timings in its status), reconcile latency, webhook deliveries, calls to GitHub, Slack and
   Kubernetes and their errors, rate-limit waits. :class:`Metrics` implements
-  :class:`promoter.telemetry.Telemetry`, the port through which ``handlers/`` and ``slack/``
+  :class:`promoter.ports.telemetry.Telemetry`, the port through which ``handlers/`` and ``slack/``
   report without importing this layer.
 """
 
@@ -34,8 +34,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from promoter.model import Phase, namespace_of, parse_time
-from promoter.stages import phase_of
+from promoter.resources.model import Phase, namespace_of, parse_time
+from promoter.resources.stages import phase_of
 
 # Promotions take seconds (a file edit and a push) to hours (waiting for a pull request).
 PROMOTION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)

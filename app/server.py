@@ -36,9 +36,9 @@ from app.ui.pages import setup_pages
 from handlers.git_credentials import GitHubRegistryCredentials
 from handlers.webhook import setup_github
 from promoter.clock import SYSTEM, Clock
+from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.steps.base import GitCredentials, GitSettings, HttpSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
-from promoter.telemetry import NO_TELEMETRY, Telemetry
 from slack.app import setup_slack
 
 log = logging.getLogger("longshoreman")

@@ -18,7 +18,7 @@ from typing import Any
 from app.receivers.settings import ReceiverSettings, ReceiverSettingsError
 from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import GitHubSettings, GitHubSettingsError
-from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE
+from promoter.ports.clusterdata import DEFAULT_SHARED_NAMESPACE
 from promoter.steps.http import HostRules
 from slack.settings import SlackSettings, SlackSettingsError
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from promoter import engine
-from promoter.builder import build_promotion
-from promoter.model import Phase, TaskRef, TaskSpec, parse_stage
+from promoter.engine import engine
+from promoter.engine.builder import build_promotion
+from promoter.resources.model import Phase, TaskRef, TaskSpec, parse_stage
 from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry
 from tests.support import objects

@@ -99,8 +99,8 @@ spec:
 WARM_SCRIPT = """
 import sys, time
 from pathlib import Path
-from promoter.manifests import load
-from promoter.runner import RunOptions, run_local
+from promoter.resources.manifests import load
+from promoter.local.runner import RunOptions, run_local
 from promoter.steps.base import GitSettings, StepServices
 manifests, gitconfig, root, count = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 services = StepServices(git=GitSettings(env={"GIT_CONFIG_GLOBAL": gitconfig}))

@@ -57,7 +57,7 @@ from app.controller import kube as k
 from app.controller.creation import create_promotion
 from app.controller.reconciler import Controller
 from bench.realserver import cpu_readers, cpu_seconds, machine_cpu_seconds, real_apiserver
-from promoter.model import TaskRef, TaskSpec
+from promoter.resources.model import TaskRef, TaskSpec
 from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry
 from tests.support.telemetry import RecordingTelemetry

@@ -22,8 +22,7 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo
-from promoter import annotations as ann
-from promoter.chatops import (
+from promoter.chat.chatops import (
     Command,
     Decision,
     Refusal,
@@ -32,8 +31,9 @@ from promoter.chatops import (
     listed,
     promote_decided,
 )
-from promoter.commands import DoAbort, DoPromote, DoReverify, Facts, plan, stages_to_authorize
-from promoter.model import meta, name_of
+from promoter.chat.commands import DoAbort, DoPromote, DoReverify, Facts, plan, stages_to_authorize
+from promoter.resources import annotations as ann
+from promoter.resources.model import meta, name_of
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from promoter.model import name_of, namespace_of
-from promoter.views import PromotionView, StepLine
+from promoter.chat.views import PromotionView, StepLine
+from promoter.resources.model import name_of, namespace_of
 
 CHECK_PREFIX = "promote: "
 VERIFY_PREFIX = "verify: "

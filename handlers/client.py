@@ -36,7 +36,7 @@ from cachetools import LRUCache, TLRUCache, TTLCache
 from handlers.settings import GitHubSettings
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import StepError
-from promoter.telemetry import NO_TELEMETRY, Telemetry
+from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 
 log = logging.getLogger(__name__)
 

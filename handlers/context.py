@@ -2,7 +2,7 @@
 
 Handlers take ``(event, deps)``: the GitHub client for the event's installation is one call
 away (:meth:`Deps.gh`), and everything that changes the cluster goes through the
-:class:`promoter.chatops.PromotionService` port. Nothing here knows about the app layer.
+:class:`promoter.chat.chatops.PromotionService` port. Nothing here knows about the app layer.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from cachetools import TTLCache
 
 from handlers.client import GitHubAPI, GitHubClient
 from handlers.settings import GitHubSettings
-from promoter import annotations as ann
-from promoter.chatops import (
+from promoter.chat.chatops import (
     Decision,
     PromotionService,
     github_may_act,
     listed,
 )
 from promoter.clock import SYSTEM, Clock
-from promoter.model import meta
+from promoter.resources import annotations as ann
+from promoter.resources.model import meta
 
 log = logging.getLogger(__name__)
 

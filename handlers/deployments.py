@@ -1,7 +1,8 @@
 """What GitHub's Deployments show for a Promotion, decided purely.
 
 A Stage that opts in (``longshoreman.dev/github-deployments``, see
-:func:`promoter.annotations.github_environment`) is a GitHub *environment*; each Promotion to it
+:func:`promoter.resources.annotations.github_environment`) is a GitHub *environment*; each
+Promotion to it
 becomes one Deployment on each of its Freight's commits in the repositories the App is installed
 on (REST "Deployments", https://docs.github.com/en/rest/deployments), and its statuses follow the
 Promotion::
@@ -9,7 +10,8 @@ Promotion::
     Pending -> queued    Running -> in_progress    Succeeded -> success
     Failed -> failure    Errored -> error          Aborted -> error ("aborted by ...")
 
-These functions take the Promotion's read model (:class:`promoter.views.PromotionView`) and what
+These functions take the Promotion's read model (:class:`promoter.chat.views.PromotionView`) and
+what
 GitHub already holds (:class:`Existing`) and return what to write (:data:`Action`);
 ``handlers/environments.py`` gathers the facts and sends the actions. Choices that matter:
 
@@ -34,10 +36,10 @@ from typing import Any
 from urllib.parse import quote
 
 from handlers.checks import clip_plain
-from promoter.annotations import GitHubEnvironment
-from promoter.model import name_of, parse_time
-from promoter.stages import phase_of
-from promoter.views import PromotionView
+from promoter.chat.views import PromotionView
+from promoter.resources.annotations import GitHubEnvironment
+from promoter.resources.model import name_of, parse_time
+from promoter.resources.stages import phase_of
 
 TASK = "deploy"
 PAYLOAD_KEY = "longshoreman"

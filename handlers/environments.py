@@ -34,11 +34,11 @@ from cachetools import LRUCache, TTLCache
 from handlers import deployments as d
 from handlers.client import GitHubAPI
 from handlers.context import Deps
-from promoter import annotations as ann
-from promoter.argocd import external_url, touched_apps
+from promoter.chat.views import PromotionView
 from promoter.errors import LongshoremanError
-from promoter.model import name_of, namespace_of
-from promoter.views import PromotionView
+from promoter.resources import annotations as ann
+from promoter.resources.model import name_of, namespace_of
+from promoter.rules.argocd import external_url, touched_apps
 
 log = logging.getLogger(__name__)
 

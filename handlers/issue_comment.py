@@ -25,8 +25,7 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo
-from promoter import annotations as ann
-from promoter.chatops import (
+from promoter.chat.chatops import (
     USAGE,
     Command,
     Decision,
@@ -40,7 +39,7 @@ from promoter.chatops import (
     parse_comment,
     promote_decided,
 )
-from promoter.commands import (
+from promoter.chat.commands import (
     DoAbort,
     DoPromote,
     DoReverify,
@@ -52,9 +51,10 @@ from promoter.commands import (
     plan,
     stages_to_authorize,
 )
+from promoter.chat.views import promotion_view
 from promoter.errors import LongshoremanError
-from promoter.model import meta, name_of
-from promoter.views import promotion_view
+from promoter.resources import annotations as ann
+from promoter.resources.model import meta, name_of
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class CommandSession:
             await self.reply(f"@{self.user}: `{checks.quiet(command.raw)}`: {checks.quiet(str(e))}")
 
     async def _facts(self, command: Command) -> Facts:
-        """Everything :func:`promoter.commands.plan` needs, looked up now (the I/O is here)."""
+        """Everything :func:`promoter.chat.commands.plan` needs, looked up now (the I/O is here)."""
         snapshot = await self.deps.service.snapshot(self.namespace)
         pr_freight = None
         if needs_pr_freight(command):

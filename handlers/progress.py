@@ -43,12 +43,12 @@ from handlers.client import GitHubAPI
 from handlers.context import Deps
 from handlers.environments import Environments
 from handlers.queue import KeyedQueue
-from promoter import annotations as ann
+from promoter.chat.views import PromotionView, freight_label, promotion_view
 from promoter.errors import LongshoremanError, StepError
-from promoter.model import name_of, namespace_of
-from promoter.stages import downstream_stages, phase_of
+from promoter.resources import annotations as ann
+from promoter.resources.model import name_of, namespace_of
+from promoter.resources.stages import downstream_stages, phase_of
 from promoter.steps.github import repo_full_name
-from promoter.views import PromotionView, freight_label, promotion_view
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 from gidgethub import routing, sansio
 
 from handlers.context import Deps, event_repo
-from promoter.model import name_of
+from promoter.resources.model import name_of
 from promoter.steps.git import normalize_repo_url
 from promoter.warehouses.freight import normalize_git_url
 from promoter.warehouses.refresh import warehouses_to_refresh

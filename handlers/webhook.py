@@ -37,9 +37,9 @@ from handlers.progress import Progress
 from handlers.pull_requests import GitHubPullRequests
 from handlers.queue import KeyedQueue
 from handlers.settings import GitHubSettings
-from promoter.chatops import PromotionService
+from promoter.chat.chatops import PromotionService
 from promoter.clock import SYSTEM, Clock
-from promoter.telemetry import NO_TELEMETRY, Telemetry, log_context
+from promoter.ports.telemetry import NO_TELEMETRY, Telemetry, log_context
 
 log = logging.getLogger(__name__)
 

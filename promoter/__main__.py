@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from promoter.cli import main
+from promoter.local.cli import main
 
 
 def run() -> None:

@@ -16,7 +16,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from promoter.telemetry import NO_TELEMETRY, Telemetry
+from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from slack.blocks import Message
 
 

@@ -30,8 +30,7 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from promoter import annotations as ann
-from promoter.chatops import (
+from promoter.chat.chatops import (
     SLASH,
     Command,
     CommandError,
@@ -43,8 +42,7 @@ from promoter.chatops import (
     reason_of,
     stages_to_announce,
 )
-from promoter.clock import SYSTEM, Clock
-from promoter.commands import (
+from promoter.chat.commands import (
     AskConfirm,
     Cancelled,
     DoAbort,
@@ -57,9 +55,11 @@ from promoter.commands import (
     plan,
     stages_to_authorize,
 )
+from promoter.clock import SYSTEM, Clock
 from promoter.errors import PermanentError, TemporaryError
-from promoter.model import name_of
-from promoter.telemetry import NO_TELEMETRY, Telemetry
+from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
+from promoter.resources import annotations as ann
+from promoter.resources.model import name_of
 from slack import messages as m
 from slack.api import SlackApi, SlackError
 from slack.blocks import Message

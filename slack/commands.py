@@ -1,8 +1,8 @@
 """Slack's side of a command: the facts it gathers and the Confirm that travels in a button.
 
 One slash command carries every chat command as its text (``/promote abort test``), parsed by
-:func:`promoter.chatops.parse_slash` with the same grammar as a GitHub comment; what it does is
-decided by :func:`promoter.commands.plan`, the planner every front end shares. This module only
+:func:`promoter.chat.chatops.parse_slash` with the same grammar as a GitHub comment; what it does is
+decided by :func:`promoter.chat.commands.plan`, the planner every front end shares. This module only
 says how Slack answers "may this user act on this Stage" (user IDs and user groups, with the
 server's default promoters) and whether a Stage wants a Confirm first, and carries a pending
 Confirm in the button's value; :mod:`slack.app` gathers the facts and carries out the decision.
@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from promoter import annotations as ann
-from promoter.chatops import Decision, listed, slack_may_act
-from promoter.model import meta
+from promoter.chat.chatops import Decision, listed, slack_may_act
+from promoter.resources import annotations as ann
+from promoter.resources.model import meta
 
 # ---- confirmations ----------------------------------------------------------------------------
 

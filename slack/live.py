@@ -34,13 +34,13 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from promoter import annotations as ann
-from promoter.chatops import PromotionService
+from promoter.chat.chatops import PromotionService
+from promoter.chat.views import Verification, promotion_view
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import NotFound
-from promoter.model import meta, name_of, namespace_of
-from promoter.stages import phase_of
-from promoter.views import Verification, promotion_view
+from promoter.resources import annotations as ann
+from promoter.resources.model import meta, name_of, namespace_of
+from promoter.resources.stages import phase_of
 from slack.api import (
     Posted,
     RateLimited,

@@ -11,11 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from promoter import annotations as ann
-from promoter.chatops import FREIGHT_HELP, usage_lines
-from promoter.model import meta
-from promoter.stages import phase_of
-from promoter.views import (
+from promoter.chat.chatops import FREIGHT_HELP, usage_lines
+from promoter.chat.views import (
     SHORT_NAME,
     EnvironmentLink,
     PromotionView,
@@ -24,6 +21,9 @@ from promoter.views import (
     Verification,
     step_lines,
 )
+from promoter.resources import annotations as ann
+from promoter.resources.model import meta
+from promoter.resources.stages import phase_of
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion

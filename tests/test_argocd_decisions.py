@@ -1,4 +1,4 @@
-"""Table tests of the pure Argo CD rules in :mod:`promoter.argocd`.
+"""Table tests of the pure Argo CD rules in :mod:`promoter.rules.argocd`.
 
 Configs are written here (Kargo's documentation examples of both steps go through the same rules
 in tests/conformance/test_kargo_docs_argocd.py); Application shapes follow Argo CD's
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from promoter import annotations as ann
-from promoter.argocd import (
+from promoter.errors import StepError
+from promoter.resources import annotations as ann
+from promoter.rules.argocd import (
     MAX_SYNC_ATTEMPTS,
     REFRESH_ANNOTATION,
     Action,
@@ -36,7 +37,6 @@ from promoter.argocd import (
     terminate_patch,
     wait_readiness,
 )
-from promoter.errors import StepError
 
 PROMO = "test.01j000000000000000000000.abc1234"
 REPO = "https://github.com/example/repo.git"

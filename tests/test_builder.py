@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from promoter.builder import build_promotion, ensure_inflated, new_ulid, promotion_name
+from promoter.engine.builder import build_promotion, ensure_inflated, new_ulid, promotion_name
 from promoter.errors import InvalidInput
-from promoter.model import (
+from promoter.resources.model import (
     Promotion,
     StageSpec,
     TaskRef,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from promoter.chatops import (
+from promoter.chat.chatops import (
     Command,
     CommandError,
     PromotionRef,
@@ -25,7 +25,7 @@ from promoter.chatops import (
     slack_may_act,
     usage_lines,
 )
-from promoter.views import stage_views
+from promoter.chat.views import stage_views
 from tests.support import objects
 
 

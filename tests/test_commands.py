@@ -1,4 +1,4 @@
-"""The one planner every front end shares (promoter.commands), table-driven.
+"""The one planner every front end shares (promoter.chat.commands), table-driven.
 
 Each rule is decided once; these tables check it with Slack's authorizer (user IDs, user groups,
 the server's default promoters) and GitHub's (repository permission, promoter lists naming users
@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from promoter import annotations as ann
-from promoter.chatops import (
+from promoter.chat.chatops import (
     Command,
     Decision,
     Refusal,
@@ -25,7 +24,7 @@ from promoter.chatops import (
     parse_comment,
     parse_slash,
 )
-from promoter.commands import (
+from promoter.chat.commands import (
     AskConfirm,
     Cancelled,
     DoAbort,
@@ -39,7 +38,8 @@ from promoter.commands import (
     plan,
     stages_to_authorize,
 )
-from promoter.views import FreightLabel
+from promoter.chat.views import FreightLabel
+from promoter.resources import annotations as ann
 from slack.commands import authorizer, needs_confirmation
 from tests.support import objects
 from tests.support.objects import freight, promotion, stage

@@ -41,7 +41,7 @@ from app.server import create_app
 from app.settings import Settings
 from handlers.routing import ROUTER
 from handlers.webhook import WEBHOOK_PATH
-from promoter.chatops import SLASH
+from promoter.chat.chatops import SLASH
 from slack.app import EVENTS_PATH
 from tests.support import objects
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app

@@ -14,10 +14,18 @@ from typing import Any
 
 import pytest
 
-from promoter import engine
-from promoter.builder import build_promotion
+from promoter.engine import engine
+from promoter.engine.builder import build_promotion
 from promoter.errors import StepError
-from promoter.model import Phase, Promotion, TaskRef, TaskSpec, Var, parse_stage, parse_task
+from promoter.resources.model import (
+    Phase,
+    Promotion,
+    TaskRef,
+    TaskSpec,
+    Var,
+    parse_stage,
+    parse_task,
+)
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.basic import STEPS as BASIC
 from promoter.steps.registry import StepRegistry

@@ -1,6 +1,6 @@
 """The fake Argo Rollouts analysis controller, against the Kubernetes API emulator.
 
-AnalysisRuns are built by :func:`promoter.verification.build_analysis_run` from our analysis
+AnalysisRuns are built by :func:`promoter.control.verification.build_analysis_run` from our analysis
 templates (tests/fixtures/argo), created through the real ``kubernetes.aio`` client, and driven
 by explicit ``process()`` passes (or the background loop); each test then reads what a verification
 controller would read. One emulator per test; the whole module runs in well under 5 seconds.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from promoter.verification import (
+from promoter.control.verification import (
     ANALYSIS_TERMINAL,
     build_analysis_run,
     verification_message,

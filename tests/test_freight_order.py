@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.controller import kube as k
-from promoter.stages import freight_created
+from promoter.resources.stages import freight_created
 from tests.support import objects
 from tests.support.controller import running_cluster, running_controller, wait_for_object
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from handlers import checks
-from promoter import annotations as ann
-from promoter.views import FreightLabel, promotion_view
+from promoter.chat.views import FreightLabel, promotion_view
+from promoter.resources import annotations as ann
 from tests.support import objects
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.promotions import FakePromotions

@@ -25,9 +25,9 @@ from app.server import create_app, wait_started
 from app.settings import Settings
 from handlers import deployments as d
 from handlers.webhook import WEBHOOK_PATH
-from promoter import annotations as ann
-from promoter.chatops import markdown_table
-from promoter.views import stage_views
+from promoter.chat.chatops import markdown_table
+from promoter.chat.views import stage_views
+from promoter.resources import annotations as ann
 from slack.messages import status_table
 from tests.support import objects
 from tests.support.controller import registry_with, wait_for_object

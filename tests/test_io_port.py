@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from promoter.io_port import LoopIo, ProcessResult
+from promoter.ports.io_port import LoopIo, ProcessResult
 
 PY = sys.executable
 

@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 import yaml
 
-from promoter import engine
-from promoter.builder import build_promotion
+from promoter.engine import engine
+from promoter.engine.builder import build_promotion
 from promoter.expressions import (
     ExpressionError,
     Scope,
@@ -45,7 +45,7 @@ from promoter.expressions import (
     render_string,
 )
 from promoter.expressions.dates import now_on
-from promoter.model import Phase, TaskRef, TaskSpec, parse_stage
+from promoter.resources.model import Phase, TaskRef, TaskSpec, parse_stage
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry
 from tests.support import objects

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from promoter.clusterdata import InMemoryData
 from promoter.expressions import ExpressionError, evaluate_expression, freight_functions
-from promoter.metadata import InMemoryMetadata, metadata_functions
-from promoter.model import Phase
+from promoter.ports.clusterdata import InMemoryData
+from promoter.resources.model import Phase
+from promoter.rules.metadata import InMemoryMetadata, metadata_functions
 from promoter.steps.base import StepServices
 from tests.support import objects
 from tests.support.steps import run_template

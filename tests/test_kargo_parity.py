@@ -18,12 +18,11 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from promoter import engine
-from promoter.builder import build_promotion
+from promoter.engine import engine
+from promoter.engine.builder import build_promotion
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression, freight_functions
-from promoter.metadata import InMemoryMetadata, metadata_functions
-from promoter.model import (
+from promoter.resources.model import (
     Phase,
     Promotion,
     StepExecution,
@@ -32,6 +31,7 @@ from promoter.model import (
     TaskSpec,
     parse_stage,
 )
+from promoter.rules.metadata import InMemoryMetadata, metadata_functions
 from promoter.steps.base import StepResult, StepServices, StepStatus
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import builtin_registry

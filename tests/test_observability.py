@@ -30,7 +30,7 @@ from app.metrics import Metrics
 from app.server import SERVER, create_app, wait_started
 from app.settings import Settings
 from handlers.client import GitHubClient, RateLimited, RetryPolicy
-from promoter.telemetry import log_context
+from promoter.ports.telemetry import log_context
 from slack.api import RateLimited as SlackRateLimited
 from slack.api import SlackApi
 from slack.blocks import Message

@@ -22,9 +22,9 @@ from app.server import ServerState, create_app, wait_started
 from app.settings import Settings, SettingsError
 from app.ui.views import MASK, Masker
 from handlers.checks import check_run_fields
+from promoter.chat.views import promotion_view
 from promoter.clock import SYSTEM, Clock
-from promoter.stages import phase_of
-from promoter.views import promotion_view
+from promoter.resources.stages import phase_of
 from slack.messages import render_promotion
 from tests.support import objects
 from tests.support.clock import FakeClock

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from handlers import checks
-from promoter.views import FreightLabel, freight_label, promotion_view
+from promoter.chat.views import FreightLabel, freight_label, promotion_view
 from tests.support import objects
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

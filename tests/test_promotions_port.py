@@ -17,10 +17,10 @@ import pytest
 
 from app.controller import kube as k
 from app.controller.promotions import ClusterPromotions
-from promoter import annotations as ann
-from promoter.chatops import PromotionService
+from promoter.chat.chatops import PromotionService
 from promoter.errors import InvalidInput, NotFound, Refused
-from promoter.model import name_of
+from promoter.resources import annotations as ann
+from promoter.resources.model import name_of
 from tests.support import objects
 from tests.support.controller import running_cluster, running_controller
 from tests.support.promotions import FakePromotions

@@ -1,6 +1,7 @@
 """A Promotion continued in another work directory: rebuilt from its status, no effect repeated.
 
-Each test runs a real Promotion through :func:`promoter.engine.advance` (real git against local
+Each test runs a real Promotion through :func:`promoter.engine.engine.advance` (real git against
+local
 bare repositories, the built-in steps) in one work directory until it waits, then continues it
 from nothing but its status in a fresh one, as a standby replica (or a restarted pod with a new
 ``emptyDir``) would. What is checked is what users see: the Promotion's status, the commits on the
@@ -20,9 +21,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from promoter import engine
-from promoter.model import Phase, Promotion, parse_steps
-from promoter.replay import MAX_CALLS_BYTES
+from promoter.engine import engine
+from promoter.engine.replay import MAX_CALLS_BYTES
+from promoter.resources.model import Phase, Promotion, parse_steps
 from promoter.steps.base import (
     Effect,
     GitSettings,

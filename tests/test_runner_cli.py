@@ -1,6 +1,6 @@
 """The local runner's command-line contract: exit codes, output formats, input errors.
 
-Runs ``promoter.cli.main`` in-process for speed, and the real ``python -m promoter run`` in a
+Runs ``promoter.local.cli.main`` in-process for speed, and the real ``python -m promoter run`` in a
 subprocess where the process boundary matters (stdout purity, signals, waiting on Running steps).
 Git is real: a local bare repository stands in for Kargo's example GitOps repo.
 """
@@ -23,10 +23,10 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from promoter.cli import Progress, main
-from promoter.manifests import load
-from promoter.model import Phase
-from promoter.runner import RunOptions, run_promotion
+from promoter.local.cli import Progress, main
+from promoter.local.runner import RunOptions, run_promotion
+from promoter.resources.manifests import load
+from promoter.resources.model import Phase
 from promoter.steps.base import HttpSettings, StepServices
 from tests.support import objects
 from tests.support.clock import START, FakeClock

@@ -38,9 +38,9 @@ UNUSED_BY_GIT = (
     "tomlkit",
     "promoter.steps.http",
     "promoter.steps.download",
-    "promoter.steps.archive",
-    "promoter.steps.files",
-    "promoter.steps.tomlfiles",
+    "promoter.steps.workdir.archive",
+    "promoter.steps.workdir.files",
+    "promoter.steps.workdir.tomlfiles",
     "promoter.steps.argocd",
     "promoter.steps.github",
 )
@@ -153,7 +153,7 @@ def test_an_image_update_promotion_loads_no_more_than_it_needs(tmp_path: Path) -
         "          updates:\n          - key: image.tag\n            value: v2\n",
     )
     remote, modules = run_imports(tmp_path, manifests, {"app/values.yaml": "image:\n  tag: v1\n"})
-    assert {"promoter.steps.files", "promoter.steps.yamlsplice", "yaml"} <= modules
+    assert {"promoter.steps.workdir.files", "promoter.steps.workdir.yamlsplice", "yaml"} <= modules
     assert sorted(modules & {*SERVER_PACKAGES, "ruamel.yaml"}) == []
     pushed = [b for b in remote.branches() if b.startswith("kargo/promotion/")]
     assert len(pushed) == 1

@@ -21,7 +21,7 @@ from app.controller.metadata import KubeMetadataStore
 from app.embedded import seed
 from promoter.errors import StepError
 from promoter.expressions import ExpressionError, Scope, render
-from promoter.metadata import MAX_VALUES_BYTES, InMemoryMetadata, metadata_functions
+from promoter.rules.metadata import MAX_VALUES_BYTES, InMemoryMetadata, metadata_functions
 from promoter.steps.base import StepContext, StepServices
 from promoter.steps.metadata import set_metadata
 from tests.support import objects

@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from promoter import annotations as ann
 from promoter.errors import NotFound, TemporaryError
-from promoter.model import name_of
+from promoter.resources import annotations as ann
+from promoter.resources.model import name_of
 from slack import messages as m
 from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CANCEL, CONFIRM, PROMOTE_NEXT, REVERIFY

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from promoter import annotations as ann
-from promoter.chatops import (
+from promoter.chat.chatops import (
     Command,
     CommandError,
     parse_slash,
     reason_of,
 )
+from promoter.resources import annotations as ann
 from slack.commands import PendingPromotion, groups_to_resolve
 from tests.support.objects import stage
 

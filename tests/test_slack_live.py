@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from promoter import annotations as ann
 from promoter.errors import TemporaryError
+from promoter.resources import annotations as ann
 from slack.api import SlackApi
 from slack.app import SlackIntegration
 from slack.live import LiveMessages

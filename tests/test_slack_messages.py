@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from promoter import annotations as ann
-from promoter.stages import downstream_stages
-from promoter.views import Verification, promotion_view, verification_of
+from promoter.chat.views import Verification, promotion_view, verification_of
+from promoter.resources import annotations as ann
+from promoter.resources.stages import downstream_stages
 from slack.messages import (
     ABORT,
     PROMOTE_NEXT,

@@ -1,4 +1,5 @@
-"""The pure Stage planner (promoter.stage_planner), table-driven: what the controller does next.
+"""The pure Stage planner (promoter.control.stage_planner), table-driven: what the controller does
+next.
 
 The end-to-end tests (test_reconciler.py, test_verification_flow.py, tests/cluster) show the
 controller applying these decisions against an API server; these tables cover every rule.
@@ -11,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from promoter import annotations as ann
-from promoter.stage_planner import (
+from promoter.chat.views import stage_views
+from promoter.control.stage_planner import (
     Health,
     QueuePlan,
     plan_queue,
@@ -20,7 +21,7 @@ from promoter.stage_planner import (
     stage_health,
     verification_in_progress,
 )
-from promoter.views import stage_views
+from promoter.resources import annotations as ann
 from tests.support import objects
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""``promoter.stages.stage_status``: which Promotion a Stage reports as its last one.
+"""``promoter.resources.stages.stage_status``: which Promotion a Stage reports as its last one.
 
 ``finishedAt`` has second precision and kubectl users name Promotions freely (``p9``, ``p10``),
 so neither orders two Promotions that finished within the same second. Reporting the wrong one
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from promoter.stages import stage_status
+from promoter.resources.stages import stage_status
 from tests.support import objects
 
 NOW = datetime(2026, 11, 30, 1, 6, 26, tzinfo=UTC)

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from promoter import annotations as ann
-from promoter.argocd import MAX_SYNC_ATTEMPTS, health_of
 from promoter.errors import StepError
+from promoter.resources import annotations as ann
+from promoter.rules.argocd import MAX_SYNC_ATTEMPTS, health_of
 from promoter.steps.argocd import (
     ARGOCD_UPDATE,
     ARGOCD_WAIT,

@@ -1,4 +1,5 @@
-"""Tests for the file steps (promoter/steps/files.py) on real files in a temporary work directory.
+"""Tests for the file steps (promoter/steps/workdir/files.py) on real files in a temporary work
+directory.
 
 Each step object is called directly, as the engine would, with an already rendered config. The
 data files of Kargo's documentation examples (yaml-update, helm-update-chart, ...) are inlined,
@@ -17,8 +18,8 @@ import pytest
 
 from promoter.errors import StepError
 from promoter.steps.base import StepContext, StepResult, StepStatus
-from promoter.steps.files import STEPS, parse_key
-from promoter.steps.kustomize import STEPS as KUSTOMIZE_STEPS
+from promoter.steps.workdir.files import STEPS, parse_key
+from promoter.steps.workdir.kustomize import STEPS as KUSTOMIZE_STEPS
 from tests.support import objects
 from tests.support.steps import make_context
 

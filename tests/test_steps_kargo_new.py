@@ -26,10 +26,10 @@ from app.controller import kube as k
 from app.controller.informer import Informer
 from app.controller.metadata import KubeFreightAliases
 from promoter.errors import ConfigRefused, StepError
-from promoter.freight_alias import ALIAS_LABEL, InMemoryFreightAliases
-from promoter.steps.archive import ArchiveLimits, _tar
+from promoter.rules.freight_alias import ALIAS_LABEL, InMemoryFreightAliases
 from promoter.steps.base import Effect, StepResult, StepStatus, effect_of, uses_work_dir_of
 from promoter.steps.registry import builtin_registry
+from promoter.steps.workdir.archive import ArchiveLimits, _tar
 from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
 from tests.support.steps import make_context

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from promoter.model import Phase
+from promoter.resources.model import Phase
 from tests.support.steps import run_template
 
 FREIGHT = {"metadata": {"name": "f", "namespace": "demo"}, "origin": {"name": "w"}}

@@ -16,7 +16,7 @@ import pytest
 from app.controller.oci import Registries
 from app.controller.warehouses.credentials import DockerConfigCredentials
 from app.settings import Settings, SettingsError
-from promoter.model import Phase
+from promoter.resources.model import Phase
 from promoter.steps.base import StepServices
 from tests.support.registry import PASSWORD, USERNAME, Registry, running_registry
 from tests.support.steps import run_template

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from promoter.verification import (
+from promoter.control.verification import (
     ANALYSIS_TERMINAL,
     VerificationError,
     analysis_run_name,

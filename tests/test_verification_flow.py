@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from app.controller import kube as k
-from promoter.model import parse_time
+from promoter.resources.model import parse_time
 from tests.support import objects
 from tests.support.controller import (
     Cluster,

@@ -107,7 +107,8 @@ class World:
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     # One clock for the server and the API server: creationTimestamps and the Warehouse's
-    # Freight stamps agree when a test moves it (promoter.stages.freight_created trusts a stamp
+    # Freight stamps agree when a test moves it (promoter.resources.stages.freight_created trusts a
+    # stamp
     # only near creationTimestamp).
     clock = FakeClock()
     async with (

@@ -160,7 +160,8 @@ async def test_a_key_cut_short_by_a_lost_leadership_runs_again_under_the_next() 
 
 # ---- what the Warehouse controller needs, on virtual loop time --------------------------------
 #
-# The queue reads the loop's clock (its default, promoter.clock.SYSTEM.monotonic), and looptime
+# The queue reads the loop's clock (its default, promoter.clock.SYSTEM.monotonic), and
+# looptime
 # makes that clock virtual: a 5-minute poll passes at once, and the times a key ran at are exact.
 
 

@@ -1,7 +1,8 @@
-"""yaml-update's quick path (promoter/steps/yamlsplice.py) against the round-trip editor.
+"""yaml-update's quick path (promoter/steps/workdir/yamlsplice.py) against the round-trip editor.
 
 The quick path writes a new scalar in place of the old one; where it answers at all, its text
-must be the editor's (promoter/steps/yamledit.py), so which path a file takes never shows in a
+must be the editor's (promoter/steps/workdir/yamledit.py), so which path a file takes never shows
+in a
 commit. Hypothesis generates documents in the layout people write (two-space maps, comments,
 quoted and plain scalars of every type YAML 1.1 and 1.2 read differently) and updates of
 existing and missing keys with values of every kind; both editors run on each.
@@ -18,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from promoter.steps import yamledit
-from promoter.steps.files import STEPS, KeyPart, _apply_update, _Update, parse_key
-from promoter.steps.yamlsplice import splice
+from promoter.steps.workdir import yamledit
+from promoter.steps.workdir.files import STEPS, KeyPart, _apply_update, _Update, parse_key
+from promoter.steps.workdir.yamlsplice import splice
 from tests.support.steps import make_context
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,7 +199,7 @@ def test_an_image_tag_update_never_loads_ruamel(tmp_path: Path) -> None:
     probe = (
         "import asyncio, sys\n"
         "from pathlib import Path\n"
-        "from promoter.steps.files import STEPS\n"
+        "from promoter.steps.workdir.files import STEPS\n"
         "from tests.support.steps import make_context\n"
         "work = Path(sys.argv[1])\n"
         "(work / 'k.yaml').write_text('images:\\n- name: my/image\\n  newTag: v0\\n')\n"

@@ -1,6 +1,7 @@
 """The port of ``secret()``, ``configMap()`` and their shared forms, over the Kubernetes API.
 
-One GET per object a step's expressions name (promoter/clusterdata.py fetches on demand and keeps
+One GET per object a step's expressions name (promoter/ports/clusterdata.py fetches on demand and
+keeps
 the answer for the step), never a watch: a Secret informer would hold every Secret of every
 watched namespace in this process. A Secret's values are handed to ``on_secret`` (the log
 redactor) as they are read, so no log line shows them; errors name the object, never a value.
@@ -11,20 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.controller import kube as k
-from promoter.clusterdata import (
+from promoter.expressions import ExpressionError
+from promoter.ports.clusterdata import (
     CONFIG_MAP,
     SECRET,
     DataObject,
     config_map_object,
     secret_object,
 )
-from promoter.expressions import ExpressionError
 
 _TYPES = {SECRET: k.SECRETS, CONFIG_MAP: k.CONFIG_MAPS}
 
 
 class KubeClusterData:
-    """:class:`promoter.clusterdata.ClusterData` over the API server."""
+    """:class:`promoter.ports.clusterdata.ClusterData` over the API server."""
 
     def __init__(self, kube: k.Kube, *, on_secret: Callable[[str], None] | None = None) -> None:
         self.kube = kube

@@ -10,9 +10,9 @@ from typing import Any
 
 from app.controller import kube as k
 from app.controller.informer import Informer
-from promoter import annotations as ann
-from promoter.builder import TaskSource, build_promotion
-from promoter.model import StageSpec, TaskRef, TaskSpec, Var, parse_stage, parse_task
+from promoter.engine.builder import TaskSource, build_promotion
+from promoter.resources import annotations as ann
+from promoter.resources.model import StageSpec, TaskRef, TaskSpec, Var, parse_stage, parse_task
 
 
 class InformerTasks:

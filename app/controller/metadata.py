@@ -19,15 +19,15 @@ from typing import Any
 from app.controller import kube as k
 from app.controller.informer import Informer
 from promoter.errors import ConfigRefused, StepError
-from promoter.freight_alias import alias_patch, go_quote
-from promoter.metadata import FREIGHT, STAGE, MetadataObjectMissing, merged, metadata_of
-from promoter.model import meta
+from promoter.resources.model import meta
+from promoter.rules.freight_alias import alias_patch, go_quote
+from promoter.rules.metadata import FREIGHT, STAGE, MetadataObjectMissing, merged, metadata_of
 
 CONFLICT_ATTEMPTS = 5
 
 
 class KubeMetadataStore:
-    """:class:`promoter.metadata.MetadataStore` over Stages and Freight in the cluster."""
+    """:class:`promoter.rules.metadata.MetadataStore` over Stages and Freight in the cluster."""
 
     def __init__(self, kube: k.Kube, *, stages: Informer, freight: Informer) -> None:
         self.kube = kube
@@ -90,7 +90,7 @@ class KubeMetadataStore:
 
 
 class KubeFreightAliases:
-    """:class:`promoter.freight_alias.FreightAliases` over Freight in the cluster.
+    """:class:`promoter.rules.freight_alias.FreightAliases` over Freight in the cluster.
 
     Reads come from the controller's Freight informer; the write is Kargo's one merge patch of
     the ``alias`` field and label (not status, so no resourceVersion precondition: the patch

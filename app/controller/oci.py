@@ -1,4 +1,4 @@
-"""The ``oci-download``/``oci-push`` port (:class:`promoter.oci.OCIRegistry`) over the
+"""The ``oci-download``/``oci-push`` port (:class:`promoter.ports.oci.OCIRegistry`) over the
 Warehouses' OCI client.
 
 :class:`app.controller.warehouses.registry.OCIClient` already speaks the distribution API's
@@ -36,7 +36,7 @@ from app.controller.warehouses.registry import (
     parse_repo,
 )
 from promoter.errors import StepError
-from promoter.oci import Manifest
+from promoter.ports.oci import Manifest
 
 _MANIFEST_LIMIT = 4 * 1024 * 1024
 
@@ -100,7 +100,8 @@ def _step_error(err: RegistryError) -> StepError:
 
 
 class Registries:
-    """:class:`promoter.oci.OCIRegistry` with the operator's credentials. One session and token
+    """:class:`promoter.ports.oci.OCIRegistry` with the operator's credentials. One session and
+    token
     cache per TLS mode, opened on first use; :meth:`close` ends them."""
 
     def __init__(self, credentials: Credentials | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The chat front ends' port to the cluster (:class:`promoter.chatops.PromotionService`).
+"""The chat front ends' port to the cluster (:class:`promoter.chat.chatops.PromotionService`).
 
 Reads come from the controller's informer caches (every replica keeps them warm, so a webhook
 answered by a standby sees what the leader sees); writes go through :mod:`app.controller.kube`, and
@@ -16,10 +16,10 @@ from app.controller import kube as k
 from app.controller.creation import create_promotion
 from app.controller.reconciler import Controller
 from app.controller.warehouses.reconciler import request_refresh
-from promoter import annotations as ann
-from promoter.chatops import PromotionRef, Snapshot, not_available
+from promoter.chat.chatops import PromotionRef, Snapshot, not_available
 from promoter.errors import LongshoremanError, NotFound, Refused, TemporaryError
-from promoter.model import name_of, namespace_of
+from promoter.resources import annotations as ann
+from promoter.resources.model import name_of, namespace_of
 
 
 def _translated(error: k.KubeError, what: str, namespace: str) -> LongshoremanError:

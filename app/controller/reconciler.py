@@ -3,7 +3,8 @@
 Informers keep caches of Promotions, Stages, Freight, tasks and Argo CD Applications. Every
 change enqueues only the Stage it concerns (an Application change finds the Promotions waiting on
 it through an index, not by polling). A Stage's reconcile handles aborts, picks the Promotion that
-may run (:class:`promoter.stages.StageQueue`), advances it one step at a time with the engine
+may run (:class:`promoter.resources.stages.StageQueue`), advances it one step at a time with the
+engine
 (one status write per step, so any replica can continue from the object), and refreshes the
 Stage's status. Running steps are re-entered on the next relevant event or after their
 retry-after. Only the leader runs the queue; standbys keep warm caches.
@@ -30,12 +31,13 @@ from app.controller.verification import Verifier, auto_promote_enabled
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWrites
 from app.logs import REDACTOR
-from promoter import engine
-from promoter.builder import TaskSource, ensure_inflated
 from promoter.clock import SYSTEM, Clock
+from promoter.control.stage_planner import plan_queue
+from promoter.engine import engine
+from promoter.engine.builder import TaskSource, ensure_inflated
 from promoter.errors import InvalidInput
-from promoter.metadata import metadata_functions
-from promoter.model import (
+from promoter.ports.telemetry import log_context, set_log_context
+from promoter.resources.model import (
     Phase,
     Promotion,
     meta,
@@ -43,17 +45,16 @@ from promoter.model import (
     namespace_of,
     parse_stage,
 )
-from promoter.stage_planner import plan_queue
-from promoter.stages import (
+from promoter.resources.stages import (
     phase_of,
     requested_warehouses,
     stage_freights,
 )
+from promoter.rules.metadata import metadata_functions
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry
-from promoter.telemetry import log_context, set_log_context
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,7 @@ class Controller(EventRouting, StatusWrites):
     ) -> float | None:
         stage_obj = self.stages.get(namespace, stage_name)
         key = f"{namespace}/{stage_name}"
-        # Decide (promoter.stage_planner), then apply: announce, abort, then run the queue.
+        # Decide (promoter.control.stage_planner), then apply: announce, abort, then run the queue.
         plan = plan_queue(
             stage_obj, self.promotions.by_index("stage", key), announced=self._announced
         )

@@ -17,11 +17,11 @@ from app.controller.creation import create_promotion
 from app.controller.informer import Informer
 from app.controller.verification import AUTO_PROMOTION_ACTOR, auto_promote_enabled
 from app.controller.workqueue import WorkQueue
-from promoter import annotations as ann
-from promoter.builder import TaskSource
 from promoter.clock import Clock
-from promoter.model import Phase, meta, name_of, namespace_of
-from promoter.stages import available_at, phase_of
+from promoter.engine.builder import TaskSource
+from promoter.resources import annotations as ann
+from promoter.resources.model import Phase, meta, name_of, namespace_of
+from promoter.resources.stages import available_at, phase_of
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """Freight verification and Freight flow: AnalysisRuns after a Promotion, then auto-promotion.
 
 After a Promotion succeeds and the Stage is healthy, the Stage's ``spec.verification`` becomes an
-Argo Rollouts AnalysisRun (built as a plain dict by :mod:`promoter.verification`); an informer
+Argo Rollouts AnalysisRun (built as a plain dict by :mod:`promoter.control.verification`); an
+informer
 follows it to a terminal phase, which is recorded on the Stage (``freightHistory[0]
 .verificationHistory``, condition ``Verified``) and, on success, on the Freight
 (``status.verifiedIn[<stage>]``). Verified Freight becomes available to downstream Stages (after
@@ -22,18 +23,8 @@ from typing import Any
 
 from app.controller import kube as k
 from app.controller.informer import Informer
-from promoter import annotations as ann
 from promoter.clock import SYSTEM, Clock
-from promoter.model import GROUP, format_time, meta, name_of, namespace_of
-from promoter.stages import (
-    Condition,
-    available_at,
-    freight_created,
-    get_condition,
-    phase_of,
-    set_condition,
-)
-from promoter.verification import (
+from promoter.control.verification import (
     ANALYSIS_TERMINAL,
     VerificationError,
     build_analysis_run,
@@ -42,6 +33,16 @@ from promoter.verification import (
     verification_entry,
     verification_message,
     verification_phase,
+)
+from promoter.resources import annotations as ann
+from promoter.resources.model import GROUP, format_time, meta, name_of, namespace_of
+from promoter.resources.stages import (
+    Condition,
+    available_at,
+    freight_created,
+    get_condition,
+    phase_of,
+    set_condition,
 )
 
 log = logging.getLogger(__name__)

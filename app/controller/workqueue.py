@@ -84,7 +84,8 @@ class WorkQueue:
         wake_on_advance(clock, self.nudge)
 
     def nudge(self) -> None:
-        """Look at the due times again now: the clock jumped (promoter.clock.wake_on_advance)."""
+        """Look at the due times again now: the clock jumped
+        (promoter.clock.wake_on_advance)."""
         self._changed.set()
 
     def add(self, key: Hashable, *, after: float = 0.0, wake: bool = False) -> None:

@@ -18,12 +18,12 @@ from typing import Any
 from app.controller import kube as k
 from app.controller.informer import Informer
 from app.controller.verification import Verifier
-from promoter import annotations as ann
-from promoter import engine
 from promoter.clock import Clock
-from promoter.model import Phase, Promotion, format_time, meta, name_of, namespace_of
-from promoter.stage_planner import plan_status
-from promoter.stages import phase_of, stage_status
+from promoter.control.stage_planner import plan_status
+from promoter.engine import engine
+from promoter.resources import annotations as ann
+from promoter.resources.model import Phase, Promotion, format_time, meta, name_of, namespace_of
+from promoter.resources.stages import phase_of, stage_status
 from promoter.steps.base import StepServices
 from promoter.steps.registry import StepRegistry
 

@@ -8,7 +8,7 @@ Two halves, both pure:
   placeholder for an upstream Stage that does not exist. An edge runs from a Warehouse to each
   Stage that takes its Freight directly (``requestedFreight[].sources.direct``) and from a Stage
   to each Stage that lists it in ``sources.stages``. Each Stage node carries its current Freight
-  by alias (:func:`promoter.views.freight_label`), health in Kargo's words and verification as
+  by alias (:func:`promoter.chat.views.freight_label`), health in Kargo's words and verification as
   the Stage card says (:class:`app.ui.views.StageCard`, the same words as ``/status`` in chat),
   and its running and queued Promotions; each Warehouse its latest discovered artifacts, when the
   server keeps Warehouses. The layout (:mod:`app.ui.layout`) is computed here too, once.
@@ -33,8 +33,8 @@ from urllib.parse import quote
 
 from app.ui.layout import CycleError, Layout, Spacing, layout
 from app.ui.marks import MarkKind, health_kind, mark, shape, verification_word
-from promoter.model import name_of
-from promoter.views import freight_label
+from promoter.chat.views import freight_label
+from promoter.resources.model import name_of
 
 if TYPE_CHECKING:  # views.py builds the graph, so this module cannot import it at run time
     from app.ui.views import StageCard

@@ -60,7 +60,7 @@ _SHAPES: dict[str, str] = {
     "play": '<path d="M3.5 1.8l10 6.2-10 6.2z" fill="currentColor"/>',
 }
 
-# Stage health in Kargo's words (promoter.views.health_word), plus Argo CD's Degraded should a
+# Stage health in Kargo's words (promoter.chat.views.health_word), plus Argo CD's Degraded should a
 # Stage's status.health.status ever carry it.
 HEALTH_KINDS: dict[str, MarkKind] = {
     "Healthy": "ok",

@@ -29,8 +29,8 @@ from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
 from app.ui.settings import UiSettings
 from app.ui.views import Masker, project_view, promotion_page, stage_view
 from promoter.clock import SYSTEM, Clock
-from promoter.model import Phase, namespace_of
-from promoter.stages import phase_of
+from promoter.resources.model import Phase, namespace_of
+from promoter.resources.stages import phase_of
 
 
 class Cache(Protocol):

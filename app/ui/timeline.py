@@ -8,7 +8,8 @@ For each Freight, in the pipeline's Stage order (left to right, as the graph dra
 - **verified in**: ``status.verifiedIn`` of the Freight, and any Stage whose Freight history
   records a successful verification of it (the two agree once the controller has written both);
 - **promoting to**: Stages with a running or queued Promotion of it;
-- **waiting for**: Stages it is available to (:func:`promoter.stages.available_to`: directly from
+- **waiting for**: Stages it is available to (:func:`promoter.resources.stages.available_to`:
+directly from
   its Warehouse, or verified upstream and soaked) that hold older Freight of the same origin or
   none, and are not already promoting it. Freight older than what a Stage holds is available
   too, but nobody is waiting for it there.
@@ -27,9 +28,9 @@ from typing import Any
 
 from app.ui.graph import stage_href
 from app.ui.marks import MarkKind, mark
-from promoter.model import meta, name_of, parse_time
-from promoter.stages import available_to, phase_of
-from promoter.views import SHORT_NAME
+from promoter.chat.views import SHORT_NAME
+from promoter.resources.model import meta, name_of, parse_time
+from promoter.resources.stages import available_to, phase_of
 
 # Older Freight is summarised in one line: a busy Warehouse makes hundreds.
 TIMELINE_LIMIT = 15

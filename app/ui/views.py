@@ -1,8 +1,9 @@
 """What the status pages show, decided purely: plain objects and ``now`` in, view models out.
 
 Nothing here renders HTML or does I/O, so every rule (masking, links, timings, the queue) is
-tested without a server. Stage rows reuse :func:`promoter.views.stage_views` (what ``/status``
-prints in chat) and the queue order is :class:`promoter.stages.StageQueue`'s, so the pages and
+tested without a server. Stage rows reuse :func:`promoter.chat.views.stage_views` (what ``/status``
+prints in chat) and the queue order is :class:`promoter.resources.stages.StageQueue`'s, so the
+pages and
 the chat commands always agree.
 
 Masking: a step output whose key looks secret (``token``, ``password``, ``secret``, ``key``,
@@ -20,11 +21,11 @@ from typing import Any
 
 from app.ui.graph import PipelineGraph, pipeline_graph
 from app.ui.timeline import FreightTimeline, freight_timeline
-from promoter import views as shared
-from promoter.argocd import touched_apps
-from promoter.model import meta, name_of, namespace_of, parse_time
-from promoter.stages import StageQueue, get_condition, phase_of
-from promoter.views import freight_label, stage_views, step_lines
+from promoter.chat import views as shared
+from promoter.chat.views import freight_label, stage_views, step_lines
+from promoter.resources.model import meta, name_of, namespace_of, parse_time
+from promoter.resources.stages import StageQueue, get_condition, phase_of
+from promoter.rules.argocd import touched_apps
 
 MASK = "••••••"
 # Words that make an output key secret. Keys are split into words first (camelCase, snake_case,
@@ -176,7 +177,7 @@ class AnalysisRunView:
 
 @dataclass(frozen=True, slots=True)
 class PromotionPage:
-    """A Promotion's page: the shared read model (:class:`promoter.views.PromotionView`, the
+    """A Promotion's page: the shared read model (:class:`promoter.chat.views.PromotionView`, the
     same data chat formats) plus what only a page shows (times, links, AnalysisRuns)."""
 
     namespace: str
@@ -243,7 +244,7 @@ def _steps(
 
 
 def _apps(promotion: Mapping[str, Any], argocd_url: str | None) -> list[Link]:
-    """Argo CD Applications the Promotion touched (:func:`promoter.argocd.touched_apps`)."""
+    """Argo CD Applications the Promotion touched (:func:`promoter.rules.argocd.touched_apps`)."""
     seen = touched_apps(promotion)
     return [
         Link(

@@ -10,7 +10,8 @@ Layouts are Go's reference-time layouts (``2006-01-02T15:04:05Z07:00``), for bot
 ``date(s, layout)``; the common elements are supported (see :data:`_CHUNKS`). ``timezone()``
 reads the IANA database that ships with Python (:mod:`zoneinfo`).
 
-``now()`` reads the time through the one clock port (:data:`promoter.clock.SYSTEM`); the engine
+``now()`` reads the time through the one clock port (:data:`promoter.clock.SYSTEM`); the
+engine
 shadows it with :func:`now_on` over the Promotion's clock (``Runtime.clock``), so a Promotion's
 ``${{ now() }}`` is the controller's time and a test can pin it.
 """

@@ -3,7 +3,7 @@
 The steps read and patch Argo CD ``Application`` objects through :class:`ArgoCDApps`, which the
 app layer implements over the Kubernetes API and tests implement in memory
 (``tests/support/argocd.py``); they find it at ``ctx.services.extra["argocd"]``. Every decision is
-made by the pure functions in :mod:`promoter.argocd`.
+made by the pure functions in :mod:`promoter.rules.argocd`.
 
 Both steps are re-entered until they finish, possibly in another process, so they keep no state
 of their own: ``argocd-update`` recognises the operation it started by the Promotion's name in
@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from promoter.argocd import (
+from promoter.errors import ConfigRefused, StepError
+from promoter.rules.argocd import (
     DEFAULT_NAMESPACE,
     UPDATE_KIND,
     WAIT_KIND,
@@ -46,7 +47,6 @@ from promoter.argocd import (
     terminate_patch,
     wait_readiness,
 )
-from promoter.errors import ConfigRefused, StepError
 from promoter.steps.base import (
     Effect,
     Step,

@@ -9,7 +9,8 @@ trusting in-memory state.
 
 Every step also says what it changes (:class:`Effect`), which decides what a replica that did not
 run it does when it continues the Promotion in a work directory of its own
-(:mod:`promoter.replay`): a ``LOCAL`` step is run again from its recorded inputs, an ``EXTERNAL``
+(:mod:`promoter.engine.replay`): a ``LOCAL`` step is run again from its recorded inputs, an
+``EXTERNAL``
 one never is (its recorded output stands, and its optional ``verify`` hook checks that the effect
 is still there). A step that does not say is ``EXTERNAL``: repeating an effect is the one mistake
 a replay must never make.
@@ -33,14 +34,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from promoter.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
 from promoter.errors import ConfigRefused
-from promoter.gitcmd import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
-from promoter.io_port import LOOP_IO, IoPort
-from promoter.telemetry import NO_TELEMETRY, Telemetry
+from promoter.ports.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
+from promoter.ports.gitcmd import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
+from promoter.ports.io_port import LOOP_IO, IoPort
+from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 
 if TYPE_CHECKING:  # a type only: the oci module loads with the oci steps
-    from promoter.oci import OCIRegistry
+    from promoter.ports.oci import OCIRegistry
 
 # A directory inside every work directory for the engine's own files (the git clone cache).
 PRIVATE_DIR = ".longshoreman"
@@ -181,7 +182,8 @@ class StepServices:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # Where steps report what they ran (git subprocesses); the app puts its metrics here.
     telemetry: Telemetry = NO_TELEMETRY
-    # How steps run processes, blocking calls and pauses (promoter.io_port): on the event loop,
+    # How steps run processes, blocking calls and pauses (promoter.ports.io_port): on the event
+    # loop,
     # or in place when the local runner drives a Promotion without one.
     io: IoPort = LOOP_IO
 

@@ -42,7 +42,7 @@ from promoter.steps.base import (
     StepResult,
     StepStatus,
 )
-from promoter.steps.files import file_target
+from promoter.steps.workdir.files import file_target
 
 KIND = "http-download"
 

@@ -1,7 +1,8 @@
 """The ``set-freight-alias`` step: give a Freight of the Project a new alias.
 
 Config ``name`` (the Freight) and ``alias``, as in Kargo; no output. It writes through the
-:class:`promoter.freight_alias.FreightAliases` port at ``ctx.services.extra["freight-aliases"]``
+:class:`promoter.rules.freight_alias.FreightAliases` port at
+``ctx.services.extra["freight-aliases"]``
 (the controller's is over the Kubernetes API, the local runner's over the loaded manifests).
 A Freight that does not exist, or an alias another Freight has, ends the step ``Failed``, as in
 Kargo; writing an alias the Freight already has changes nothing, so a step entered again after a
@@ -14,7 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from promoter.errors import ConfigRefused, StepError
-from promoter.freight_alias import FreightAliases, alias_of, check_alias, go_quote, needs_alias
+from promoter.rules.freight_alias import (
+    FreightAliases,
+    alias_of,
+    check_alias,
+    go_quote,
+    needs_alias,
+)
 from promoter.steps.base import (
     Config,
     Effect,

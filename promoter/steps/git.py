@@ -29,7 +29,7 @@ and resets a worktree it finds at its own path (a checkout cloned on its own is 
 ``git-commit`` entered again after it committed reports its commit (with nothing to commit it is
 ``Skipped``, as in Kargo), and ``git-push`` of a commit the remote already has is a no-op.
 
-A replica that rebuilds the work directory (:mod:`promoter.replay`) replays ``git-clone``,
+A replica that rebuilds the work directory (:mod:`promoter.engine.replay`) replays ``git-clone``,
 ``git-clear``, ``git-commit`` and ``git-tag`` (``Effect.LOCAL``) and never pushes: ``git-clone``
 checks out the commits it recorded (not the branches' tips, which may have moved, by our own
 push among others) and creates no branch; ``git-commit`` and ``git-tag`` reuse the dates they
@@ -64,7 +64,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from promoter.errors import ConfigRefused, StepError
-from promoter.gitcmd import (
+from promoter.ports.gitcmd import (
     SAFE_CONFIG,
     branch_clone_args,
     clone_options,
@@ -846,7 +846,7 @@ def _identity(kind: str, cfg: Config) -> tuple[str | None, str | None]:
 
 
 def _clone_options(plan: ClonePlan, ctx: StepContext) -> list[str]:
-    """:func:`promoter.gitcmd.clone_options` for ``plan`` (the early clone makes its own with
+    """:func:`promoter.ports.gitcmd.clone_options` for ``plan`` (the early clone makes its own with
     the same function)."""
     return clone_options(
         plan.author_name or ctx.services.git.author_name,

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from promoter.errors import ConfigRefused, InvalidInput, StepError
-from promoter.model import parse_duration
+from promoter.resources.model import parse_duration
 from promoter.steps.base import (
     Config,
     Effect,

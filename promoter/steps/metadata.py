@@ -1,6 +1,6 @@
 """The ``set-metadata`` step: merge values into the ``status.metadata`` of Stages and Freight.
 
-It writes through the :class:`promoter.metadata.MetadataStore` port at
+It writes through the :class:`promoter.rules.metadata.MetadataStore` port at
 ``ctx.services.extra["metadata"]`` (the controller's is over the Kubernetes API, the local
 runner's over the loaded manifests). Every update is validated before the first is written, and
 writing the same values again changes nothing, so a step entered again after a crash is harmless.
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from promoter.errors import StepError
-from promoter.metadata import MetadataStore, parse_updates
+from promoter.rules.metadata import MetadataStore, parse_updates
 from promoter.steps.base import Effect, FunctionStep, Step, StepContext, StepResult, succeeded
 
 KIND = "set-metadata"

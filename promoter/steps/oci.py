@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from promoter.errors import ConfigRefused, StepError
-from promoter.oci import IMAGE_TYPES, Manifest, OCIRegistry
+from promoter.ports.oci import IMAGE_TYPES, Manifest, OCIRegistry
 from promoter.steps.base import (
     Config,
     Effect,
@@ -44,7 +44,7 @@ from promoter.steps.base import (
     StepStatus,
     succeeded,
 )
-from promoter.steps.files import file_target
+from promoter.steps.workdir.files import file_target
 from promoter.warehouses.freight import split_registry
 
 DOWNLOAD = "oci-download"

@@ -28,24 +28,24 @@ BUILTIN_KINDS: Mapping[str, str] = {
     "git-commit": "promoter.steps.git",
     "git-tag": "promoter.steps.git",
     "git-push": "promoter.steps.git",
-    "yaml-update": "promoter.steps.files",
-    "json-update": "promoter.steps.files",
-    "yaml-parse": "promoter.steps.files",
-    "json-parse": "promoter.steps.files",
-    "kustomize-set-image": "promoter.steps.kustomize",
-    "helm-update-chart": "promoter.steps.files",
-    "copy": "promoter.steps.files",
-    "delete": "promoter.steps.files",
-    "file-write": "promoter.steps.files",
-    "yaml-merge": "promoter.steps.files",
+    "yaml-update": "promoter.steps.workdir.files",
+    "json-update": "promoter.steps.workdir.files",
+    "yaml-parse": "promoter.steps.workdir.files",
+    "json-parse": "promoter.steps.workdir.files",
+    "kustomize-set-image": "promoter.steps.workdir.kustomize",
+    "helm-update-chart": "promoter.steps.workdir.files",
+    "copy": "promoter.steps.workdir.files",
+    "delete": "promoter.steps.workdir.files",
+    "file-write": "promoter.steps.workdir.files",
+    "yaml-merge": "promoter.steps.workdir.files",
     # Runs `kubectl kustomize` (the image ships kubectl).
-    "kustomize-build": "promoter.steps.kustomize",
-    "toml-parse": "promoter.steps.tomlfiles",
-    "toml-update": "promoter.steps.tomlfiles",
+    "kustomize-build": "promoter.steps.workdir.kustomize",
+    "toml-parse": "promoter.steps.workdir.tomlfiles",
+    "toml-update": "promoter.steps.workdir.tomlfiles",
     "http": "promoter.steps.http",
     "http-download": "promoter.steps.download",
-    "untar": "promoter.steps.archive",
-    "tar": "promoter.steps.archive",
+    "untar": "promoter.steps.workdir.archive",
+    "tar": "promoter.steps.workdir.archive",
     # Need the registry port (StepServices.oci), which the server provides.
     "oci-download": "promoter.steps.oci",
     "oci-push": "promoter.steps.oci",
@@ -80,19 +80,19 @@ def _git() -> Mapping[str, Step]:
 
 
 def _files() -> Mapping[str, Step]:
-    from promoter.steps import files
+    from promoter.steps.workdir import files
 
     return files.STEPS
 
 
 def _kustomize() -> Mapping[str, Step]:
-    from promoter.steps import kustomize
+    from promoter.steps.workdir import kustomize
 
     return kustomize.STEPS
 
 
 def _tomlfiles() -> Mapping[str, Step]:
-    from promoter.steps import tomlfiles
+    from promoter.steps.workdir import tomlfiles
 
     return tomlfiles.STEPS
 
@@ -110,7 +110,7 @@ def _download() -> Mapping[str, Step]:
 
 
 def _archive() -> Mapping[str, Step]:
-    from promoter.steps import archive
+    from promoter.steps.workdir import archive
 
     return archive.STEPS
 
@@ -148,12 +148,12 @@ def _github() -> Mapping[str, Step]:
 MODULES: Mapping[str, Callable[[], Mapping[str, Step]]] = {
     "promoter.steps.basic": _basic,
     "promoter.steps.git": _git,
-    "promoter.steps.files": _files,
-    "promoter.steps.kustomize": _kustomize,
-    "promoter.steps.tomlfiles": _tomlfiles,
+    "promoter.steps.workdir.files": _files,
+    "promoter.steps.workdir.kustomize": _kustomize,
+    "promoter.steps.workdir.tomlfiles": _tomlfiles,
     "promoter.steps.http": _http,
     "promoter.steps.download": _download,
-    "promoter.steps.archive": _archive,
+    "promoter.steps.workdir.archive": _archive,
     "promoter.steps.oci": _oci,
     "promoter.steps.metadata": _metadata,
     "promoter.steps.freight_alias": _freight_alias,

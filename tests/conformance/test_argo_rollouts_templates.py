@@ -2,7 +2,8 @@
 
 The examples and end-to-end manifests of Argo Rollouts (``argo/`` in the conformance folder) are
 what users copy into a Stage's verification. Every AnalysisTemplate and ClusterAnalysisTemplate
-there builds an AnalysisRun with :func:`promoter.verification.build_analysis_run`, given the args
+there builds an AnalysisRun with :func:`promoter.control.verification.build_analysis_run`, given
+the args
 Argo's own Rollouts pass it; the malformed one is refused with a message naming the field. Our
 templates in tests/fixtures/argo keep the metrics, args and providers of Argo's namesakes, so
 the suite's verification tests stand for Argo's templates too.
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from promoter.verification import VerificationError, build_analysis_run
+from promoter.control.verification import VerificationError, build_analysis_run
 from tests.support import conformance
 from tests.support.fixtures import analysis_templates
 

@@ -1,7 +1,7 @@
 """Kargo's ``argocd-update`` and ``argocd-wait`` documentation examples, through our Argo CD rules.
 
 Every step config in ``kargo-docs/argocd-update.*.yaml`` and ``argocd-wait.*.yaml`` parses with
-:mod:`promoter.argocd`, into what the documentation says it means; the documented Application
+:mod:`promoter.rules.argocd`, into what the documentation says it means; the documented Application
 authorizes the Stage it names.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from promoter import annotations as ann
-from promoter.argocd import authorization_problem, parse_update_config, parse_wait_config
+from promoter.resources import annotations as ann
+from promoter.rules.argocd import authorization_problem, parse_update_config, parse_wait_config
 from tests.support import conformance
 
 FIXTURES = conformance.root() / "kargo-docs"

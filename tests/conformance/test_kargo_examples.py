@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from promoter.cli import main
+from promoter.local.cli import main
 from tests.support import conformance
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 

@@ -40,8 +40,9 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from app.apiserver.patching import merge_patch
 from app.apiserver.selectors import labels_match, parse_label_selector
-from promoter import annotations as ann
-from promoter.argocd import (
+from promoter.errors import StepError
+from promoter.resources import annotations as ann
+from promoter.rules.argocd import (
     COMPLETED_PHASES,
     DEFAULT_NAMESPACE,
     PHASE_ERROR,
@@ -53,7 +54,6 @@ from promoter.argocd import (
     app_key,
     app_sources,
 )
-from promoter.errors import StepError
 from promoter.steps.argocd import ApplicationConflict, ArgoCDApps
 from tests.support.polling import PollingController
 

@@ -1,6 +1,7 @@
 """The one fake of the chat front ends' cluster port, for tests that need no cluster.
 
-:class:`FakePromotions` is a :class:`promoter.chatops.PromotionService` (with the optional ports
+:class:`FakePromotions` is a :class:`promoter.chat.chatops.PromotionService` (with the optional
+ports
 ``app.controller.promotions.ClusterPromotions`` also offers: Freight annotations and creation,
 Warehouses, AnalysisRuns, Argo CD Applications) over plain lists, as the informer caches hold the
 objects. It keeps the real port's contract where a front end can tell (``test_promotions_port``
@@ -37,11 +38,11 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from promoter import annotations as ann
-from promoter.chatops import PromotionRef, Snapshot, not_available
+from promoter.chat.chatops import PromotionRef, Snapshot, not_available
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import InvalidInput, NotFound, Refused
-from promoter.model import meta, name_of, namespace_of
+from promoter.resources import annotations as ann
+from promoter.resources.model import meta, name_of, namespace_of
 from tests.support import objects
 
 Listener = Callable[[dict[str, Any], dict[str, Any] | None], None]
@@ -57,7 +58,7 @@ _FINISHED = ("Succeeded", "Failed", "Errored", "Aborted")
 
 
 class FakePromotions:
-    """:class:`promoter.chatops.PromotionService` over lists, recording what was asked."""
+    """:class:`promoter.chat.chatops.PromotionService` over lists, recording what was asked."""
 
     def __init__(
         self,
@@ -247,7 +248,7 @@ class FakePromotions:
             raise Refused(refusal)
         template = ((stage_obj.get("spec") or {}).get("promotionTemplate") or {}).get("spec")
         steps = (template or {}).get("steps")
-        if not steps:  # in the real port's words (promoter.builder.build_promotion)
+        if not steps:  # in the real port's words (promoter.engine.builder.build_promotion)
             raise InvalidInput(
                 f"Stage {stage!r} has no spec.promotionTemplate.spec.steps: nothing to run"
             )
@@ -292,7 +293,7 @@ class FakePromotions:
     async def annotate_freight(
         self, namespace: str, freight: str, annotations: Mapping[str, str]
     ) -> None:
-        """``promoter.chatops.FreightAnnotator``: a Freight deleted meanwhile is left alone."""
+        """``promoter.chat.chatops.FreightAnnotator``: a Freight deleted meanwhile is left alone."""
         self._faulty("annotate_freight")
         for obj in self._in(self.freight, namespace):
             if name_of(obj) == freight:
@@ -326,7 +327,7 @@ class FakePromotions:
         return list(self.warehouse_list)
 
     async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
-        """``promoter.chatops.FreightCreator``: created unless one of that name exists."""
+        """``promoter.chat.chatops.FreightCreator``: created unless one of that name exists."""
         self._faulty("create_freight")
         name = freight["metadata"]["name"]
         if any(name_of(f) == name for f in self._in(self.freight, namespace)):

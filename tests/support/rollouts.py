@@ -58,7 +58,7 @@ from kubernetes.aio.client.exceptions import ApiException
 
 from app.apiserver.patching import merge_patch
 from app.apiserver.selectors import labels_match, parse_label_selector
-from promoter.model import format_time, parse_time
+from promoter.resources.model import format_time, parse_time
 from tests.support.polling import PollingController
 
 ROLLOUTS_GROUP, ROLLOUTS_VERSION, ANALYSIS_RUNS = "argoproj.io", "v1alpha1", "analysisruns"

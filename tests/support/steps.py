@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from promoter import engine
-from promoter.builder import build_promotion
-from promoter.model import Promotion, TaskRef, TaskSpec, parse_stage
+from promoter.engine import engine
+from promoter.engine.builder import build_promotion
+from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
+from promoter.resources.model import Promotion, TaskRef, TaskSpec, parse_stage
 from promoter.steps.base import GitSettings, StepContext, StepServices
 from promoter.steps.registry import builtin_registry
-from promoter.telemetry import NO_TELEMETRY, Telemetry
 from tests.support import objects
 
 FIXED_NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)

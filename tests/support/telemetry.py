@@ -1,4 +1,5 @@
-"""The recording fake of :class:`promoter.telemetry.Telemetry`: what tests and benchmarks count.
+"""The recording fake of :class:`promoter.ports.telemetry.Telemetry`: what tests and benchmarks
+count.
 
 Product classes keep no counters that only tests read; they report through the Telemetry port
 (the app's Prometheus metrics in production), and a test hands them this fake instead and asks
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from promoter.telemetry import current_log_context
+from promoter.ports.telemetry import current_log_context
 
 
 @dataclass

@@ -50,9 +50,9 @@ from app.controller.warehouses.registry import (
     TokenSource,
 )
 from app.controller.workqueue import RetryLater, WorkQueue
-from promoter import annotations as ann
 from promoter.clock import SYSTEM, Clock
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
+from promoter.resources import annotations as ann
 from promoter.warehouses import status as st
 from promoter.warehouses.freight import FreightBuildError, build_freight, freight_alias
 from promoter.warehouses.spec import SpecError, WarehouseSpec, parse_spec

@@ -36,7 +36,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, ambiguous_image_request
-from promoter.io_port import IoPort
+from promoter.ports.io_port import IoPort
 from promoter.steps.base import (
     Config,
     Effect,
@@ -47,14 +47,14 @@ from promoter.steps.base import (
     StepStatus,
     succeeded,
 )
-from promoter.steps.files import (
+from promoter.steps.workdir.files import (
     _freight_name,
     _read_text,
     _write_text_atomic,
     file_target,
 )
-from promoter.steps.yamledit import RoundTripYaml, keep_style
-from promoter.steps.yamlsplice import same_value
+from promoter.steps.workdir.yamledit import RoundTripYaml, keep_style
+from promoter.steps.workdir.yamlsplice import same_value
 
 KIND = "kustomize-build"
 FORMATS = ("kargo", "kustomize")

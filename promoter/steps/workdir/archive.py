@@ -42,7 +42,7 @@ from promoter.steps.base import (
     StepResult,
     succeeded,
 )
-from promoter.steps.files import IgnoreRules, file_target
+from promoter.steps.workdir.files import IgnoreRules, file_target
 
 KIND = "untar"
 

@@ -22,7 +22,7 @@ Kargo's rules, as implemented here:
 Not Kargo's, because its work directory is a volume every controller restart keeps: before a
 step runs, the work directory must be the one the status describes. A replica that continues a
 Promotion it did not start (or whose work directory is gone) first rebuilds it from the status
-(:func:`_prepare_work_dir`; the rules are in :mod:`promoter.replay`).
+(:func:`_prepare_work_dir`; the rules are in :mod:`promoter.engine.replay`).
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from promoter import replay
 from promoter.clock import SYSTEM
-from promoter.clusterdata import DataCache, evaluate_with_data
+from promoter.engine import replay
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
 from promoter.expressions.dates import now_on
-from promoter.model import (
+from promoter.ports.clusterdata import DataCache, evaluate_with_data
+from promoter.resources.model import (
     TASK_SEPARATOR,
     Phase,
     Promotion,
@@ -508,7 +508,7 @@ async def advance(
     promotion_ctx = base_context(promotion, runtime)
     live_functions = _functions(runtime, promotion.namespace)
     # The functions that read the cluster, noting what they answered: a replay of a step must
-    # see the same answers (promoter/replay.py).
+    # see the same answers (promoter/engine/replay.py).
     recorder = replay.CallRecorder(live_functions)
     functions = {**_clock_functions(runtime), **recorder.functions}
     ran = 0
@@ -649,7 +649,8 @@ async def advance(
     return await _done(work, runtime)
 
 
-# ---- rebuilding the work directory (promoter/replay.py has the rules) ---------------------------
+# ---- rebuilding the work directory (promoter/engine/replay.py has the rules)
+# ---------------------------
 
 
 def _rebuilds(step: Step | None) -> bool:

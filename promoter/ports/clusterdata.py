@@ -13,7 +13,8 @@ Secret of every project in memory), so the objects are fetched on demand through
 answer per object and a later step sees a change.
 
 Secret values never go into the Promotion's status on their own: these functions are not
-recorded for replays (:mod:`promoter.replay` notes the answers of the others), and the values a
+recorded for replays (:mod:`promoter.engine.replay` notes the answers of the others), and the
+values a
 step read are redacted from its messages (:meth:`DataCache.redact`).
 """
 

@@ -3,7 +3,7 @@
 The usual update (an image tag, a chart version: an existing scalar set to a short plain
 string or a number) needs no YAML editor: PyYAML's composer says where each scalar sits in the
 text, and the new value goes in its place, byte for byte the rest of the file. The round-trip
-editor (:class:`promoter.steps.yamledit.RoundTripYaml`, on ruamel.yaml) loads, detects the
+editor (:class:`promoter.steps.workdir.yamledit.RoundTripYaml`, on ruamel.yaml) loads, detects the
 layout and dumps the whole document, and its library takes longer to import than git takes to
 commit.
 
@@ -49,7 +49,7 @@ _PREFIX = re.compile(
 
 
 class _KeyPart(Protocol):
-    """A step of an update key (promoter.steps.files.KeyPart)."""
+    """A step of an update key (promoter.steps.workdir.files.KeyPart)."""
 
     @property
     def name(self) -> str: ...

@@ -4,14 +4,15 @@ Every way a person acts on Longshoreman goes through :func:`plan`: a GitHub comm
 check-run button or "Re-run", a ``/promote`` slash command in Slack and Slack's buttons
 (Abort, Re-verify, Promote to NEXT, Confirm, Cancel). A front end
 
-1. parses (:func:`promoter.chatops.parse_comment` / :func:`~promoter.chatops.parse_slash`) or
-   maps its button to a :class:`~promoter.chatops.Command`;
-2. gathers :class:`Facts`: the project's :class:`~promoter.chatops.Snapshot`, the actor's
+1. parses (:func:`promoter.chat.chatops.parse_comment` /
+:func:`~promoter.chat.chatops.parse_slash`) or
+   maps its button to a :class:`~promoter.chat.chatops.Command`;
+2. gathers :class:`Facts`: the project's :class:`~promoter.chat.chatops.Snapshot`, the actor's
    standing as a pure function of a Stage (the I/O of permissions, teams and user groups is done
    before, for the Stages :func:`stages_to_authorize` names), the time, and on GitHub the Freight
    of the pull request's merge commit;
 3. calls :func:`plan`, carries out the decision through the
-   :class:`~promoter.chatops.PromotionService` port, and renders it in its own words.
+   :class:`~promoter.chat.chatops.PromotionService` port, and renders it in its own words.
 
 So GitHub and Slack cannot disagree on a rule: which Freight a name means, whether it is
 available to the Stage, what ``/abort`` aborts, who may act, when to ask for a Confirm. Nothing
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from promoter.chatops import (
+from promoter.chat.chatops import (
     Command,
     Decision,
     Refusal,
@@ -36,9 +37,9 @@ from promoter.chatops import (
     requested_freight,
     resolve_freight,
 )
-from promoter.model import name_of
-from promoter.stages import downstream_stages
-from promoter.views import FreightLabel, StageView, freight_label, stage_views
+from promoter.chat.views import FreightLabel, StageView, freight_label, stage_views
+from promoter.resources.model import name_of
+from promoter.resources.stages import downstream_stages
 
 Authorizer = Callable[[Mapping[str, Any] | None], Decision]
 """The actor's standing on a Stage; ``None`` asks about the project as a whole (``/status``)."""
@@ -154,7 +155,7 @@ def needs_pr_freight(command: Command) -> bool:
 
 def plan(command: Command, facts: Facts) -> Plan:
     """What ``command`` should do, given ``facts``. Never raises for a user's mistake: every
-    reason to do nothing is a :class:`~promoter.chatops.Refusal` that names it."""
+    reason to do nothing is a :class:`~promoter.chat.chatops.Refusal` that names it."""
     snapshot = facts.snapshot
     if command.name == "cancel":
         return Cancelled()

@@ -1,7 +1,8 @@
 """The local runner: promote a Freight into a Stage from manifests on disk, without a cluster.
 
 It goes through the same builder and engine as the controller: load manifests, inflate the
-Stage's template into a Promotion, then call :func:`promoter.engine.advance` until the Promotion is
+Stage's template into a Promotion, then call :func:`promoter.engine.engine.advance` until the
+Promotion is
 terminal, sleeping through steps that report Running.
 
 :func:`run_local` is the command line's way in: :func:`run_promotion` under ``asyncio.run``.
@@ -18,15 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from promoter import engine
-from promoter.builder import build_promotion
 from promoter.clock import SYSTEM, Clock
-from promoter.clusterdata import InMemoryData
-from promoter.freight_alias import InMemoryFreightAliases
-from promoter.manifests import ManifestSet
-from promoter.metadata import InMemoryMetadata, metadata_functions
-from promoter.model import Promotion, Var
-from promoter.stages import requested_warehouses, stage_freights
+from promoter.engine import engine
+from promoter.engine.builder import build_promotion
+from promoter.ports.clusterdata import InMemoryData
+from promoter.resources.manifests import ManifestSet
+from promoter.resources.model import Promotion, Var
+from promoter.resources.stages import requested_warehouses, stage_freights
+from promoter.rules.freight_alias import InMemoryFreightAliases
+from promoter.rules.metadata import InMemoryMetadata, metadata_functions
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT

@@ -49,12 +49,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from promoter import annotations as ann
-from promoter.builder import new_ulid
+from promoter.engine.builder import new_ulid
 from promoter.errors import LongshoremanError
 from promoter.expressions import ExpressionError, Scope, freight_functions, render
 from promoter.expressions.values import go_json
-from promoter.model import API_VERSION, GROUP, format_time, meta, name_of
+from promoter.resources import annotations as ann
+from promoter.resources.model import API_VERSION, GROUP, format_time, meta, name_of
 
 ROLLOUTS_API_VERSION = "argoproj.io/v1alpha1"
 TEMPLATE_KINDS = ("AnalysisTemplate", "ClusterAnalysisTemplate")

@@ -15,9 +15,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from promoter.annotations import GROUP as GROUP  # also the API group
-from promoter.annotations import ROLLBACK_ANNOTATIONS, create_actor, created_by, is_rollback
 from promoter.errors import InvalidInput
+from promoter.resources.annotations import GROUP as GROUP  # also the API group
+from promoter.resources.annotations import (
+    ROLLBACK_ANNOTATIONS,
+    create_actor,
+    created_by,
+    is_rollback,
+)
 
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -428,7 +433,8 @@ class PromotionStatus:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     # Not in Kargo's shape (status.replay): what a replica needs to rebuild the work directory
-    # (promoter/replay.py). The token of the work directory the last step ran in, and per step
+    # (promoter/engine/replay.py). The token of the work directory the last step ran in, and per
+    # step
     # alias the record of a step that a replay runs again or checks.
     replay_token: str = ""
     replay_steps: Mapping[str, Any] = field(default_factory=dict)

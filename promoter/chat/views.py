@@ -5,7 +5,8 @@ the status pages (``app/ui/views.py``) all show the same step lines and the same
 Each used to dig into ``spec.steps`` and ``status.stepExecutionMetadata`` itself and work out its
 own fallback alias, and they disagreed: a ``task:`` step showed as ``step-N`` where Kargo says
 ``task-N``, and Slack counted from 0. Here the rule is written once
-(:meth:`promoter.model.StepSpec.alias_at`), and renderers only choose how to format plain data.
+(:meth:`promoter.resources.model.StepSpec.alias_at`), and renderers only choose how to format plain
+data.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from promoter.annotations import GITHUB_DEPLOYMENT, created_by, read_json
-from promoter.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
-from promoter.stages import downstream_stages, has_verification, phase_of
+from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, read_json
+from promoter.resources.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
+from promoter.resources.stages import downstream_stages, has_verification, phase_of
 
 # A Freight name is a 40-hex digest; this much of it tells Freights apart in a one-line title
 # (like a git short hash) where the alias is missing.
@@ -281,7 +282,8 @@ class PromotionView:
 
 
 def _step_spec(step: Mapping[str, Any]) -> StepSpec:
-    """Just enough of a step to name it (not :func:`promoter.model.parse_step`, which rejects
+    """Just enough of a step to name it (not :func:`promoter.resources.model.parse_step`, which
+    rejects
     what a stored Promotion may still hold and a view must show anyway)."""
     task = step.get("task")
     return StepSpec(

@@ -15,12 +15,12 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from promoter.cli import EXIT_OK, Progress, report
-from promoter.manifests import load
-from promoter.runner import RunOptions, run_promotion
+from promoter.local.cli import EXIT_OK, Progress, report
+from promoter.local.runner import RunOptions, run_promotion
+from promoter.resources.manifests import load
 from promoter.steps.base import GitSettings, StepServices
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DEMO_REPO_URL = "https://github.com/example/kargo-demo.git"
 
 

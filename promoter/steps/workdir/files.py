@@ -2,15 +2,16 @@
 
 ``yaml-update``, ``json-update``, ``yaml-parse``, ``json-parse``, ``helm-update-chart``,
 ``copy``, ``delete``, ``file-write`` and ``yaml-merge`` (``kustomize-set-image`` lives with
-``kustomize-build`` in promoter/steps/kustomize.py, on the YAML editor here). Config fields and
+``kustomize-build`` in promoter/steps/workdir/kustomize.py, on the YAML editor here). Config fields
+and
 outputs follow Kargo's reference docs (docs/50-user-guide/60-reference-docs/30-promotion-steps/
 *.md); deviations are called out where they are made.
 
 Every config path goes through :meth:`StepContext.path`, so absolute paths, ``..`` and symlinks
 leading out of the work directory are refused with a terminal error naming the field. Edits keep
 the file's formatting: a YAML scalar set to a plain value is written in place of the old one
-(:mod:`promoter.steps.yamlsplice`), other YAML edits go through the round-trip editor
-(:mod:`promoter.steps.yamledit`, ruamel.yaml, imported when first needed) in the file's own
+(:mod:`promoter.steps.workdir.yamlsplice`), other YAML edits go through the round-trip editor
+(:mod:`promoter.steps.workdir.yamledit`, ruamel.yaml, imported when first needed) in the file's own
 indentation, and JSON scalars are spliced into the original text. File I/O runs in a worker
 thread in the server (``ctx.services.io``) so a large copy or glob never blocks the event loop.
 """
@@ -42,7 +43,7 @@ from promoter.steps.base import (
     StepResult,
     succeeded,
 )
-from promoter.steps.yamlsplice import same_value, splice
+from promoter.steps.workdir.yamlsplice import same_value, splice
 
 # --------------------------------------------------------------------------------------------
 # Paths
@@ -405,7 +406,7 @@ def _yaml_update_round_trip(
     kind: str, path: Path, raw_path: str, text: str, updates: Sequence[_Update]
 ) -> bool:
     """yaml-update through the round-trip editor; whether the file changed."""
-    from promoter.steps import yamledit
+    from promoter.steps.workdir import yamledit
 
     document = yamledit.RoundTripYaml(text, kind=kind, source=repr(raw_path))
     changed = False
@@ -726,7 +727,7 @@ def _helm_update_chart(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
     chart_file = directory / "Chart.yaml"
     if not chart_file.is_file():
         raise StepError(f"{kind}: no Chart.yaml in config.path {raw_dir!r}", terminal=True)
-    from promoter.steps import yamledit
+    from promoter.steps.workdir import yamledit
 
     document = yamledit.RoundTripYaml(
         _read_text(chart_file, kind, raw_dir), kind=kind, source=f"{raw_dir}/Chart.yaml"
@@ -1107,7 +1108,7 @@ def _yaml_merge(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     if not out_raw:
         raise ConfigRefused(f"{kind}: config.outFile must be a non-empty path")
     ignore_missing = cfg.bool("ignoreMissingFiles")
-    from promoter.steps import yamledit
+    from promoter.steps.workdir import yamledit
 
     merged: list[str] = []
     result: Any = None

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from promoter.expressions import revive_result
-from promoter.gitcmd import digest
+from promoter.ports.gitcmd import digest
 from promoter.steps.base import PRIVATE_DIR
 
 MARKER = "replay.json"

@@ -1,6 +1,6 @@
 """The round-trip YAML editor the YAML steps share: ruamel.yaml, in the file's own layout.
 
-yaml-update (where its quick path, :mod:`promoter.steps.yamlsplice`, does not apply),
+yaml-update (where its quick path, :mod:`promoter.steps.workdir.yamlsplice`, does not apply),
 helm-update-chart, yaml-merge and kustomize-set-image edit YAML through :class:`RoundTripYaml`,
 which keeps comments, key order and quoting and writes the file back in the indentation it had.
 The module, and with it ruamel.yaml, is imported by those steps when they first need it: the

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from promoter.errors import InvalidInput
-from promoter.model import (
+from promoter.resources.model import (
     ACCEPTED_API_VERSIONS,
     API_VERSION,
     CLUSTER_SCOPED_KINDS,
@@ -27,7 +27,7 @@ from promoter.model import (
     parse_stage,
     parse_task,
 )
-from promoter.yamlio import LOADER, yaml
+from promoter.resources.yamlio import LOADER, yaml
 
 # Third-party kinds we know and keep, by apiVersion prefix.
 _CARRIED = {

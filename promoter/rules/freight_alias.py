@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from promoter.errors import ConfigRefused
-from promoter.model import meta
+from promoter.resources.model import meta
 
 ALIAS_LABEL = "kargo.akuity.io/alias"
 # A label value (Kubernetes): the API server would refuse anything else in the label.

@@ -22,16 +22,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from promoter import annotations as ann
-from promoter.argocd import HEALTHY, UNKNOWN, app_key, health_of, merge_health
-from promoter.model import Phase, meta, name_of
-from promoter.stages import (
+from promoter.resources import annotations as ann
+from promoter.resources.model import Phase, meta, name_of
+from promoter.resources.stages import (
     StageQueue,
     get_condition,
     phase_of,
     stage_status,
     with_health,
 )
+from promoter.rules.argocd import HEALTHY, UNKNOWN, app_key, health_of, merge_health
 
 # ---- the queue --------------------------------------------------------------------------------
 
@@ -57,7 +57,8 @@ def plan_queue(
     Whoever creates a Promotion through the builder announces it; only Promotions created
     otherwise (kubectl: no ``created-by`` annotation) are announced here. A Promotion with an
     abort request is aborted and never run. The next one to run is the running one, else the
-    oldest queued one (:class:`~promoter.stages.StageQueue`), except that a queued one waits
+    oldest queued one (:class:`~promoter.resources.stages.StageQueue`), except that a queued one
+    waits
     while the Stage verifies the Freight promoted before it.
     """
     announce = tuple(

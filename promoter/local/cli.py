@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TextIO
 
 from promoter.errors import InvalidInput
-from promoter.manifests import load
-from promoter.model import Promotion, Var
-from promoter.runner import RunOptions, run_local
+from promoter.local.runner import RunOptions, run_local
+from promoter.resources.manifests import load
+from promoter.resources.model import Promotion, Var
 from promoter.steps.base import GitSettings, HttpSettings, StepServices
 
 # The local runner runs a developer's own manifests on their own machine, where the services a
@@ -222,6 +222,6 @@ def main(
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return cmd_run(RunArgs.of(args), stdout, stderr)
-    from promoter.demo import run_demo
+    from promoter.local.demo import run_demo
 
     return run_demo(stdout, stderr)

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from promoter import annotations as ann
 from promoter.errors import StepError
+from promoter.resources import annotations as ann
 from promoter.steps.base import Config
 from promoter.steps.git import normalize_repo_url
 

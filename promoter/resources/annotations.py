@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-# Also our API group (promoter.model.GROUP is this): annotation keys share its prefix.
+# Also our API group (promoter.resources.model.GROUP is this): annotation keys share its prefix.
 GROUP = "longshoreman.dev"
 KARGO_GROUP = "kargo.akuity.io"
 
@@ -66,7 +66,8 @@ GITHUB_ENVIRONMENT_URL = f"{GROUP}/github-environment-url"
 # The Stages whose Slack channel was told this Freight is available to them (once each).
 SLACK_ANNOUNCED = f"{GROUP}/slack-announced"
 # When a Warehouse made it, to the microsecond: creationTimestamp has whole seconds, and two
-# Freight of one second would otherwise be of the same age (promoter.stages.freight_created).
+# Freight of one second would otherwise be of the same age
+# (promoter.resources.stages.freight_created).
 FREIGHT_CREATED = f"{GROUP}/created"
 
 # ---- on AnalysisRuns ----------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from promoter.steps.base import (
     StepResult,
     succeeded,
 )
-from promoter.steps.files import (
+from promoter.steps.workdir.files import (
     _existing_file,
     _read_text,
     _write_text_atomic,

@@ -14,11 +14,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from promoter import annotations as ann
+from promoter.chat.views import EnvironmentLink, StageView
 from promoter.errors import InvalidInput
-from promoter.model import Phase, describe_freight, meta, name_of, namespace_of
-from promoter.stages import available_to, freight_created, has_verification, phase_of, queue_key
-from promoter.views import EnvironmentLink, StageView
+from promoter.resources import annotations as ann
+from promoter.resources.model import Phase, describe_freight, meta, name_of, namespace_of
+from promoter.resources.stages import (
+    available_to,
+    freight_created,
+    has_verification,
+    phase_of,
+    queue_key,
+)
 from promoter.warehouses.freight import normalize_image_url, requested_artifact_freight
 
 COMMANDS = ("promote", "abort", "status", "verify", "help")
@@ -47,7 +53,7 @@ class CommandError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """One command, typed or pressed (buttons map to the same commands, see promoter.commands).
+    """One command, typed or pressed (buttons map to the same commands, see promoter.chat.commands).
 
     ``cancel`` and the two fields after ``raw`` come only from buttons, never from text.
     """

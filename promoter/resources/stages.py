@@ -14,8 +14,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from promoter.annotations import FREIGHT_CREATED
-from promoter.model import Phase, format_time, freight_reference, meta, name_of, parse_time
+from promoter.resources.annotations import FREIGHT_CREATED
+from promoter.resources.model import (
+    Phase,
+    format_time,
+    freight_reference,
+    meta,
+    name_of,
+    parse_time,
+)
 
 FREIGHT_HISTORY_LIMIT = 10
 
@@ -377,7 +384,7 @@ def available_at(stage: Mapping[str, Any], freight: Mapping[str, Any]) -> dateti
     with what is known now. ``datetime.min`` (UTC) means "always" (direct)."""
     from datetime import UTC
 
-    from promoter.model import parse_duration
+    from promoter.resources.model import parse_duration
 
     origin = freight.get("origin") or {}
     best: datetime | None = None

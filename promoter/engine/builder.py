@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from promoter.clock import SYSTEM
 from promoter.errors import InvalidInput
 from promoter.expressions import ExpressionSyntaxError, check_syntax
-from promoter.model import (
+from promoter.resources.model import (
     RESERVED_ALIAS,
     TASK_SEPARATOR,
     Promotion,
