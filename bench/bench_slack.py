@@ -26,7 +26,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from promoter import annotations as ann
+from promoter.resources import annotations as ann
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from promoter import annotations as ann
+from promoter.resources import annotations as ann
 
 
 def _with(annotations: dict[str, str]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from promoter import annotations as ann
+from promoter.resources import annotations as ann
 from tests.support import objects
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.gitrepo import RemoteRepo, make_remote

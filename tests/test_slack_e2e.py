@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestClient
 from app.controller import kube as k
 from app.controller.promotions import ClusterPromotions
 from app.controller.reconciler import Controller
-from promoter import annotations as ann
+from promoter.resources import annotations as ann
 from slack.app import SlackIntegration, setup_slack
 from slack.messages import ABORT, CONFIRM
 from slack.settings import SlackSettings

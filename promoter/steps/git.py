@@ -846,8 +846,7 @@ def _identity(kind: str, cfg: Config) -> tuple[str | None, str | None]:
 
 
 def _clone_options(plan: ClonePlan, ctx: StepContext) -> list[str]:
-    """:func:`promoter.ports.gitcmd.clone_options` for ``plan`` (the early clone makes its own with
-    the same function)."""
+    """:func:`promoter.ports.gitcmd.clone_options` for ``plan``."""
     return clone_options(
         plan.author_name or ctx.services.git.author_name,
         plan.author_email or ctx.services.git.author_email,
