@@ -9,7 +9,7 @@ fresh directory, and every run pushes a new branch.
 
 The two sides run in pairs, back to back, alternating which goes first, so that load from other
 processes on a shared machine falls on both; the figure of merit is the median of the ten
-per-pair ratios (runner / plain git). Target: <= 1.5. Each pair also times the same interpreter
+per-pair ratios (runner / plain git). Each pair also times the same interpreter
 starting and doing nothing (``python -c pass``, site-packages and all): the part of the runner
 no change to the runner's own code can remove.
 
