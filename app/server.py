@@ -156,6 +156,7 @@ def create_app(
             clock=clock,
         )
         extra.setdefault("github", github.pull_requests)
+        extra.setdefault("github-git", github.git_database)
         state.git_credentials = github.git_credentials
         state.registry_tokens = GitHubRegistryCredentials(github.git_credentials)
         state.listeners.append(github.on_promotion)
@@ -184,6 +185,9 @@ def _services(
             author_email=settings.git_author_email,
             env=env,
             credentials=credentials,
+            push_integration_policy=settings.git_push_integration_policy,
+            github_push_max_revisions=settings.github_push_max_revisions,
+            github_push_verify_untrusted=settings.github_push_verify_untrusted,
         ),
         http=HttpSettings(
             allow_hosts=settings.http_allow,

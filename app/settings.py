@@ -19,6 +19,7 @@ from app.receivers.settings import ReceiverSettings, ReceiverSettingsError
 from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import GitHubSettings, GitHubSettingsError
 from promoter.ports.clusterdata import DEFAULT_SHARED_NAMESPACE
+from promoter.steps.base import PUSH_INTEGRATION_POLICIES
 from promoter.steps.http import HostRules
 from slack.settings import SlackSettings, SlackSettingsError
 
@@ -152,6 +153,11 @@ class Settings:
     git_config: Path | None = None
     git_author_name: str = "Longshoreman"
     git_author_email: str = "longshoreman@localhost"
+    # github-push (Kargo's GIT_PUSH_INTEGRATION_POLICY, GITHUB_PUSH_MAX_REVISIONS and
+    # GITHUB_PUSH_VERIFY_UNTRUSTED_COMMITS, with our prefix): see promoter.steps.github_push.
+    git_push_integration_policy: str = "AlwaysRebase"
+    github_push_max_revisions: int = 10
+    github_push_verify_untrusted: bool = False
     log_level: str = "INFO"
     log_format: str = "text"
     # Hosts the http step may / may not reach (see promoter.steps.http.HostPolicy); private,
@@ -204,6 +210,14 @@ class Settings:
         log_format = env.get("LOG_FORMAT", defaults.log_format).lower()
         if log_format not in ("text", "json"):
             raise SettingsError(f"LOG_FORMAT={log_format!r} must be text or json")
+        policy = env.get(
+            "LONGSHOREMAN_GIT_PUSH_INTEGRATION_POLICY", defaults.git_push_integration_policy
+        )
+        if policy not in PUSH_INTEGRATION_POLICIES:
+            raise SettingsError(
+                f"LONGSHOREMAN_GIT_PUSH_INTEGRATION_POLICY={policy!r} must be one of "
+                f"{', '.join(PUSH_INTEGRATION_POLICIES)}"
+            )
         lease_duration = _float(env, "LEASE_DURATION", defaults.lease_duration, minimum=1.0)
         renew_deadline = _float(env, "RENEW_DEADLINE", defaults.renew_deadline, minimum=0.5)
         retry_period = _float(env, "RETRY_PERIOD", defaults.retry_period, minimum=0.1)
@@ -270,6 +284,18 @@ class Settings:
             registry_auth_file=_registry_auth(env, "LONGSHOREMAN_REGISTRY_AUTH_FILE"),
             git_author_name=env.get("GIT_AUTHOR_NAME", defaults.git_author_name),
             git_author_email=env.get("GIT_AUTHOR_EMAIL", defaults.git_author_email),
+            git_push_integration_policy=policy,
+            github_push_max_revisions=_int(
+                env,
+                "LONGSHOREMAN_GITHUB_PUSH_MAX_REVISIONS",
+                defaults.github_push_max_revisions,
+                minimum=1,
+            ),
+            github_push_verify_untrusted=_bool(
+                env,
+                "LONGSHOREMAN_GITHUB_PUSH_VERIFY_UNTRUSTED_COMMITS",
+                defaults.github_push_verify_untrusted,
+            ),
             log_level=log_level,
             log_format=log_format,
             http_allow=_hosts(env, "LONGSHOREMAN_HTTP_ALLOW"),

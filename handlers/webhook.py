@@ -33,6 +33,7 @@ from handlers import routing
 from handlers.client import GitHubClient, RetryPolicy
 from handlers.context import Deps, Permissions
 from handlers.git_credentials import GitHubGitCredentials
+from handlers.git_database import GitHubGitDatabase
 from handlers.progress import Progress
 from handlers.pull_requests import GitHubPullRequests
 from handlers.queue import KeyedQueue
@@ -85,6 +86,8 @@ class GitHubIntegration:
         self.deps.forget_deployment = self.progress.environments.forget
         # The step port: put it at StepServices.extra["github"] when building the controller.
         self.pull_requests = GitHubPullRequests(self.client)
+        # github-push's port: put it at StepServices.extra["github-git"].
+        self.git_database = GitHubGitDatabase(self.client)
         # The git steps' credentials: put it at GitSettings.credentials.
         self.git_credentials = GitHubGitCredentials(self.client, clock=clock)
         self._seen: TTLCache[str, bool] = TTLCache(
@@ -213,8 +216,9 @@ def setup_github(
     ``listeners`` is the controller's ``listeners`` list: check runs and command replies follow
     Promotions through it (on the leader only); ``stage_listeners`` (the controller's
     ``stage_listeners``) likewise carries verifications to ``verify:`` check runs. Put
-    ``integration.pull_requests`` at ``StepServices.extra["github"]`` for the pull-request steps
-    and ``integration.git_credentials`` at ``GitSettings.credentials`` for the git steps.
+    ``integration.pull_requests`` at ``StepServices.extra["github"]`` for the pull-request steps,
+    ``integration.git_database`` at ``StepServices.extra["github-git"]`` for ``github-push`` and
+    ``integration.git_credentials`` at ``GitSettings.credentials`` for the git steps.
     """
     integration = GitHubIntegration(
         settings,

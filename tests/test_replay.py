@@ -167,8 +167,8 @@ def test_every_built_in_step_says_whether_a_replay_runs_it_again_or_only_checks_
         "toml-parse", "toml-update", "kustomize-build", "oci-download",
     }  # fmt: skip
     assert external == {
-        "git-push", "git-open-pr", "git-wait-for-pr", "git-merge-pr", "argocd-update",
-        "argocd-wait", "http", "set-metadata", "set-freight-alias", "oci-push",
+        "git-push", "github-push", "git-open-pr", "git-wait-for-pr", "git-merge-pr",
+        "argocd-update", "argocd-wait", "http", "set-metadata", "set-freight-alias", "oci-push",
     }  # fmt: skip
     outside = {kind for kind, step in registry.items() if not uses_work_dir_of(step)}
     assert outside == {
@@ -178,6 +178,7 @@ def test_every_built_in_step_says_whether_a_replay_runs_it_again_or_only_checks_
     checked = {kind for kind, step in registry.items() if verifier_of(step) is not None}
     assert checked == {
         "git-push",
+        "github-push",
         "git-open-pr",
         "git-wait-for-pr",
         "git-merge-pr",

@@ -125,6 +125,11 @@ class GitCredential:
 # trouble, ``terminal=True`` for what retrying cannot fix).
 GitCredentials = Callable[[str], Awaitable[GitCredential | None]]
 
+# Kargo's push integration policies (GIT_PUSH_INTEGRATION_POLICY there): how a push brings in
+# what others pushed to the branch meanwhile. ``github-push`` follows the operator's choice;
+# Kargo's default, AlwaysRebase, is git-push's only way.
+PUSH_INTEGRATION_POLICIES = ("AlwaysRebase", "RebaseOrMerge", "RebaseOrFail", "AlwaysMerge")
+
 
 @dataclass(frozen=True, slots=True)
 class GitSettings:
@@ -144,6 +149,14 @@ class GitSettings:
     # How long one git process may run before it is killed (a clone over a slow link can take
     # a while; a stalled remote must not hold the step forever).
     timeout_seconds: float = 600.0
+    # github-push (Kargo's operator settings of the same meaning): one of
+    # PUSH_INTEGRATION_POLICIES; the most commits one push replays through GitHub's API; and
+    # whether commits Longshoreman did not make are replayed as the App too (verified by
+    # GitHub's key, a Co-authored-by trailer keeping their author) instead of with their own
+    # author and committer (unverified).
+    push_integration_policy: str = "AlwaysRebase"
+    github_push_max_revisions: int = 10
+    github_push_verify_untrusted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

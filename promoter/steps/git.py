@@ -98,6 +98,9 @@ CACHE_DIR = f"{STATE_DIR}/git"
 # What each git-commit step committed in this work directory, by step (see _commit_marker).
 COMMITS_DIR = f"{STATE_DIR}/commits"
 HOME_DIR = f"{STATE_DIR}/home"
+# One empty file per commit this Promotion's steps made (git-commit, github-push's rebase or
+# merge), named by its ID: what github-push vouches for (see made_commits).
+MADE_DIR = f"{STATE_DIR}/made"
 
 GENERATED_BRANCH_PREFIX = "kargo/promotion/"
 INITIAL_COMMIT_MESSAGE = "Initial commit"
@@ -1313,9 +1316,12 @@ async def git_commit(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         ).splitlines()
     data = {TREE_KEY: tree, AUTHOR_DATE_KEY: author_date, COMMITTER_DATE_KEY: committer_date}
     if ctx.replay is not None:
-        return await _replayed_commit(git, path, ctx.replay, head, tree)
+        replayed = await _replayed_commit(git, path, ctx.replay, head, tree)
+        note_made(ctx, [str(replayed.output.get("commit") or "")])
+        return replayed
     # Committed now, or by an attempt of this same step that was killed before its status was
     # written (HEAD moved on from what it noted): either way this step's commit.
+    note_made(ctx, [head])
     return StepResult(StepStatus.SUCCEEDED, "", {"commit": head}, replay_data=data)
 
 
@@ -1390,6 +1396,30 @@ def _has_untracked(worktree: Path) -> bool:
         except OSError:
             return True
     return False
+
+
+def note_made(ctx: StepContext, shas: Sequence[str]) -> None:
+    """Record commits this Promotion's own steps made, in its private state (no manifest can
+    write there, see :meth:`StepContext.path`)."""
+    folder = ctx.work_dir / MADE_DIR
+    for sha in shas:
+        if _OBJECT_ID_RE.match(sha):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / sha).touch()
+
+
+def made_commits(ctx: StepContext) -> frozenset[str]:
+    """The commits :func:`note_made` recorded in this work directory.
+
+    Longshoreman signs no commits; this record plays the part of Kargo's trusted signing key
+    for ``github-push``: a commit in it was made here, by Longshoreman, so the App may vouch for
+    it (GitHub then signs it); any other commit (one fetched from the remote) keeps its own
+    author and committer.
+    """
+    try:
+        return frozenset(n for n in os.listdir(ctx.work_dir / MADE_DIR) if _OBJECT_ID_RE.match(n))
+    except OSError:
+        return frozenset()
 
 
 def _commit_marker(ctx: StepContext) -> Path:

@@ -63,6 +63,8 @@ BUILTIN_KINDS: Mapping[str, str] = {
     "git-open-pr": "promoter.steps.github",
     "git-wait-for-pr": "promoter.steps.github",
     "git-merge-pr": "promoter.steps.github",
+    # Needs the GitHub App's git database port (StepServices.extra["github-git"]).
+    "github-push": "promoter.steps.github_push",
 }
 
 
@@ -145,6 +147,12 @@ def _github() -> Mapping[str, Step]:
     return github.STEPS
 
 
+def _github_push() -> Mapping[str, Step]:
+    from promoter.steps import github_push
+
+    return github_push.STEPS
+
+
 MODULES: Mapping[str, Callable[[], Mapping[str, Step]]] = {
     "promoter.steps.basic": _basic,
     "promoter.steps.git": _git,
@@ -159,6 +167,7 @@ MODULES: Mapping[str, Callable[[], Mapping[str, Step]]] = {
     "promoter.steps.freight_alias": _freight_alias,
     "promoter.steps.argocd": _argocd,
     "promoter.steps.github": _github,
+    "promoter.steps.github_push": _github_push,
 }
 
 

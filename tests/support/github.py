@@ -83,6 +83,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from handlers.settings import GitHubSettings
 from tests.support.fixtures import GITHUB
+from tests.support.github_openapi import body_problems, operation_of
 from tests.support.gitrepo import RemoteRepo
 
 WEB_URL = "https://github.com"
@@ -197,6 +198,18 @@ class Logged:
 
 
 @dataclass
+class ApiCall:
+    """A request to one of the operations of tests/fixtures/github-openapi (see
+    :mod:`tests.support.github_openapi`): which operation, the JSON body as sent, the answer."""
+
+    operation: str
+    method: str
+    path: str
+    body: Any
+    status: int
+
+
+@dataclass
 class GitRequest:
     """One request to the fake's git server (credentials are never kept)."""
 
@@ -241,6 +254,10 @@ class Repo:
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Deployments by id; each keeps its statuses, oldest first, in ``_statuses``.
     deployments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Commits GitHub made and signed itself (created through the API with no author, committer
+    # or signature): its "Verified" badge. Branches whose protection requires such commits.
+    verified: set[str] = field(default_factory=set)
+    required_signatures: set[str] = field(default_factory=set)
     next_number: int = 1
 
     @property
@@ -349,6 +366,10 @@ class FakeGitHub:
         self._delivery: tuple[str, str] | None = None
         self.deliveries: list[tuple[str, int]] = []
         self.git_requests: list[GitRequest] = []
+        # Requests to the operations of tests/fixtures/github-openapi, and every way one of them
+        # (or the fake's answer to it) left what GitHub documents; see h_* of the git database.
+        self.calls: list[ApiCall] = []
+        self.contract_problems: list[str] = []
         # OAuth: client_id -> secret; code -> (client_id, login, scope); token -> (login, scope).
         self.oauth_apps: dict[str, str] = {}
         self.oauth_codes: dict[str, tuple[str, str, str]] = {}
@@ -652,8 +673,14 @@ class FakeGitHub:
         r.add_get(repo + "/commits/{ref:[^/]+}/check-runs", self.h_list_check_runs)
         r.add_get(repo + "/commits/{ref:.+}", self.h_commit)
         r.add_get(repo + "/branches/{branch:.+}", self.h_branch)
+        r.add_post(repo + "/git/blobs", self.h_create_blob)
+        r.add_post(repo + "/git/trees", self.h_create_tree)
         r.add_post(repo + "/git/commits", self.h_git_commit)
+        r.add_get(repo + "/git/commits/{sha}", self.h_get_git_commit)
+        r.add_get(repo + "/git/ref/{ref:.+}", self.h_get_ref)
         r.add_post(repo + "/git/refs", self.h_git_ref)
+        r.add_patch(repo + "/git/refs/{ref:.+}", self.h_update_ref)
+        r.add_delete(repo + "/git/refs/{ref:.+}", self.h_delete_ref)
         r.add_post(repo + "/check-runs", self.h_create_check_run)
         r.add_patch(repo + "/check-runs/{id:\\d+}", self.h_update_check_run)
         r.add_get(repo + "/check-runs/{id:\\d+}", self.h_get_check_run)
@@ -684,6 +711,9 @@ class FakeGitHub:
             # Git authenticates with Basic credentials of its own (see h_git), unmetered.
             return await handler(request)
         installation: int | None = None
+        operation = operation_of(request.method, request.path)
+        raw = await request.read() if operation is not None else b""
+        served = False  # the handler answered (not authentication, a fault or the rate limit)
         try:
             installation = self._authenticate(request)
             self._authorize(request, installation)
@@ -694,11 +724,26 @@ class FakeGitHub:
                 if time.time() < self.rate_reset.get(installation, 0):
                     raise ApiError(403, "API rate limit exceeded for installation ID")
                 self.rate_remaining[installation] = RATE_LIMIT
+            if operation is not None:
+                problems = body_problems(operation, raw)
+                if problems:
+                    self.contract_problems.append(
+                        f"{operation.id} ({request.method} {request.path}): {'; '.join(problems)}"
+                    )
+                    # GitHub's answer to a body its schema does not allow.
+                    raise ApiError(
+                        422,
+                        "Invalid request.\n\n" + "\n".join(problems),
+                        documentation_url="https://docs.github.com/rest",
+                    )
+            served = True
             response = await handler(request)
         except ApiError as e:
             response = web.json_response(e.body, status=e.status, headers=e.headers)
         except web.HTTPException as e:
             response = web.json_response({"message": e.reason}, status=e.status)
+        if operation is not None:
+            self._record_call(operation.id, request, raw, response, served)
         if (
             isinstance(response, web.Response)
             and request.method == "GET"
@@ -714,6 +759,27 @@ class FakeGitHub:
         if self.after_request is not None:
             self.after_request(request.method, request.path)
         return response
+
+    def _record_call(
+        self,
+        operation: str,
+        request: web.Request,
+        raw: bytes,
+        response: web.StreamResponse,
+        served: bool,
+    ) -> None:
+        op = operation_of(request.method, request.path)
+        assert op is not None
+        try:
+            body = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            body = None
+        self.calls.append(ApiCall(operation, request.method, request.path, body, response.status))
+        if served and response.status not in op.responses and response.status != 304:
+            self.contract_problems.append(
+                f"the fake answered {operation} with {response.status}, which GitHub does not "
+                f"document for it ({sorted(op.responses)})"
+            )
 
     def _fault_error(self, fault: Fault, installation: int | None) -> ApiError:
         headers: dict[str, str] = {}
@@ -1240,7 +1306,9 @@ class FakeGitHub:
             raise ApiError(404, "Branch not found")
         return web.json_response({"name": branch, "commit": {"sha": sha}})
 
-    def _compare(self, repo: Repo, base: str, head: str) -> dict[str, Any]:
+    def _compare(
+        self, repo: Repo, base: str, head: str, page: int = 1, per_page: int = 30
+    ) -> dict[str, Any]:
         base_sha, head_sha = self._resolve(repo, base), self._resolve(repo, head)
         if base_sha is None or head_sha is None:
             raise ApiError(404, "Not Found")
@@ -1266,12 +1334,25 @@ class FakeGitHub:
             if ahead == 0
             else "diverged"
         )
+        # GitHub lists the commits of base...head oldest first, parents before children, and
+        # pages them with page/per_page (total_commits counts them all).
+        listed = repo.git.git("rev-list", "--reverse", "--topo-order", f"{base_sha}..{head_sha}")
+        shas = listed.split()
+        chosen = shas[(page - 1) * per_page : page * per_page]
+        api = f"{self.url}/repos/{repo.full_name}"
         return {
+            "url": f"{api}/compare/{base}...{head}",
+            "html_url": f"{repo.html_url}/compare/{base}...{head}",
+            "permalink_url": f"{repo.html_url}/compare/{base_sha}...{head_sha}",
+            "diff_url": f"{repo.html_url}/compare/{base}...{head}.diff",
+            "patch_url": f"{repo.html_url}/compare/{base}...{head}.patch",
+            "base_commit": self._commit_json(repo, base_sha),
+            "merge_base_commit": self._commit_json(repo, merge_base) if merge_base else None,
             "status": status,
             "ahead_by": ahead,
             "behind_by": behind,
             "total_commits": ahead,
-            "merge_base_commit": {"sha": merge_base},
+            "commits": [self._commit_json(repo, sha) for sha in chosen],
             "files": files,
         }
 
@@ -1280,35 +1361,380 @@ class FakeGitHub:
         base, sep, head = request.match_info["basehead"].partition("...")
         if not sep:
             raise ApiError(404, "Not Found")
-        return web.json_response(await asyncio.to_thread(self._compare, repo, base, head))
+        try:
+            page = max(1, int(request.query.get("page", "1")))
+            per_page = min(250, max(1, int(request.query.get("per_page", "30"))))
+        except ValueError:
+            raise _validation("page and per_page must be integers") from None
+        return web.json_response(
+            await asyncio.to_thread(self._compare, repo, base, head, page, per_page)
+        )
+
+    # ---- the git database (blobs, trees, commits, refs), on the real bare repository -----------
+    #
+    # GitHub's "Git database" REST API (https://docs.github.com/rest/git), backed by the very
+    # repository git clones and pushes to: a commit created here is a real commit object, and a
+    # ref updated here really moves the branch (``git log`` shows it). Bodies are held to GitHub's
+    # schema by the middleware (tests/support/github_openapi.py); the rules below are the ones
+    # GitHub applies beyond the schema, with its messages.
+
+    def _bot(self) -> dict[str, str]:
+        """The identity GitHub gives what the App creates without an author: its bot user."""
+        return {
+            "name": f"{APP_SLUG}[bot]",
+            "email": f"{self.app_id}+{APP_SLUG}[bot]@users.noreply.github.com",
+        }
+
+    def _object_type(self, repo: Repo, sha: str) -> str | None:
+        if not re.fullmatch(r"[0-9a-f]{40}", sha):
+            return None
+        try:
+            return repo.git.git("cat-file", "-t", sha)
+        except RuntimeError:
+            return None
+
+    def _commit_json(self, repo: Repo, sha: str) -> dict[str, Any]:
+        """A commit as the REST API shows it in comparisons (``commit`` schema)."""
+        fields = repo.git.git(
+            "show", "-s", "--format=%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B", sha
+        ).split("\0")
+        tree, parents, an, ae, ad, cn, ce, cd, message = fields
+        api = f"{self.url}/repos/{repo.full_name}"
+        return {
+            "sha": sha,
+            "node_id": f"C_{sha[:12]}",
+            "url": f"{api}/commits/{sha}",
+            "html_url": f"{repo.html_url}/commit/{sha}",
+            "comments_url": f"{api}/commits/{sha}/comments",
+            "commit": {
+                "url": f"{api}/git/commits/{sha}",
+                "author": {"name": an, "email": ae, "date": ad},
+                "committer": {"name": cn, "email": ce, "date": cd},
+                "message": message.rstrip("\n"),
+                "comment_count": 0,
+                "tree": {"sha": tree, "url": f"{api}/git/trees/{tree}"},
+                "verification": self._verification(repo, sha),
+            },
+            "author": None,
+            "committer": None,
+            "parents": [
+                {"sha": p, "url": f"{api}/commits/{p}", "html_url": f"{repo.html_url}/commit/{p}"}
+                for p in parents.split()
+            ],
+        }
+
+    @staticmethod
+    def _verification(repo: Repo, sha: str) -> dict[str, Any]:
+        signed = sha in repo.verified
+        return {
+            "verified": signed,
+            "reason": "valid" if signed else "unsigned",
+            "signature": "-----BEGIN PGP SIGNATURE-----\n(fake)\n-----END PGP SIGNATURE-----"
+            if signed
+            else None,
+            "payload": None,
+            "verified_at": _now() if signed else None,
+        }
+
+    def _git_commit_json(self, repo: Repo, sha: str) -> dict[str, Any]:
+        """A commit as the git database shows it (``git-commit`` schema)."""
+        full = self._commit_json(repo, sha)
+        inner = full["commit"]
+        api = f"{self.url}/repos/{repo.full_name}"
+        return {
+            "sha": sha,
+            "node_id": full["node_id"],
+            "url": f"{api}/git/commits/{sha}",
+            "html_url": full["html_url"],
+            "author": inner["author"],
+            "committer": inner["committer"],
+            "tree": inner["tree"],
+            "message": inner["message"],
+            "parents": [
+                {"sha": p["sha"], "url": f"{api}/git/commits/{p['sha']}", "html_url": p["html_url"]}
+                for p in full["parents"]
+            ],
+            "verification": inner["verification"],
+        }
+
+    def _ref_json(self, repo: Repo, ref: str, sha: str) -> dict[str, Any]:
+        api = f"{self.url}/repos/{repo.full_name}"
+        kind = self._object_type(repo, sha) or "commit"
+        return {
+            "ref": ref,
+            "node_id": f"REF_{hashlib.sha1(ref.encode()).hexdigest()[:12]}",
+            "url": f"{api}/git/{ref}",
+            "object": {"type": kind, "sha": sha, "url": f"{api}/git/{kind}s/{sha}"},
+        }
+
+    def _ref_sha(self, repo: Repo, ref: str) -> str | None:
+        try:
+            return repo.git.git("rev-parse", "--verify", "-q", ref)
+        except RuntimeError:
+            return None
+
+    def _check_signatures(self, repo: Repo, ref: str, old: str | None, new: str) -> None:
+        """Branch protection "Require signed commits": every commit the update brings must be
+        one GitHub verified."""
+        branch = ref.removeprefix("refs/heads/")
+        if ref == branch or branch not in repo.required_signatures:
+            return
+        listed = repo.git.git("rev-list", new, *(["--not", old] if old else []))
+        if any(sha not in repo.verified for sha in listed.split()):
+            raise _validation(
+                "Commits must have verified signatures.",
+                [{"message": f"Protected branch update failed for {ref}."}],
+            )
+
+    def _write_signature_rules(self, repo: Repo) -> None:
+        """The same rule for git pushes: a pre-receive hook (run by ``git http-backend``'s
+        receive-pack) refuses protected branches' updates that bring unverified commits, with
+        GitHub's GH006 message."""
+        root = repo.git.path
+        (root / "longshoreman-required-signatures").write_text(
+            "".join(f"refs/heads/{b}\n" for b in sorted(repo.required_signatures))
+        )
+        (root / "longshoreman-verified").write_text("".join(f"{s}\n" for s in repo.verified))
+        hook = root / "hooks" / "pre-receive"
+        hook.parent.mkdir(exist_ok=True)
+        hook.write_text(
+            "#!/bin/sh\n"
+            "zero=0000000000000000000000000000000000000000\n"
+            "while read old new ref; do\n"
+            '  grep -qxF "$ref" longshoreman-required-signatures || continue\n'
+            '  [ "$new" = "$zero" ] && continue\n'
+            '  if [ "$old" = "$zero" ]; then range="$new"; else range="$old..$new"; fi\n'
+            "  for c in $(git rev-list $range); do\n"
+            '    if ! grep -qxF "$c" longshoreman-verified; then\n'
+            '      echo "error: GH006: Protected branch update failed for $ref." >&2\n'
+            '      echo "error: Commits must have verified signatures." >&2\n'
+            "      exit 1\n"
+            "    fi\n"
+            "  done\n"
+            "done\n"
+        )
+        hook.chmod(0o755)
+
+    def require_signed_commits(self, full_name: str, branch: str) -> None:
+        """Protect ``branch`` with "Require signed commits" (pushes and ref updates alike)."""
+        repo = self.repo(full_name)
+        repo.required_signatures.add(branch)
+        self._write_signature_rules(repo)
+
+    def created_commits(self, full_name: str) -> list[dict[str, Any]]:
+        """The bodies of every ``POST .../git/commits`` to ``full_name``, as sent."""
+        path = f"/repos/{full_name}/git/commits".lower()
+        return [c.body for c in self.calls if c.method == "POST" and c.path.lower() == path]
+
+    async def h_create_blob(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        data = await self._json(request)
+        encoding = data.get("encoding", "utf-8")
+        if encoding not in ("utf-8", "utf8", "base64"):
+            raise _validation(f"encoding {encoding!r} is not supported")
+        content = str(data["content"])
+        try:
+            raw = (
+                base64.b64decode(content, validate=False)
+                if encoding == "base64"
+                else content.encode()
+            )
+        except binascii.Error:
+            raise _validation("content is not valid Base64") from None
+        sha = await asyncio.to_thread(self._write_blob, repo, raw)
+        return web.json_response(
+            {"sha": sha, "url": f"{self.url}/repos/{repo.full_name}/git/blobs/{sha}"}, status=201
+        )
+
+    @staticmethod
+    def _write_blob(repo: Repo, raw: bytes) -> str:
+        scratch = repo.git.home / f"blob-{uuid.uuid4().hex}"
+        scratch.write_bytes(raw)
+        try:
+            return repo.git.git("hash-object", "-w", "--no-filters", str(scratch))
+        finally:
+            scratch.unlink(missing_ok=True)
+
+    async def h_create_tree(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        data = await self._json(request)
+        sha = await asyncio.to_thread(self._write_tree, repo, data)
+        api = f"{self.url}/repos/{repo.full_name}"
+        listed = await asyncio.to_thread(repo.git.git, "ls-tree", "-l", sha)
+        entries = []
+        for line in listed.splitlines():
+            meta, _, path = line.partition("\t")
+            mode, kind, obj, size = meta.split()
+            entry: dict[str, Any] = {
+                "path": path, "mode": mode, "type": kind, "sha": obj,
+                "url": f"{api}/git/{kind}s/{obj}",
+            }  # fmt: skip
+            if size != "-":
+                entry["size"] = int(size)
+            entries.append(entry)
+        return web.json_response(
+            {"sha": sha, "url": f"{api}/git/trees/{sha}", "truncated": False, "tree": entries},
+            status=201,
+        )
+
+    def _write_tree(self, repo: Repo, data: Mapping[str, Any]) -> str:
+        """GitHub's tree creation on a scratch index: ``base_tree``'s entries, then each entry
+        of ``tree`` (a path may hold slashes; a null ``sha`` deletes it)."""
+        index = repo.git.home / f"index-{uuid.uuid4().hex}"
+        env = {"GIT_INDEX_FILE": str(index)}
+        try:
+            base = data.get("base_tree")
+            if base:
+                if self._object_type(repo, str(base)) != "tree":
+                    raise _validation("base_tree is not a valid tree oid")
+                repo.git.git("read-tree", str(base), env=env)
+            for entry in data["tree"]:
+                path = str(entry.get("path") or "").strip("/")
+                if not path:
+                    raise _validation("tree.path is missing")
+                if "sha" in entry and "content" in entry:
+                    raise _validation("Must supply either tree.sha or tree.content, not both")
+                # Whatever stood at the path (a file, or a directory's files) goes first.
+                below = repo.git.git("ls-files", "-z", "--", path, env=env)
+                gone = [f"0 {'0' * 40}\t{n}\n" for n in below.split("\0") if n]
+                if gone:
+                    # Mode 0 removes an entry (update-index --force-remove needs a work tree).
+                    repo.git.git("update-index", "--index-info", stdin="".join(gone), env=env)
+                sha = entry.get("sha")
+                if "content" in entry:
+                    sha = self._write_blob(repo, str(entry["content"]).encode())
+                elif sha is None:
+                    continue  # deleted
+                sha = str(sha)
+                mode, kind = str(entry.get("mode") or ""), str(entry.get("type") or "")
+                actual = self._object_type(repo, sha)
+                if kind == "commit":
+                    if mode != "160000":
+                        raise _validation("tree.mode must be 160000 for a submodule")
+                elif actual != kind or (kind == "tree") != (mode == "040000"):
+                    raise _validation(f"tree.sha {sha} is not a valid {kind or 'object'}")
+                if kind == "tree":
+                    repo.git.git("read-tree", f"--prefix={path}/", sha, env=env)
+                else:
+                    repo.git.git(
+                        "update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}", env=env
+                    )
+            return repo.git.git("write-tree", env=env)
+        finally:
+            index.unlink(missing_ok=True)
 
     async def h_git_commit(self, request: web.Request) -> web.Response:
         repo = self._repo_of(request)
         data = await self._json(request)
-        tree = str(data.get("tree") or "")
-        if tree != EMPTY_TREE:
-            raise _validation("only the empty tree is supported by the fake")
+        sha = await asyncio.to_thread(self._write_commit, repo, data)
+        return web.json_response(
+            await asyncio.to_thread(self._git_commit_json, repo, sha), status=201
+        )
+
+    def _write_commit(self, repo: Repo, data: Mapping[str, Any]) -> str:
+        tree = str(data["tree"])
+        if tree == EMPTY_TREE:
+            # Every GitHub repository has git's empty tree; a bare one here may not yet.
+            repo.git.git("hash-object", "-t", "tree", "-w", "/dev/null")
+        if self._object_type(repo, tree) != "tree":
+            raise _validation("Tree SHA does not exist")
         parents: list[str] = []
         for parent in data.get("parents") or []:
+            if self._object_type(repo, str(parent)) != "commit":
+                raise _validation("Parent SHA does not exist or is not a commit object")
             parents += ["-p", str(parent)]
-        if tree == EMPTY_TREE:
-            await asyncio.to_thread(repo.git.git, "hash-object", "-t", "tree", "-w", "/dev/null")
-        sha = await asyncio.to_thread(
-            repo.git.git, "commit-tree", tree, *parents, stdin=str(data.get("message") or "") + "\n"
-        )
-        return web.json_response({"sha": sha}, status=201)
+        # GitHub's defaults: no author is the authenticated identity (the App's bot user) now;
+        # no committer is the author. Only a commit GitHub attributes to the App and signs
+        # itself is verified (https://docs.github.com/rest/git/commits#create-a-commit).
+        author = data.get("author") or {**self._bot(), "date": _now()}
+        committer = data.get("committer") or author
+        env = {
+            "GIT_AUTHOR_NAME": author["name"],
+            "GIT_AUTHOR_EMAIL": author["email"],
+            "GIT_AUTHOR_DATE": author.get("date") or _now(),
+            "GIT_COMMITTER_NAME": committer["name"],
+            "GIT_COMMITTER_EMAIL": committer["email"],
+            "GIT_COMMITTER_DATE": committer.get("date") or _now(),
+        }
+        sha = repo.git.git("commit-tree", tree, *parents, stdin=str(data["message"]), env=env)
+        if not data.get("author") and not data.get("committer") and not data.get("signature"):
+            repo.verified.add(sha)
+            if repo.required_signatures:
+                self._write_signature_rules(repo)
+        return sha
+
+    async def h_get_git_commit(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        sha = request.match_info["sha"]
+        if await asyncio.to_thread(self._object_type, repo, sha) != "commit":
+            raise ApiError(404, "Not Found")
+        return web.json_response(await asyncio.to_thread(self._git_commit_json, repo, sha))
+
+    async def h_get_ref(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        ref = "refs/" + request.match_info["ref"]
+        sha = await asyncio.to_thread(self._ref_sha, repo, ref)
+        if sha is None:
+            raise ApiError(404, "Not Found")
+        return web.json_response(await asyncio.to_thread(self._ref_json, repo, ref, sha))
 
     async def h_git_ref(self, request: web.Request) -> web.Response:
         repo = self._repo_of(request)
         data = await self._json(request)
-        ref, sha = str(data.get("ref") or ""), str(data.get("sha") or "")
+        ref, sha = str(data["ref"]), str(data["sha"])
         if not ref.startswith("refs/") or ref.count("/") < 2:
-            raise _validation("ref invalid")
-        try:
-            await asyncio.to_thread(repo.git.git, "update-ref", ref, sha, "")
-        except RuntimeError:
-            raise _validation("Reference already exists") from None
-        return web.json_response({"ref": ref, "object": {"sha": sha}}, status=201)
+            raise _validation("Reference name is invalid")
+
+        def create() -> dict[str, Any]:
+            if self._object_type(repo, sha) is None:
+                raise _validation("Object does not exist")
+            self._check_signatures(repo, ref, None, sha)
+            try:
+                repo.git.git("update-ref", ref, sha, "")
+            except RuntimeError:
+                raise _validation("Reference already exists") from None
+            return self._ref_json(repo, ref, sha)
+
+        return web.json_response(await asyncio.to_thread(create), status=201)
+
+    async def h_update_ref(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        data = await self._json(request)
+        ref, sha, force = "refs/" + request.match_info["ref"], str(data["sha"]), data.get("force")
+
+        def update() -> dict[str, Any]:
+            old = self._ref_sha(repo, ref)
+            if old is None:
+                raise _validation("Reference does not exist")
+            if self._object_type(repo, sha) is None:
+                raise _validation("Object does not exist")
+            if not force:
+                try:
+                    repo.git.git("merge-base", "--is-ancestor", old, sha)
+                except RuntimeError:
+                    raise _validation("Update is not a fast forward") from None
+            self._check_signatures(repo, ref, old, sha)
+            try:
+                # Compare-and-swap on the value read: a push in between is not overwritten.
+                repo.git.git("update-ref", ref, sha, old)
+            except RuntimeError:
+                raise _validation("Update is not a fast forward") from None
+            return self._ref_json(repo, ref, sha)
+
+        return web.json_response(await asyncio.to_thread(update))
+
+    async def h_delete_ref(self, request: web.Request) -> web.Response:
+        repo = self._repo_of(request)
+        ref = "refs/" + request.match_info["ref"]
+
+        def delete() -> None:
+            old = self._ref_sha(repo, ref)
+            if old is None:
+                raise _validation("Reference does not exist")
+            repo.git.git("update-ref", "-d", ref, old)
+
+        await asyncio.to_thread(delete)
+        return web.Response(status=204)
 
     # ---- check runs -----------------------------------------------------------------------------
 
