@@ -39,6 +39,15 @@ ROOT = Path(__file__).resolve().parent.parent
             {"IN_CLUSTER": "true", "KUBECONFIG": __file__},
             "KUBECONFIG and IN_CLUSTER=true are both set",
         ),
+        (
+            {"LONGSHOREMAN_GIT_PUSH_INTEGRATION_POLICY": "Rebase"},
+            "LONGSHOREMAN_GIT_PUSH_INTEGRATION_POLICY='Rebase' must be one of AlwaysRebase, "
+            "RebaseOrMerge, RebaseOrFail, AlwaysMerge",
+        ),
+        (
+            {"LONGSHOREMAN_GITHUB_PUSH_MAX_REVISIONS": "0"},
+            "LONGSHOREMAN_GITHUB_PUSH_MAX_REVISIONS='0' must be at least 1",
+        ),
     ],
 )
 def test_settings_errors_name_the_variable(env: dict[str, str], message: str) -> None:

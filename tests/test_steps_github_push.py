@@ -12,7 +12,10 @@ commits Longshoreman made stand for Kargo's commits signed by its trusted key.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import logging
 import os
 import subprocess
 from collections.abc import AsyncIterator
@@ -22,12 +25,14 @@ from typing import Any
 import gidgethub
 import pytest
 
+from app.controller import kube as k
 from handlers.client import RetryPolicy
 from handlers.git_credentials import GitHubGitCredentials
 from handlers.git_database import GitHubGitDatabase, commit_body
 from promoter.errors import ConfigRefused, StepError
 from promoter.steps.base import GitSettings, Replaying, StepContext, StepServices, StepStatus
 from promoter.steps.git import git_clone, git_commit, git_push
+from promoter.steps.github_push import STEPS as GITHUB_PUSH_STEPS
 from promoter.steps.github_push import (
     NewCommit,
     Person,
@@ -41,12 +46,16 @@ from promoter.steps.github_push import (
     verify_github_push,
 )
 from promoter.steps.registry import BUILTIN_KINDS
+from tests.support import objects
+from tests.support.controller import registry_with, running_controller, wait_terminal
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.github_openapi import operation_of
 from tests.support.gitrepo import git_env, make_remote
+from tests.support.kube import running_apiserver
 from tests.support.steps import make_context
 
 REPO = "example/gitops"
+NS = "github-push"
 HERMETIC = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
 PROMOTION = "prod.01j000000000000000000000.abc1234"
 SALLY = ("Sally", "sally@example.com")
@@ -663,3 +672,51 @@ async def test_a_rebuild_refuses_a_branch_that_lost_the_pushed_commit(env: GitHu
 
 def _first_commit(env: GitHubEnv) -> str:
     return env.git.git("rev-list", "--max-parents=0", "main")
+
+
+# ---- through the controller --------------------------------------------------------------------
+
+
+async def test_a_promotion_pushes_through_the_api_under_branch_protection(
+    env: GitHubEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Stage's steps run by the controller on the API server: clone, write, commit and
+    github-push to a branch that requires signed commits; the token is nowhere to be seen."""
+    env.fake.require_signed_commits(REPO, "main")
+    steps: list[dict[str, Any]] = [
+        {"uses": "git-clone", "config": {"repoURL": env.git_url,
+                                         "checkout": [{"branch": "main", "path": "./out"}]}},
+        {"uses": "file-write", "config": {"path": "./out/app/values.txt", "contents": "v9\n",
+                                          "overwrite": True}},
+        {"uses": "git-commit", "config": {"path": "./out", "message": "Deploy v9"}},
+        {"uses": "github-push", "as": "push", "config": {"path": "./out"}},
+    ]  # fmt: skip
+    async with contextlib.AsyncExitStack() as stack:
+        server = await stack.enter_async_context(running_apiserver(namespaces=[NS]))
+        kube = k.Kube(server.api_client())
+        await kube.create(k.FREIGHT, objects.freight("f" * 40, namespace=NS, warehouse="app"))
+        await kube.create(
+            k.STAGES, objects.stage("prod", namespace=NS, warehouse="app", steps=steps)
+        )
+        await stack.enter_async_context(
+            running_controller(
+                server,
+                env.tmp / "work",
+                registry=registry_with(**GITHUB_PUSH_STEPS),
+                services=context(env).services,
+            )
+        )
+        with caplog.at_level(logging.DEBUG):
+            await kube.create(
+                k.PROMOTIONS, objects.promotion("to-prod", "prod", namespace=NS, freight="f" * 40)
+            )
+            done = await wait_terminal(kube, NS, "to-prod", within=30)
+
+    assert done["status"]["phase"] == "Succeeded", json.dumps(done["status"], indent=1)
+    head = env.git.head("main")
+    assert done["status"]["state"]["push"]["commit"] == head
+    assert log(env) == ["initial", "Deploy v9"]
+    assert head in env.fake.repo(REPO).verified
+    tokens = list(env.fake.tokens)
+    assert tokens and all(t not in caplog.text and t not in json.dumps(done) for t in tokens)
+    assert_documented(env)

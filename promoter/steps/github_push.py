@@ -323,6 +323,14 @@ class _Retry(Exception):
     """This attempt could not land the commits; integrating again may help."""
 
 
+class _Refused(Exception):
+    """The attempt must not go on: a conflict, or a policy forbids the only way forward."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 @dataclass(frozen=True, slots=True)
 class _Target:
     repo_url: str
@@ -387,14 +395,6 @@ async def _integrate(ctx: StepContext, git: _Git, path: Path, target: _Target) -
     parents = (await git.run("show", "-s", "--format=%P", after, cwd=path)).split()
     if after != before and len(parents) > 1:
         note_made(ctx, [after])
-
-
-class _Refused(Exception):
-    """The attempt must not go on: a conflict, or a policy forbids the only way forward."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 async def _conflict(git: _Git, path: Path, branch: str, how: str, run: Any) -> None:
