@@ -202,6 +202,29 @@ async def test_a_generated_branch_is_created_through_the_api(env: GitHubEnv) -> 
     assert_documented(env)
 
 
+async def test_a_branch_created_meanwhile_is_tried_again(env: GitHubEnv) -> None:
+    ctx = context(env)
+    await clone(ctx, env.git_url)
+    await commit(ctx, {"app/values.txt": "v2\n"}, "ours")
+    branch = f"kargo/promotion/{PROMOTION}"
+
+    def someone_creates_it(method: str, path: str) -> None:
+        if method == "POST" and path.endswith("/git/commits") and env.git.head(branch) is None:
+            env.git.git("branch", branch, "main")
+
+    env.fake.after_request = someone_creates_it
+    result = await github_push(ctx, {"path": "./out", "generateTargetBranch": True})
+
+    assert [c.status for c in env.fake.calls if "refs" in c.path and c.method != "GET"] == [
+        422,  # POST .../git/refs: "Reference already exists"
+        200,  # PATCH .../git/refs/heads/<branch>, forced as the generated branch always is
+        204,  # DELETE of the staging ref
+    ]
+    assert result.output["commit"] == env.git.head(branch)
+    assert log(env, branch) == ["initial", "ours"]
+    assert_documented(env)
+
+
 async def test_nothing_to_push_changes_nothing(env: GitHubEnv) -> None:
     ctx = context(env)
     await clone(ctx, env.git_url)

@@ -444,7 +444,7 @@ async def _attempt(
         if not exists:
             # Nothing to replay onto a branch that is not there yet: it starts at HEAD, which
             # GitHub has (the checked-out branch's tip).
-            await port.create_ref(repo_url, f"refs/heads/{target.branch}", source)
+            await _create_branch(port, target, source)
         return
     if compared.total > limit:
         raise StepError(
@@ -474,13 +474,21 @@ async def _attempt(
                 f"({original.sha[:12]}): {e.message}"
             ) from None
         replayed[original.sha] = last
-    if exists:
-        try:
-            await port.update_ref(repo_url, f"heads/{target.branch}", last, force=target.force)
-        except NotFastForward as e:
-            raise _Retry(e.message) from None
-    else:
-        await port.create_ref(repo_url, f"refs/heads/{target.branch}", last)
+    if not exists:
+        await _create_branch(port, target, last)
+        return
+    try:
+        await port.update_ref(repo_url, f"heads/{target.branch}", last, force=target.force)
+    except NotFastForward as e:
+        raise _Retry(e.message) from None
+
+
+async def _create_branch(port: GitDatabase, target: _Target, sha: str) -> None:
+    try:
+        await port.create_ref(target.repo_url, f"refs/heads/{target.branch}", sha)
+    except NotFastForward as e:
+        # Someone created the branch meanwhile: the next attempt integrates what is on it.
+        raise _Retry(e.message) from None
 
 
 async def github_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
