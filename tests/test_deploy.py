@@ -647,6 +647,10 @@ REST_PERMISSIONS: dict[tuple[str, str], tuple[str, str] | None] = {
     ("GET", "/repos/{owner}/{name}/branches/{branch}"): ("contents", "read"),
     ("POST", "/repos/{owner}/{name}/git/commits"): ("contents", "write"),
     ("POST", "/repos/{owner}/{name}/git/refs"): ("contents", "write"),
+    # github-push (handlers/git_database.py): read, move and delete refs.
+    ("GET", "/repos/{owner}/{name}/git/ref/{ref}"): ("contents", "read"),
+    ("PATCH", "/repos/{owner}/{name}/git/refs/{ref}"): ("contents", "write"),
+    ("DELETE", "/repos/{owner}/{name}/git/refs/{ref}"): ("contents", "write"),
     ("POST", "/repos/{owner}/{name}/check-runs"): ("checks", "write"),
     ("PATCH", "/repos/{owner}/{name}/check-runs/{id}"): ("checks", "write"),
     ("GET", "/repos/{owner}/{name}/check-runs/{id}"): ("checks", "read"),

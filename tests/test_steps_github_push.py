@@ -625,34 +625,6 @@ async def test_the_fake_refuses_a_body_github_does_not_document(env: GitHubEnv) 
     assert '"sign" is not a permitted key' in problem and '"email" wasn\'t supplied' in problem
 
 
-async def test_blobs_and_trees_made_through_the_fake_are_real_git_objects(env: GitHubEnv) -> None:
-    api = await env.client.repo_api(REPO)
-    blob = await api.post(
-        f"/repos/{REPO}/git/blobs", data={"content": "aGk=", "encoding": "base64"}
-    )
-    base = env.git.git("rev-parse", "main^{tree}")
-    tree = await api.post(
-        f"/repos/{REPO}/git/trees",
-        data={
-            "base_tree": base,
-            "tree": [
-                {"path": "deep/hi.txt", "mode": "100644", "type": "blob", "sha": blob["sha"]},
-                {"path": "other.txt", "mode": "100644", "type": "blob", "sha": None},
-            ],
-        },
-    )
-    made = await api.post(
-        f"/repos/{REPO}/git/commits",
-        data={"message": "via API", "tree": tree["sha"], "parents": [env.git.head("main")]},
-    )
-    await api.patch(f"/repos/{REPO}/git/refs/heads/main", data={"sha": made["sha"]})
-
-    assert env.git.read_file("main", "deep/hi.txt") == "hi"
-    assert env.git.files("main") == ["app/values.txt", "deep/hi.txt"]
-    assert made["verification"]["verified"] is True
-    assert_documented(env)
-
-
 # ---- a replica rebuilding the work directory --------------------------------------------------
 
 

@@ -673,10 +673,7 @@ class FakeGitHub:
         r.add_get(repo + "/commits/{ref:[^/]+}/check-runs", self.h_list_check_runs)
         r.add_get(repo + "/commits/{ref:.+}", self.h_commit)
         r.add_get(repo + "/branches/{branch:.+}", self.h_branch)
-        r.add_post(repo + "/git/blobs", self.h_create_blob)
-        r.add_post(repo + "/git/trees", self.h_create_tree)
         r.add_post(repo + "/git/commits", self.h_git_commit)
-        r.add_get(repo + "/git/commits/{sha}", self.h_get_git_commit)
         r.add_get(repo + "/git/ref/{ref:.+}", self.h_get_ref)
         r.add_post(repo + "/git/refs", self.h_git_ref)
         r.add_patch(repo + "/git/refs/{ref:.+}", self.h_update_ref)
@@ -1370,13 +1367,16 @@ class FakeGitHub:
             await asyncio.to_thread(self._compare, repo, base, head, page, per_page)
         )
 
-    # ---- the git database (blobs, trees, commits, refs), on the real bare repository -----------
+    # ---- the git database (commits, refs), on the real bare repository -----------------------
     #
     # GitHub's "Git database" REST API (https://docs.github.com/rest/git), backed by the very
     # repository git clones and pushes to: a commit created here is a real commit object, and a
     # ref updated here really moves the branch (``git log`` shows it). Bodies are held to GitHub's
     # schema by the middleware (tests/support/github_openapi.py); the rules below are the ones
-    # GitHub applies beyond the schema, with its messages.
+    # GitHub applies beyond the schema, with its messages. Only the operations the bot calls are
+    # served (tests/test_deploy.py holds the routes to the App's permissions): github-push sends
+    # its objects with git to a staging ref, as Kargo's does, so blobs and trees are not among
+    # them.
 
     def _bot(self) -> dict[str, str]:
         """The identity GitHub gives what the App creates without an author: its bot user."""
@@ -1526,103 +1526,6 @@ class FakeGitHub:
         path = f"/repos/{full_name}/git/commits".lower()
         return [c.body for c in self.calls if c.method == "POST" and c.path.lower() == path]
 
-    async def h_create_blob(self, request: web.Request) -> web.Response:
-        repo = self._repo_of(request)
-        data = await self._json(request)
-        encoding = data.get("encoding", "utf-8")
-        if encoding not in ("utf-8", "utf8", "base64"):
-            raise _validation(f"encoding {encoding!r} is not supported")
-        content = str(data["content"])
-        try:
-            raw = (
-                base64.b64decode(content, validate=False)
-                if encoding == "base64"
-                else content.encode()
-            )
-        except binascii.Error:
-            raise _validation("content is not valid Base64") from None
-        sha = await asyncio.to_thread(self._write_blob, repo, raw)
-        return web.json_response(
-            {"sha": sha, "url": f"{self.url}/repos/{repo.full_name}/git/blobs/{sha}"}, status=201
-        )
-
-    @staticmethod
-    def _write_blob(repo: Repo, raw: bytes) -> str:
-        scratch = repo.git.home / f"blob-{uuid.uuid4().hex}"
-        scratch.write_bytes(raw)
-        try:
-            return repo.git.git("hash-object", "-w", "--no-filters", str(scratch))
-        finally:
-            scratch.unlink(missing_ok=True)
-
-    async def h_create_tree(self, request: web.Request) -> web.Response:
-        repo = self._repo_of(request)
-        data = await self._json(request)
-        sha = await asyncio.to_thread(self._write_tree, repo, data)
-        api = f"{self.url}/repos/{repo.full_name}"
-        listed = await asyncio.to_thread(repo.git.git, "ls-tree", "-l", sha)
-        entries = []
-        for line in listed.splitlines():
-            meta, _, path = line.partition("\t")
-            mode, kind, obj, size = meta.split()
-            entry: dict[str, Any] = {
-                "path": path, "mode": mode, "type": kind, "sha": obj,
-                "url": f"{api}/git/{kind}s/{obj}",
-            }  # fmt: skip
-            if size != "-":
-                entry["size"] = int(size)
-            entries.append(entry)
-        return web.json_response(
-            {"sha": sha, "url": f"{api}/git/trees/{sha}", "truncated": False, "tree": entries},
-            status=201,
-        )
-
-    def _write_tree(self, repo: Repo, data: Mapping[str, Any]) -> str:
-        """GitHub's tree creation on a scratch index: ``base_tree``'s entries, then each entry
-        of ``tree`` (a path may hold slashes; a null ``sha`` deletes it)."""
-        index = repo.git.home / f"index-{uuid.uuid4().hex}"
-        env = {"GIT_INDEX_FILE": str(index)}
-        try:
-            base = data.get("base_tree")
-            if base:
-                if self._object_type(repo, str(base)) != "tree":
-                    raise _validation("base_tree is not a valid tree oid")
-                repo.git.git("read-tree", str(base), env=env)
-            for entry in data["tree"]:
-                path = str(entry.get("path") or "").strip("/")
-                if not path:
-                    raise _validation("tree.path is missing")
-                if "sha" in entry and "content" in entry:
-                    raise _validation("Must supply either tree.sha or tree.content, not both")
-                # Whatever stood at the path (a file, or a directory's files) goes first.
-                below = repo.git.git("ls-files", "-z", "--", path, env=env)
-                gone = [f"0 {'0' * 40}\t{n}\n" for n in below.split("\0") if n]
-                if gone:
-                    # Mode 0 removes an entry (update-index --force-remove needs a work tree).
-                    repo.git.git("update-index", "--index-info", stdin="".join(gone), env=env)
-                sha = entry.get("sha")
-                if "content" in entry:
-                    sha = self._write_blob(repo, str(entry["content"]).encode())
-                elif sha is None:
-                    continue  # deleted
-                sha = str(sha)
-                mode, kind = str(entry.get("mode") or ""), str(entry.get("type") or "")
-                actual = self._object_type(repo, sha)
-                if kind == "commit":
-                    if mode != "160000":
-                        raise _validation("tree.mode must be 160000 for a submodule")
-                elif actual != kind or (kind == "tree") != (mode == "040000"):
-                    raise _validation(f"tree.sha {sha} is not a valid {kind or 'object'}")
-                if kind == "tree":
-                    repo.git.git("read-tree", f"--prefix={path}/", sha, env=env)
-                else:
-                    repo.git.git(
-                        "update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}", env=env
-                    )
-            return repo.git.git("write-tree", env=env)
-        finally:
-            index.unlink(missing_ok=True)
-
     async def h_git_commit(self, request: web.Request) -> web.Response:
         repo = self._repo_of(request)
         data = await self._json(request)
@@ -1662,13 +1565,6 @@ class FakeGitHub:
             if repo.required_signatures:
                 self._write_signature_rules(repo)
         return sha
-
-    async def h_get_git_commit(self, request: web.Request) -> web.Response:
-        repo = self._repo_of(request)
-        sha = request.match_info["sha"]
-        if await asyncio.to_thread(self._object_type, repo, sha) != "commit":
-            raise ApiError(404, "Not Found")
-        return web.json_response(await asyncio.to_thread(self._git_commit_json, repo, sha))
 
     async def h_get_ref(self, request: web.Request) -> web.Response:
         repo = self._repo_of(request)
