@@ -169,8 +169,9 @@ SLACK_CASES = [
         [],
         Refusal(
             "Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
-            "from a Warehouse the Stage requests directly, or be verified in its upstream "
-            "Stages and soaked there, if required)"
+            "from a Warehouse the Stage requests directly, be verified in its upstream "
+            "Stages and soaked there, if required, or be approved for the Stage: "
+            "`/approve frozen-tauntaun for uat`)"
         ),
     ),
     ("latest to nowhere", "U1", [], [], Refusal("there is no Stage `nowhere` in project `p`")),
@@ -205,8 +206,8 @@ SLACK_CASES = [
         ),
     ),
     ("verify prod", "U4", [], [], Refusal("<@U4> may not act on Stage prod")),
-    ("help", "U4", [], [], ShowHelp("p", ("test", "uat"), ("prod",))),
-    ("help", "U1", [], [], ShowHelp("p", ("prod", "test", "uat"), ())),
+    ("help", "U4", [], [], ShowHelp("p", ("test", "uat"), ("prod",), ("test", "uat"))),
+    ("help", "U1", [], [], ShowHelp("p", ("prod", "test", "uat"), (), ("prod", "test", "uat"))),
 ]
 
 
@@ -263,8 +264,9 @@ NOT_A_PR = Refusal("this is not a pull request: name a Freight. Usage: /promote 
         # Availability is checked before anything else changes, as on Slack.
         ("/promote frozen-tauntaun to uat", "bob", "write", [], None,
          Refusal("Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
-                 "from a Warehouse the Stage requests directly, or be verified in its upstream "
-                 "Stages and soaked there, if required)")),
+                 "from a Warehouse the Stage requests directly, be verified in its upstream "
+                 "Stages and soaked there, if required, or be approved for the Stage: "
+                 "`/approve frozen-tauntaun for uat`)")),
         ("/promote frozen-tauntaun to nowhere", "bob", "write", [], None,
          Refusal("there is no Stage `nowhere` in project `p`")),
         # One abort rule: the running Promotion; `all` adds the queue; a finished one is refused.
@@ -288,9 +290,9 @@ NOT_A_PR = Refusal("this is not a pull request: name a Freight. Usage: /promote 
          Refusal("@bob needs write access to this repository (has read)")),
         ("/status qa", "bob", "write", [], None, Refusal("there is no Stage `qa` in project `p`")),
         # Help says what is true for the asker, team memberships resolved.
-        ("/help", "bob", "write", [], None, ShowHelp("p", ("test", "uat"), ("prod",))),
-        ("/help", "bob", "write", ["acme/ops"], None, ShowHelp("p", ("prod", "test", "uat"), ())),
-        ("/help", "bob", "read", [], None, ShowHelp("p", (), ("prod", "test", "uat"))),
+        ("/help", "bob", "write", [], None, ShowHelp("p", ("test", "uat"), ("prod",), ("test", "uat"))),
+        ("/help", "bob", "write", ["acme/ops"], None, ShowHelp("p", ("prod", "test", "uat"), (), ("prod", "test", "uat"))),
+        ("/help", "bob", "read", [], None, ShowHelp("p", (), ("prod", "test", "uat"), ())),
     ],
 )  # fmt: skip
 def test_github_rules(
@@ -323,8 +325,9 @@ def test_status_rows_show_aliases_and_the_queue() -> None:
         # "Promote to NEXT": only while the Stage still follows the one the button was drawn in.
         (Command("promote", freight="abc1234def", stage="uat", after="test", confirmed=True),
          Refusal("Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
-                 "from a Warehouse the Stage requests directly, or be verified in its upstream "
-                 "Stages and soaked there, if required)")),
+                 "from a Warehouse the Stage requests directly, be verified in its upstream "
+                 "Stages and soaked there, if required, or be approved for the Stage: "
+                 "`/approve frozen-tauntaun for uat`)")),
         (Command("promote", freight="abc1234def", stage="prod", after="test"),
          Refusal("Stage `prod` no longer follows `test`")),
         (Command("abort", target="prod.03"), DoAbort(("prod.03",), ("prod",))),
