@@ -31,6 +31,7 @@ from promoter.resources.model import (
     TaskSpec,
     parse_stage,
 )
+from promoter.resources.stages import available_to, requests_origin
 from promoter.rules.metadata import InMemoryMetadata, metadata_functions
 from promoter.steps.base import StepResult, StepServices, StepStatus
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
@@ -847,3 +848,56 @@ async def test_json_update_phases(
     assert (step.status, done.status.phase) == (status, Phase(status)), step.message
     assert says in step.message
     assert (tmp_path / "work" / "c.json").read_text() == '{"a": 1}'
+
+
+# ---- Freight availability and approval ----------------------------------------------------------
+
+# api/v1alpha1/stage_types_test.go, TestStage_IsFreightAvailable (the cases without soak times,
+# whose bookkeeping differs: tests/test_freight_order.py covers ours), and
+# TestStage_RequestsFreightFromOrigin. (case, the Stage's requestedFreight sources or None for
+# none, the Freight's namespace, origin and status, available, requests the origin)
+KARGO_NS, KARGO_WAREHOUSE, KARGO_STAGE = "fake-namespace", "fake-warehouse", "fake-stage"
+UPSTREAM = {"stages": ["upstream-stage"]}
+APPROVED = {"approvedFor": {KARGO_STAGE: {}}}
+VERIFIED = {"verifiedIn": {"upstream-stage": {}}}
+IS_FREIGHT_AVAILABLE = [
+    ("stage and freight are in different namespaces", UPSTREAM, "wrong-namespace",
+     KARGO_WAREHOUSE, APPROVED, False, True),
+    ("freight is approved for stage but stage does not request freight from its origin", None,
+     KARGO_NS, KARGO_WAREHOUSE, APPROVED, False, False),
+    ("freight is approved for stage and stage requests freight from its origin", UPSTREAM,
+     KARGO_NS, KARGO_WAREHOUSE, APPROVED, True, True),
+    ("stage accepts freight direct from origin", {"direct": True}, KARGO_NS, KARGO_WAREHOUSE, {},
+     True, True),
+    ("freight is verified in an upstream; soak not required", UPSTREAM, KARGO_NS,
+     KARGO_WAREHOUSE, VERIFIED, True, True),
+    ("freight from origin not requested", UPSTREAM, KARGO_NS, "wrong-warehouse", VERIFIED, False,
+     False),
+    # Ours: an approval for another Stage lets nothing in here.
+    ("(approved for another stage)", UPSTREAM, KARGO_NS, KARGO_WAREHOUSE,
+     {"approvedFor": {"other-stage": {}}}, False, True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "sources", "namespace", "origin", "status", "available", "requests"),
+    IS_FREIGHT_AVAILABLE,
+    ids=[f"TestStage_IsFreightAvailable/{c[0]}" for c in IS_FREIGHT_AVAILABLE],
+)
+def test_is_freight_available(
+    name: str,
+    sources: dict[str, Any] | None,
+    namespace: str,
+    origin: str,
+    status: dict[str, Any],
+    available: bool,
+    requests: bool,
+) -> None:
+    stage = objects.stage(KARGO_STAGE, namespace=KARGO_NS, warehouse=KARGO_WAREHOUSE)
+    stage["spec"]["requestedFreight"] = (
+        [] if sources is None else [{"origin": {"kind": "Warehouse", "name": KARGO_WAREHOUSE},
+                                     "sources": sources}]
+    )  # fmt: skip
+    freight = objects.freight("fake-freight", namespace=namespace, warehouse=origin, status=status)
+    assert available_to(stage, freight, NOW) is available
+    assert requests_origin(stage, freight) is requests
