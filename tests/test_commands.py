@@ -294,8 +294,10 @@ NOT_A_PR = Refusal("this is not a pull request: name a Freight. Usage: /promote 
          Refusal("@bob needs write access to this repository (has read)")),
         ("/status qa", "bob", "write", [], None, Refusal("there is no Stage `qa` in project `p`")),
         # Help says what is true for the asker, team memberships resolved.
-        ("/help", "bob", "write", [], None, ShowHelp("p", ("test", "uat"), ("prod",), ("test", "uat"))),
-        ("/help", "bob", "write", ["acme/ops"], None, ShowHelp("p", ("prod", "test", "uat"), (), ("prod", "test", "uat"))),
+        ("/help", "bob", "write", [], None,
+         ShowHelp("p", ("test", "uat"), ("prod",), ("test", "uat"))),
+        ("/help", "bob", "write", ["acme/ops"], None,
+         ShowHelp("p", ("prod", "test", "uat"), (), ("prod", "test", "uat"))),
         ("/help", "bob", "read", [], None, ShowHelp("p", (), ("prod", "test", "uat"), ())),
     ],
 )  # fmt: skip
