@@ -1,13 +1,13 @@
 """``check_run`` events on our own ``promote: STAGE`` and ``verify: STAGE`` runs: buttons, re-runs.
 
-``requested_action`` is a button press (Abort, Re-verify, Promote to NEXT; see
+``requested_action`` is a button press (Abort, Re-verify, Promote to NEXT, Approve for NEXT; see
 :func:`handlers.checks.actions` and :func:`handlers.checks.verification_actions`); both kinds of
 run name their Promotion in ``external_id``, which gives the Stage and the Freight.
 ``rerequested`` on a failed or cancelled run ("Re-run" in the Checks tab) starts a new Promotion
 of the same Freight to the same Stage, or, on a ``verify:`` run, verifies again. Each runs the same
 authorization as a comment command: the presser's repository permission and the Stage's
-promoters. A refusal is told on the pull request the check belongs to (a check run has no thread
-of its own) and changes nothing.
+promoters (approvers, for Approve). A refusal is told on the pull request the check belongs to
+(a check run has no thread of its own) and changes nothing.
 """
 
 from __future__ import annotations
@@ -21,19 +21,10 @@ from gidgethub import routing, sansio
 
 from handlers import checks
 from handlers.client import GitHubAPI
-from handlers.context import Deps, event_repo
-from promoter.chat.chatops import (
-    Command,
-    Decision,
-    Refusal,
-    Snapshot,
-    github_may_act,
-    listed,
-    promote_decided,
-)
-from promoter.chat.commands import DoAbort, DoPromote, DoReverify, Facts, plan, stages_to_authorize
-from promoter.resources import annotations as ann
-from promoter.resources.model import meta, name_of
+from handlers.context import Deps, event_repo, github_facts
+from promoter.chat.chatops import Command, Refusal, Snapshot, promote_decided
+from promoter.chat.commands import AlreadyApproved, DoAbort, DoApprove, DoPromote, DoReverify, plan
+from promoter.resources.model import name_of
 
 log = logging.getLogger(__name__)
 
@@ -79,22 +70,18 @@ class _Pressed:
 
     async def carry_out(self, command: Command) -> None:
         """Decide ``command`` with the same planner as comments, then act or say why not."""
-        permission = await self.deps.permissions.permission(self.gh, self.repo, self.user)
-        slugs = {
-            entry
-            for stage in stages_to_authorize(command, self.snapshot)
-            for entry in listed((meta(stage).get("annotations") or {}).get(ann.GITHUB_PROMOTERS))
-            if "/" in entry
-        }
-        teams = await self.deps.permissions.teams(self.gh, self.user, sorted(slugs))
-
-        def may_act(stage: Mapping[str, Any] | None) -> Decision:
-            return github_may_act(stage or {}, self.user, permission, teams)
-
-        decision = plan(command, Facts(self.snapshot, may_act, now=self.deps.clock.now()))
+        facts = await github_facts(self.deps, self.gh, self.repo, self.user, command, self.snapshot)
+        decision = plan(command, facts)
         actor = self.deps.actor(self.user)
         if isinstance(decision, Refusal):
             await self.tell(f"refused: {checks.quiet(decision.reason)}. Nothing was changed.")
+        elif isinstance(decision, DoApprove):
+            await self.deps.service.approve(
+                self.namespace, decision.stage, decision.freight, actor=actor
+            )
+            await self.tell(checks.approved_line(decision))
+        elif isinstance(decision, AlreadyApproved):
+            await self.tell(checks.already_approved_line(decision))
         elif isinstance(decision, DoPromote):
             ref = await promote_decided(
                 self.deps.service,
@@ -145,6 +132,20 @@ def _button_command(identifier: str, pressed: _Pressed) -> Command | None:
         return Command("abort", target=name_of(pressed.promotion), raw="Abort")
     if identifier == checks.REVERIFY:
         return Command("verify", stage=pressed.stage, raw="Re-verify")
+    if identifier.startswith(checks.APPROVE_PREFIX):
+        # Like Promote to NEXT, by a digest of the Stage's name; a Stage gone is named by
+        # nothing, and the planner says there is no such Stage.
+        chosen = next(
+            (
+                name_of(s)
+                for s in pressed.snapshot.stages
+                if checks.approve_identifier(name_of(s)) == identifier
+            ),
+            "",
+        )
+        return Command(
+            "approve", freight=checks.freight_of(pressed.promotion), stage=chosen, raw="Approve"
+        )
     if identifier.startswith(checks.NEXT_PREFIX):
         # The identifier carries a digest of the Stage's name (identifiers are 20 characters);
         # a Stage that no longer exists is named by nothing, and the planner says so.
@@ -181,7 +182,7 @@ async def on_requested_action(event: sansio.Event, deps: Deps) -> None:
     if command is None:
         log.info("unknown check run action %r", identifier)
         return
-    if command.name == "promote" and not command.stage:
+    if command.name in ("promote", "approve") and not command.stage:
         await pressed.tell(f"that Stage no longer follows `{pressed.stage}`")
         return
     await pressed.carry_out(command)

@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from promoter.chat.commands import AlreadyApproved, DoApprove
 from promoter.chat.views import PromotionView, StepLine
 from promoter.resources.model import name_of, namespace_of
 
@@ -34,6 +35,7 @@ DESCRIPTION_LIMIT = 40
 ABORT = "abort"
 REVERIFY = "reverify"
 NEXT_PREFIX = "next:"
+APPROVE_PREFIX = "approve:"
 _CELL_LIMIT = 300
 
 _STATUS = {
@@ -162,9 +164,21 @@ def next_identifier(stage: str) -> str:
     return NEXT_PREFIX + hashlib.sha256(stage.encode()).hexdigest()[:12]
 
 
+def approve_identifier(stage: str) -> str:
+    # As next_identifier: a digest of the Stage's name, in a different namespace of identifiers.
+    return APPROVE_PREFIX + hashlib.sha256(stage.encode()).hexdigest()[:12]
+
+
+def approve_action(stage: str) -> dict[str, str]:
+    return action(
+        f"Approve for {stage}", f"Let this Freight into {stage}", approve_identifier(stage)
+    )
+
+
 def actions(view: PromotionView) -> list[dict[str, str]]:
     """Buttons: Abort while it may still run; after success Re-verify (when the Stage has
-    verification: otherwise the button could only refuse) and Promote to NEXT."""
+    verification: otherwise the button could only refuse) and Promote to NEXT once the Freight
+    is verified here, Approve for NEXT before that (``/approve``)."""
     if view.active:
         return [action("Abort", "Stop this Promotion", ABORT)]
     if view.phase != "Succeeded":
@@ -178,7 +192,32 @@ def actions(view: PromotionView) -> list[dict[str, str]]:
                 f"Promote to {stage}", f"Promote this Freight to {stage}", next_identifier(stage)
             )
         )
+    for stage in view.approve_stages[: MAX_ACTIONS - len(out)]:
+        out.append(approve_action(stage))
     return out
+
+
+def approved_line(decision: DoApprove) -> str:
+    """The reply to an approval that was just recorded."""
+    label = _cell(decision.label.short)
+    return (
+        f"Freight `{label}` approved for Stage `{_cell(decision.stage)}`: it may be promoted "
+        f"there now, whatever upstream verification says (`/promote {label} to "
+        f"{_cell(decision.stage)}`)"
+    )
+
+
+def already_approved_line(decision: AlreadyApproved) -> str:
+    """The reply when the approval was there already; nothing changed."""
+    approval = decision.approval
+    by = f" by {_cell(approval.approved_by)}" if approval.approved_by else ""
+    when = (
+        f" at {approval.approved_at.strftime('%Y-%m-%d %H:%M UTC')}" if approval.approved_at else ""
+    )
+    return (
+        f"Freight `{_cell(decision.label.short)}` was already approved for Stage "
+        f"`{_cell(decision.stage)}`{by}{when}. Nothing was changed."
+    )
 
 
 def check_run_fields(view: PromotionView) -> dict[str, Any]:
@@ -403,9 +442,14 @@ def verification_text(run: Mapping[str, Any] | None) -> str | None:
 
 
 def verification_actions(
-    stage: str, entry: Mapping[str, Any], run: Mapping[str, Any] | None, downstream: Sequence[str]
+    stage: str,
+    entry: Mapping[str, Any],
+    run: Mapping[str, Any] | None,
+    downstream: Sequence[str],
+    approvable: Sequence[str] = (),
 ) -> list[dict[str, str]]:
-    """Re-verify once it ended; Promote to NEXT as well when the Freight was verified."""
+    """Re-verify once it ended; Promote to NEXT as well when the Freight was verified, Approve
+    for NEXT (the ``approvable`` ones: not approved there yet) when it was not."""
     status, conclusion = verification_status(entry, run)
     if status != "completed":
         return []
@@ -419,6 +463,8 @@ def verification_actions(
                     next_identifier(next_stage),
                 )
             )
+    else:
+        out.extend(approve_action(s) for s in approvable[: MAX_ACTIONS - 1])
     return out
 
 
@@ -431,6 +477,7 @@ def verification_check_fields(
     freight_label: str,
     link: str | None = None,
     downstream: Sequence[str] = (),
+    approvable: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The body of a create/update ``verify: STAGE`` check run request (without ``head_sha``)."""
     status, conclusion = verification_status(entry, run)
@@ -443,7 +490,7 @@ def verification_check_fields(
         title=f"{shown}: verification of {freight_label} in {stage}",
         summary_md=verification_summary(stage, entry, run, freight_label=freight_label, link=link),
         body=verification_text(run),
-        buttons=verification_actions(stage, entry, run, downstream),
+        buttons=verification_actions(stage, entry, run, downstream, approvable),
         link=link,
     )
 

@@ -15,17 +15,22 @@ from typing import Any
 import gidgethub
 from cachetools import TTLCache
 
+from handlers.authors import freight_authors
 from handlers.client import GitHubAPI, GitHubClient
 from handlers.settings import GitHubSettings
 from promoter.chat.chatops import (
+    Command,
     Decision,
     PromotionService,
+    Refusal,
+    Snapshot,
     github_may_act,
     listed,
 )
+from promoter.chat.commands import Facts, freight_to_approve, stages_to_authorize
 from promoter.clock import SYSTEM, Clock
 from promoter.resources import annotations as ann
-from promoter.resources.model import meta
+from promoter.resources.model import meta, name_of
 
 log = logging.getLogger(__name__)
 
@@ -138,3 +143,50 @@ class Deps:
 
     def actor(self, login: str) -> str:
         return f"github:{login}"
+
+
+async def github_facts(
+    deps: Deps,
+    gh: GitHubAPI,
+    repo: str,
+    user: str,
+    command: Command,
+    snapshot: Snapshot,
+    pr_freight: str | Refusal | None = None,
+) -> Facts:
+    """What :func:`promoter.chat.commands.plan` needs to decide ``command`` for ``user``, looked
+    up now (the I/O is here): the repository permission, the teams the Stage's promoter or
+    approver lists name, and for an ``/approve`` on a Stage that forbids self-approval, who
+    authored the Freight's changes. One rule for comments and check-run buttons."""
+    permission = await deps.permissions.permission(gh, repo, user)
+    slugs = {
+        entry
+        for stage in stages_to_authorize(command, snapshot, pr_freight)
+        for key in (ann.GITHUB_PROMOTERS, ann.GITHUB_APPROVERS)
+        for entry in listed((meta(stage).get("annotations") or {}).get(key))
+        if "/" in entry
+    }
+    teams = await deps.permissions.teams(gh, user, sorted(slugs))
+    now = deps.clock.now()
+    authors: dict[str, set[str]] = {}
+    freight = freight_to_approve(command, snapshot, now)
+    if freight is not None:
+        authors[name_of(freight)] = await freight_authors(deps.client, freight)
+
+    def may_act(stage: Mapping[str, Any] | None) -> Decision:
+        return github_may_act(stage or {}, user, permission, teams)
+
+    def may_approve(stage: Mapping[str, Any] | None) -> Decision:
+        return github_may_act(stage or {}, user, permission, teams, approve=True)
+
+    def authored(freight: Mapping[str, Any]) -> bool | None:
+        return user.lower() in authors.get(name_of(freight), set())
+
+    return Facts(
+        snapshot,
+        may_act,
+        now=now,
+        pr_freight=pr_freight,
+        may_approve=may_approve,
+        authored=authored,
+    )

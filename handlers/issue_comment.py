@@ -4,8 +4,9 @@ Only ``created`` comments count (an edit must not re-run a command), the bot's o
 other bots' are ignored, and only lines that are commands of ours (:func:`parse_comment`; fenced
 code and quotes do not count). A comment with commands gets an ``eyes`` reaction, then each
 command one reply ``@user: ...``. Every command is authorized first (repository permission plus
-the Stage's ``longshoreman.dev/github-promoters``); a refusal replies with the reason and changes
-nothing. The reply to ``/promote`` is remembered on the Promotion and edited in place as it
+the Stage's ``longshoreman.dev/github-promoters``, or for ``/approve`` its
+``longshoreman.dev/github-approvers`` when it lists them); a refusal replies with the reason and
+changes nothing. The reply to ``/promote`` is remembered on the Promotion and edited in place as it
 progresses (``handlers/progress.py``).
 
 Which project (namespace) a repository's commands act on: ``GITHUB_PROJECT``, or the repository's
@@ -24,23 +25,22 @@ from gidgethub import routing, sansio
 
 from handlers import checks
 from handlers.client import GitHubAPI
-from handlers.context import Deps, event_repo
+from handlers.context import Deps, event_repo, github_facts
 from promoter.chat.chatops import (
     USAGE,
     Command,
-    Decision,
     Refusal,
     Snapshot,
     freight_for_commit,
-    github_may_act,
     help_text,
-    listed,
     markdown_table,
     parse_comment,
     promote_decided,
 )
 from promoter.chat.commands import (
+    AlreadyApproved,
     DoAbort,
+    DoApprove,
     DoPromote,
     DoReverify,
     Facts,
@@ -49,12 +49,11 @@ from promoter.chat.commands import (
     ShowStatus,
     needs_pr_freight,
     plan,
-    stages_to_authorize,
 )
 from promoter.chat.views import promotion_view
 from promoter.errors import LongshoremanError
 from promoter.resources import annotations as ann
-from promoter.resources.model import meta, name_of
+from promoter.resources.model import name_of
 
 log = logging.getLogger(__name__)
 
@@ -163,20 +162,9 @@ class CommandSession:
         pr_freight = None
         if needs_pr_freight(command):
             pr_freight = await self._pr_freight(snapshot, command)
-        permission = await self.deps.permissions.permission(self.gh, self.repo, self.user)
-        # Team memberships only for the promoter lists this command will consult.
-        slugs = {
-            entry
-            for stage in stages_to_authorize(command, snapshot, pr_freight)
-            for entry in listed((meta(stage).get("annotations") or {}).get(ann.GITHUB_PROMOTERS))
-            if "/" in entry
-        }
-        teams = await self.deps.permissions.teams(self.gh, self.user, sorted(slugs))
-
-        def may_act(stage: Mapping[str, Any] | None) -> Decision:
-            return github_may_act(stage or {}, self.user, permission, teams)
-
-        return Facts(snapshot, may_act, now=self.deps.clock.now(), pr_freight=pr_freight)
+        return await github_facts(
+            self.deps, self.gh, self.repo, self.user, command, snapshot, pr_freight
+        )
 
     async def _pr_freight(self, snapshot: Snapshot, command: Command) -> str | Refusal:
         """The Freight whose commits include this PR's merge commit, or why there is none."""
@@ -204,6 +192,13 @@ class CommandSession:
             await self.refuse(checks.quiet(decision.reason))
         elif isinstance(decision, DoPromote):  # GitHub never asks to confirm (Facts.confirm)
             await self._promote(command, decision)
+        elif isinstance(decision, DoApprove):
+            await self.deps.service.approve(
+                self.namespace, decision.stage, decision.freight, actor=actor
+            )
+            await self.reply(f"@{self.user}: {checks.approved_line(decision)}")
+        elif isinstance(decision, AlreadyApproved):
+            await self.reply(f"@{self.user}: {checks.already_approved_line(decision)}")
         elif isinstance(decision, DoAbort):
             aborted = []
             for name in decision.promotions:
@@ -264,6 +259,11 @@ class CommandSession:
         ]
         if decision.allowed:
             lines.append(f"You may promote to: {', '.join(f'`{s}`' for s in decision.allowed)}.")
+        if decision.approvable:
+            lines.append(
+                f"You may approve Freight for: {', '.join(f'`{s}`' for s in decision.approvable)}"
+                " (where a Stage lists approvers, being one of them; else as for promoting)."
+            )
         if decision.refused:
             lines.append(
                 f"Not to: {', '.join(f'`{s}`' for s in decision.refused)} (write access and, "

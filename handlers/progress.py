@@ -47,7 +47,7 @@ from promoter.chat.views import PromotionView, freight_label, promotion_view
 from promoter.errors import LongshoremanError, StepError
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of, namespace_of
-from promoter.resources.stages import downstream_stages, phase_of
+from promoter.resources.stages import available_to, downstream_stages, phase_of
 from promoter.steps.github import repo_full_name
 
 log = logging.getLogger(__name__)
@@ -245,6 +245,7 @@ class Progress:
             checks.progress_key(promotion),
             view.label.short,
             view.next_stages,
+            view.approve_stages,
             view.verifiable,
             ann.read_json(promotion, ann.GITHUB_REPLY),
             view.link,
@@ -375,6 +376,14 @@ class Progress:
             freight_label=freight_label(freight_name, fallback=freight).short,
             link=link,
             downstream=downstream_stages(stage_name, snapshot.stages),
+            # Where a person may still let it in: not available there (nor approved) yet.
+            approvable=[
+                name_of(s)
+                for s in snapshot.stages
+                if name_of(s) in downstream_stages(stage_name, snapshot.stages)
+                and freight is not None
+                and not available_to(s, freight, self.deps.clock.now())
+            ],
         )
         if promotion is not None and ann.github_environment(stage) is not None:
             # The verification's end is told in the Deployment's description too.

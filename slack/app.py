@@ -1,4 +1,4 @@
-"""The Slack app: ``/promote``, its buttons and live Promotion messages, mounted on aiohttp.
+"""The Slack app: ``/promote``, ``/approve``, buttons and live Promotion messages, on aiohttp.
 
 ``setup_slack(app, settings, service)`` mounts a slack-bolt :class:`AsyncApp` at
 ``POST /slack/events`` (slash commands and interactivity share it). Bolt verifies every request
@@ -31,27 +31,32 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from promoter.chat.chatops import (
+    APPROVE_SLASH,
     SLASH,
     Command,
     CommandError,
     FreightAnnotator,
     PromotionService,
     Refusal,
+    parse_command,
     parse_slash,
     promote_decided,
     reason_of,
     stages_to_announce,
 )
 from promoter.chat.commands import (
+    AlreadyApproved,
     AskConfirm,
     Cancelled,
     DoAbort,
+    DoApprove,
     DoPromote,
     DoReverify,
     Facts,
     Plan,
     ShowHelp,
     ShowStatus,
+    freight_to_approve,
     plan,
     stages_to_authorize,
 )
@@ -65,6 +70,7 @@ from slack.api import SlackApi, SlackError
 from slack.blocks import Message
 from slack.commands import (
     PendingPromotion,
+    authored_by,
     authorizer,
     groups_to_resolve,
     needs_confirmation,
@@ -212,6 +218,7 @@ class SlackIntegration:
             return listener
 
         self.bolt.command(SLASH)(plain(self._on_command))
+        self.bolt.command(APPROVE_SLASH)(plain(self._on_approve_command))
         self.bolt.action(m.ABORT)(plain(self._on_abort))
         self.bolt.action(m.REVERIFY)(plain(self._on_reverify))
         next_stage = re.compile(re.escape(m.PROMOTE_NEXT) + r"\.\d+$")
@@ -355,6 +362,16 @@ class SlackIntegration:
         await ack()
         self._spawn(self._run(command, Requester.of_command(body)))
 
+    async def _on_approve_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """``/approve FREIGHT for STAGE``: ``/promote approve ...`` under its own name."""
+        try:
+            command = parse_command("approve", str(body.get("text") or ""))
+        except CommandError as e:
+            await self._ack_with(ack, m.usage(reason_of(e)))
+            return
+        await ack()
+        self._spawn(self._run(command, Requester.of_command(body)))
+
     async def _on_abort(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         value = self._value(body)
@@ -417,11 +434,20 @@ class SlackIntegration:
         if wanted:
             assert self.groups is not None
             groups = await self.groups.of(who.user, wanted)
+        now = self.clock.now()
+        email: str | None = None
+        if freight_to_approve(command, snapshot, now) is not None:
+            # The Stage forbids self-approval: whose change the Freight carries is told by
+            # the commits' e-mail addresses, matched against the user's Slack profile.
+            assert self.api is not None
+            email = await self.api.user_email(who.user)
         facts = Facts(
             snapshot,
             authorizer(who.user, groups, defaults),
-            now=self.clock.now(),
+            now=now,
             confirm=needs_confirmation,
+            may_approve=authorizer(who.user, groups, defaults, approve=True),
+            authored=authored_by(email),
         )
         return plan(command, facts)
 
@@ -465,7 +491,28 @@ class SlackIntegration:
         if isinstance(decision, Refusal):
             await self._tell(who, m.refused(decision.reason), replace=confirmed)
         elif isinstance(decision, ShowHelp):
-            await self._tell(who, m.usage(allowed=decision.allowed, refused=decision.refused))
+            await self._tell(
+                who,
+                m.usage(
+                    allowed=decision.allowed,
+                    refused=decision.refused,
+                    approvable=decision.approvable,
+                ),
+            )
+        elif isinstance(decision, DoApprove):
+            await self.service.approve(ns, decision.stage, decision.freight, actor=who.actor)
+            log.info(
+                "freight approved from Slack",
+                extra={"freight": decision.freight, "stage": decision.stage, "actor": who.actor},
+            )
+            await self._tell(who, m.approved(decision.label.short, decision.stage))
+        elif isinstance(decision, AlreadyApproved):
+            await self._tell(
+                who,
+                m.already_approved(
+                    decision.label.short, decision.stage, decision.approval.approved_by
+                ),
+            )
         elif isinstance(decision, ShowStatus):
             await self._tell(who, m.status_table(decision.rows, ns))
         elif isinstance(decision, Cancelled):

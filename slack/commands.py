@@ -11,6 +11,7 @@ Confirm in the button's value; :mod:`slack.app` gathers the facts and carries ou
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -88,14 +89,46 @@ def promoters_of(stage: Mapping[str, Any] | None, defaults: Sequence[str]) -> li
     )
 
 
+def approvers_of(stage: Mapping[str, Any] | None) -> list[str]:
+    return listed((meta(stage or {}).get("annotations") or {}).get(ann.SLACK_APPROVERS))
+
+
 def groups_to_resolve(stages: Sequence[Mapping[str, Any]], defaults: Sequence[str]) -> list[str]:
     """The user groups whose members must be looked up to decide for these Stages (with none,
     the defaults: an abort of a Stage that is gone is still decided by them)."""
     wanted: dict[str, None] = {}
     consulted: list[Mapping[str, Any] | None] = [*stages] if stages else [None]
     for stage in consulted:
-        wanted.update((p, None) for p in promoters_of(stage, defaults) if p.startswith("S"))
+        entries = [*promoters_of(stage, defaults), *approvers_of(stage)]
+        wanted.update((p, None) for p in entries if p.startswith("S"))
     return list(wanted)
+
+
+_EMAIL = re.compile(r"<([^<>@\s]+@[^<>\s]+)>")
+
+
+def commit_emails(freight: Mapping[str, Any]) -> set[str]:
+    """The e-mail addresses of the authors and committers of the Freight's commits (git's
+    ``Name <email>``, as Warehouses record them), lower case."""
+    out: set[str] = set()
+    for commit in freight.get("commits") or ():
+        if not isinstance(commit, Mapping):
+            continue
+        for who in (commit.get("author"), commit.get("committer")):
+            out.update(m.lower() for m in _EMAIL.findall(str(who or "")))
+    return out
+
+
+def authored_by(email: str | None) -> Callable[[Mapping[str, Any]], bool | None]:
+    """Slack's answer to "did this user author a change the Freight carries": their Slack
+    profile's e-mail among the commits' authors and committers; None (cannot tell) without it."""
+
+    def authored(freight: Mapping[str, Any]) -> bool | None:
+        if not email:
+            return None
+        return email.lower() in commit_emails(freight)
+
+    return authored
 
 
 def needs_confirmation(stage: Mapping[str, Any]) -> bool:
@@ -103,14 +136,15 @@ def needs_confirmation(stage: Mapping[str, Any]) -> bool:
 
 
 def authorizer(
-    user: str, user_groups: Sequence[str], defaults: Sequence[str]
+    user: str, user_groups: Sequence[str], defaults: Sequence[str], *, approve: bool = False
 ) -> Callable[[Mapping[str, Any] | None], Decision]:
     """Slack's answer to "may ``user`` act on this Stage" (``None``: read the project, which
-    anyone in the workspace may: ``/promote status``)."""
+    anyone in the workspace may: ``/promote status``); with ``approve``, "may they approve
+    Freight for it"."""
 
     def may_act(stage: Mapping[str, Any] | None) -> Decision:
         if stage is None:
             return Decision(True, "reading is open to the workspace")
-        return slack_may_act(stage, user, user_groups, defaults)
+        return slack_may_act(stage, user, user_groups, defaults, approve=approve)
 
     return may_act

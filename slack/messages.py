@@ -335,10 +335,14 @@ def notable_events(
 
 
 def usage(
-    reason: str | None = None, *, allowed: Sequence[str] = (), refused: Sequence[str] = ()
+    reason: str | None = None,
+    *,
+    allowed: Sequence[str] = (),
+    refused: Sequence[str] = (),
+    approvable: Sequence[str] = (),
 ) -> Message:
-    """The usage text; for ``/promote help``, also where the asker may promote (the planner's
-    answer, the same as on GitHub)."""
+    """The usage text; for ``/promote help``, also where the asker may promote and approve
+    Freight for (the planner's answer, the same as on GitHub)."""
     lines = [*(f"• `{u}`" for u in usage_lines("slash")), FREIGHT_HELP]
     intro = f":warning: {b.escape(reason)}\n" if reason else ""
     text = intro + "Usage:\n" + "\n".join(lines)
@@ -350,7 +354,30 @@ def usage(
             + ", ".join(f"`{b.escape(s)}`" for s in refused)
             + " (a Stage's promoters, or the server's defaults, must name you or a group of yours)."
         )
+    if approvable:
+        text += (
+            "\nYou may approve Freight for: "
+            + ", ".join(f"`{b.escape(s)}`" for s in approvable)
+            + "."
+        )
     return b.message(text, [b.section(text)])
+
+
+def approved(freight: str, stage: str) -> Message:
+    """An approval just recorded: the Freight may now be promoted to the Stage."""
+    f, s = b.escape(freight), b.escape(stage)
+    return say(
+        f":white_check_mark: *{f}* is approved for *{s}*: it may be promoted there now, "
+        f"whatever upstream verification says (`/promote {f} to {s}`)."
+    )
+
+
+def already_approved(freight: str, stage: str, by: str) -> Message:
+    who = f" by {b.escape(by)}" if by else ""
+    return say(
+        f"*{b.escape(freight)}* was already approved for *{b.escape(stage)}*{who}. "
+        "Nothing was changed."
+    )
 
 
 def say(text: str) -> Message:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -292,7 +293,37 @@ def test_both_front_ends_show_the_same_usage_with_their_prefix() -> None:
     assert comment[0] == slash[0] == "/promote [FREIGHT] to STAGE"
     assert "/abort [PROMOTION | STAGE [all]]" in comment
     assert "/promote abort PROMOTION | STAGE [all]" in slash
-    assert [c.split()[0] for c in comment[1:]] == [f"/{s.split()[1]}" for s in slash[1:]]
+    # /approve is a slash command of its own in Slack, read the same as in a comment.
+    assert comment[1] == slash[1] == "/approve FREIGHT for STAGE"
+    assert [c.split()[0] for c in comment[2:]] == [f"/{s.split()[1]}" for s in slash[2:]]
+
+
+@pytest.mark.parametrize(
+    ("text", "freight", "stage", "error"),
+    [
+        ("hotfix-1 for prod", "hotfix-1", "prod", None),
+        ("ghcr.io/acme/app:1.4.2 for prod", "ghcr.io/acme/app:1.4.2", "prod", None),
+        ("hotfix-1 to prod", None, None, "missing `for STAGE`"),
+        ("for prod", None, None, "expected one Freight and one Stage"),
+        ("a b for prod", None, None, "expected one Freight and one Stage"),
+        ("a for prod uat", None, None, "expected one Freight and one Stage"),
+        ("${{ vars.x }} for prod", None, None, "names, not expressions"),
+    ],
+)
+def test_approve_names_one_freight_for_one_stage_in_both_forms(
+    text: str, freight: str | None, stage: str | None, error: str | None
+) -> None:
+    forms = [lambda: parse_command("approve", text), lambda: parse_slash(f"approve {text}")]
+    for parse in forms:
+        if error is None:
+            command = parse()
+            assert (command.name, command.freight, command.stage) == ("approve", freight, stage)
+        else:
+            with pytest.raises(CommandError, match=re.escape(error)):
+                parse()
+    comment = parse_comment(f"Hotfix.\n/approve {text}")
+    assert len(comment) == 1
+    assert (comment[0].command is None) is (error is not None)
 
 
 @pytest.mark.parametrize(

@@ -25,21 +25,25 @@ from promoter.chat.chatops import (
     parse_slash,
 )
 from promoter.chat.commands import (
+    AlreadyApproved,
     AskConfirm,
     Cancelled,
     DoAbort,
+    DoApprove,
     DoPromote,
     DoReverify,
     Facts,
     Plan,
     ShowHelp,
     ShowStatus,
+    freight_to_approve,
     needs_pr_freight,
     plan,
     stages_to_authorize,
 )
 from promoter.chat.views import FreightLabel
 from promoter.resources import annotations as ann
+from promoter.resources.stages import Approval
 from slack.commands import authorizer, needs_confirmation
 from tests.support import objects
 from tests.support.objects import freight, promotion, stage
@@ -169,8 +173,9 @@ SLACK_CASES = [
         [],
         Refusal(
             "Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
-            "from a Warehouse the Stage requests directly, or be verified in its upstream "
-            "Stages and soaked there, if required)"
+            "from a Warehouse the Stage requests directly, be verified in its upstream "
+            "Stages and soaked there, if required, or be approved for the Stage: "
+            "`/approve frozen-tauntaun for uat`)"
         ),
     ),
     ("latest to nowhere", "U1", [], [], Refusal("there is no Stage `nowhere` in project `p`")),
@@ -205,8 +210,8 @@ SLACK_CASES = [
         ),
     ),
     ("verify prod", "U4", [], [], Refusal("<@U4> may not act on Stage prod")),
-    ("help", "U4", [], [], ShowHelp("p", ("test", "uat"), ("prod",))),
-    ("help", "U1", [], [], ShowHelp("p", ("prod", "test", "uat"), ())),
+    ("help", "U4", [], [], ShowHelp("p", ("test", "uat"), ("prod",), ("test", "uat"))),
+    ("help", "U1", [], [], ShowHelp("p", ("prod", "test", "uat"), (), ("prod", "test", "uat"))),
 ]
 
 
@@ -263,8 +268,9 @@ NOT_A_PR = Refusal("this is not a pull request: name a Freight. Usage: /promote 
         # Availability is checked before anything else changes, as on Slack.
         ("/promote frozen-tauntaun to uat", "bob", "write", [], None,
          Refusal("Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
-                 "from a Warehouse the Stage requests directly, or be verified in its upstream "
-                 "Stages and soaked there, if required)")),
+                 "from a Warehouse the Stage requests directly, be verified in its upstream "
+                 "Stages and soaked there, if required, or be approved for the Stage: "
+                 "`/approve frozen-tauntaun for uat`)")),
         ("/promote frozen-tauntaun to nowhere", "bob", "write", [], None,
          Refusal("there is no Stage `nowhere` in project `p`")),
         # One abort rule: the running Promotion; `all` adds the queue; a finished one is refused.
@@ -288,9 +294,11 @@ NOT_A_PR = Refusal("this is not a pull request: name a Freight. Usage: /promote 
          Refusal("@bob needs write access to this repository (has read)")),
         ("/status qa", "bob", "write", [], None, Refusal("there is no Stage `qa` in project `p`")),
         # Help says what is true for the asker, team memberships resolved.
-        ("/help", "bob", "write", [], None, ShowHelp("p", ("test", "uat"), ("prod",))),
-        ("/help", "bob", "write", ["acme/ops"], None, ShowHelp("p", ("prod", "test", "uat"), ())),
-        ("/help", "bob", "read", [], None, ShowHelp("p", (), ("prod", "test", "uat"))),
+        ("/help", "bob", "write", [], None,
+         ShowHelp("p", ("test", "uat"), ("prod",), ("test", "uat"))),
+        ("/help", "bob", "write", ["acme/ops"], None,
+         ShowHelp("p", ("prod", "test", "uat"), (), ("prod", "test", "uat"))),
+        ("/help", "bob", "read", [], None, ShowHelp("p", (), ("prod", "test", "uat"), ())),
     ],
 )  # fmt: skip
 def test_github_rules(
@@ -323,8 +331,9 @@ def test_status_rows_show_aliases_and_the_queue() -> None:
         # "Promote to NEXT": only while the Stage still follows the one the button was drawn in.
         (Command("promote", freight="abc1234def", stage="uat", after="test", confirmed=True),
          Refusal("Freight `frozen-tauntaun` is not available to Stage `uat` yet (it must come "
-                 "from a Warehouse the Stage requests directly, or be verified in its upstream "
-                 "Stages and soaked there, if required)")),
+                 "from a Warehouse the Stage requests directly, be verified in its upstream "
+                 "Stages and soaked there, if required, or be approved for the Stage: "
+                 "`/approve frozen-tauntaun for uat`)")),
         (Command("promote", freight="abc1234def", stage="prod", after="test"),
          Refusal("Stage `prod` no longer follows `test`")),
         (Command("abort", target="prod.03"), DoAbort(("prod.03",), ("prod",))),
@@ -447,3 +456,131 @@ def test_freight_is_made_on_request_only_where_a_manual_warehouse_discovered_it(
 ) -> None:
     decided = plan(parse_slash(command), github_facts("alice", snapshot=with_warehouses(warehouse)))
     assert isinstance(decided, Refusal) and reason in decided.reason
+
+
+# ---- /approve --------------------------------------------------------------------------------
+
+APPROVAL_SNAPSHOT = Snapshot(
+    namespace="p",
+    stages=[
+        stage("test", annotations={}),
+        # prod lists approvers apart from its promoters, and forbids self-approval.
+        stage(
+            "prod",
+            upstream=["test"],
+            annotations={
+                ann.GITHUB_PROMOTERS: "alice",
+                ann.GITHUB_APPROVERS: "carol, acme/release",
+                ann.SLACK_PROMOTERS: "U1",
+                ann.SLACK_APPROVERS: "U3 S0REL",
+                ann.SELF_APPROVAL: "false",
+            },
+        ),
+        # uat has no approver list: its promoters (here: any writer) approve.
+        stage("uat", upstream=["test"], annotations={}),
+        stage("elsewhere", warehouse="other", annotations={}),
+    ],
+    freight=[
+        *SNAPSHOT.freight,
+        freight(
+            "beef5678aa",
+            alias="done-deal",
+            created="2024-01-01T00:00:00Z",
+            status={"approvedFor": {"uat": {"approvedAt": "2024-02-01T10:00:00Z",
+                                            "approvedBy": "github:carol"}}},
+        ),
+    ],
+)  # fmt: skip
+TAUNTAUN_ON = "Freight `frozen-tauntaun` carries a change of yours and Stage `prod` does not"
+FORBIDS_SELF = (
+    f'{TAUNTAUN_ON} allow self-approval (longshoreman.dev/self-approval: "false"): someone '
+    "else must approve it"
+)
+DONE_DEAL = FreightLabel("beef5678aa", "done-deal")
+
+
+def approving_facts(
+    user: str, permission: str = "write", teams: Sequence[str] = (), authored: bool | None = False
+) -> Facts:
+    def may_act(stage: Mapping[str, Any] | None) -> Decision:
+        return github_may_act(stage or {}, user, permission, teams)
+
+    def may_approve(stage: Mapping[str, Any] | None) -> Decision:
+        return github_may_act(stage or {}, user, permission, teams, approve=True)
+
+    return Facts(
+        APPROVAL_SNAPSHOT,
+        may_act,
+        now=NOW,
+        may_approve=may_approve,
+        authored=lambda freight: authored,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "user", "teams", "authored", "expected"),
+    [
+        # The approver list decides, not the promoter list; a team counts.
+        ("/approve frozen-tauntaun for prod", "carol", [], False,
+         DoApprove("prod", "abc1234def", TAUNTAUN)),
+        ("/approve abc1234 for prod", "dave", ["acme/release"], False,
+         DoApprove("prod", "abc1234def", TAUNTAUN)),
+        ("/approve frozen-tauntaun for prod", "alice", [], False,
+         Refusal("@alice is not listed in Stage prod's longshoreman.dev/github-approvers "
+                 "annotation")),
+        # Without an approver list, whoever may promote may approve (Kargo's "promote" verb).
+        ("/approve frozen-tauntaun for uat", "bob", [], False,
+         DoApprove("uat", "abc1234def", TAUNTAUN)),
+        # Self-approval, where forbidden; and where the front end cannot tell, refused too.
+        ("/approve frozen-tauntaun for prod", "carol", [], True, Refusal(FORBIDS_SELF)),
+        ("/approve frozen-tauntaun for prod", "carol", [], None,
+         Refusal("Stage `prod` does not allow self-approval (longshoreman.dev/self-approval: "
+                 "\"false\") and I cannot tell whether Freight `frozen-tauntaun` carries a change "
+                 "of yours: approve it where I can (a pull request comment), or ask someone "
+                 "else")),
+        ("/approve frozen-tauntaun for uat", "bob", [], True,
+         DoApprove("uat", "abc1234def", TAUNTAUN)),
+        # Kargo's refusal: a Stage that does not request the Freight's origin.
+        ("/approve frozen-tauntaun for elsewhere", "bob", [], False,
+         Refusal("Stage `elsewhere` does not request Freight from origin `Warehouse/w`")),
+        # An approval that is there stands; nothing to do.
+        ("/approve done-deal for uat", "bob", [], False,
+         AlreadyApproved("uat", "beef5678aa", DONE_DEAL,
+                         Approval("uat", datetime(2024, 2, 1, 10, tzinfo=UTC), "github:carol"))),
+        ("/approve nope for uat", "bob", [], False,
+         Refusal("no Freight named, aliased or with a name or commit starting 'nope'")),
+        ("/approve frozen-tauntaun for nowhere", "bob", [], False,
+         Refusal("there is no Stage `nowhere` in project `p`")),
+    ],
+)  # fmt: skip
+def test_approve_rules(
+    text: str, user: str, teams: list[str], authored: bool | None, expected: Plan
+) -> None:
+    assert plan(comment(text), approving_facts(user, teams=teams, authored=authored)) == expected
+
+
+def test_approved_freight_is_available_and_promoted_where_it_was_not() -> None:
+    facts = approving_facts("alice")
+    refused = plan(comment("/promote frozen-tauntaun to prod"), facts)
+    assert isinstance(refused, Refusal) and "/approve frozen-tauntaun for prod" in refused.reason
+    assert plan(comment("/promote done-deal to uat"), facts) == DoPromote(
+        "uat", "beef5678aa", DONE_DEAL
+    )
+
+
+def test_help_tells_where_the_asker_may_approve() -> None:
+    carol = plan(comment("/help"), approving_facts("carol"))
+    assert isinstance(carol, ShowHelp)
+    assert carol.approvable == ("elsewhere", "prod", "test", "uat")
+    assert "prod" not in carol.allowed
+    alice = plan(comment("/help"), approving_facts("alice"))
+    assert isinstance(alice, ShowHelp) and "prod" not in alice.approvable
+
+
+def test_self_approval_is_looked_up_only_where_it_is_forbidden() -> None:
+    assert (
+        freight_to_approve(comment("/approve frozen-tauntaun for uat"), APPROVAL_SNAPSHOT) is None
+    )
+    named = freight_to_approve(comment("/approve abc1234 for prod"), APPROVAL_SNAPSHOT)
+    assert named is not None and named["metadata"]["name"] == "abc1234def"
+    assert freight_to_approve(comment("/promote abc1234 to prod"), APPROVAL_SNAPSHOT) is None

@@ -41,7 +41,7 @@ from app.server import create_app
 from app.settings import Settings
 from handlers.routing import ROUTER
 from handlers.webhook import WEBHOOK_PATH
-from promoter.chat.chatops import SLASH
+from promoter.chat.chatops import APPROVE_SLASH, SLASH
 from slack.app import EVENTS_PATH
 from tests.support import objects
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
@@ -721,16 +721,18 @@ SLACK_SCOPES: dict[str, tuple[str, ...]] = {
     # Finding a live message whose post got no answer (slack/live.py).
     "conversations.history": ("channels:history", "groups:history"),
     "usergroups.users.list": ("usergroups:read",),
+    # Whose commits a Freight carries, for a Stage that forbids self-approval (slack/app.py).
+    "users.info": ("users:read", "users:read.email"),
 }
 
 
 def test_the_slack_app_has_the_command_the_urls_and_the_scopes_the_bot_uses() -> None:
     manifest = yaml.safe_load((DEPLOY / "slack-app.yml").read_text())
     commands = manifest["features"]["slash_commands"]
-    assert [c["command"] for c in commands] == [SLASH]
+    assert [c["command"] for c in commands] == [SLASH, APPROVE_SLASH]
     interactivity = manifest["settings"]["interactivity"]
     assert interactivity["is_enabled"] is True
-    for url in (commands[0]["url"], interactivity["request_url"]):
+    for url in (*(c["url"] for c in commands), interactivity["request_url"]):
         assert url.startswith("https://") and url.endswith(EVENTS_PATH)
     assert manifest["settings"]["socket_mode_enabled"] is False
     # The fake Slack answers exactly the Web API methods the bot calls (unknown_method else).

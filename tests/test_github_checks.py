@@ -118,8 +118,12 @@ async def test_a_check_run_follows_the_promotion_from_queued_to_success(env: Git
     ]
     assert run["conclusion"] == "success"
     assert "| 3 | `wait-for-pr` | git-wait-for-pr | Succeeded |" in run["output"]["summary"]
-    # Not verified in staging yet: no "Promote to NEXT" (it could only be refused).
-    assert [a["identifier"] for a in run["actions"]] == ["reverify"]
+    # Not verified in staging yet: no "Promote to NEXT" (it could only be refused), but a
+    # person may approve it for the next Stage.
+    assert [(a["label"], a["identifier"]) for a in run["actions"]] == [
+        ("Re-verify", "reverify"),
+        ("Approve for product…", checks.approve_identifier("production-eu-west-1-primary")),
+    ]
     # The id is kept on the Promotion, so a new leader updates this run instead of adding one.
     ids = json.loads(env.service.annotation("staging.0001", ann.GITHUB_CHECKS) or "null")
     assert ids == {f"{REPO}@{env.sha}": run["id"]}
@@ -253,7 +257,8 @@ async def test_a_stage_without_verification_gets_no_reverify_button(env: GitHubE
 async def test_promote_to_next_and_reverify_buttons(env: GitHubEnv) -> None:
     await env.change(promotion("Succeeded"), None)
     run = env.fake.check_runs(REPO)[0]
-    assert [a["identifier"] for a in run["actions"]] == ["reverify"]
+    approve = checks.approve_identifier("production-eu-west-1-primary")
+    assert [a["identifier"] for a in run["actions"]] == ["reverify", approve]
     next_stage = checks.next_identifier("production-eu-west-1-primary")
 
     async def press(identifier: str) -> None:
@@ -284,6 +289,50 @@ async def test_promote_to_next_and_reverify_buttons(env: GitHubEnv) -> None:
     assert env.service.asked("promote") == [
         (NS, "production-eu-west-1-primary", "f" * 40, "github:alice")
     ]
+
+
+async def test_approve_for_next_lets_unverified_freight_into_the_next_stage(
+    env: GitHubEnv,
+) -> None:
+    prod = "production-eu-west-1-primary"
+    await env.change(promotion("Succeeded"), None)
+    run = env.fake.check_runs(REPO)[0]
+
+    async def press(identifier: str, user: str = "alice") -> str:
+        payload = env.fake.check_run_payload(
+            REPO,
+            run["id"],
+            "requested_action",
+            identifier=identifier,
+            pull_number=env.pr,
+            sender=user,
+        )
+        await env.deliver("check_run", payload)
+        body: str = env.fake.comments(REPO, env.pr)[-1]["body"]
+        return body
+
+    # Someone without write access is refused, and nothing is approved.
+    env.fake.set_permission(REPO, "bob", "read")
+    assert "needs write access" in await press(checks.approve_identifier(prod), "bob")
+    assert env.service.asked("approve") == []
+    said = await press(checks.approve_identifier(prod))
+    assert said.startswith("@alice: Freight `frozen-tauntaun` approved for Stage")
+    assert env.service.asked("approve") == [(NS, prod, "f" * 40, "github:alice")]
+    approval = env.service.freight[0]["status"]["approvedFor"][prod]
+    assert approval["approvedBy"] == "github:alice"
+    # The run is drawn again: the next Stage takes the Freight now, so no Approve is offered,
+    # and Promote to NEXT is not either until it is verified here (the approval is for prod).
+    await env.change(promotion("Succeeded", message="approved"), promotion("Succeeded"))
+    run = env.fake.check_runs(REPO)[0]
+    assert [a["identifier"] for a in run["actions"]] == ["reverify"]
+    # An older render's button answers that it is approved already, and by whom.
+    said = await press(checks.approve_identifier(prod))
+    assert "was already approved" in said and "github:alice" in said
+    assert len(env.service.asked("approve")) == 1
+    # The approval is what lets it in: /promote to prod now works though it is not verified.
+    replies = await env.comment(f"/promote frozen-tauntaun to {prod}")
+    assert "Promotion `" in replies[0]["body"]
+    assert env.service.asked("promote") == [(NS, prod, "f" * 40, "github:alice")]
 
 
 async def test_rerequesting_a_failed_run_starts_a_new_promotion(env: GitHubEnv) -> None:

@@ -170,7 +170,11 @@ async def test_verify_check_runs_follow_analysis_runs_and_reverify_starts_a_new_
         {"metadata": {"annotations": {"longshoreman.dev/abort-verification": "{}"}}},
     )
     cancelled = await world.verify_run(0, "completed", "cancelled")
-    assert [a["identifier"] for a in cancelled["actions"]] == [checks.REVERIFY]
+    # Not verified: prod may not take it, unless a person approves it there.
+    assert [a["identifier"] for a in cancelled["actions"]] == [
+        checks.REVERIFY,
+        checks.approve_identifier("prod"),
+    ]
 
     # Re-verify from the button: a new AnalysisRun, and a check run of its own that succeeds.
     await world.press(cancelled, checks.REVERIFY)
@@ -195,6 +199,7 @@ async def test_verify_check_runs_follow_analysis_runs_and_reverify_starts_a_new_
     assert "**Failed**" in failure["output"]["summary"]
     assert "| `sleep-job` | Failed |" in failure["output"]["summary"]
     assert 'Metric "sleep-job" assessed Failed' in failure["output"]["summary"]
+    # It was verified here before, so prod may take it already: nothing to approve.
     assert [a["label"] for a in failure["actions"]] == ["Re-verify"]
     # The earlier runs keep their own results.
     assert [r["conclusion"] for r in world.verify_runs()] == ["cancelled", "success", "failure"]

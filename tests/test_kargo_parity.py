@@ -31,6 +31,7 @@ from promoter.resources.model import (
     TaskSpec,
     parse_stage,
 )
+from promoter.resources.stages import available_to, requests_origin
 from promoter.rules.metadata import InMemoryMetadata, metadata_functions
 from promoter.steps.base import StepResult, StepServices, StepStatus
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
@@ -334,10 +335,43 @@ def _finder_cases(test: str, function: str, collection: str, kind: str) -> list[
     ]  # fmt: skip
 
 
+# TestFindArtifact: a generic subscription is any subscription type but git, image and chart
+# (api/v1alpha1/warehouse_types.go, WarehouseSpec.UnmarshalJSON), written as Kargo's manifests
+# write it: the type as the key, the name beside it.
+SUB_NAME, SUB_TYPE = "fake-sub", "fake-type"
+ARTIFACT = {"subscriptionName": SUB_NAME, "version": "fake-version"}
+GENERIC = {"name": SUB_NAME, SUB_TYPE: {}}
+FIND_ARTIFACT = [
+    FinderCase("TestFindArtifact/desired origin specified, but artifact not found",
+               f"artifactFrom('{SUB_NAME}', warehouse('{O1}'))?.Version", {},
+               ((O2, "artifacts", ARTIFACT),), None),
+    FinderCase("TestFindArtifact/desired origin specified and artifact is found",
+               f"artifactFrom('{SUB_NAME}', warehouse('{O1}'))?.Version", {},
+               ((O1, "artifacts", ARTIFACT), (O2, "artifacts", ARTIFACT)), "fake-version"),
+    FinderCase("TestFindArtifact/desired origin not specified and warehouse not found",
+               f"artifactFrom('{SUB_NAME}')?.Version", {O1: None},
+               error=f'Warehouse "{O1}" not found in namespace "demo"'),
+    FinderCase("TestFindArtifact/desired origin not specified and cannot be inferred",
+               f"artifactFrom('{SUB_NAME}')?.Version", {O1: [{"git": {"repoURL": "other-repo"}}]},
+               ((O1, "artifacts", ARTIFACT),), None),
+    FinderCase("TestFindArtifact/desired origin not specified and more than one possible origin "
+               "found", f"artifactFrom('{SUB_NAME}')?.Version", {O1: [GENERIC], O2: [GENERIC]},
+               error="multiple requested Freight could potentially provide"),
+    FinderCase("TestFindArtifact/desired origin not specified and successfully inferred",
+               f"artifactFrom('{SUB_NAME}')?.Version", {O1: [GENERIC]},
+               ((O1, "artifacts", ARTIFACT),), "fake-version"),
+    # Ours: a named git, image or chart subscription provides no generic artifact.
+    FinderCase("(a named image subscription is not a generic one)",
+               f"artifactFrom('{SUB_NAME}')?.Version", {O1: [{"name": SUB_NAME, "image": {}}]},
+               ((O1, "artifacts", ARTIFACT),), None),
+]  # fmt: skip
+
+
 FINDER = [
     *_finder_cases("TestFindCommit", "commitFrom", "commits", "git"),
     *_finder_cases("TestFindImage", "imageFrom", "images", "image"),
     *_finder_cases("TestFindChart", "chartFrom", "charts", "chart"),
+    *FIND_ARTIFACT,
 ]
 
 
@@ -728,3 +762,142 @@ async def test_json_update(
     )
     assert result.status is StepStatus.SUCCEEDED
     assert json.loads((ctx.work_dir / "config.json").read_text()) == expected
+
+
+# ---- yaml-update / json-update: refused config Failed, a failed edit Errored --------------------
+
+# pkg/sjson/split_key_test.go, TestSplitKey, through yaml-update (yaml_updater.go: SplitKey runs
+# inside the edit, so a key it cannot split ends the step Errored); "empty key" is caught by the
+# step's schema first (schemas/yaml-update-config.json: key minLength 1), so it ends Failed.
+# (case, key, status, the values file afterwards)
+SPLIT_KEY = [
+    ("empty key", "", "Failed", None),
+    ("starts with dot", ".foo", "Errored", None),
+    ("ends with dot", "foo.", "Errored", None),
+    ("double dots", "foo..bar", "Errored", None),
+    ("invalid escape sequence", "foo\\nbar", "Errored", None),
+    ("invalid use of colon", "foo:bar", "Errored", None),
+    ("basic split", "foo.bar.bat.baz", "Succeeded", {"foo": {"bar": {"bat": {"baz": "v"}}}}),
+    ("split key with escaped dots", "foo\\.bar.bat\\.baz", "Succeeded",
+     {"foo.bar": {"bat.baz": "v"}}),
+    ("split key with escaped colon", "foo.bar\\:bat.baz", "Succeeded",
+     {"foo": {"bar:bat": {"baz": "v"}}}),
+    ("split key with unescaped colon", "foo.bar.:2.baz", "Succeeded",
+     {"foo": {"bar": {"2": {"baz": "v"}}}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "status", "expected"),
+    SPLIT_KEY,
+    ids=[f"TestSplitKey/{c[0]}" for c in SPLIT_KEY],
+)
+async def test_yaml_update_keys_kargo_cannot_split_error_the_step(
+    tmp_path: Path, name: str, key: str, status: str, expected: Any
+) -> None:
+    done = await run_promotion(
+        [
+            {"uses": "file-write", "config": {"path": "values.yaml", "contents": "{}\n"}},
+            {
+                "uses": "yaml-update",
+                "config": {"path": "values.yaml", "updates": [{"key": key, "value": "v"}]},
+            },
+        ],
+        tmp_path / "work",
+    )
+    step = done.status.steps[-1]
+    assert (step.status, done.status.phase) == (status, Phase(status)), step.message
+    if expected is not None:
+        values = YAML(typ="safe").load((tmp_path / "work" / "values.yaml").read_text())
+        assert values == expected
+
+
+# pkg/promotion/runner/builtin/json_updater.go, updateFile: isValidScalar is checked while the
+# file is edited (the schema takes any value), so a map, a list or null errors the step and the
+# file is left as it was; Test_jsonUpdater_convert's schema cases end Failed.
+NOT_SCALAR = "must be a string, number or boolean"
+JSON_UPDATE_PHASES = [
+    ("value is a map", {"key": "a", "value": {"b": 1}}, "Errored", NOT_SCALAR),
+    ("value is a list", {"key": "a", "value": [1]}, "Errored", NOT_SCALAR),
+    ("value is null", {"key": "a", "value": None}, "Errored", NOT_SCALAR),
+    ("key that cannot be split", {"key": "a..b", "value": 1}, "Errored", "empty part"),
+    ("Test_jsonUpdater_convert/key is empty", {"key": "", "value": 1}, "Failed", "not be empty"),
+    ("Test_jsonUpdater_convert/value not specified", {"key": "a"}, "Failed", "value is required"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "update", "status", "says"),
+    JSON_UPDATE_PHASES,
+    ids=[c[0] for c in JSON_UPDATE_PHASES],
+)
+async def test_json_update_phases(
+    tmp_path: Path, name: str, update: dict[str, Any], status: str, says: str
+) -> None:
+    done = await run_promotion(
+        [
+            {"uses": "file-write", "config": {"path": "c.json", "contents": '{"a": 1}'}},
+            {
+                "uses": "json-update",
+                "config": {"path": "c.json", "updates": [{"key": "b", "value": 2}, update]},
+            },
+        ],
+        tmp_path / "work",
+    )
+    step = done.status.steps[-1]
+    assert (step.status, done.status.phase) == (status, Phase(status)), step.message
+    assert says in step.message
+    assert (tmp_path / "work" / "c.json").read_text() == '{"a": 1}'
+
+
+# ---- Freight availability and approval ----------------------------------------------------------
+
+# api/v1alpha1/stage_types_test.go, TestStage_IsFreightAvailable (the cases without soak times,
+# whose bookkeeping differs: tests/test_freight_order.py covers ours), and
+# TestStage_RequestsFreightFromOrigin. (case, the Stage's requestedFreight sources or None for
+# none, the Freight's namespace, origin and status, available, requests the origin)
+KARGO_NS, KARGO_WAREHOUSE, KARGO_STAGE = "fake-namespace", "fake-warehouse", "fake-stage"
+UPSTREAM = {"stages": ["upstream-stage"]}
+APPROVED = {"approvedFor": {KARGO_STAGE: {}}}
+VERIFIED = {"verifiedIn": {"upstream-stage": {}}}
+IS_FREIGHT_AVAILABLE = [
+    ("stage and freight are in different namespaces", UPSTREAM, "wrong-namespace",
+     KARGO_WAREHOUSE, APPROVED, False, True),
+    ("freight is approved for stage but stage does not request freight from its origin", None,
+     KARGO_NS, KARGO_WAREHOUSE, APPROVED, False, False),
+    ("freight is approved for stage and stage requests freight from its origin", UPSTREAM,
+     KARGO_NS, KARGO_WAREHOUSE, APPROVED, True, True),
+    ("stage accepts freight direct from origin", {"direct": True}, KARGO_NS, KARGO_WAREHOUSE, {},
+     True, True),
+    ("freight is verified in an upstream; soak not required", UPSTREAM, KARGO_NS,
+     KARGO_WAREHOUSE, VERIFIED, True, True),
+    ("freight from origin not requested", UPSTREAM, KARGO_NS, "wrong-warehouse", VERIFIED, False,
+     False),
+    # Ours: an approval for another Stage lets nothing in here.
+    ("(approved for another stage)", UPSTREAM, KARGO_NS, KARGO_WAREHOUSE,
+     {"approvedFor": {"other-stage": {}}}, False, True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "sources", "namespace", "origin", "status", "available", "requests"),
+    IS_FREIGHT_AVAILABLE,
+    ids=[f"TestStage_IsFreightAvailable/{c[0]}" for c in IS_FREIGHT_AVAILABLE],
+)
+def test_is_freight_available(
+    name: str,
+    sources: dict[str, Any] | None,
+    namespace: str,
+    origin: str,
+    status: dict[str, Any],
+    available: bool,
+    requests: bool,
+) -> None:
+    stage = objects.stage(KARGO_STAGE, namespace=KARGO_NS, warehouse=KARGO_WAREHOUSE)
+    stage["spec"]["requestedFreight"] = (
+        [] if sources is None else [{"origin": {"kind": "Warehouse", "name": KARGO_WAREHOUSE},
+                                     "sources": sources}]
+    )  # fmt: skip
+    freight = objects.freight("fake-freight", namespace=namespace, warehouse=origin, status=status)
+    assert available_to(stage, freight, NOW) is available
+    assert requests_origin(stage, freight) is requests

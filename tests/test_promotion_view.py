@@ -140,7 +140,12 @@ def test_next_stages_are_offered_once_the_freight_is_verified_here() -> None:
 
     running = view_with({"status": "Unknown", "reason": "Verifying"})
     assert running.downstream == ("final",) and running.next_stages == ()
-    assert [a["label"] for a in checks.actions(running)] == ["Re-verify"]
+    # Meanwhile a person may let it into the next Stage (/approve), until it is approved there.
+    assert [a["label"] for a in checks.actions(running)] == ["Re-verify", "Approve for final"]
+    freight["status"] = {"approvedFor": {"final": {"approvedAt": "2024-01-01T00:01:30Z"}}}
+    approved = view_with({"status": "Unknown", "reason": "Verifying"})
+    assert approved.approved_for == ("final",) and approved.approve_stages == ()
+    assert [a["label"] for a in checks.actions(approved)] == ["Re-verify"]
     passed = view_with({"status": "True", "lastTransitionTime": "2024-01-01T00:02:00Z"})
     assert passed.next_stages == ("final",)
     assert [a["label"] for a in checks.actions(passed)] == ["Re-verify", "Promote to final"]

@@ -269,6 +269,11 @@ TAR_REFUSALS = [
         "must not be empty",
     ),
     RefusalCase(
+        "Test_tarConfig_convert/ignore is empty string",
+        {"inPath": "source_dir/", "outPath": "archive.tar.gz", "ignore": ""},
+        "config.ignore must not be empty",
+    ),
+    RefusalCase(
         "(our schema check: additionalProperties false)",
         {"inPath": "s", "outPath": "a.tar", "level": 9},
         "unknown config field",
@@ -381,10 +386,39 @@ TAR_CASES = [
         members={"valid.txt": b"valid"},
     ),
     TarCase(
-        "(ours: .git and the archive itself are never archived)",
+        "(ours: the archive itself is never archived)",
         {"src/.git/config": "[core]", "src/a.txt": "a"},
         {"inPath": "src", "outPath": "src/out.tar"},
         members={"a.txt": b"a"},
+    ),
+    # Test_tarCreator_buildIgnoreMatcher, through the step: .git is the default rule, and rules
+    # given replace it.
+    TarCase(
+        "Test_tarCreator_buildIgnoreMatcher/empty string defaults to ignoring .git",
+        {"src/.git/HEAD": "ref", "src/file.txt": "f", "src/sub/.git/HEAD": "ref"},
+        {"inPath": "src", "outPath": "out.tar"},
+        members={"file.txt": b"f", "sub": None},
+    ),
+    TarCase(
+        "Test_tarCreator_buildIgnoreMatcher/spaces default to ignoring .git",
+        {"src/.git/HEAD": "ref", "src/file.txt": "f"},
+        {"inPath": "src", "outPath": "out.tar", "ignore": "   \n  "},
+        members={"file.txt": b"f"},
+    ),
+    TarCase(
+        "Test_tarCreator_buildIgnoreMatcher/custom patterns",
+        {
+            "src/error.log": "e",
+            "src/node_modules/x.js": "x",
+            "src/src/main.go": "package main",
+            "src/.git/HEAD": "ref",
+        },
+        {
+            "inPath": "src",
+            "outPath": "out.tar",
+            "ignore": "\n# This is a comment\n*.log\nnode_modules/\n",
+        },
+        members={".git": None, ".git/HEAD": b"ref", "src": None, "src/main.go": b"package main"},
     ),
 ]
 

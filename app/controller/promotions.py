@@ -16,10 +16,11 @@ from app.controller import kube as k
 from app.controller.creation import create_promotion
 from app.controller.reconciler import Controller
 from app.controller.warehouses.reconciler import request_refresh
-from promoter.chat.chatops import PromotionRef, Snapshot, not_available
+from promoter.chat.chatops import PromotionRef, Snapshot, not_approvable, not_available
 from promoter.errors import LongshoremanError, NotFound, Refused, TemporaryError
 from promoter.resources import annotations as ann
-from promoter.resources.model import name_of, namespace_of
+from promoter.resources.model import meta, name_of, namespace_of
+from promoter.resources.stages import Approval, approval_of, approval_patch
 
 
 def _translated(error: k.KubeError, what: str, namespace: str) -> LongshoremanError:
@@ -104,6 +105,54 @@ class ClusterPromotions:
         except k.KubeError as e:
             raise _translated(e, f"Stage {stage!r}", namespace) from e
 
+    async def approve(self, namespace: str, stage: str, freight: str, *, actor: str) -> Approval:
+        """Kargo's approve (``pkg/server/approve_freight.go``): ``status.approvedFor.<stage>``
+        on the Freight, with who approved, and a ``FreightApproved`` Event in Kargo's words. An
+        approval already there stands. The write carries the resourceVersion read, so of two
+        approvers racing one writes and the other finds the approval standing."""
+        stage_obj = self.controller.stages.get(namespace, stage)
+        if stage_obj is None:
+            raise NotFound(f"Stage {stage!r} not found in namespace {namespace!r}")
+        current = self.controller.freight.get(namespace, freight)
+        for _ in range(3):
+            if current is None:
+                raise NotFound(f"Freight {freight!r} not found in namespace {namespace!r}")
+            refusal = not_approvable(stage_obj, current)
+            if refusal is not None:
+                raise Refused(refusal)
+            existing = approval_of(current, stage)
+            if existing is not None:
+                return existing
+            patch = approval_patch(stage, actor, self.controller.clock.now())
+            try:
+                patched = await self.kube.patch_status(
+                    k.FREIGHT,
+                    namespace,
+                    freight,
+                    patch["status"],
+                    resource_version=meta(current).get("resourceVersion"),
+                )
+            except k.Conflict:
+                try:
+                    current = await self.kube.get(k.FREIGHT, namespace, freight)
+                except k.NotFound:
+                    current = None
+                except k.KubeError as e:
+                    raise _translated(e, f"Freight {freight!r}", namespace) from e
+                continue
+            except k.KubeError as e:
+                raise _translated(e, f"Freight {freight!r}", namespace) from e
+            self.controller.freight.observe(patched)
+            await self.kube.emit_event(
+                patched,
+                reason="FreightApproved",
+                message=f'Freight approved for Stage "{stage}" by "{actor}"',
+            )
+            approval = approval_of(patched, stage)
+            assert approval is not None  # the server kept what was just written
+            return approval
+        raise TemporaryError("the Freight kept changing; try again in a moment")
+
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         try:
             await self.kube.patch(
@@ -184,6 +233,9 @@ class DeferredPromotions:
 
     async def reverify(self, namespace: str, stage: str, *, actor: str) -> None:
         await self._get().reverify(namespace, stage, actor=actor)
+
+    async def approve(self, namespace: str, stage: str, freight: str, *, actor: str) -> Approval:
+        return await self._get().approve(namespace, stage, freight, actor=actor)
 
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         await self._get().annotate(namespace, promotion, key, value)

@@ -19,15 +19,18 @@ from promoter.errors import InvalidInput
 from promoter.resources import annotations as ann
 from promoter.resources.model import Phase, describe_freight, meta, name_of, namespace_of
 from promoter.resources.stages import (
+    Approval,
+    approval_of,
     available_to,
     freight_created,
     has_verification,
     phase_of,
     queue_key,
+    requests_origin,
 )
 from promoter.warehouses.freight import normalize_image_url, requested_artifact_freight
 
-COMMANDS = ("promote", "abort", "status", "verify", "help")
+COMMANDS = ("promote", "approve", "abort", "status", "verify", "help")
 FREIGHT_HELP = (
     "FREIGHT: an alias, a name or a unique prefix of it, a commit SHA prefix (7+ hex), an image "
     "it holds (`ghcr.io/acme/app:1.4.2`, `...@sha256:...`), or `latest` (the newest available "
@@ -36,6 +39,7 @@ FREIGHT_HELP = (
 
 USAGE = {
     "promote": "/promote [FREIGHT] to STAGE",
+    "approve": "/approve FREIGHT for STAGE",
     "abort": "/abort [PROMOTION | STAGE [all]]",
     "status": "/status [STAGE]",
     "verify": "/verify STAGE",
@@ -58,8 +62,9 @@ class Command:
     ``cancel`` and the two fields after ``raw`` come only from buttons, never from text.
     """
 
-    name: Literal["promote", "abort", "status", "verify", "help", "cancel"]
-    # promote: None means this PR's merge commit's Freight on GitHub, `latest` elsewhere
+    name: Literal["promote", "approve", "abort", "status", "verify", "help", "cancel"]
+    # promote: None means this PR's merge commit's Freight on GitHub, `latest` elsewhere;
+    # approve: always named
     freight: str | None = None
     stage: str | None = None
     target: str | None = None  # abort: a Promotion or Stage name
@@ -96,6 +101,19 @@ def parse_command(name: str, args: str) -> Command:
             raise CommandError(f"expected one Freight and one Stage. Usage: {USAGE['promote']}")
         freight = _check_arg(before[0], name) if before else None
         return Command("promote", freight=freight, stage=_check_arg(after[0], name), raw=raw)
+    if name == "approve":
+        if "for" not in words:
+            raise CommandError(f"missing `for STAGE`. Usage: {USAGE['approve']}")
+        i = words.index("for")
+        before, after = words[:i], words[i + 1 :]
+        if len(after) != 1 or len(before) != 1:
+            raise CommandError(f"expected one Freight and one Stage. Usage: {USAGE['approve']}")
+        return Command(
+            "approve",
+            freight=_check_arg(before[0], name),
+            stage=_check_arg(after[0], name),
+            raw=raw,
+        )
     if name == "abort":
         queued = len(words) == 2 and words[1].lower() == "all"
         if len(words) > 2 or (len(words) == 2 and not queued):
@@ -158,7 +176,10 @@ def parse_comment(body: str) -> list[ParsedLine]:
 # the same words as a comment, parsed by :func:`parse_command`, so only the prefix differs.
 
 SLASH = "/promote"
-SUBCOMMANDS = ("abort", "status", "verify", "help")
+# Approving has a slash command of its own too, so the words read as on GitHub: `/approve X for
+# prod` (`/promote approve X for prod` is the same).
+APPROVE_SLASH = "/approve"
+SUBCOMMANDS = ("approve", "abort", "status", "verify", "help")
 
 
 def usage_lines(form: Literal["comment", "slash"] = "comment") -> list[str]:
@@ -170,7 +191,10 @@ def usage_lines(form: Literal["comment", "slash"] = "comment") -> list[str]:
         if name == "abort":
             # A slash command has no pull request to take the Freight from: the name is needed.
             usage = "/abort PROMOTION | STAGE [all]"
-        lines.append(usage if name == "promote" else f"{SLASH} {usage[1:]}")
+        if name in ("promote", "approve"):
+            lines.append(usage)
+        else:
+            lines.append(f"{SLASH} {usage[1:]}")
     return lines
 
 
@@ -395,9 +419,27 @@ def not_available(
     label = freight.get("alias") or name_of(freight)
     return (
         f"Freight `{label}` is not available to Stage `{name_of(stage)}` yet "
-        "(it must come from a Warehouse the Stage requests directly, or be verified in its "
-        "upstream Stages and soaked there, if required)"
+        "(it must come from a Warehouse the Stage requests directly, be verified in its "
+        "upstream Stages and soaked there, if required, or be approved for the Stage: "
+        f"`/approve {label} for {name_of(stage)}`)"
     )
+
+
+def not_approvable(stage: Mapping[str, Any], freight: Mapping[str, Any]) -> str | None:
+    """Why ``freight`` cannot be approved for ``stage`` (Kargo's API refuses the same: an
+    approval for a Stage that does not request the Freight's origin could never be acted on)."""
+    if requests_origin(stage, freight):
+        return None
+    origin = freight.get("origin") or {}
+    return (
+        f"Stage `{name_of(stage)}` does not request Freight from origin "
+        f"`{origin.get('kind') or 'Warehouse'}/{origin.get('name') or ''}`"
+    )
+
+
+def approval_for(freight: Mapping[str, Any], stage: str) -> Approval | None:
+    """The Freight's approval for ``stage``, None when it has none."""
+    return approval_of(freight, stage)
 
 
 def no_verification(stage: Mapping[str, Any]) -> str | None:
@@ -490,26 +532,53 @@ class Decision:
     reason: str
 
 
+def _annotation(stage: Mapping[str, Any], key: str) -> str | None:
+    value = (meta(stage).get("annotations") or {}).get(key)
+    return str(value) if value else None
+
+
+def github_policy(stage: Mapping[str, Any] | None, *, approve: bool = False) -> str:
+    """The annotation that says who may act on (or, with ``approve``, approve Freight for) the
+    Stage on GitHub: ``github-approvers`` when the Stage has it, else ``github-promoters``."""
+    if approve and stage is not None and _annotation(stage, ann.GITHUB_APPROVERS):
+        return ann.GITHUB_APPROVERS
+    return ann.GITHUB_PROMOTERS
+
+
+def slack_policy(stage: Mapping[str, Any] | None, *, approve: bool = False) -> str:
+    """As :func:`github_policy`, for Slack (``slack-approvers``, else ``slack-promoters``)."""
+    if approve and stage is not None and _annotation(stage, ann.SLACK_APPROVERS):
+        return ann.SLACK_APPROVERS
+    return ann.SLACK_PROMOTERS
+
+
 def github_may_act(
-    stage: Mapping[str, Any], user: str, permission: str, user_teams: Iterable[str] = ()
+    stage: Mapping[str, Any],
+    user: str,
+    permission: str,
+    user_teams: Iterable[str] = (),
+    *,
+    approve: bool = False,
 ) -> Decision:
     """A GitHub user may act on a Stage with write/maintain/admin on the repo, and — when the
-    Stage lists promoters in its annotation — only if named there (user or ``org/team``)."""
+    Stage lists promoters in its annotation — only if named there (user or ``org/team``).
+
+    With ``approve`` (``/approve``), the Stage's approvers decide the same way when it lists
+    them, else its promoters: whoever may promote to the Stage may approve for it, as in Kargo.
+    """
     if permission not in ("write", "maintain", "admin"):
         return Decision(
             False, f"@{user} needs write access to this repository (has {permission or 'none'})"
         )
-    allowed = listed((meta(stage).get("annotations") or {}).get(ann.GITHUB_PROMOTERS))
+    key = github_policy(stage, approve=approve)
+    allowed = listed(_annotation(stage, key))
     if not allowed:
         return Decision(True, "repository writer")
     teams = {t.lower() for t in user_teams}
     for entry in allowed:
         if entry.lower() == user.lower() or entry.lower() in teams:
-            return Decision(True, f"listed in {ann.GITHUB_PROMOTERS}")
-    return Decision(
-        False,
-        f"@{user} is not listed in Stage {name_of(stage)}'s {ann.GITHUB_PROMOTERS} annotation",
-    )
+            return Decision(True, f"listed in {key}")
+    return Decision(False, f"@{user} is not listed in Stage {name_of(stage)}'s {key} annotation")
 
 
 def slack_may_act(
@@ -517,19 +586,26 @@ def slack_may_act(
     user_id: str,
     user_groups: Iterable[str] = (),
     default_promoters: Sequence[str] = (),
+    *,
+    approve: bool = False,
 ) -> Decision:
     """A Slack user may act when listed (user ID or user-group ID) in the Stage's annotation,
-    else in the server-wide default list; an empty default allows everyone."""
-    allowed = listed((meta(stage).get("annotations") or {}).get(ann.SLACK_PROMOTERS)) or list(
-        default_promoters
-    )
+    else in the server-wide default list; an empty default allows everyone. With ``approve``,
+    the Stage's ``slack-approvers`` list decides when it has one."""
+    key = slack_policy(stage, approve=approve)
+    allowed = listed(_annotation(stage, key))
+    if key == ann.SLACK_APPROVERS:
+        what = "approve Freight for"
+    else:
+        allowed = allowed or list(default_promoters)
+        what = "act on"
     if not allowed:
         return Decision(True, "no promoter list configured")
     groups = set(user_groups)
     for entry in allowed:
         if entry == user_id or entry in groups:
-            return Decision(True, "listed as a promoter")
-    return Decision(False, f"<@{user_id}> may not act on Stage {name_of(stage)}")
+            return Decision(True, "listed as an approver" if approve else "listed as a promoter")
+    return Decision(False, f"<@{user_id}> may not {what} Stage {name_of(stage)}")
 
 
 # ---- status -----------------------------------------------------------------------------------
@@ -622,6 +698,11 @@ class PromotionService(Protocol):
     async def abort(self, namespace: str, promotion: str, *, actor: str) -> PromotionRef: ...
 
     async def reverify(self, namespace: str, stage: str, *, actor: str) -> None: ...
+
+    async def approve(self, namespace: str, stage: str, freight: str, *, actor: str) -> Approval:
+        """Approve the Freight for the Stage (``status.approvedFor``, recording ``actor``); an
+        existing approval stands and is returned as it is."""
+        ...
 
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         """Record front-end state on a Promotion (a check-run id, a Slack message's ts), so any

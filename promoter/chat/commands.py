@@ -1,8 +1,9 @@
 """The one planner of chat commands: a command plus the facts a front end gathered -> a decision.
 
 Every way a person acts on Longshoreman goes through :func:`plan`: a GitHub comment, a GitHub
-check-run button or "Re-run", a ``/promote`` slash command in Slack and Slack's buttons
-(Abort, Re-verify, Promote to NEXT, Confirm, Cancel). A front end
+check-run button (Abort, Re-verify, Promote to NEXT, Approve for NEXT) or "Re-run", a
+``/promote`` or ``/approve`` slash command in Slack and Slack's buttons (Abort, Re-verify,
+Promote to NEXT, Confirm, Cancel). A front end
 
 1. parses (:func:`promoter.chat.chatops.parse_comment` /
 :func:`~promoter.chat.chatops.parse_slash`) or
@@ -32,20 +33,27 @@ from promoter.chat.chatops import (
     Refusal,
     Snapshot,
     abort_targets,
+    approval_for,
     no_verification,
+    not_approvable,
     not_available,
     requested_freight,
     resolve_freight,
 )
 from promoter.chat.views import FreightLabel, StageView, freight_label, stage_views
+from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
-from promoter.resources.stages import downstream_stages
+from promoter.resources.stages import Approval, downstream_stages
 
 Authorizer = Callable[[Mapping[str, Any] | None], Decision]
 """The actor's standing on a Stage; ``None`` asks about the project as a whole (``/status``)."""
 
 
 def _never(stage: Mapping[str, Any]) -> bool:
+    return False
+
+
+def _nobody(freight: Mapping[str, Any]) -> bool | None:
     return False
 
 
@@ -63,6 +71,12 @@ class Facts:
     # Whether this front end asks for a Confirm before promoting to the Stage (Slack's
     # longshoreman.dev/slack-confirm); GitHub comments are deliberate enough as they are.
     confirm: Callable[[Mapping[str, Any]], bool] = _never
+    # The actor's standing as an approver of a Stage (/approve); None: as may_act says.
+    may_approve: Authorizer | None = None
+    # Whether the actor authored a change the Freight carries (the front end looks that up for
+    # the Freight :func:`freight_to_approve` names, when the Stage forbids self-approval); None
+    # when the front end cannot tell.
+    authored: Callable[[Mapping[str, Any]], bool | None] = _nobody
 
 
 # ---- decisions --------------------------------------------------------------------------------
@@ -82,6 +96,23 @@ class DoPromote:
     label: FreightLabel
     # Freight to create first: a Manual Warehouse's, assembled on request (None: it exists).
     create: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DoApprove:
+    stage: str
+    freight: str
+    label: FreightLabel
+
+
+@dataclass(frozen=True, slots=True)
+class AlreadyApproved:
+    """Nothing to do: the Freight was approved for the Stage before (by ``approval``)."""
+
+    stage: str
+    freight: str
+    label: FreightLabel
+    approval: Approval
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +137,7 @@ class ShowHelp:
     namespace: str
     allowed: tuple[str, ...]  # Stages the actor may act on
     refused: tuple[str, ...]  # and those they may not, so help says what is true for them
+    approvable: tuple[str, ...] = ()  # Stages the actor may approve Freight for
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +145,18 @@ class Cancelled:
     pass
 
 
-Plan = Refusal | AskConfirm | DoPromote | DoAbort | DoReverify | ShowStatus | ShowHelp | Cancelled
+Plan = (
+    Refusal
+    | AskConfirm
+    | DoPromote
+    | DoApprove
+    | AlreadyApproved
+    | DoAbort
+    | DoReverify
+    | ShowStatus
+    | ShowHelp
+    | Cancelled
+)
 
 
 # ---- what to look up first --------------------------------------------------------------------
@@ -126,7 +169,7 @@ def stages_to_authorize(
     resolves the teams or user groups those lists name (I/O) before it builds ``may_act``."""
     if command.name == "help":
         return list(snapshot.stages)
-    if command.name in ("promote", "verify"):
+    if command.name in ("promote", "verify", "approve"):
         stage = snapshot.stage(command.stage or "")
         return [stage] if stage is not None else []
     if command.name == "abort":
@@ -141,6 +184,22 @@ def stages_to_authorize(
         names = {_spec(p, "stage") for p in targets}
         return [s for s in snapshot.stages if name_of(s) in names]
     return []
+
+
+def freight_to_approve(
+    command: Command, snapshot: Snapshot, now: datetime | None = None
+) -> Mapping[str, Any] | None:
+    """The Freight an ``/approve`` names, when its Stage forbids self-approval: a front end
+    looks up who authored its changes (I/O) before it asks :func:`plan`. None otherwise."""
+    if command.name != "approve" or command.freight is None:
+        return None
+    stage = snapshot.stage(command.stage or "")
+    if stage is None or ann.self_approval_allowed(stage):
+        return None
+    try:
+        return resolve_freight(command.freight, snapshot.freight, stage, now)
+    except LookupError:
+        return None
 
 
 def needs_pr_freight(command: Command) -> bool:
@@ -162,9 +221,13 @@ def plan(command: Command, facts: Facts) -> Plan:
     if command.name == "help":
         allowed: list[str] = []
         refused: list[str] = []
+        approvable: list[str] = []
+        may_approve = facts.may_approve or facts.may_act
         for stage in sorted(snapshot.stages, key=name_of):
             (allowed if facts.may_act(stage).allowed else refused).append(name_of(stage))
-        return ShowHelp(snapshot.namespace, tuple(allowed), tuple(refused))
+            if may_approve(stage).allowed:
+                approvable.append(name_of(stage))
+        return ShowHelp(snapshot.namespace, tuple(allowed), tuple(refused), tuple(approvable))
     if command.name == "status":
         return _status(command, facts)
     if command.name == "abort":
@@ -177,6 +240,8 @@ def plan(command: Command, facts: Facts) -> Plan:
         # A "Promote to NEXT" button: the pipeline may have changed since it was drawn.
         if name_of(stage) not in downstream_stages(command.after, snapshot.stages):
             return Refusal(f"Stage `{name_of(stage)}` no longer follows `{command.after}`")
+    if command.name == "approve":
+        return _approve(command, stage, facts)
     decision = facts.may_act(stage)
     if not decision.allowed:
         return Refusal(decision.reason)
@@ -209,6 +274,41 @@ def _promote(command: Command, stage: Mapping[str, Any], facts: Facts) -> Plan:
     if facts.confirm(stage) and not command.confirmed:
         return AskConfirm(name_of(stage), name_of(freight), label)
     return DoPromote(name_of(stage), name_of(freight), label, create)
+
+
+def _approve(command: Command, stage: Mapping[str, Any], facts: Facts) -> Plan:
+    """Kargo's approve: the approver's standing on the Stage, the Freight, a Stage that requests
+    its origin; an approval already there stands. Longshoreman adds the self-approval rule."""
+    decision = (facts.may_approve or facts.may_act)(stage)
+    if not decision.allowed:
+        return Refusal(decision.reason)
+    try:
+        freight = resolve_freight(command.freight or "", facts.snapshot.freight, stage, facts.now)
+    except LookupError as e:
+        return Refusal(str(e.args[0] if e.args else e))
+    refusal = not_approvable(stage, freight)
+    if refusal:
+        return Refusal(refusal)
+    label = freight_label(name_of(freight), fallback=freight)
+    existing = approval_for(freight, name_of(stage))
+    if existing is not None:
+        return AlreadyApproved(name_of(stage), name_of(freight), label, existing)
+    if not ann.self_approval_allowed(stage):
+        authored = facts.authored(freight)
+        rule = (
+            f'Stage `{name_of(stage)}` does not allow self-approval ({ann.SELF_APPROVAL}: "false")'
+        )
+        if authored is None:
+            return Refusal(
+                f"{rule} and I cannot tell whether Freight `{label.short}` carries a change of "
+                "yours: approve it where I can (a pull request comment), or ask someone else"
+            )
+        if authored:
+            return Refusal(
+                f"Freight `{label.short}` carries a change of yours and {rule}: someone else "
+                "must approve it"
+            )
+    return DoApprove(name_of(stage), name_of(freight), label)
 
 
 def _status(command: Command, facts: Facts) -> Plan:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, read_json
 from promoter.resources.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
-from promoter.resources.stages import downstream_stages, has_verification, phase_of
+from promoter.resources.stages import approval_of, downstream_stages, has_verification, phase_of
 
 # A Freight name is a 40-hex digest; this much of it tells Freights apart in a one-line title
 # (like a git short hash) where the alias is missing.
@@ -242,12 +242,22 @@ class PromotionView:
     verification: Verification | None = None  # None until it succeeds
     verified_here: bool = False  # its Freight counts as verified in this Stage
     environment: EnvironmentLink | None = None  # its GitHub Deployments, when it has some
+    approved_for: tuple[str, ...] = ()  # downstream Stages its Freight is approved for
 
     @property
     def next_stages(self) -> tuple[str, ...]:
         """Where this Freight may go next from here: the downstream Stages, once it is verified
         in this one (before that, a "Promote to NEXT" could only be refused)."""
         return self.downstream if self.verified_here else ()
+
+    @property
+    def approve_stages(self) -> tuple[str, ...]:
+        """Where a person may let this Freight go next without its verification here (an
+        "Approve for NEXT"): the downstream Stages, while it is not verified in this one and
+        not approved for them yet."""
+        if self.verified_here:
+            return ()
+        return tuple(s for s in self.downstream if s not in self.approved_for)
 
     @property
     def done(self) -> int:
@@ -340,6 +350,9 @@ def promotion_view(
     freight = found if found is not None else recorded
     origin = (freight or {}).get("origin")
     verification = verification_of(promotion, stage)
+    downstream = tuple(
+        downstream_stages(stage_name, stages, origin if isinstance(origin, Mapping) else None)
+    )
     return PromotionView(
         namespace=namespace_of(promotion) or "default",
         name=name_of(promotion),
@@ -353,14 +366,13 @@ def promotion_view(
         steps=step_lines(promotion),
         label=freight_label(ref, (), fallback=freight),
         actor=created_by(promotion) or "",
-        downstream=tuple(
-            downstream_stages(stage_name, stages, origin if isinstance(origin, Mapping) else None)
-        ),
+        downstream=downstream,
         verifiable=has_verification(stage),
         link=link,
         verification=verification,
         verified_here=verified_in(stage_name, freight, verification),
         environment=environment_link(promotion),
+        approved_for=tuple(s for s in downstream if approval_of(freight, s) is not None),
     )
 
 

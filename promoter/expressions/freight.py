@@ -177,6 +177,18 @@ def _subscriptions(warehouse: Any) -> list[Mapping[str, Any]]:
     return [s for s in subscriptions or [] if isinstance(s, Mapping)]
 
 
+# Kargo's warehouse_types.go (WarehouseSpec.UnmarshalJSON): a subscription has one key naming
+# its type besides an optional "name"; any type but these three is a generic subscription, whose
+# artifacts Freight carry in artifacts[] under the subscription's name.
+_TYPED_SUBSCRIPTIONS = frozenset({"git", "image", "chart"})
+_SUBSCRIPTION_NAME_KEY = "name"
+
+
+def _is_generic(subscription: Mapping[str, Any]) -> bool:
+    types = [key for key in subscription if key != _SUBSCRIPTION_NAME_KEY]
+    return len(types) == 1 and types[0] not in _TYPED_SUBSCRIPTIONS
+
+
 def _warehouse_not_found(name: str, namespace: str) -> ExpressionError:
     return ExpressionError(reason=f'Warehouse "{name}" not found in namespace "{namespace}"')
 
@@ -241,9 +253,11 @@ def freight_functions(
             if warehouse is None:
                 raise _warehouse_not_found(str(name), namespace)
             for s in _subscriptions(warehouse):
-                if isinstance(s.get(kind), Mapping) and matches(
-                    s if kind == "subscription" else s[kind]
-                ):
+                if kind == "subscription":
+                    hit = _is_generic(s) and matches(s)
+                else:
+                    hit = isinstance(s.get(kind), Mapping) and matches(s[kind])
+                if hit:
                     found.append(("Warehouse", str(name)))
                     break
         return found

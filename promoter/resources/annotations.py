@@ -52,6 +52,12 @@ ABORT_VERIFICATION_ANNOTATIONS = (f"{GROUP}/abort-verification", f"{KARGO_GROUP}
 AUTO_PROMOTE = f"{GROUP}/auto-promote"
 GITHUB_PROMOTERS = f"{GROUP}/github-promoters"
 SLACK_PROMOTERS = f"{GROUP}/slack-promoters"
+# Who may approve Freight for the Stage (``/approve``), in the promoters' language; without
+# them, whoever may promote to the Stage may approve for it (Kargo asks for its "promote" verb).
+GITHUB_APPROVERS = f"{GROUP}/github-approvers"
+SLACK_APPROVERS = f"{GROUP}/slack-approvers"
+# "false": nobody may approve Freight for the Stage that carries their own change.
+SELF_APPROVAL = f"{GROUP}/self-approval"
 SLACK_CONFIRM = f"{GROUP}/slack-confirm"
 SLACK_CHANNEL = f"{GROUP}/slack-channel"
 # GitHub Deployments for a Stage's Promotions: opt-in ("true", or the owner/repo list to write to),
@@ -235,6 +241,12 @@ def github_environment(stage: Mapping[str, Any] | None) -> GitHubEnvironment | N
 def auto_promotes(stage: Mapping[str, Any]) -> bool:
     """Whether the Stage promotes new Freight by itself (``AUTO_PROMOTE: "true"``)."""
     return str(annotations_of(stage).get(AUTO_PROMOTE) or "").lower() == "true"
+
+
+def self_approval_allowed(stage: Mapping[str, Any]) -> bool:
+    """Whether the authors of a change may approve its Freight for the Stage (``SELF_APPROVAL``;
+    allowed unless it says "false", as in Kargo, which has no such rule)."""
+    return str(annotations_of(stage).get(SELF_APPROVAL) or "").strip().lower() != "false"
 
 
 def announced_to(freight: Mapping[str, Any]) -> set[str]:

@@ -366,14 +366,70 @@ def soaked_since(freight: Mapping[str, Any], upstream: str) -> datetime | None:
     return since
 
 
+# ---- approval -----------------------------------------------------------------------------------
+#
+# Kargo's Freight ``status.approvedFor.<stage>`` (``ApprovedStage{approvedAt}``): a person let the
+# Freight into that Stage whatever its upstream verification says (a hotfix). Longshoreman also
+# records who approved (``approvedBy``, the actor as on a Promotion: ``github:alice``); an approval
+# written with kubectl has none, and counts all the same.
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    stage: str
+    approved_at: datetime | None
+    approved_by: str  # "" when unknown (written by hand, or by Kargo)
+
+
+def approval_of(freight: Mapping[str, Any] | None, stage: str) -> Approval | None:
+    """The Freight's approval for ``stage`` (Kargo's ``IsApprovedFor``), None when it has none."""
+    approved = ((freight or {}).get("status") or {}).get("approvedFor")
+    if not isinstance(approved, Mapping) or stage not in approved:
+        return None
+    record = approved.get(stage)
+    record = record if isinstance(record, Mapping) else {}
+    return Approval(
+        stage, parse_time(record.get("approvedAt")), str(record.get("approvedBy") or "")
+    )
+
+
+def approval_patch(stage: str, actor: str, now: datetime) -> dict[str, Any]:
+    """The merge patch of a Freight's status that approves it for ``stage`` (as Kargo's
+    ``AddApprovedStage``: an existing approval is kept, so the caller asks first)."""
+    record = {"approvedAt": format_time(now), "approvedBy": actor}
+    return {"status": {"approvedFor": {stage: record}}}
+
+
+def requests_origin(stage: Mapping[str, Any], freight: Mapping[str, Any]) -> bool:
+    """Whether the Stage requests Freight of this Freight's origin (Kargo's
+    ``RequestsFreightFromOrigin``): an approval for any other Stage could never be acted on."""
+    return any(_same_origin(request, freight) for request in _requests(stage))
+
+
+def _requests(stage: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    requests = (stage.get("spec") or {}).get("requestedFreight") or ()
+    return [r for r in requests if isinstance(r, Mapping)]
+
+
+def _same_origin(request: Mapping[str, Any], freight: Mapping[str, Any]) -> bool:
+    wanted = request.get("origin") or {}
+    origin = freight.get("origin") or {}
+    return (
+        bool(wanted.get("name"))
+        and wanted.get("name") == origin.get("name")
+        and (wanted.get("kind") or "Warehouse") == (origin.get("kind") or "Warehouse")
+    )
+
+
 def available_to(
     stage: Mapping[str, Any], freight: Mapping[str, Any], now: datetime | None = None
 ) -> bool:
-    """Is ``freight`` available to ``stage``?
+    """Is ``freight`` available to ``stage``? (Kargo's ``Stage.IsFreightAvailable``.)
 
-    Directly from a requested origin (``sources.direct``), or once verified in the listed
-    upstream Stages — any of them, or all with ``availabilityStrategy: All`` — and, with
-    ``requiredSoakTime``, after it has stayed that long in the upstream Stage.
+    Only for a requested origin: when approved for the Stage (``status.approvedFor``), directly
+    (``sources.direct``), or once verified in the listed upstream Stages — any of them, or all
+    with ``availabilityStrategy: All`` — and, with ``requiredSoakTime``, after it has stayed that
+    long in the upstream Stage.
     """
     when = available_at(stage, freight)
     return when is not None and (now is None or when <= now)
@@ -386,14 +442,15 @@ def available_at(stage: Mapping[str, Any], freight: Mapping[str, Any]) -> dateti
 
     from promoter.resources.model import parse_duration
 
-    origin = freight.get("origin") or {}
+    stage_ns, freight_ns = meta(stage).get("namespace"), meta(freight).get("namespace")
+    if stage_ns and freight_ns and stage_ns != freight_ns:
+        return None  # another project's Freight, whatever its status says
     best: datetime | None = None
-    for request in (stage.get("spec") or {}).get("requestedFreight") or ():
-        wanted = request.get("origin") or {}
-        if wanted.get("name") != origin.get("name") or wanted.get("kind", "Warehouse") != (
-            origin.get("kind", "Warehouse")
-        ):
+    for request in _requests(stage):
+        if not _same_origin(request, freight):
             continue
+        if approval_of(freight, name_of(stage)) is not None:
+            return datetime.min.replace(tzinfo=UTC)
         sources = request.get("sources") or {}
         if sources.get("direct"):
             return datetime.min.replace(tzinfo=UTC)

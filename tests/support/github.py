@@ -671,6 +671,7 @@ class FakeGitHub:
         r.add_post(repo + "/issues/comments/{id:\\d+}/reactions", self.h_reaction)
         r.add_get(repo + "/compare/{basehead:.+}", self.h_compare)
         r.add_get(repo + "/commits/{ref:[^/]+}/check-runs", self.h_list_check_runs)
+        r.add_get(repo + "/commits/{ref:[^/]+}/pulls", self.h_commit_pulls)
         r.add_get(repo + "/commits/{ref:.+}", self.h_commit)
         r.add_get(repo + "/branches/{branch:.+}", self.h_branch)
         r.add_post(repo + "/git/commits", self.h_git_commit)
@@ -1136,6 +1137,28 @@ class FakeGitHub:
                 continue
             out.append(await asyncio.to_thread(self._pull_json, repo, pull))
         return web.json_response(out)
+
+    async def h_commit_pulls(self, request: web.Request) -> web.Response:
+        """List pull requests associated with a commit (``repos/list-pull-requests-associated-
+        with-commit``): the pull requests whose merge commit it is or whose commits hold it,
+        merged ones first; 422 for a commit the repository does not have, as GitHub answers."""
+        repo = self._repo_of(request)
+        ref = request.match_info["ref"]
+        sha = await asyncio.to_thread(self._resolve, repo, ref)
+        if sha is None:
+            raise ApiError(422, f"No commit found for SHA: {ref}")
+
+        def holds(pull: Pull) -> bool:
+            if pull.merge_commit_sha == sha or pull.head_sha == sha:
+                return True
+            listed = repo.git.git("rev-list", f"{pull.base_sha}..{pull.head_sha}")
+            return sha in listed.split()
+
+        found = []
+        for pull in sorted(repo.pulls.values(), key=lambda p: (not p.merged, p.number)):
+            if await asyncio.to_thread(holds, pull):
+                found.append(await asyncio.to_thread(self._pull_json, repo, pull))
+        return web.json_response(found)
 
     async def h_create_pull(self, request: web.Request) -> web.Response:
         repo = self._repo_of(request)

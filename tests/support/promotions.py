@@ -13,8 +13,8 @@ annotations and leave the outcome to the controller (the phase stays as it is); 
 a missing Promotion is ``NotFound``; failures come in :mod:`promoter.errors`' kinds only.
 End-to-end tests use ``ClusterPromotions`` with the real controller instead.
 
-Recording, one style: every request of the cluster (``promote``, ``abort``, ``reverify``,
-``create-freight``, ``refresh-warehouse``, ``wake-pr``) is a tuple in
+Recording, one style: every request of the cluster (``promote``, ``approve``, ``abort``,
+``reverify``, ``create-freight``, ``refresh-warehouse``, ``wake-pr``) is a tuple in
 :attr:`FakePromotions.actions`, in order, ``(verb, *arguments)`` as the port got them, e.g.
 ``("promote", namespace, stage, freight, actor)``; :meth:`FakePromotions.asked` lists one verb's
 arguments. What a front end records for itself (``annotate``, ``annotate_freight``) is not a
@@ -38,11 +38,12 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from promoter.chat.chatops import PromotionRef, Snapshot, not_available
+from promoter.chat.chatops import PromotionRef, Snapshot, not_approvable, not_available
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import InvalidInput, NotFound, Refused
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of, namespace_of
+from promoter.resources.stages import Approval, approval_of, approval_patch
 from tests.support import objects
 
 Listener = Callable[[dict[str, Any], dict[str, Any] | None], None]
@@ -280,6 +281,26 @@ class FakePromotions:
         self.actions.append(("reverify", namespace, stage, actor))
         request = ann.reverify(actor, self.clock.now())
         stage_obj["metadata"].setdefault("annotations", {}).update(request)
+
+    async def approve(self, namespace: str, stage: str, freight: str, *, actor: str) -> Approval:
+        """Writes ``status.approvedFor`` as the real port does; an existing approval stands
+        (and is no request)."""
+        self._faulty("approve")
+        stage_obj = self._find(self.stages, "Stage", namespace, stage)
+        freight_obj = self._find(self.freight, "Freight", namespace, freight)
+        refusal = not_approvable(stage_obj, freight_obj)
+        if refusal is not None:
+            raise Refused(refusal)
+        existing = approval_of(freight_obj, stage)
+        if existing is not None:
+            return existing
+        self.actions.append(("approve", namespace, stage, freight, actor))
+        patch = approval_patch(stage, actor, self.clock.now())["status"]["approvedFor"]
+        status = freight_obj.setdefault("status", {})
+        status["approvedFor"] = {**(status.get("approvedFor") or {}), **patch}
+        approval = approval_of(freight_obj, stage)
+        assert approval is not None
+        return approval
 
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         self._faulty("annotate")

@@ -16,6 +16,8 @@ into place only when the whole archive passed, so a refused archive leaves nothi
 ``tar`` follows Kargo's ``tar`` step (``inPath``, ``outPath``, ``ignore``, ``gzip``; no outputs):
 members are named relative to ``inPath`` (a file is archived under its base name), symlinks are
 archived as links, Kargo's size limits apply, and the archive replaces ``outPath`` in one rename.
+As in Kargo, ``.git`` is left out of an archive only when ``ignore`` is not given: rules given
+replace that default.
 """
 
 from __future__ import annotations
@@ -302,8 +304,9 @@ DEFAULT_ARCHIVE_LIMITS = ArchiveLimits()
 
 
 def _archive_ignore_rules(ignore: str) -> IgnoreRules:
-    # Kargo leaves out .git only when no rules are given; ours always do, like untar and copy.
-    return IgnoreRules(ignore)
+    """Kargo's tar rules (tar_creator.go, buildIgnoreMatcher): ``.git`` is left out only when no
+    rules are given; rules replace that default (a bundle may carry a ``.git`` on purpose)."""
+    return IgnoreRules(ignore, defaults=() if ignore.strip() else (".git",))
 
 
 def _tar_entries(source: Path, skip: Sequence[Path], rules: IgnoreRules) -> list[tuple[Path, str]]:
@@ -404,6 +407,9 @@ def _tar(
     if not in_raw or not out_raw:
         raise ConfigRefused(f"{TAR_KIND}: config.inPath and config.outPath must not be empty")
     ignore = cfg.str("ignore", "")
+    if "ignore" in config and not ignore:
+        # Kargo's schema: minLength 1 (leave the field out for the default).
+        raise ConfigRefused(f"{TAR_KIND}: config.ignore must not be empty")
     gzip = cfg.bool("gzip")
     source = ctx.path(in_raw, field_name="inPath")
     if not source.exists():

@@ -370,20 +370,31 @@ class _Update:
 
 
 def _read_updates(cfg: Config) -> list[_Update]:
+    """The updates of yaml-update and json-update, their keys split.
+
+    What Kargo's JSON schema checks (a key and a value in every update, a non-empty key) is a
+    refused config, ``Failed``, and is checked for every update first, as the schema is. A key
+    that then cannot be split (a bad escape, a stray colon, an empty part such as a trailing
+    dot) ends the step ``Errored``, as Kargo's ``SplitKey`` failing inside the edit does.
+    """
     items = cfg.items("updates", required=True)
     if not items:
         raise ConfigRefused(f"{cfg.kind}: config.updates must list at least one update")
-    updates = []
+    raw: list[tuple[str, Any, str]] = []
     for index, item in enumerate(items):
         key = item.str("key")
-        where = f"config.updates[{index}].key"
+        if not key:
+            raise ConfigRefused(f"{cfg.kind}: config.updates[{index}].key must not be empty")
+        if "value" not in item.data:
+            raise ConfigRefused(f"{cfg.kind}: config.updates[{index}].value is required")
+        raw.append((key, item.data["value"], f"config.updates[{index}].key"))
+    updates = []
+    for key, value, where in raw:
         try:
             parts = parse_key(key)
         except ValueError as err:
-            raise ConfigRefused(f"{cfg.kind}: {where} {key!r} {err}") from None
-        if "value" not in item.data:
-            raise ConfigRefused(f"{cfg.kind}: config.updates[{index}].value is required")
-        updates.append(_Update(key, parts, item.data["value"], where))
+            raise StepError(f"{cfg.kind}: {where} {key!r} {err}", terminal=True) from None
+        updates.append(_Update(key, parts, value, where))
     return updates
 
 
@@ -535,15 +546,17 @@ def _json_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     cfg = Config(kind, config)
     raw_path = cfg.str("path")
     updates = _read_updates(cfg)
+    path = _existing_file(ctx, kind, raw_path)
     for index, update in enumerate(updates):
         value = update.value
         if value is None or not isinstance(value, str | int | float | bool):
-            # Kargo's json-update sets scalar values only (string, number, boolean).
-            raise ConfigRefused(
+            # Kargo's json-update sets scalar values only (string, number, boolean); its schema
+            # takes any value, so another one fails the edit (Errored), not the config.
+            raise StepError(
                 f"{kind}: config.updates[{index}].value for {update.key!r} must "
-                f"be a string, number or boolean, got {type(value).__name__}"
+                f"be a string, number or boolean, got {type(value).__name__}",
+                terminal=True,
             )
-    path = _existing_file(ctx, kind, raw_path)
     original = _read_text(path, kind, raw_path)
     try:
         # Kargo (sjson) takes an empty file for an empty object.
@@ -836,12 +849,13 @@ class IgnoreRules:
 
     ``#`` comments, ``!`` negation, a trailing ``/`` for directories only, patterns with a ``/``
     anchored at the copied directory, ``*``, ``?``, ``[...]`` and ``**``. The last matching rule
-    wins; like git, nothing inside an ignored directory can be re-included.
+    wins; like git, nothing inside an ignored directory can be re-included. ``defaults`` come
+    before the given rules (``.git`` unless a step says otherwise).
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, defaults: Sequence[str] = (".git",)) -> None:
         self._rules: list[_IgnoreRule] = []
-        for line in [".git", *text.splitlines()]:
+        for line in [*defaults, *text.splitlines()]:
             line = line.rstrip()
             if not line or line.startswith("#"):
                 continue
