@@ -635,6 +635,9 @@ REST_PERMISSIONS: dict[tuple[str, str], tuple[str, str] | None] = {
     ("GET", "/repos/{owner}/{name}/pulls"): ("pull_requests", "read"),
     ("POST", "/repos/{owner}/{name}/pulls"): ("pull_requests", "write"),
     ("GET", "/repos/{owner}/{name}/pulls/{number}"): ("pull_requests", "read"),
+    # "List pull requests associated with a commit": pull requests, read (GitHub's fine-grained
+    # permissions for that endpoint).
+    ("GET", "/repos/{owner}/{name}/commits/{ref}/pulls"): ("pull_requests", "read"),
     ("PUT", "/repos/{owner}/{name}/pulls/{number}/merge"): ("contents", "write"),
     ("POST", "/repos/{owner}/{name}/issues/{number}/labels"): ("pull_requests", "write"),
     ("POST", "/repos/{owner}/{name}/issues/{number}/comments"): ("issues", "write"),
