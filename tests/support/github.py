@@ -63,7 +63,6 @@ import hashlib
 import hmac
 import itertools
 import json
-import os
 import re
 import secrets
 import time
@@ -83,6 +82,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from handlers.settings import GitHubSettings
 from tests.support.fixtures import GITHUB
+from tests.support.githttp import serve_git
 from tests.support.github_openapi import body_problems, operation_of
 from tests.support.gitrepo import RemoteRepo
 
@@ -947,45 +947,7 @@ class FakeGitHub:
         if denial is not None:
             return denial
         assert repo is not None
-        # aiohttp has already undone any Content-Encoding: gzip, so the CGI gets plain bytes.
-        body = await request.read()
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(repo.git.home),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null",
-            "GIT_PROJECT_ROOT": str(repo.git.path.parent),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": f"/{repo.git.path.name}/{match['rest']}",
-            "REQUEST_METHOD": request.method,
-            "QUERY_STRING": request.query_string,
-            "CONTENT_TYPE": request.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            # http-backend enables receive-pack (push) for an authenticated user.
-            "REMOTE_USER": "x-access-token",
-            "REMOTE_ADDR": "127.0.0.1",
-            "GIT_PROTOCOL": request.headers.get("Git-Protocol", ""),
-        }
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            "http-backend",
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, _ = await proc.communicate(body)
-        head, sep, payload = out.partition(b"\r\n\r\n")
-        if not sep:
-            head, _, payload = out.partition(b"\n\n")
-        status, headers = 200, {}
-        for line in head.decode("latin-1").splitlines():
-            key, _, value = line.partition(":")
-            if key.lower() == "status":
-                status = int(value.strip().split(" ", 1)[0])
-            elif key:
-                headers[key.strip()] = value.strip()
-        return web.Response(status=status, headers=headers, body=payload)
+        return await serve_git(request, repo.git, match["rest"], "x-access-token")
 
     # ---- apps -----------------------------------------------------------------------------------
 
