@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 
 from app.controller import kube as k
+from app.controller.credentials import ClusterCredentials
 from app.controller.warehouses.charts import ChartClient
 from app.controller.warehouses.credentials import DockerConfigCredentials, parse_docker_config
 from app.controller.warehouses.discover import Discoverer
@@ -25,7 +26,8 @@ from app.controller.warehouses.reconciler import WarehouseController
 from app.controller.warehouses.registry import OCIClient, RateLimited, RegistryError
 from app.controller.workqueue import RetryLater
 from handlers.client import GitHubClient
-from handlers.git_credentials import GitHubGitCredentials, GitHubRegistryCredentials
+from handlers.git_credentials import GitHubGitCredentials
+from promoter.ports.credentials import NO_CREDENTIALS, Credentials
 from promoter.warehouses.spec import parse_spec
 from tests.support import objects
 from tests.support.clock import FakeClock
@@ -48,9 +50,23 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
         yield s
 
 
-def discoverer(session: aiohttp.ClientSession, tmp_path: Path, **oci: Any) -> Discoverer:
-    client = OCIClient(session, **oci)
-    return Discoverer(client, ChartClient(session, client), GitSource(tmp_path / "git-cache"))
+def discoverer(
+    session: aiohttp.ClientSession, tmp_path: Path, credentials: Credentials = NO_CREDENTIALS
+) -> Discoverer:
+    client = OCIClient(session)
+    return Discoverer(
+        client, ChartClient(session, client), GitSource(tmp_path / "git-cache"), credentials
+    )
+
+
+def docker_config(path: Path, auths: Mapping[str, tuple[str, str]]) -> DockerConfigCredentials:
+    """The operator's config.json, as ``docker login`` writes it."""
+    entries = {
+        host: {"auth": base64.b64encode(f"{user}:{password}".encode()).decode()}
+        for host, (user, password) in auths.items()
+    }
+    path.write_text(json.dumps({"auths": entries}))
+    return DockerConfigCredentials(path)
 
 
 async def discover(d: Discoverer, *subscriptions: dict[str, Any]) -> dict[str, Any]:
@@ -134,8 +150,8 @@ async def test_token_auth_is_anonymous_first_then_a_bearer_token_with_credential
             await discover(anonymous, {"image": {"repoURL": repo}})
         assert PASSWORD not in str(refused.value)
         assert tokens.anonymous_refused == 1
-        creds = {registry.host: (USERNAME, PASSWORD)}
-        d = discoverer(session, tmp_path, credentials=creds.get)
+        creds = docker_config(tmp_path / "config.json", {registry.host: (USERNAME, PASSWORD)})
+        d = discoverer(session, tmp_path, ClusterCredentials(None, docker_config=creds))
         issued = tokens.issued
         found = await discover(d, {"image": {"repoURL": repo}})
         assert found["images"][0]["references"][0]["tag"] == "1.0.0"
@@ -154,7 +170,7 @@ async def test_credentials_come_from_a_docker_config_json_reread_when_it_changes
         config = tmp_path / "config.json"
         config.write_text(json.dumps({"auths": {"other.example.com": {"auth": "eDp5"}}}))
         os.utime(config, (1, 1))
-        creds = DockerConfigCredentials(config)
+        creds = ClusterCredentials(None, docker_config=DockerConfigCredentials(config))
         with pytest.raises(RegistryError, match="token request"):
             await discover(
                 discoverer(session, tmp_path, credentials=creds), {"image": {"repoURL": repo}}
@@ -189,8 +205,8 @@ async def test_a_ghcr_package_is_read_with_the_github_apps_installation_token(
         client = GitHubClient(fake.settings())
         await client.start()
         try:
-            source = GitHubRegistryCredentials(GitHubGitCredentials(client), (registry.host,))
-            d = discoverer(session, tmp_path, token_source=source)
+            app = GitHubGitCredentials(client, registries=(registry.host,))
+            d = discoverer(session, tmp_path, ClusterCredentials(None, app=app))
             found = await discover(d, {"image": {"repoURL": registry.repo("acme/app")}})
             assert found["images"][0]["references"][0]["tag"] == "1.0.0"
             assert fake.tokens_issued == 1
@@ -567,13 +583,13 @@ class StallsOnce(Discoverer):
         self.stalled = asyncio.Event()
 
     async def discover(
-        self, spec: Any, last: Mapping[str, Any] | None, now: dt.datetime
+        self, spec: Any, last: Mapping[str, Any] | None, now: dt.datetime, project: str = ""
     ) -> dict[str, Any]:
         self.calls += 1
         if self.calls == 1:
             self.stalled.set()
             await asyncio.Event().wait()
-        return await super().discover(spec, last, now)
+        return await super().discover(spec, last, now, project)
 
 
 async def test_a_discovery_cut_short_by_a_lost_leadership_runs_under_the_next(

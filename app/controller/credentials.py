@@ -49,11 +49,11 @@ AppTokens = Callable[[GitHubAppKey, str], Awaitable[Credential]]
 
 class ClusterCredentials:
     """:class:`~promoter.ports.credentials.Credentials` over Secrets, the App and the
-    operator's files."""
+    operator's files (without ``kube``: the App and the files only)."""
 
     def __init__(
         self,
-        kube: k.Kube,
+        kube: k.Kube | None,
         *,
         global_namespace: str | None = None,
         allow_http: bool = False,
@@ -73,7 +73,7 @@ class ClusterCredentials:
     async def get(self, project: str, kind: CredentialType, repo_url: str) -> Credential | None:
         for source, namespace in lookup_order(project, self.global_namespace):
             if source in (Source.PROJECT, Source.GLOBAL):
-                if refused_over_http(repo_url, self.allow_http):
+                if self.kube is None or refused_over_http(repo_url, self.allow_http):
                     continue
                 secret = find_secret(await self._secrets(namespace, kind, repo_url), kind, repo_url)
                 if secret is None:
@@ -94,6 +94,7 @@ class ClusterCredentials:
     ) -> list[RepoSecret]:
         """The namespace's Secrets of ``kind``: one labelled list per label name."""
         found: dict[str, RepoSecret] = {}
+        assert self.kube is not None
         for selector in label_selectors(kind):
             try:
                 items, _ = await self.kube.list(k.SECRETS, namespace, label_selector=selector)
