@@ -250,8 +250,9 @@ class SecretAppTokens:
         return Credential(SECRET_APP_USERNAME, token)
 
 
-# Kargo's username for an App installation token (GitHub ignores it; x-access-token works too).
-SECRET_APP_USERNAME = "kargo"
+# GitHub's documented username for an installation token (Kargo sends "kargo", which GitHub
+# happens to accept too).
+SECRET_APP_USERNAME = TOKEN_USERNAME
 
 
 def _seconds_left(expires_at: str, clock: Clock) -> float:

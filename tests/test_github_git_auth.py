@@ -11,6 +11,7 @@ Promotion. A token GitHub no longer accepts fails the step with a message that d
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import json
@@ -22,16 +23,19 @@ from typing import Any
 import pytest
 
 from app.controller import kube as k
+from app.controller.credentials import ClusterCredentials
 from handlers.client import RetryPolicy
-from handlers.git_credentials import GitHubGitCredentials, github_repo
+from handlers.git_credentials import GitHubGitCredentials, SecretAppTokens, github_repo
 from handlers.pull_requests import GitHubPullRequests
 from promoter.errors import StepError
+from promoter.ports.credentials import CredentialType
 from promoter.steps.base import GitSettings, StepContext, StepServices
 from promoter.steps.git import git_clone
 from promoter.steps.github import STEPS as GITHUB_STEPS
 from tests.support import objects
 from tests.support.controller import Gate, registry_with, running_controller, wait_terminal
 from tests.support.github_env import GitHubEnv, running_github_env
+from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
 from tests.support.steps import make_context
 
@@ -299,3 +303,52 @@ async def test_a_repository_the_app_is_not_installed_on_gets_no_token(env: GitHu
     found = await credentials(env.git_url)
     assert found is not None and found.username == "x-access-token"
     assert found.password in issued_tokens(env)
+
+
+async def test_a_github_app_in_a_project_secret_clones_with_a_token_for_that_repository(
+    env: GitHubEnv,
+) -> None:
+    # Kargo's GitHub App Secret (the key base64-encoded, as Kargo once required): its token is
+    # minted for the one repository, not the whole installation.
+    env.fake.add_repo("example/other", make_remote(env.tmp, {"a": "1\n"}, name="other"))
+    key = base64.b64encode(env.fake.private_key.encode()).decode()
+    data = {
+        "repoURL": f"^{env.fake.url}/example/",
+        "repoURLIsRegex": "true",
+        "githubAppID": str(env.fake.app_id),
+        "githubAppInstallationID": "1",
+        "githubAppPrivateKey": key,
+    }
+    async with running_apiserver(namespaces=[NS]) as server:
+        kube = k.Kube(server.api_client())
+        await kube.create(
+            k.SECRETS,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": "github-app",
+                    "namespace": NS,
+                    "labels": {"kargo.akuity.io/cred-type": "git"},
+                },
+                "data": {k_: base64.b64encode(v.encode()).decode() for k_, v in data.items()},
+            },
+        )
+        tokens = SecretAppTokens(configured=env.fake.settings())
+        credentials = ClusterCredentials(kube, allow_http=True, app_tokens=tokens)
+        base = make_context(env.tmp, git_env=HERMETIC, work_dir=env.tmp / "secret-app")
+        ctx = dataclasses.replace(
+            base,
+            project=NS,
+            services=StepServices(git=GitSettings(env=HERMETIC, credentials=credentials)),
+        )
+        try:
+            await git_clone(ctx, _clone_config(env.git_url))
+            assert (ctx.work_dir / "out" / "staging" / "version.txt").read_text() == "old\n"
+            [token] = env.fake.tokens
+            assert env.fake.token_repos[token] == {"gitops"}
+            # The same App, another project: no Secret there, no token.
+            assert await credentials.get("elsewhere", CredentialType.GIT, env.git_url) is None
+        finally:
+            await tokens.close()
+    assert refused_only_challenges(env)

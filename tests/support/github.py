@@ -350,6 +350,8 @@ class FakeGitHub:
         self.token_ttl = token_ttl
         self.repos: dict[str, Repo] = {}
         self.tokens: dict[str, tuple[int, float]] = {}
+        # Tokens narrowed to some repositories of their installation (by name).
+        self.token_repos: dict[str, set[str]] = {}
         self.teams: dict[tuple[str, str], set[str]] = {}
         self.faults = Faults()
         self.log: list[Logged] = []
@@ -933,6 +935,8 @@ class FakeGitHub:
             return web.Response(status=401, headers=challenge, text="Invalid username or token.\n")
         if repo is None or repo.installation != issued[0]:
             return web.Response(status=404, text="Repository not found.\n")
+        if token in self.token_repos and repo.name.lower() not in self.token_repos[token]:
+            return web.Response(status=404, text="Repository not found.\n")
         return None
 
     async def h_git(self, request: web.Request) -> web.StreamResponse:
@@ -955,7 +959,17 @@ class FakeGitHub:
         installation = int(request.match_info["id"])
         if not any(r.installation == installation for r in self.repos.values()):
             raise ApiError(404, "Not Found")
+        # The documented body: "repositories" (names, not owner/name) narrows the token to those
+        # repositories of the installation; a name it does not hold is a 422.
+        body = await request.read()
+        names = (json.loads(body) if body else {}).get("repositories")
+        held = {r.name.lower() for r in self.repos.values() if r.installation == installation}
+        if names is not None and not {str(n).lower() for n in names} <= held:
+            raise ApiError(422, "There is at least one repository that does not exist or is not "
+                                "accessible to the parent installation.")  # fmt: skip
         token = "ghs_" + secrets.token_hex(16)
+        if names is not None:
+            self.token_repos[token] = {str(n).lower() for n in names}
         expires = time.time() + self.token_ttl
         self.tokens[token] = (installation, expires)
         self.tokens_issued += 1
