@@ -562,6 +562,44 @@ class FakeGitHub:
         data["owner"] = {**data["owner"], "login": repo.owner}
         return data
 
+    def push_payload(self, full_name: str, branch: str, before: str) -> dict[str, Any]:
+        """The ``push`` event GitHub sends after ``branch`` moved from ``before`` to its head
+        (one commit listed: the head, with the paths it changed)."""
+        repo = self.repo(full_name)
+        payload = fixture("push.with-new-branch")
+        head = repo.git.head(branch)
+        assert head is not None
+        message = repo.git.git("log", "-1", "--format=%B", head)
+        paths = repo.git.git("diff-tree", "--no-commit-id", "--name-only", "-r", "--root", head)
+        commit = {
+            **payload["head_commit"],
+            "id": head,
+            "message": message,
+            "url": f"{repo.html_url}/commit/{head}",
+            "added": [],
+            "modified": paths.splitlines(),
+        }
+        payload.update(
+            {
+                "ref": f"refs/heads/{branch}",
+                "before": before,
+                "after": head,
+                "created": False,
+                "base_ref": None,
+                "compare": f"{repo.html_url}/compare/{before[:12]}...{head[:12]}",
+                # On this GitHub's own host (as an Enterprise server sends it): where git is.
+                "repository": {
+                    **self._repository_json(repo),
+                    "html_url": f"{self.url}/{repo.full_name}",
+                    "clone_url": self.git_url(full_name),
+                },
+                "installation": {"id": repo.installation},
+                "commits": [commit],
+                "head_commit": commit,
+            }
+        )
+        return payload
+
     def pr_payload(self, full_name: str, number: int, action: str) -> dict[str, Any]:
         repo = self.repo(full_name)
         payload = fixture("pull_request.closed.with-organization")
