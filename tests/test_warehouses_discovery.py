@@ -297,6 +297,62 @@ async def test_a_registry_429_blocks_its_host_for_retry_after_on_the_injected_cl
     assert asked == 2
 
 
+async def test_private_chart_repositories_are_read_with_the_projects_helm_secrets(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """A classic repository that wants Basic auth, and an OCI chart on a registry that does
+    (htpasswd), each opened by a ``cred-type: helm`` Secret of the project only."""
+    index = "apiVersion: v1\nentries:\n  app:\n  - version: 1.2.3\n"
+    basic = "Basic " + base64.b64encode(b"charts:chart-pa55").decode()
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != basic:
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="charts"'})
+        return web.Response(text=index)
+
+    app = web.Application()
+    app.router.add_get("/charts/index.yaml", handle)
+
+    def helm_secret(name: str, repo_url: str, user: str, password: str) -> dict[str, Any]:
+        data = {"repoURL": repo_url, "username": user, "password": password}
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": "team-a",
+                         "labels": {"kargo.akuity.io/cred-type": "helm"}},
+            "data": {k_: base64.b64encode(v.encode()).decode() for k_, v in data.items()},
+        }  # fmt: skip
+
+    async with (
+        serving(app) as charts,
+        running_registry(tmp_path, htpasswd=("robot", "oci-pa55")) as registry,
+        running_apiserver(namespaces=["team-a", "team-b"]) as api,
+    ):
+        await registry.push_chart("charts/app", "2.0.0")
+        oci_url = f"oci://{registry.repo('charts/app')}"
+        kube = k.Kube(api.api_client())
+        await kube.create(k.SECRETS, helm_secret("charts", f"{charts}/charts", "charts",
+                                                 "chart-pa55"))  # fmt: skip
+        await kube.create(k.SECRETS, helm_secret("oci", oci_url, "robot", "oci-pa55"))
+        credentials = ClusterCredentials(kube, allow_http=True)
+        d = discoverer(session, tmp_path, credentials)
+        spec = parse_spec(
+            {
+                "subscriptions": [
+                    {"chart": {"repoURL": f"{charts}/charts", "name": "app"}},
+                    {"chart": {"repoURL": oci_url}},
+                ]
+            }
+        )
+        found = await d.discover(spec, None, NOW, project="team-a")
+        assert [c["versions"] for c in found["charts"]] == [["1.2.3"], ["2.0.0"]]
+        with pytest.raises(RegistryError, match=f"no credentials for {charts}/charts"):
+            await d.discover(spec, None, NOW, project="team-b")
+        oci_only = parse_spec({"subscriptions": [{"chart": {"repoURL": oci_url}}]})
+        with pytest.raises(RegistryError, match=f"no credentials for {oci_url}"):
+            await d.discover(oci_only, None, NOW, project="team-b")
+
+
 async def test_oci_and_http_chart_repositories(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
