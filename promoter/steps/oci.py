@@ -13,9 +13,11 @@
   is the source's.
 
 Registries are reached through the port the server provides (app/controller/oci.py, over the
-Warehouses' OCI client), with credentials from the operator's configuration, never from
-manifests; the local runner has none, and the steps say so. Messages and errors follow Kargo's
-(pkg/promotion/runner/builtin/oci_downloader.go, oci_pusher.go).
+Warehouses' OCI client), with the Promotion's project's credentials (its ``image`` Secrets, or
+``helm`` ones for an ``oci://`` chart, then the shared ones, the GitHub App, the operator's
+``config.json``), never from manifests; the local runner has none, and the steps say so.
+Messages and errors follow Kargo's (pkg/promotion/runner/builtin/oci_downloader.go,
+oci_pusher.go).
 """
 
 from __future__ import annotations
