@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from app.controller import kube as k
+from app.controller.credentials import ClusterCredentials
 from app.controller.leader import LeaderElector
 from app.controller.oci import Registries
 from app.controller.promotions import ClusterPromotions, DeferredPromotions
@@ -26,18 +27,18 @@ from app.controller.warehouses.reconciler import (
     WarehouseController,
     start_warehouse_controller,
 )
-from app.controller.warehouses.registry import Credentials, TokenSource
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.logs import REDACTOR
 from app.metrics import Metrics
 from app.receivers.routes import Receivers, setup_receivers
 from app.settings import Settings
 from app.ui.pages import setup_pages
-from handlers.git_credentials import GitHubRegistryCredentials
+from handlers.git_credentials import GitHubGitCredentials, SecretAppTokens
 from handlers.webhook import setup_github
 from promoter.clock import SYSTEM, Clock
+from promoter.ports.credentials import NO_CREDENTIALS, Credentials
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
-from promoter.steps.base import GitCredentials, GitSettings, HttpSettings, StepServices
+from promoter.steps.base import GitSettings, HttpSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
 from slack.app import setup_slack
 
@@ -65,10 +66,11 @@ class ServerState:
     listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
         default_factory=list
     )
-    # Git over HTTPS to the GitHub App's repositories uses its installation tokens.
-    git_credentials: GitCredentials | None = None
-    # And so do ghcr.io packages Warehouses subscribe to.
-    registry_tokens: TokenSource | None = None
+    # The GitHub App's installation tokens: its repositories and ghcr.io packages, after the
+    # project's Secrets and the global credentials namespace (app/controller/credentials.py).
+    github_app: GitHubGitCredentials | None = None
+    # The one credentials port every consumer asks, attached once the cluster is known.
+    credentials: Credentials = NO_CREDENTIALS
     stage_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = field(
         default_factory=list
     )
@@ -157,8 +159,7 @@ def create_app(
         )
         extra.setdefault("github", github.pull_requests)
         extra.setdefault("github-git", github.git_database)
-        state.git_credentials = github.git_credentials
-        state.registry_tokens = GitHubRegistryCredentials(github.git_credentials)
+        state.github_app = github.git_credentials
         state.listeners.append(github.on_promotion)
         state.stage_listeners.append(github.on_stage)
     if settings.slack is not None:
@@ -174,9 +175,8 @@ def _services(
     settings: Settings,
     kube: k.Kube,
     extra: Mapping[str, Any],
-    credentials: GitCredentials | None = None,
+    credentials: Credentials = NO_CREDENTIALS,
     telemetry: Telemetry = NO_TELEMETRY,
-    registry_credentials: Credentials | None = None,
 ) -> StepServices:
     env = {"GIT_CONFIG_GLOBAL": str(settings.git_config)} if settings.git_config else {}
     return StepServices(
@@ -195,7 +195,7 @@ def _services(
             max_download_bytes=settings.http_max_download_bytes,
         ),
         ui_base_url=settings.ui.public_url or "",
-        oci=Registries(registry_credentials),
+        oci=Registries(credentials),
         shared_namespace=settings.shared_resources_namespace,
         extra=dict(extra),
         telemetry=telemetry,
@@ -231,15 +231,27 @@ async def _start(
         )
     state.kube = kube
     stack.push_async_callback(kube.close)
-    # One reader of the operator's docker config.json for Warehouses and the oci steps.
-    registry_credentials = (
-        DockerConfigCredentials(settings.registry_auth_file)
-        if settings.registry_auth_file
-        else None
+    # The one credentials port: the project's Secrets, the global credentials namespace, the
+    # GitHub App, the operator's docker config.json (and, for git, its gitconfig). Warehouses,
+    # the git steps and the oci steps all ask it.
+    app_tokens = SecretAppTokens(
+        configured=settings.github, clock=state.clock, on_token=REDACTOR.add
     )
-    services = _services(
-        settings, kube, extra, state.git_credentials, state.metrics, registry_credentials
+    stack.push_async_callback(app_tokens.close)
+    state.credentials = ClusterCredentials(
+        kube,
+        global_namespace=settings.global_credentials_namespace,
+        allow_http=settings.allow_credentials_over_http,
+        app=state.github_app,
+        app_tokens=app_tokens,
+        docker_config=(
+            DockerConfigCredentials(settings.registry_auth_file)
+            if settings.registry_auth_file
+            else None
+        ),
+        on_secret=REDACTOR.add,
     )
+    services = _services(settings, kube, extra, state.credentials, state.metrics)
     if isinstance(services.oci, Registries):
         stack.push_async_callback(services.oci.close)
     controller = Controller(
@@ -269,8 +281,8 @@ async def _start(
         settings.work_dir,
         stack,
         namespace=settings.watch_namespace,
-        credentials=registry_credentials,
-        token_source=state.registry_tokens,
+        credentials=state.credentials,
+        git_config=settings.git_config,
         clock=state.clock,
         on_reconcile=state.metrics.on_warehouse_reconcile,
     )

@@ -92,6 +92,15 @@ def _namespace(env: Mapping[str, str], name: str, default: str) -> str:
     return raw
 
 
+def _global_credentials(env: Mapping[str, str], shared: str) -> str | None:
+    """LONGSHOREMAN_GLOBAL_CREDENTIALS_NAMESPACE: unset -> the shared resources namespace (as
+    Kargo 1.9 merged the two); set empty -> no global credentials at all."""
+    name = "LONGSHOREMAN_GLOBAL_CREDENTIALS_NAMESPACE"
+    if name not in env:
+        return shared
+    return _namespace(env, name, "") or None
+
+
 def _registry_auth(env: Mapping[str, str], name: str) -> Path | None:
     path = _path(env, name, must_exist=True)
     if path is not None:
@@ -133,6 +142,13 @@ class Settings:
     watch_namespace: str | None = None
     # Where sharedSecret() and sharedConfigMap() read (Kargo's SHARED_RESOURCES_NAMESPACE).
     shared_resources_namespace: str = DEFAULT_SHARED_NAMESPACE
+    # Repository credentials every project may use, after its own (Kargo's
+    # --global-credentials-namespace; since Kargo 1.9 its shared resources namespace, which is
+    # the default here too). Empty: none.
+    global_credentials_namespace: str | None = DEFAULT_SHARED_NAMESPACE
+    # Kargo's ALLOW_CREDENTIALS_OVER_HTTP: credential Secrets are never used for http:// URLs
+    # unless this is on.
+    allow_credentials_over_http: bool = False
     leader_election: bool = False
     # Warehouses discover artifacts (poll their registries and repositories, and on refresh).
     # Off: Freight comes only from kubectl and chat; `--demo` turns it off so nothing leaves
@@ -227,6 +243,9 @@ class Settings:
                 f"(got {retry_period:g} < {renew_deadline:g} < {lease_duration:g})"
             )
         seed = env.get("EMBEDDED_SEED")
+        shared = _namespace(
+            env, "LONGSHOREMAN_SHARED_RESOURCES_NAMESPACE", DEFAULT_SHARED_NAMESPACE
+        )
         try:
             github = GitHubSettings.from_env(env)
             slack = SlackSettings.optional_from_env(env)
@@ -258,8 +277,10 @@ class Settings:
             embedded_state_file=_path(env, "EMBEDDED_STATE_FILE"),
             embedded_seed=tuple(Path(p) for p in seed.split(os.pathsep) if p) if seed else (),
             watch_namespace=env.get("WATCH_NAMESPACE") or None,
-            shared_resources_namespace=_namespace(
-                env, "LONGSHOREMAN_SHARED_RESOURCES_NAMESPACE", DEFAULT_SHARED_NAMESPACE
+            shared_resources_namespace=shared,
+            global_credentials_namespace=_global_credentials(env, shared),
+            allow_credentials_over_http=_bool(
+                env, "LONGSHOREMAN_ALLOW_CREDENTIALS_OVER_HTTP", False
             ),
             leader_election=_bool(env, "LEADER_ELECTION", defaults.leader_election),
             warehouse_discovery=_bool(env, "WAREHOUSE_DISCOVERY", defaults.warehouse_discovery),

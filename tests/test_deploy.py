@@ -32,6 +32,7 @@ import yaml
 
 from app.__main__ import build_parser
 from app.controller import kube as k
+from app.controller.credentials import ClusterCredentials
 from app.controller.leader import LeaderElector
 from app.controller.promotions import ClusterPromotions
 from app.controller.warehouses.reconciler import start_warehouse_controller
@@ -42,6 +43,7 @@ from app.settings import Settings
 from handlers.routing import ROUTER
 from handlers.webhook import WEBHOOK_PATH
 from promoter.chat.chatops import APPROVE_SLASH, SLASH
+from promoter.ports.credentials import CredentialType
 from slack.app import EVENTS_PATH
 from tests.support import objects
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
@@ -50,7 +52,7 @@ from tests.support.fixtures import analysis_template
 from tests.support.github import FakeGitHub, app_private_key
 from tests.support.kube import running_apiserver
 from tests.support.kustomize import build, load_documents
-from tests.support.rbac import Rbac, ServiceAccount, attributes_of, authorizing_proxy
+from tests.support.rbac import Attributes, Rbac, ServiceAccount, attributes_of, authorizing_proxy
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
 from tests.support.slack import FakeSlack
 from tests.support.waiting import eventually
@@ -59,6 +61,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 BASE = DEPLOY / "base"
 OVERLAY = DEPLOY / "overlays" / "example"
+# One RoleBinding per namespace whose Secrets the controller may read (applied beside the overlay).
+ACCESS = tuple(OVERLAY / "access" / ns for ns in ("kargo-demo", "kargo-shared-resources"))
 SECRET_TEMPLATE = BASE / "secret-template.yaml"
 # The oldest Kubernetes minor we support and the newest the bundled schemas know.
 KUBERNETES_VERSIONS = ("1.29", kubernetes_validate.latest_version())
@@ -109,7 +113,7 @@ def plain_env(container: dict[str, Any], **field_values: str) -> dict[str, str]:
 
 
 def all_manifests() -> Iterator[tuple[str, dict[str, Any]]]:
-    for directory in (BASE, OVERLAY):
+    for directory in (BASE, OVERLAY, *ACCESS):
         for obj in rendered(directory):
             yield f"{directory.relative_to(ROOT)}: {obj['kind']}/{obj['metadata']['name']}", obj
     for obj in load_documents(SECRET_TEMPLATE):
@@ -463,6 +467,20 @@ def test_request_attributes_follow_kube_apiservers_request_info() -> None:
     assert attributes_of("GET", "/version") is None and attributes_of("GET", "/apis") is None
 
 
+def test_secrets_are_granted_only_in_the_namespaces_the_access_kustomizations_name() -> None:
+    overlay = rendered(OVERLAY)
+    deployment = one(overlay, "Deployment")
+    user = ServiceAccount("longshoreman", deployment["metadata"]["namespace"])
+    rbac = Rbac.from_objects(overlay + [o for d in ACCESS for o in rendered(d)], user)
+    for verb in ("get", "list"):
+        for ns, allowed in [("kargo-demo", True), ("kargo-shared-resources", True),
+                            ("other-team", False), (None, False)]:  # fmt: skip
+            attributes = Attributes(verb, "", "secrets", ns, "x" if verb == "get" else None)
+            assert rbac.allows(attributes) is allowed, attributes
+    # Never watched: nothing keeps Secrets in memory.
+    assert not rbac.allows(Attributes("watch", "", "secrets", "kargo-demo"))
+
+
 async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
     tmp_path: Path,
 ) -> None:
@@ -470,12 +488,14 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
     deployment = one(overlay, "Deployment")
     namespace = deployment["metadata"]["namespace"]
     user = ServiceAccount(deployment["spec"]["template"]["spec"]["serviceAccountName"], namespace)
-    rbac = Rbac.from_objects(overlay, user)
+    rbac = Rbac.from_objects(overlay + [o for d in ACCESS for o in rendered(d)], user)
     env = plain_env(
         container_of(deployment),
         **{"metadata.name": "unused", "metadata.namespace": namespace},
     )
-    async with running_apiserver(namespaces=[NS, "argocd", namespace]) as api:
+    async with running_apiserver(
+        namespaces=[NS, "argocd", namespace, "kargo-shared-resources"]
+    ) as api:
         # The test, the fake Argo CD and the fake Argo Rollouts have their own, unchecked access.
         admin = k.Kube(api.api_client())
         await seed(admin, [ROOT / "examples" / "kargo-demo" / "project.yaml"])
@@ -562,6 +582,11 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
                         subscriptions=[{"image": {"repoURL": "x", "allowTags": "v"}}],
                     ),
                 )
+                # Repository credentials: the project's labelled Secrets, then the shared ones.
+                credentials = ClusterCredentials(
+                    controller.kube, global_namespace="kargo-shared-resources"
+                )
+                assert await credentials.get(NS, CredentialType.GIT, "https://x.example/a") is None
                 async with contextlib.AsyncExitStack() as stack:
                     warehouses = await start_warehouse_controller(
                         controller.kube, tmp_path / "warehouses", stack

@@ -11,6 +11,7 @@ Promotion. A token GitHub no longer accepts fails the step with a message that d
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import json
@@ -22,16 +23,19 @@ from typing import Any
 import pytest
 
 from app.controller import kube as k
+from app.controller.credentials import ClusterCredentials
 from handlers.client import RetryPolicy
-from handlers.git_credentials import GitHubGitCredentials, github_repo
+from handlers.git_credentials import GitHubGitCredentials, SecretAppTokens, github_repo
 from handlers.pull_requests import GitHubPullRequests
 from promoter.errors import StepError
+from promoter.ports.credentials import CredentialType
 from promoter.steps.base import GitSettings, StepContext, StepServices
 from promoter.steps.git import git_clone
 from promoter.steps.github import STEPS as GITHUB_STEPS
 from tests.support import objects
 from tests.support.controller import Gate, registry_with, running_controller, wait_terminal
 from tests.support.github_env import GitHubEnv, running_github_env
+from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
 from tests.support.steps import make_context
 
@@ -92,6 +96,20 @@ def issued_tokens(env: GitHubEnv) -> list[str]:
     return list(env.fake.tokens)
 
 
+def refused_only_challenges(env: GitHubEnv) -> bool:
+    """Git sends no credentials until the server asks (our credential helper answers a 401):
+    every refused request is such a first ``info/refs``, and the next one got in."""
+    requests = env.fake.git_requests
+    for i, request in enumerate(requests):
+        if request.allowed:
+            continue
+        if not request.path.endswith("/info/refs") or i + 1 >= len(requests):
+            return False
+        if not requests[i + 1].allowed or requests[i + 1].path != request.path:
+            return False
+    return bool(requests) and requests[-1].allowed
+
+
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
     async with running_github_env(
@@ -135,7 +153,7 @@ async def test_tokens_are_renewed_before_they_expire_and_each_one_works(env: Git
     env.skew = 56 * 60
     await git_clone(context(env, "second"), _clone_config(env.git_url))
     assert env.fake.tokens_issued == 2
-    assert all(r.allowed for r in env.fake.git_requests)
+    assert refused_only_challenges(env)
 
 
 async def test_a_token_github_no_longer_accepts_fails_without_showing_it(
@@ -236,7 +254,7 @@ async def test_a_promotion_clones_pushes_and_opens_a_pr_with_the_installation_to
     assert env.git.read_file(branch, "staging/version.txt") == "new\n"
     pulls = env.fake.repo("example/gitops").pulls
     assert [(p.head, p.base) for p in pulls.values()] == [(branch, "main")]
-    assert env.fake.git_requests and all(r.allowed for r in env.fake.git_requests)
+    assert refused_only_challenges(env)
     pushes = [r for r in env.fake.git_requests if r.path.endswith("/git-receive-pack")]
     assert pushes, "the branch went over smart HTTP"
 
@@ -247,29 +265,31 @@ async def test_a_promotion_clones_pushes_and_opens_a_pr_with_the_installation_to
     assert env.git.head(branch) == done["status"]["state"]["push"]["commit"]
 
 
-def test_the_header_goes_after_an_operators_own_config_entries() -> None:
+def test_our_credential_helper_goes_after_an_operators_own_config_entries() -> None:
+    from promoter.ports.gitcmd import CREDENTIAL_HELPER, credential_env
     from promoter.steps.base import GitCredential
-    from promoter.steps.git import credential_env
 
     operator = {
         "GIT_CONFIG_COUNT": "1",
         "GIT_CONFIG_KEY_0": "http.proxy",
         "GIT_CONFIG_VALUE_0": "http://proxy:3128",
     }
-    found = credential_env(
-        operator, "https://GitHub.com:443/o/r.git", GitCredential("x-access-token", "ghs_s3cret")
-    )
-    assert found is not None
-    added, secrets = found
-    # base64("x-access-token:ghs_s3cret")
-    blob = "eC1hY2Nlc3MtdG9rZW46Z2hzX3MzY3JldA=="
+    added = credential_env(operator, "https://GitHub.com:443/o/r.git", "x-access-token", "ghs_s3")
+    # For that server only: the helper list emptied (an operator's helpers do not answer
+    # first), then ours, which reads the two variables of this one git process.
     assert added == {
-        "GIT_CONFIG_COUNT": "2",
-        "GIT_CONFIG_KEY_1": "http.https://github.com:443/.extraHeader",
-        "GIT_CONFIG_VALUE_1": f"Authorization: Basic {blob}",
+        "GIT_CONFIG_COUNT": "3",
+        "GIT_CONFIG_KEY_1": "credential.https://github.com:443/.helper",
+        "GIT_CONFIG_VALUE_1": "",
+        "GIT_CONFIG_KEY_2": "credential.https://github.com:443/.helper",
+        "GIT_CONFIG_VALUE_2": CREDENTIAL_HELPER,
+        "LONGSHOREMAN_GIT_USERNAME": "x-access-token",
+        "LONGSHOREMAN_GIT_PASSWORD": "ghs_s3",
     }
-    assert set(secrets) == {"ghs_s3cret", blob}
-    assert credential_env({}, "ssh://git@github.com/o/r.git", GitCredential("u", "p")) is None
+    assert "ghs_s3" not in CREDENTIAL_HELPER
+    assert credential_env({}, "ssh://git@github.com/o/r.git", "u", "p") is None
+    with pytest.raises(ValueError, match="line break"):
+        credential_env({}, "https://github.com/o/r.git", "u", "p\nprotocol=evil")
     assert "ghs_s3cret" not in repr(GitCredential("x-access-token", "ghs_s3cret"))
 
 
@@ -283,3 +303,52 @@ async def test_a_repository_the_app_is_not_installed_on_gets_no_token(env: GitHu
     found = await credentials(env.git_url)
     assert found is not None and found.username == "x-access-token"
     assert found.password in issued_tokens(env)
+
+
+async def test_a_github_app_in_a_project_secret_clones_with_a_token_for_that_repository(
+    env: GitHubEnv,
+) -> None:
+    # Kargo's GitHub App Secret (the key base64-encoded, as Kargo once required): its token is
+    # minted for the one repository, not the whole installation.
+    env.fake.add_repo("example/other", make_remote(env.tmp, {"a": "1\n"}, name="other"))
+    key = base64.b64encode(env.fake.private_key.encode()).decode()
+    data = {
+        "repoURL": f"^{env.fake.url}/example/",
+        "repoURLIsRegex": "true",
+        "githubAppID": str(env.fake.app_id),
+        "githubAppInstallationID": "1",
+        "githubAppPrivateKey": key,
+    }
+    async with running_apiserver(namespaces=[NS]) as server:
+        kube = k.Kube(server.api_client())
+        await kube.create(
+            k.SECRETS,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": "github-app",
+                    "namespace": NS,
+                    "labels": {"kargo.akuity.io/cred-type": "git"},
+                },
+                "data": {k_: base64.b64encode(v.encode()).decode() for k_, v in data.items()},
+            },
+        )
+        tokens = SecretAppTokens(configured=env.fake.settings())
+        credentials = ClusterCredentials(kube, allow_http=True, app_tokens=tokens)
+        base = make_context(env.tmp, git_env=HERMETIC, work_dir=env.tmp / "secret-app")
+        ctx = dataclasses.replace(
+            base,
+            project=NS,
+            services=StepServices(git=GitSettings(env=HERMETIC, credentials=credentials)),
+        )
+        try:
+            await git_clone(ctx, _clone_config(env.git_url))
+            assert (ctx.work_dir / "out" / "staging" / "version.txt").read_text() == "old\n"
+            [token] = env.fake.tokens
+            assert env.fake.token_repos[token] == {"gitops"}
+            # The same App, another project: no Secret there, no token.
+            assert await credentials.get("elsewhere", CredentialType.GIT, env.git_url) is None
+        finally:
+            await tokens.close()
+    assert refused_only_challenges(env)

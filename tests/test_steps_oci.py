@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from app.controller.credentials import ClusterCredentials
 from app.controller.oci import Registries
 from app.controller.warehouses.credentials import DockerConfigCredentials
 from app.settings import Settings, SettingsError
@@ -169,7 +170,9 @@ async def test_credentials_come_from_the_operators_docker_config(tmp_path: Path)
         auth = base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
         config = tmp_path / "config.json"
         config.write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}))
-        with_credentials = Registries(DockerConfigCredentials(config))
+        with_credentials = Registries(
+            ClusterCredentials(None, docker_config=DockerConfigCredentials(config))
+        )
         try:
             done = await run(
                 [download(ref), {"uses": "oci-push", "as": "push", "config": {
@@ -193,7 +196,7 @@ def push(src: str, dest: str, **config: Any) -> dict[str, Any]:
 
 
 async def pushed(registry: Registry, port: Registries, name: str, reference: str) -> Any:
-    return await port.manifest(registry.repo(name), reference, insecure=False)
+    return await port.manifest(registry.repo(name), reference, insecure=False, project="demo")
 
 
 # Test_ociPusher_run "push single image to new tag", "push image by digest", "cross-repo push".

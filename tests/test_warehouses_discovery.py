@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 
 from app.controller import kube as k
+from app.controller.credentials import ClusterCredentials
 from app.controller.warehouses.charts import ChartClient
 from app.controller.warehouses.credentials import DockerConfigCredentials, parse_docker_config
 from app.controller.warehouses.discover import Discoverer
@@ -25,7 +26,8 @@ from app.controller.warehouses.reconciler import WarehouseController
 from app.controller.warehouses.registry import OCIClient, RateLimited, RegistryError
 from app.controller.workqueue import RetryLater
 from handlers.client import GitHubClient
-from handlers.git_credentials import GitHubGitCredentials, GitHubRegistryCredentials
+from handlers.git_credentials import GitHubGitCredentials
+from promoter.ports.credentials import NO_CREDENTIALS, Credentials
 from promoter.warehouses.spec import parse_spec
 from tests.support import objects
 from tests.support.clock import FakeClock
@@ -48,9 +50,23 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
         yield s
 
 
-def discoverer(session: aiohttp.ClientSession, tmp_path: Path, **oci: Any) -> Discoverer:
-    client = OCIClient(session, **oci)
-    return Discoverer(client, ChartClient(session, client), GitSource(tmp_path / "git-cache"))
+def discoverer(
+    session: aiohttp.ClientSession, tmp_path: Path, credentials: Credentials = NO_CREDENTIALS
+) -> Discoverer:
+    client = OCIClient(session)
+    return Discoverer(
+        client, ChartClient(session, client), GitSource(tmp_path / "git-cache"), credentials
+    )
+
+
+def docker_config(path: Path, auths: Mapping[str, tuple[str, str]]) -> DockerConfigCredentials:
+    """The operator's config.json, as ``docker login`` writes it."""
+    entries = {
+        host: {"auth": base64.b64encode(f"{user}:{password}".encode()).decode()}
+        for host, (user, password) in auths.items()
+    }
+    path.write_text(json.dumps({"auths": entries}))
+    return DockerConfigCredentials(path)
 
 
 async def discover(d: Discoverer, *subscriptions: dict[str, Any]) -> dict[str, Any]:
@@ -134,8 +150,8 @@ async def test_token_auth_is_anonymous_first_then_a_bearer_token_with_credential
             await discover(anonymous, {"image": {"repoURL": repo}})
         assert PASSWORD not in str(refused.value)
         assert tokens.anonymous_refused == 1
-        creds = {registry.host: (USERNAME, PASSWORD)}
-        d = discoverer(session, tmp_path, credentials=creds.get)
+        creds = docker_config(tmp_path / "config.json", {registry.host: (USERNAME, PASSWORD)})
+        d = discoverer(session, tmp_path, ClusterCredentials(None, docker_config=creds))
         issued = tokens.issued
         found = await discover(d, {"image": {"repoURL": repo}})
         assert found["images"][0]["references"][0]["tag"] == "1.0.0"
@@ -154,7 +170,7 @@ async def test_credentials_come_from_a_docker_config_json_reread_when_it_changes
         config = tmp_path / "config.json"
         config.write_text(json.dumps({"auths": {"other.example.com": {"auth": "eDp5"}}}))
         os.utime(config, (1, 1))
-        creds = DockerConfigCredentials(config)
+        creds = ClusterCredentials(None, docker_config=DockerConfigCredentials(config))
         with pytest.raises(RegistryError, match="token request"):
             await discover(
                 discoverer(session, tmp_path, credentials=creds), {"image": {"repoURL": repo}}
@@ -189,8 +205,8 @@ async def test_a_ghcr_package_is_read_with_the_github_apps_installation_token(
         client = GitHubClient(fake.settings())
         await client.start()
         try:
-            source = GitHubRegistryCredentials(GitHubGitCredentials(client), (registry.host,))
-            d = discoverer(session, tmp_path, token_source=source)
+            app = GitHubGitCredentials(client, registries=(registry.host,))
+            d = discoverer(session, tmp_path, ClusterCredentials(None, app=app))
             found = await discover(d, {"image": {"repoURL": registry.repo("acme/app")}})
             assert found["images"][0]["references"][0]["tag"] == "1.0.0"
             assert fake.tokens_issued == 1
@@ -279,6 +295,62 @@ async def test_a_registry_429_blocks_its_host_for_retry_after_on_the_injected_cl
         clock.advance(2)
         assert await client.tags(repo) == ["1.0.0"]
     assert asked == 2
+
+
+async def test_private_chart_repositories_are_read_with_the_projects_helm_secrets(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """A classic repository that wants Basic auth, and an OCI chart on a registry that does
+    (htpasswd), each opened by a ``cred-type: helm`` Secret of the project only."""
+    index = "apiVersion: v1\nentries:\n  app:\n  - version: 1.2.3\n"
+    basic = "Basic " + base64.b64encode(b"charts:chart-pa55").decode()
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != basic:
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="charts"'})
+        return web.Response(text=index)
+
+    app = web.Application()
+    app.router.add_get("/charts/index.yaml", handle)
+
+    def helm_secret(name: str, repo_url: str, user: str, password: str) -> dict[str, Any]:
+        data = {"repoURL": repo_url, "username": user, "password": password}
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": "team-a",
+                         "labels": {"kargo.akuity.io/cred-type": "helm"}},
+            "data": {k_: base64.b64encode(v.encode()).decode() for k_, v in data.items()},
+        }  # fmt: skip
+
+    async with (
+        serving(app) as charts,
+        running_registry(tmp_path, htpasswd=("robot", "oci-pa55")) as registry,
+        running_apiserver(namespaces=["team-a", "team-b"]) as api,
+    ):
+        await registry.push_chart("charts/app", "2.0.0")
+        oci_url = f"oci://{registry.repo('charts/app')}"
+        kube = k.Kube(api.api_client())
+        await kube.create(k.SECRETS, helm_secret("charts", f"{charts}/charts", "charts",
+                                                 "chart-pa55"))  # fmt: skip
+        await kube.create(k.SECRETS, helm_secret("oci", oci_url, "robot", "oci-pa55"))
+        credentials = ClusterCredentials(kube, allow_http=True)
+        d = discoverer(session, tmp_path, credentials)
+        spec = parse_spec(
+            {
+                "subscriptions": [
+                    {"chart": {"repoURL": f"{charts}/charts", "name": "app"}},
+                    {"chart": {"repoURL": oci_url}},
+                ]
+            }
+        )
+        found = await d.discover(spec, None, NOW, project="team-a")
+        assert [c["versions"] for c in found["charts"]] == [["1.2.3"], ["2.0.0"]]
+        with pytest.raises(RegistryError, match=f"no credentials for {charts}/charts"):
+            await d.discover(spec, None, NOW, project="team-b")
+        oci_only = parse_spec({"subscriptions": [{"chart": {"repoURL": oci_url}}]})
+        with pytest.raises(RegistryError, match=f"no credentials for {oci_url}"):
+            await d.discover(oci_only, None, NOW, project="team-b")
 
 
 async def test_oci_and_http_chart_repositories(
@@ -567,13 +639,13 @@ class StallsOnce(Discoverer):
         self.stalled = asyncio.Event()
 
     async def discover(
-        self, spec: Any, last: Mapping[str, Any] | None, now: dt.datetime
+        self, spec: Any, last: Mapping[str, Any] | None, now: dt.datetime, project: str = ""
     ) -> dict[str, Any]:
         self.calls += 1
         if self.calls == 1:
             self.stalled.set()
             await asyncio.Event().wait()
-        return await super().discover(spec, last, now)
+        return await super().discover(spec, last, now, project)
 
 
 async def test_a_discovery_cut_short_by_a_lost_leadership_runs_under_the_next(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from hashlib import sha256
+from urllib.parse import urlsplit
 
 # The identity GitSettings gives commits when nothing else does (promoter.steps.base).
 DEFAULT_AUTHOR_NAME = "Longshoreman"
@@ -97,3 +98,54 @@ def branch_clone_args(branch: str, options: Sequence[str], git_dir: str) -> list
         "clone", "-q", "--single-branch", "--branch", branch,
         f"--separate-git-dir={git_dir}", *options,
     ]  # fmt: skip
+
+
+# Our own credential helper: git runs it (through the shell, as it runs every ``!`` helper) when
+# a server asks for credentials, and it answers ``get`` with the two variables below, which only
+# that git process's environment holds. Nothing is stored, so ``store``/``erase`` do nothing.
+CREDENTIAL_HELPER = (
+    '!f() { test "$1" = get || exit 0; '
+    'printf "username=%s\\npassword=%s\\n" '
+    '"$LONGSHOREMAN_GIT_USERNAME" "$LONGSHOREMAN_GIT_PASSWORD"; '
+    "}; f"
+)
+USERNAME_VAR = "LONGSHOREMAN_GIT_USERNAME"
+PASSWORD_VAR = "LONGSHOREMAN_GIT_PASSWORD"
+
+
+def credential_env(
+    env: Mapping[str, str], repo_url: str, username: str, password: str
+) -> dict[str, str] | None:
+    """Environment entries that give git ``username``/``password`` for ``repo_url``'s server
+    through :data:`CREDENTIAL_HELPER`; None for a remote that is not http(s).
+
+    The helper is configured for ``scheme://host[:port]/`` only (``credential.<url>.helper``):
+    git asks it when that server answers 401, never another host (a redirect elsewhere, a URL
+    an ``insteadOf`` rule rewrote the remote to). An empty ``helper`` first empties the list for
+    that server, so the operator's own helpers (``LONGSHOREMAN_GIT_CONFIG``) do not answer
+    before ours; for every other server they still do. The credentials travel in the
+    environment of that one git process: never in a URL, a command line or a file.
+    ``GIT_CONFIG_COUNT`` entries already in ``env`` (an operator's) are kept; ours go after.
+    Raises ValueError for a value git's credential protocol cannot carry (a line break).
+    """
+    parts = urlsplit(repo_url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    if any(c in value for value in (username, password) for c in "\n\r\0"):
+        raise ValueError("the credential contains a line break, which git cannot be given")
+    host = parts.hostname.lower() + (f":{parts.port}" if parts.port else "")
+    try:
+        index = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
+    except ValueError:
+        index = 0
+    key = f"credential.{scheme}://{host}/.helper"
+    return {
+        f"GIT_CONFIG_KEY_{index}": key,
+        f"GIT_CONFIG_VALUE_{index}": "",
+        f"GIT_CONFIG_KEY_{index + 1}": key,
+        f"GIT_CONFIG_VALUE_{index + 1}": CREDENTIAL_HELPER,
+        "GIT_CONFIG_COUNT": str(index + 2),
+        USERNAME_VAR: username,
+        PASSWORD_VAR: password,
+    }

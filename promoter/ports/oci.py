@@ -1,7 +1,7 @@
 """The port to OCI registries that the ``oci-download`` and ``oci-push`` steps use.
 
 The server implements it (app/controller/oci.py) over the Warehouses' OCI client, with the
-operator's registry credentials; nothing here talks to the network.
+credentials port's answers for the Promotion's project; nothing here talks to the network.
 """
 
 from __future__ import annotations
@@ -42,21 +42,27 @@ class Manifest:
 
 
 class OCIRegistry(Protocol):
-    """The registry operations the steps need. ``repository`` is ``host[:port]/path``; errors
-    are StepErrors whose messages never hold a credential."""
+    """The registry operations the steps need. ``repository`` is ``host[:port]/path``
+    (``oci://host/path`` for a Helm chart, whose credentials are of type ``helm``); every call
+    uses the credentials of ``project`` (the Promotion's namespace) and no other's. Errors are
+    StepErrors whose messages never hold a credential."""
 
-    async def manifest(self, repository: str, reference: str, *, insecure: bool) -> Manifest:
+    async def manifest(
+        self, repository: str, reference: str, *, insecure: bool, project: str
+    ) -> Manifest:
         """A tag's or digest's manifest; StepError (terminal when it does not exist)."""
         ...
 
-    async def blob(self, repository: str, digest: str, limit: int, *, insecure: bool) -> bytes: ...
+    async def blob(
+        self, repository: str, digest: str, limit: int, *, insecure: bool, project: str
+    ) -> bytes: ...
 
     async def copy_blob(
-        self, source: str, destination: str, digest: str, *, insecure: bool
+        self, source: str, destination: str, digest: str, *, insecure: bool, project: str
     ) -> None:
         """Make blob ``digest`` of ``source`` exist in ``destination`` (no-op when it does)."""
         ...
 
     async def put_manifest(
-        self, repository: str, reference: str, manifest: Manifest, *, insecure: bool
+        self, repository: str, reference: str, manifest: Manifest, *, insecure: bool, project: str
     ) -> None: ...

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from promoter.errors import ConfigRefused
 from promoter.ports.clusterdata import DEFAULT_SHARED_NAMESPACE, ClusterData
+from promoter.ports.credentials import Credential, Credentials
 from promoter.ports.gitcmd import DEFAULT_AUTHOR_EMAIL, DEFAULT_AUTHOR_NAME
 from promoter.ports.io_port import LOOP_IO, IoPort
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
@@ -106,24 +107,13 @@ class StepResult:
     replaces_output: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class GitCredential:
-    """HTTP credentials for one remote: what a provider of :data:`GitCredentials` hands out.
-
-    The git steps pass them to git in an ``Authorization`` header scoped to the remote's
-    ``scheme://host/`` (``http.<url>.extraHeader``, through the environment), never in a URL or
-    a file, and redact the password from every message they build.
-    """
-
-    username: str
-    password: str = field(repr=False)
-
-
-# ``(repoURL) -> credential or None``: asked before each git step that reaches ``repoURL``
-# (clone, fetch, push, ls-remote). None means "nothing to add": git then uses whatever
-# ``GitSettings.env`` configures. Providers raise StepError (with ``retry_after`` for temporary
-# trouble, ``terminal=True`` for what retrying cannot fix).
-GitCredentials = Callable[[str], Awaitable[GitCredential | None]]
+# What the git steps are given for a remote, and who gives it: the one credentials port
+# (promoter/ports/credentials.py). The steps ask ``get(ctx.project, "git", repoURL)`` before each
+# git command that reaches the remote (clone, fetch, push, ls-remote); None means "nothing to
+# add": git then uses whatever ``GitSettings.env`` configures. Lookup failures are
+# ``CredentialsError``s, which the steps turn into StepErrors.
+GitCredential = Credential
+GitCredentials = Credentials
 
 # Kargo's push integration policies (GIT_PUSH_INTEGRATION_POLICY there): how a push brings in
 # what others pushed to the branch meanwhile. ``github-push`` follows the operator's choice;
@@ -137,7 +127,8 @@ class GitSettings:
 
     ``env`` is added to every git subprocess (e.g. ``GIT_CONFIG_GLOBAL`` pointing at a file with
     ``url.<base>.insteadOf`` rules or a credential helper, or ``GIT_ASKPASS``). ``credentials``,
-    when set, is asked for each remote a step talks to (the GitHub App's installation tokens).
+    when set, is asked for each remote a step talks to (the project's credential Secrets, the
+    GitHub App's installation tokens).
     """
 
     author_name: str = DEFAULT_AUTHOR_NAME

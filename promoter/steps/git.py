@@ -41,10 +41,11 @@ it, as the push left it.
 Credentials never come from manifests: a ``repoURL`` with userinfo is refused, and every message
 built from git's output passes through :meth:`StepContext.redact` and has URL userinfo stripped.
 Remotes are reached with whatever ``GitSettings.env`` configures (``url.<base>.insteadOf``, a
-credential helper, ``GIT_ASKPASS``) and, for an http(s) remote, whatever the
-``GitSettings.credentials`` provider returns for it (the GitHub App's installation token): that
-goes to git as an ``Authorization: Basic`` header scoped to the remote's ``scheme://host/``
-(``http.<url>.extraHeader``, what actions/checkout does), set through ``GIT_CONFIG_COUNT`` /
+credential helper, ``GIT_ASKPASS``) and, for an http(s) remote, whatever the credentials port
+(``GitSettings.credentials``) finds for the project and the remote: a Secret of the project or
+the global credentials namespace, or the GitHub App's installation token. Git gets it from a
+credential helper of our own scoped to the remote's ``scheme://host/``
+(:func:`promoter.ports.gitcmd.credential_env`), configured through ``GIT_CONFIG_COUNT`` /
 ``GIT_CONFIG_KEY_n`` / ``GIT_CONFIG_VALUE_n`` in the git process's environment, so it is never
 in a remote URL, a config file, a command line or a message.
 """
@@ -64,10 +65,12 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from promoter.errors import ConfigRefused, StepError
+from promoter.ports.credentials import CredentialsError, CredentialType
 from promoter.ports.gitcmd import (
     SAFE_CONFIG,
     branch_clone_args,
     clone_options,
+    credential_env,
     digest,
     git_env,
 )
@@ -76,7 +79,6 @@ from promoter.steps.base import (
     Config,
     Effect,
     FunctionStep,
-    GitCredential,
     Replaying,
     Step,
     StepContext,
@@ -279,37 +281,6 @@ def commit_url(repo_url: str, sha: str, provider: str | None = None) -> str | No
     return f"{base}{suffix}{sha}" if suffix else None
 
 
-def credential_env(
-    env: Mapping[str, str], repo_url: str, credential: GitCredential
-) -> tuple[dict[str, str], tuple[str, ...]] | None:
-    """Environment entries that make git send ``credential`` to ``repo_url``'s host, and the
-    values to redact from messages; None for a remote that is not http(s).
-
-    The header is scoped to ``scheme://host[:port]/`` (as actions/checkout scopes it): git sends
-    it only to that server, also after a redirect within it, and never to a URL an
-    ``insteadOf`` rule rewrote the remote to. ``GIT_CONFIG_COUNT`` entries already in ``env``
-    (an operator's) are kept; ours go after them.
-    """
-    parts = urlsplit(repo_url.strip())
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
-        return None
-    host = parts.hostname.lower() + (f":{parts.port}" if parts.port else "")
-    import base64
-
-    blob = base64.b64encode(f"{credential.username}:{credential.password}".encode()).decode()
-    try:
-        index = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
-    except ValueError:
-        index = 0
-    added = {
-        f"GIT_CONFIG_KEY_{index}": f"http.{scheme}://{host}/.extraHeader",
-        f"GIT_CONFIG_VALUE_{index}": f"Authorization: Basic {blob}",
-        "GIT_CONFIG_COUNT": str(index + 1),
-    }
-    return added, tuple(s for s in (credential.password, blob) if s)
-
-
 def _is_permanent(stderr: str) -> bool:
     lowered = stderr.lower()
     return any(marker in lowered for marker in _PERMANENT_ERRORS)
@@ -358,20 +329,28 @@ class _Git:
         if provider is None:
             return
         try:
-            credential = await provider(repo_url)
+            credential = await provider.get(self.ctx.project, CredentialType.GIT, repo_url)
         except StepError as e:
             raise StepError(
                 f"{self.kind}: {self.redact(e.message)}",
                 terminal=e.terminal,
                 retry_after=e.retry_after,
             ) from None
+        except CredentialsError as e:
+            raise StepError(
+                f"{self.kind}: {self.redact(str(e))}",
+                terminal=e.retry_after is None,
+                retry_after=e.retry_after,
+            ) from None
         if credential is None:
             return
-        found = credential_env(self.env, repo_url, credential)
-        if found is None:
+        try:
+            added = credential_env(self.env, repo_url, credential.username, credential.password)
+        except ValueError as e:
+            raise StepError(f"{self.kind}: {credential.source or repo_url}: {e}") from None
+        if added is None:
             return
-        added, secrets = found
-        self.secrets.extend(secrets)
+        self.secrets.append(credential.password)
         self.env.update(added)
 
     def redact(self, text: str) -> str:

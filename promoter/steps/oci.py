@@ -13,9 +13,11 @@
   is the source's.
 
 Registries are reached through the port the server provides (app/controller/oci.py, over the
-Warehouses' OCI client), with credentials from the operator's configuration, never from
-manifests; the local runner has none, and the steps say so. Messages and errors follow Kargo's
-(pkg/promotion/runner/builtin/oci_downloader.go, oci_pusher.go).
+Warehouses' OCI client), with the Promotion's project's credentials (its ``image`` Secrets, or
+``helm`` ones for an ``oci://`` chart, then the shared ones, the GitHub App, the operator's
+``config.json``), never from manifests; the local runner has none, and the steps say so.
+Messages and errors follow Kargo's (pkg/promotion/runner/builtin/oci_downloader.go,
+oci_pusher.go).
 """
 
 from __future__ import annotations
@@ -69,6 +71,14 @@ class Reference:
     repository: str
     tag: str = ""
     digest: str = ""
+    # Written ``oci://...``: a Helm chart, whose credentials are of type ``helm`` (Kargo's
+    # parseOCIReference); anything else is an image.
+    chart: bool = False
+
+    @property
+    def written(self) -> str:
+        """The repository as the credentials are looked up by (``oci://`` for a chart)."""
+        return f"oci://{self.repository}" if self.chart else self.repository
 
     @property
     def reference(self) -> str:
@@ -91,11 +101,11 @@ def parse_reference(kind: str, field_name: str, raw: str, *, tag_only: bool = Fa
         repository, _, digest = text.partition("@")
         if not _DIGEST.match(digest) or not _REPOSITORY.match(repository):
             raise BadReference(f"invalid digest reference {text!r}")
-        return Reference(_docker_hub(repository), digest=digest)
+        return Reference(_docker_hub(repository), digest=digest, chart=raw.startswith("oci://"))
     repository, _, tag = text.rpartition(":")
     if not _REPOSITORY.match(repository) or not _TAG.match(tag):
         raise BadReference(f"invalid tag reference {text!r}")
-    return Reference(_docker_hub(repository), tag=tag)
+    return Reference(_docker_hub(repository), tag=tag, chart=raw.startswith("oci://"))
 
 
 class BadReference(ValueError):
@@ -112,7 +122,7 @@ def _docker_hub(repository: str) -> str:
     return f"index.docker.io/{path}"
 
 
-def registry_port(ctx: StepContext, kind: str) -> OCIRegistry:
+def registry_port(ctx: StepContext, kind: str) -> ProjectRegistry:
     port = ctx.services.oci
     if port is None:
         raise StepError(
@@ -120,7 +130,40 @@ def registry_port(ctx: StepContext, kind: str) -> OCIRegistry:
             "(the local runner cannot reach registries)",
             terminal=True,
         )
-    return port
+    return ProjectRegistry(port, ctx.project)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectRegistry:
+    """The registry port for one Promotion: every call reads and writes with its project's
+    credentials (and only those)."""
+
+    port: OCIRegistry
+    project: str
+
+    async def manifest(self, repository: str, reference: str, *, insecure: bool) -> Manifest:
+        return await self.port.manifest(
+            repository, reference, insecure=insecure, project=self.project
+        )
+
+    async def blob(self, repository: str, digest: str, limit: int, *, insecure: bool) -> bytes:
+        return await self.port.blob(
+            repository, digest, limit, insecure=insecure, project=self.project
+        )
+
+    async def copy_blob(
+        self, source: str, destination: str, digest: str, *, insecure: bool
+    ) -> None:
+        await self.port.copy_blob(
+            source, destination, digest, insecure=insecure, project=self.project
+        )
+
+    async def put_manifest(
+        self, repository: str, reference: str, manifest: Manifest, *, insecure: bool
+    ) -> None:
+        await self.port.put_manifest(
+            repository, reference, manifest, insecure=insecure, project=self.project
+        )
 
 
 # ---- oci-download -------------------------------------------------------------------------------
@@ -191,10 +234,10 @@ async def oci_download(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
         digest, size = recorded[LAYER_KEY], int(recorded.get(SIZE_KEY) or 0)
     else:
         try:
-            manifest = await registry.manifest(ref.repository, ref.reference, insecure=insecure)
+            manifest = await registry.manifest(ref.written, ref.reference, insecure=insecure)
             if manifest.is_index:
                 child = _pick_platform(manifest.document())
-                manifest = await registry.manifest(ref.repository, child, insecure=insecure)
+                manifest = await registry.manifest(ref.written, child, insecure=insecure)
         except StepError as e:
             raise e.with_message(f'failed to resolve image "{raw_ref}": {e.message}') from None
         layer = _target_layer(manifest.document(), media_type)
@@ -205,7 +248,7 @@ async def oci_download(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
             terminal=True,
         )
     try:
-        data = await registry.blob(ref.repository, digest, MAX_LAYER_BYTES, insecure=insecure)
+        data = await registry.blob(ref.written, digest, MAX_LAYER_BYTES, insecure=insecure)
     except StepError as e:
         raise e.with_message(f"failed to copy layer content: {e.message}") from None
     if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
@@ -250,7 +293,7 @@ def annotated(manifest: Manifest, annotations: Mapping[str, str]) -> Manifest:
 
 
 async def _push_image(
-    registry: OCIRegistry,
+    registry: ProjectRegistry,
     source: Reference,
     dest: Reference,
     manifest: Manifest,
@@ -264,10 +307,10 @@ async def _push_image(
         for blob in blobs:
             if blob.get("digest"):
                 await registry.copy_blob(
-                    source.repository, dest.repository, str(blob["digest"]), insecure=insecure
+                    source.written, dest.written, str(blob["digest"]), insecure=insecure
                 )
     out = annotated(manifest, annotations)
-    await registry.put_manifest(dest.repository, reference or out.digest, out, insecure=insecure)
+    await registry.put_manifest(dest.written, reference or out.digest, out, insecure=insecure)
     return out
 
 
@@ -290,7 +333,7 @@ async def oci_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     insecure = cfg.bool("insecureSkipTLSVerify")
     registry = registry_port(ctx, PUSH)
     try:
-        manifest = await registry.manifest(source.repository, source.reference, insecure=insecure)
+        manifest = await registry.manifest(source.written, source.reference, insecure=insecure)
     except StepError as e:
         raise e.with_message(f'failed to get source artifact "{raw_src}": {e.message}') from None
     try:
@@ -315,7 +358,7 @@ async def oci_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
 
 
 async def _push_index(
-    registry: OCIRegistry,
+    registry: ProjectRegistry,
     source: Reference,
     dest: Reference,
     index: Manifest,
@@ -327,7 +370,7 @@ async def _push_index(
     entries = []
     changed = False
     for entry in document.get("manifests") or ():
-        child = await registry.manifest(source.repository, str(entry["digest"]), insecure=insecure)
+        child = await registry.manifest(source.written, str(entry["digest"]), insecure=insecure)
         if child.is_index:
             raise StepError("nested image indexes are not supported", terminal=True)
         pushed = await _push_image(
@@ -343,7 +386,7 @@ async def _push_index(
         body = json.dumps(document, separators=(",", ":")).encode()
         out = Manifest(index.media_type, "sha256:" + hashlib.sha256(body).hexdigest(), body)
     out = annotated(out, index_annotations)
-    await registry.put_manifest(dest.repository, dest.tag, out, insecure=insecure)
+    await registry.put_manifest(dest.written, dest.tag, out, insecure=insecure)
     return out
 
 

@@ -39,6 +39,16 @@ class Kubectl:
     stderr: str
 
 
+@dataclass(frozen=True)
+class SecretRequest:
+    """A request the controller made on Secrets, as the server side saw it."""
+
+    verb: str
+    namespace: str
+    query: str
+    code: int
+
+
 class Access(Protocol):
     """Where the controller connects when it runs with its ServiceAccount's permissions."""
 
@@ -46,6 +56,11 @@ class Access(Protocol):
     denied: list[str]
 
     def api_client(self) -> aio_client.ApiClient: ...
+
+    def secret_requests(self) -> list[SecretRequest]:
+        """Every request on Secrets the controller made, checked where it arrived: the real
+        server's audit log, or the authorizing proxy in front of the emulator."""
+        ...
 
 
 class Cluster:
@@ -95,19 +110,30 @@ class Cluster:
         raise NotImplementedError  # each backend below
 
 
+# The namespaces whose Secrets the example grants (deploy/overlays/example/access/<namespace>).
+ACCESS_NAMESPACES = ("kargo-demo", "kargo-shared-resources")
+
+
 def rbac_objects() -> list[dict[str, Any]]:
-    """The RBAC objects deploy/overlays/example installs, rendered with kubectl's kustomize."""
+    """The RBAC objects deploy/overlays/example installs, and the RoleBindings of its access
+    kustomizations (with their namespaces), rendered with kubectl's kustomize."""
     import subprocess
 
-    rendered = subprocess.run(
-        [KUBECTL, "kustomize", "deploy/overlays/example"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    docs: list[dict[str, Any]] = []
+    access = [f"deploy/overlays/example/access/{ns}" for ns in ACCESS_NAMESPACES]
+    for directory in ["deploy/overlays/example", *access]:
+        rendered = subprocess.run(
+            [KUBECTL, "kustomize", directory], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
+        docs += [d for d in yaml.safe_load_all(rendered) if d]
     kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Namespace"}
-    return [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") in kinds]
+    namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        for ns in ACCESS_NAMESPACES
+    ]
+    # Namespaces first: a RoleBinding can only be created in one that exists.
+    found = [d for d in docs if d.get("kind") in kinds]
+    return namespaces + sorted(found, key=lambda d: d["kind"] != "Namespace")
 
 
 class EmulatorCluster(Cluster):
@@ -156,6 +182,13 @@ class _ProxyAccess:
     def api_client(self) -> aio_client.ApiClient:
         return self.proxy.server.api_client()  # type: ignore[no-any-return]
 
+    def secret_requests(self) -> list[SecretRequest]:
+        return [
+            SecretRequest(a.verb, a.namespace or "", query, code)
+            for a, query, code in self.proxy.answered
+            if a.resource == "secrets"
+        ]
+
 
 class RealCluster(Cluster):
     kind = "real"
@@ -195,6 +228,21 @@ class _RealAccess:
 
     def api_client(self) -> aio_client.ApiClient:
         return self.real.api_client(CONTROLLER)
+
+    def secret_requests(self) -> list[SecretRequest]:
+        out = []
+        for event in self.real.audit_events():
+            if (event.get("user") or {}).get("username") != CONTROLLER.name:
+                continue
+            ref = event.get("objectRef") or {}
+            if ref.get("resource") != "secrets":
+                continue
+            _, _, query = str(event.get("requestURI") or "").partition("?")
+            code = int((event.get("responseStatus") or {}).get("code") or 0)
+            out.append(
+                SecretRequest(str(event["verb"]), str(ref.get("namespace") or ""), query, code)
+            )
+        return out
 
 
 def args(*parts: str | Sequence[str]) -> list[str]:

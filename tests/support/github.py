@@ -63,7 +63,6 @@ import hashlib
 import hmac
 import itertools
 import json
-import os
 import re
 import secrets
 import time
@@ -83,6 +82,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from handlers.settings import GitHubSettings
 from tests.support.fixtures import GITHUB
+from tests.support.githttp import serve_git
 from tests.support.github_openapi import body_problems, operation_of
 from tests.support.gitrepo import RemoteRepo
 
@@ -350,6 +350,8 @@ class FakeGitHub:
         self.token_ttl = token_ttl
         self.repos: dict[str, Repo] = {}
         self.tokens: dict[str, tuple[int, float]] = {}
+        # Tokens narrowed to some repositories of their installation (by name).
+        self.token_repos: dict[str, set[str]] = {}
         self.teams: dict[tuple[str, str], set[str]] = {}
         self.faults = Faults()
         self.log: list[Logged] = []
@@ -559,6 +561,44 @@ class FakeGitHub:
         )
         data["owner"] = {**data["owner"], "login": repo.owner}
         return data
+
+    def push_payload(self, full_name: str, branch: str, before: str) -> dict[str, Any]:
+        """The ``push`` event GitHub sends after ``branch`` moved from ``before`` to its head
+        (one commit listed: the head, with the paths it changed)."""
+        repo = self.repo(full_name)
+        payload = fixture("push.with-new-branch")
+        head = repo.git.head(branch)
+        assert head is not None
+        message = repo.git.git("log", "-1", "--format=%B", head)
+        paths = repo.git.git("diff-tree", "--no-commit-id", "--name-only", "-r", "--root", head)
+        commit = {
+            **payload["head_commit"],
+            "id": head,
+            "message": message,
+            "url": f"{repo.html_url}/commit/{head}",
+            "added": [],
+            "modified": paths.splitlines(),
+        }
+        payload.update(
+            {
+                "ref": f"refs/heads/{branch}",
+                "before": before,
+                "after": head,
+                "created": False,
+                "base_ref": None,
+                "compare": f"{repo.html_url}/compare/{before[:12]}...{head[:12]}",
+                # On this GitHub's own host (as an Enterprise server sends it): where git is.
+                "repository": {
+                    **self._repository_json(repo),
+                    "html_url": f"{self.url}/{repo.full_name}",
+                    "clone_url": self.git_url(full_name),
+                },
+                "installation": {"id": repo.installation},
+                "commits": [commit],
+                "head_commit": commit,
+            }
+        )
+        return payload
 
     def pr_payload(self, full_name: str, number: int, action: str) -> dict[str, Any]:
         repo = self.repo(full_name)
@@ -934,6 +974,8 @@ class FakeGitHub:
             return web.Response(status=401, headers=challenge, text="Invalid username or token.\n")
         if repo is None or repo.installation != issued[0]:
             return web.Response(status=404, text="Repository not found.\n")
+        if token in self.token_repos and repo.name.lower() not in self.token_repos[token]:
+            return web.Response(status=404, text="Repository not found.\n")
         return None
 
     async def h_git(self, request: web.Request) -> web.StreamResponse:
@@ -948,45 +990,7 @@ class FakeGitHub:
         if denial is not None:
             return denial
         assert repo is not None
-        # aiohttp has already undone any Content-Encoding: gzip, so the CGI gets plain bytes.
-        body = await request.read()
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(repo.git.home),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null",
-            "GIT_PROJECT_ROOT": str(repo.git.path.parent),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": f"/{repo.git.path.name}/{match['rest']}",
-            "REQUEST_METHOD": request.method,
-            "QUERY_STRING": request.query_string,
-            "CONTENT_TYPE": request.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            # http-backend enables receive-pack (push) for an authenticated user.
-            "REMOTE_USER": "x-access-token",
-            "REMOTE_ADDR": "127.0.0.1",
-            "GIT_PROTOCOL": request.headers.get("Git-Protocol", ""),
-        }
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            "http-backend",
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, _ = await proc.communicate(body)
-        head, sep, payload = out.partition(b"\r\n\r\n")
-        if not sep:
-            head, _, payload = out.partition(b"\n\n")
-        status, headers = 200, {}
-        for line in head.decode("latin-1").splitlines():
-            key, _, value = line.partition(":")
-            if key.lower() == "status":
-                status = int(value.strip().split(" ", 1)[0])
-            elif key:
-                headers[key.strip()] = value.strip()
-        return web.Response(status=status, headers=headers, body=payload)
+        return await serve_git(request, repo.git, match["rest"], "x-access-token")
 
     # ---- apps -----------------------------------------------------------------------------------
 
@@ -994,7 +998,17 @@ class FakeGitHub:
         installation = int(request.match_info["id"])
         if not any(r.installation == installation for r in self.repos.values()):
             raise ApiError(404, "Not Found")
+        # The documented body: "repositories" (names, not owner/name) narrows the token to those
+        # repositories of the installation; a name it does not hold is a 422.
+        body = await request.read()
+        names = (json.loads(body) if body else {}).get("repositories")
+        held = {r.name.lower() for r in self.repos.values() if r.installation == installation}
+        if names is not None and not {str(n).lower() for n in names} <= held:
+            raise ApiError(422, "There is at least one repository that does not exist or is not "
+                                "accessible to the parent installation.")  # fmt: skip
         token = "ghs_" + secrets.token_hex(16)
+        if names is not None:
+            self.token_repos[token] = {str(n).lower() for n in names}
         expires = time.time() + self.token_ttl
         self.tokens[token] = (installation, expires)
         self.tokens_issued += 1

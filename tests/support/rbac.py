@@ -181,6 +181,8 @@ class AuthorizingProxy:
     allowed: list[Attributes] = field(default_factory=list)
     denied: list[Attributes] = field(default_factory=list)
     non_resource: list[str] = field(default_factory=list)
+    # Every resource request with its query string and the status it got (403 from RBAC).
+    answered: list[tuple[Attributes, str, int]] = field(default_factory=list)
 
     def used(self) -> set[tuple[str, str, str]]:
         """(group, resource, verb) of every allowed request."""
@@ -222,6 +224,7 @@ async def authorizing_proxy(
             proxy.non_resource.append(f"{request.method} {request.path}")
         elif not rbac.allows(attributes):
             proxy.denied.append(attributes)
+            proxy.answered.append((attributes, request.query_string, 403))
             return _forbidden(attributes, user)
         else:
             proxy.allowed.append(attributes)
@@ -234,6 +237,8 @@ async def authorizing_proxy(
             data=body or None,
             allow_redirects=False,
         ) as answer:
+            if attributes is not None:
+                proxy.answered.append((attributes, request.query_string, answer.status))
             response = web.StreamResponse(status=answer.status)
             for key, value in answer.headers.items():
                 if key.lower() not in _SKIP_HEADERS:

@@ -18,6 +18,10 @@ groups. kube-controller-manager is not run, so no ServiceAccount token is ever m
 authorises by user name and groups alone, which is what a pod's token carries too. The server's
 self-signed serving certificate is not verified (``insecure-skip-tls-verify``): the tests
 check the API's behaviour, not TLS set-up.
+
+Requests on Secrets are audited (``--audit-policy-file``: Metadata level for ``secrets``, nothing
+else) to ``audit.log``, so a test can check on the server's side what was asked for Secrets, by
+whom and with which query (``RealApiServer.audit_events``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -64,6 +69,19 @@ CONTROLLER = User(
     "system:serviceaccount:longshoreman:longshoreman",
     ("system:serviceaccounts", "system:serviceaccounts:longshoreman", "system:authenticated"),
 )
+
+
+# Who asked for which Secrets, with the request's URI (its labelSelector): Metadata level, never
+# the Secrets' contents; every other request is not audited.
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "resources": [{"group": "", "resources": ["secrets"]}]},
+        {"level": "None"},
+    ],
+}
 
 
 def apiserver_binary() -> Path | None:
@@ -159,6 +177,14 @@ class RealApiServer:
     def log(self, process: str) -> str:
         return (self.directory / f"{process}.log").read_text(errors="replace")
 
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log's events so far (requests on Secrets, once each: ResponseComplete)."""
+        path = self.directory / "audit.log"
+        if not path.exists():
+            return []
+        events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [e for e in events if e.get("stage") == "ResponseComplete"]
+
 
 def _openssl_key(path: Path) -> None:
     subprocess.run(
@@ -237,6 +263,7 @@ async def running_real_apiserver(
             for i, (user, token) in enumerate(tokens.items()):
                 handle.write(f'{token},{user.name},uid-{i},"{",".join(user.groups)}"\n')
         _openssl_key(directory / "sa.key")
+        (directory / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         processes: dict[str, subprocess.Popen[bytes]] = {}
         try:
             client_port, peer_port, secure_port = free_port(), free_port(), free_port()
@@ -272,6 +299,11 @@ async def running_real_apiserver(
                 f"--service-account-signing-key-file={directory / 'sa.key'}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--endpoint-reconciler-type=none",
+                f"--audit-policy-file={directory / 'audit-policy.yaml'}",
+                f"--audit-log-path={directory / 'audit.log'}",
+                "--audit-log-format=json",
+                # Written as requests complete, so a test reads what it just caused.
+                "--audit-log-mode=blocking",
                 "--v=0",
                 *extra_args,
             ]

@@ -9,6 +9,11 @@ registry's HTTP API: blobs, then manifests they build, single-platform or a mult
 The binary comes from ``apt-get install -y docker-registry`` (``.ci/run`` installs it); when it is
 missing the test says what to install: skipped on a developer's machine, failed in CI (``CI``
 set, as ``.ci/run`` does), so CI never passes without running it.
+
+With ``htpasswd=(user, password)`` the registry demands HTTP Basic auth itself (distribution's
+``auth.htpasswd``, a bcrypt htpasswd file, as a small private registry is set up): every
+request without those credentials answers ``401`` with a ``Basic`` challenge; the test pushes
+with them.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import bcrypt
 import jwt
 import pytest
 from aiohttp import web
@@ -133,11 +139,18 @@ class Registry:
     session: aiohttp.ClientSession
     tokens: TokenServer | None = None
     pushed: list[str] = field(default_factory=list)
+    # (user, password) when the registry demands Basic auth (htpasswd).
+    basic: tuple[str, str] | None = None
 
     def repo(self, name: str) -> str:
         return f"{self.host}/{name}"
 
     def _headers(self, name: str) -> dict[str, str]:
+        if self.basic is not None:
+            user, password = self.basic
+            return {
+                "Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            }
         if self.tokens is None:
             return {}
         return {"Authorization": f"Bearer {self.tokens.token(f'repository:{name}:pull,push')}"}
@@ -310,8 +323,11 @@ def _key_and_cert() -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
 
 
 @contextlib.asynccontextmanager
-async def running_registry(tmp_path: Path, *, token_auth: bool = False) -> AsyncIterator[Registry]:
-    """Start docker-registry (and, with ``token_auth``, its token server) for one test."""
+async def running_registry(
+    tmp_path: Path, *, token_auth: bool = False, htpasswd: tuple[str, str] | None = None
+) -> AsyncIterator[Registry]:
+    """Start docker-registry (and, with ``token_auth``, its token server; with ``htpasswd``,
+    Basic auth for that one user) for one test."""
     if shutil.which(REGISTRY_BINARY) is None:
         # As the browser test does with chromium: a fresh machine's `make test` (Python, git
         # and make only) says what to install; CI, where .ci/run installs it, fails.
@@ -359,6 +375,16 @@ async def running_registry(tmp_path: Path, *, token_auth: bool = False) -> Async
             "    issuer: longshoreman-test-issuer",
             f"    rootcertbundle: {bundle}",
         ]
+    if htpasswd is not None:
+        user, password = htpasswd
+        hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+        (root / "htpasswd").write_text(f"{user}:{hashed}\n")
+        config += [
+            "auth:",
+            "  htpasswd:",
+            "    realm: longshoreman-test-registry",
+            f"    path: {root / 'htpasswd'}",
+        ]
     (root / "config.yml").write_text("\n".join(config) + "\n")
     log = (root / "registry.log").open("wb")
     proc = await asyncio.create_subprocess_exec(
@@ -383,7 +409,7 @@ async def running_registry(tmp_path: Path, *, token_auth: bool = False) -> Async
             await asyncio.sleep(0.05)
         else:
             raise RuntimeError("docker-registry did not start within 10s")
-        yield Registry(f"127.0.0.1:{port}", session, tokens)
+        yield Registry(f"127.0.0.1:{port}", session, tokens, basic=htpasswd)
     finally:
         await session.close()
         if proc.returncode is None:

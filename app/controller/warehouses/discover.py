@@ -2,17 +2,35 @@
 
 The result is ``status.discoveredArtifacts`` as Kargo writes it (``git``/``images``/``charts``,
 each with its ``repoURL``, the subscription's ``name`` and the selected versions newest first).
+
+Every subscription reads its repository with the credentials the port
+(:class:`promoter.ports.credentials.Credentials`) finds for the Warehouse's project and the
+subscription's type (``git``, ``image``, ``helm``) and ``repoURL``: asked once per subscription
+and discovery, for registries only when the registry asks for them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from app.controller.warehouses.charts import ChartClient
-from app.controller.warehouses.gitsource import GitSource
-from app.controller.warehouses.registry import OCIClient, gather_limited
+from app.controller.warehouses.gitsource import GitError, GitSource
+from app.controller.warehouses.registry import (
+    OCIClient,
+    RegistryAuth,
+    RegistryError,
+    gather_limited,
+)
+from promoter.ports.credentials import (
+    NO_CREDENTIALS,
+    Credential,
+    Credentials,
+    CredentialsError,
+    CredentialType,
+)
 from promoter.warehouses import selection as sel
 from promoter.warehouses.spec import (
     ChartSubscription,
@@ -21,7 +39,7 @@ from promoter.warehouses.spec import (
     WarehouseSpec,
 )
 
-__all__ = ["Discoverer"]
+__all__ = ["Discoverer", "GitCredentialsError"]
 
 # Kargo fetches NewestBuild candidates concurrently (a process-wide semaphore); per discovery
 # this bounds how many manifests are in flight against one registry.
@@ -30,14 +48,51 @@ _IMAGE_CONCURRENCY = 8
 _MAX_WALK = 10_000
 
 
+class GitCredentialsError(GitError):
+    """The credentials of a git subscription could not be looked up (a discovery failure)."""
+
+
 class Discoverer:
-    def __init__(self, oci: OCIClient, charts: ChartClient, git: GitSource) -> None:
+    def __init__(
+        self,
+        oci: OCIClient,
+        charts: ChartClient,
+        git: GitSource,
+        credentials: Credentials = NO_CREDENTIALS,
+    ) -> None:
         self.oci = oci
         self.charts = charts
         self.git = git
+        self.credentials = credentials
+
+    def _auth(self, project: str, kind: CredentialType) -> RegistryAuth:
+        """The project's registry credentials, looked up when a registry asks (once per
+        repository and discovery)."""
+        found: dict[str, tuple[str, str] | None] = {}
+
+        async def lookup(repo_url: str) -> tuple[str, str] | None:
+            if repo_url not in found:
+                try:
+                    credential = await self.credentials.get(project, kind, repo_url)
+                except CredentialsError as err:
+                    raise RegistryError(str(err)) from None
+                found[repo_url] = (credential.username, credential.password) if credential else None
+            return found[repo_url]
+
+        return RegistryAuth(project, lookup)
+
+    async def _git_credential(self, project: str, repo_url: str) -> Credential | None:
+        try:
+            return await self.credentials.get(project, CredentialType.GIT, repo_url)
+        except CredentialsError as err:
+            raise GitCredentialsError(str(err)) from None
 
     async def discover(
-        self, spec: WarehouseSpec, last: Mapping[str, Any] | None, now: datetime
+        self,
+        spec: WarehouseSpec,
+        last: Mapping[str, Any] | None,
+        now: datetime,
+        project: str = "",
     ) -> dict[str, Any]:
         result: dict[str, Any] = {
             "discoveredAt": sel.format_time(now),
@@ -49,20 +104,22 @@ class Discoverer:
         git_index = 0
         for sub in spec.subscriptions:
             if isinstance(sub, ImageSubscription):
-                result["images"].append(await self._image(sub))
+                result["images"].append(await self._image(sub, project))
             elif isinstance(sub, ChartSubscription):
-                result["charts"].append(await self._chart(sub))
+                result["charts"].append(await self._chart(sub, project))
             else:
                 prev = previous_git[git_index] if git_index < len(previous_git) else None
                 git_index += 1
-                result["git"].append(await self._git(sub, prev))
+                credential = await self._git_credential(project, sub.repo_url)
+                result["git"].append(await self._git(sub, prev, _GitAccess(project, credential)))
         for key in ("git", "images", "charts"):
             if not result[key]:
                 del result[key]
         return result
 
-    async def _image(self, sub: ImageSubscription) -> dict[str, Any]:
-        tags = await self.oci.tags(sub.repo_url) if sub.strategy != "Digest" else []
+    async def _image(self, sub: ImageSubscription, project: str) -> dict[str, Any]:
+        auth = self._auth(project, CredentialType.IMAGE)
+        tags = await self.oci.tags(sub.repo_url, auth) if sub.strategy != "Digest" else []
         candidates = sel.image_candidates(sub, tags)
         # A Digest subscription follows a mutable tag: caching it by tag would defeat it.
         cached = sub.cache_by_tag and sub.strategy != "Digest"
@@ -70,12 +127,12 @@ class Discoverer:
         if sel.fetch_all_candidates(sub):
             fetched = await gather_limited(
                 _IMAGE_CONCURRENCY,
-                [self.oci.image(sub.repo_url, tag, by_tag=cached) for tag in candidates],
+                [self.oci.image(sub.repo_url, tag, by_tag=cached, auth=auth) for tag in candidates],
             )
             facts = [f for f in fetched if f is not None]
         else:
             for tag in candidates:
-                image = await self.oci.image(sub.repo_url, tag, by_tag=cached)
+                image = await self.oci.image(sub.repo_url, tag, by_tag=cached, auth=auth)
                 if image is not None and sel.image_accepts(sub, image):
                     facts.append(image)
                     if len(facts) >= sub.discovery_limit:
@@ -90,8 +147,9 @@ class Discoverer:
             out["subscriptionName"] = sub.name
         return out
 
-    async def _chart(self, sub: ChartSubscription) -> dict[str, Any]:
-        versions = await self.charts.versions(sub.repo_url, sub.chart_name)
+    async def _chart(self, sub: ChartSubscription, project: str) -> dict[str, Any]:
+        auth = self._auth(project, CredentialType.HELM)
+        versions = await self.charts.versions(sub.repo_url, sub.chart_name, auth)
         out: dict[str, Any] = {
             "repoURL": sub.repo_url,
             "versions": sel.chart_versions(sub, versions),
@@ -104,10 +162,12 @@ class Discoverer:
             out["subscriptionName"] = sub.name
         return out
 
-    async def _observed(self, sub: GitSubscription) -> dict[str, Any] | None:
+    async def _observed(self, sub: GitSubscription, access: _GitAccess) -> dict[str, Any] | None:
         insecure = sub.insecure_skip_tls_verify
         if sub.tag_based:
-            refs = await self.git.ls_remote(sub.repo_url, "refs/tags/*", insecure=insecure)
+            refs = await self.git.ls_remote(
+                sub.repo_url, "refs/tags/*", insecure=insecure, credential=access.credential
+            )
             tags = sorted(
                 (
                     {"name": name.removeprefix("refs/tags/"), "id": object_id}
@@ -118,11 +178,15 @@ class Discoverer:
             )
             return {"tags": tags} if len(tags) <= 1000 else None
         ref = f"refs/heads/{sub.branch}" if sub.branch else "HEAD"
-        refs = await self.git.ls_remote(sub.repo_url, ref, insecure=insecure)
+        refs = await self.git.ls_remote(
+            sub.repo_url, ref, insecure=insecure, credential=access.credential
+        )
         return {"branchHead": refs[ref]} if ref in refs else None
 
-    async def _git(self, sub: GitSubscription, prev: Mapping[str, Any] | None) -> dict[str, Any]:
-        observed = await self._observed(sub)
+    async def _git(
+        self, sub: GitSubscription, prev: Mapping[str, Any] | None, access: _GitAccess
+    ) -> dict[str, Any]:
+        observed = await self._observed(sub, access)
         out: dict[str, Any] = {"repoURL": sub.repo_url}
         if sub.name:
             out["subscriptionName"] = sub.name
@@ -138,11 +202,19 @@ class Discoverer:
             return out
         insecure = sub.insecure_skip_tls_verify
         if sub.tag_based:
-            ordered = sel.ordered_tags(sub, await self.git.tags(sub.repo_url, insecure=insecure))
+            found = await self.git.tags(
+                sub.repo_url,
+                insecure=insecure,
+                project=access.project,
+                credential=access.credential,
+            )
+            ordered = sel.ordered_tags(sub, found)
             if sub.filters_paths:
                 kept = []
                 for tag in ordered:
-                    paths = await self.git.changed_paths(sub.repo_url, tag.commit_id)
+                    paths = await self.git.changed_paths(
+                        sub.repo_url, tag.commit_id, access.project
+                    )
                     if sel.paths_match(sub, paths):
                         kept.append(tag)
                         if len(kept) >= sub.discovery_limit:
@@ -150,22 +222,35 @@ class Discoverer:
                 ordered = kept
             out["commits"] = sel.commits_from_tags(sub, ordered)
         else:
-            out["commits"] = sel.commits_from_branch(sub, await self._branch(sub), sub.branch)
+            out["commits"] = sel.commits_from_branch(
+                sub, await self._branch(sub, access), sub.branch
+            )
         if observed is not None:
             out["observedRefs"] = observed
         return out
 
-    async def _branch(self, sub: GitSubscription) -> list[sel.CommitFacts]:
+    async def _branch(self, sub: GitSubscription, access: _GitAccess) -> list[sel.CommitFacts]:
         insecure = sub.insecure_skip_tls_verify
         if not sub.filters_paths and not sub.expression_filter:
             return await self.git.branch_commits(
-                sub.repo_url, sub.branch, sub.discovery_limit, insecure=insecure
+                sub.repo_url,
+                sub.branch,
+                sub.discovery_limit,
+                insecure=insecure,
+                project=access.project,
+                credential=access.credential,
             )
         selected: list[sel.CommitFacts] = []
         skip, batch = 0, sub.discovery_limit
         while skip < _MAX_WALK:
             commits = await self.git.branch_commits(
-                sub.repo_url, sub.branch, batch, insecure=insecure, skip=skip
+                sub.repo_url,
+                sub.branch,
+                batch,
+                insecure=insecure,
+                skip=skip,
+                project=access.project,
+                credential=access.credential,
             )
             if not commits:
                 break
@@ -173,10 +258,18 @@ class Discoverer:
                 if not sel.commit_passes(sub, commit):
                     continue
                 if not sub.filters_paths or sel.paths_match(
-                    sub, await self.git.changed_paths(sub.repo_url, commit.id)
+                    sub, await self.git.changed_paths(sub.repo_url, commit.id, access.project)
                 ):
                     selected.append(commit)
                     if len(selected) >= sub.discovery_limit:
                         return selected
             skip, batch = skip + batch, min(batch * 2, 1000)
         return selected
+
+
+@dataclass(frozen=True, slots=True)
+class _GitAccess:
+    """Who reads a git subscription: the project (its own mirror) and what credential it has."""
+
+    project: str
+    credential: Credential | None

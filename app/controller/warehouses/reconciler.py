@@ -42,16 +42,11 @@ from app.controller.informer import Backoff, Informer, ObjectKey, object_key
 from app.controller.warehouses.charts import ChartClient
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitError, GitSource
-from app.controller.warehouses.registry import (
-    Credentials,
-    OCIClient,
-    RateLimited,
-    RegistryError,
-    TokenSource,
-)
+from app.controller.warehouses.registry import OCIClient, RateLimited, RegistryError
 from app.controller.workqueue import RetryLater, WorkQueue
 from promoter.clock import SYSTEM, Clock
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
+from promoter.ports.credentials import NO_CREDENTIALS, Credentials
 from promoter.resources import annotations as ann
 from promoter.warehouses import status as st
 from promoter.warehouses.freight import FreightBuildError, build_freight, freight_alias
@@ -190,7 +185,9 @@ class WarehouseController:
             same_generation = int(status.get("observedGeneration") or 0) == generation
             last = status.get("discoveredArtifacts") if same_generation else None
             try:
-                status["discoveredArtifacts"] = await self.discoverer.discover(spec, last, now)
+                status["discoveredArtifacts"] = await self.discoverer.discover(
+                    spec, last, now, project=namespace
+                )
             except (RegistryError, GitError, ValueError) as err:
                 message = str(err)
                 st.set_conditions(
@@ -401,20 +398,20 @@ async def start_warehouse_controller(
     stack: contextlib.AsyncExitStack,
     *,
     namespace: str | None = None,
-    credentials: Credentials | None = None,
-    token_source: TokenSource | None = None,
+    credentials: Credentials = NO_CREDENTIALS,
+    git_config: Path | None = None,
     clock: Clock = SYSTEM,
     on_reconcile: Callable[[float], None] | None = None,
 ) -> WarehouseController:
-    """The controller with its HTTP session and git cache, closed with ``stack``; registry
-    ``credentials`` are the operator's (the one docker config.json the oci steps read too)."""
+    """The controller with its HTTP session and git cache, closed with ``stack``; every
+    subscription reads with what ``credentials`` (the one port the steps ask too) finds for
+    its Warehouse's project; git also with the operator's ``git_config``."""
     session = await stack.enter_async_context(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60), trust_env=False)
     )
-    oci = OCIClient(session, token_source=token_source, clock=clock)
-    if credentials is not None:
-        oci.credentials = credentials
-    discoverer = Discoverer(oci, ChartClient(session, oci), GitSource(work_dir / "warehouses"))
+    oci = OCIClient(session, clock=clock)
+    git = GitSource(work_dir / "warehouses", git_config=git_config)
+    discoverer = Discoverer(oci, ChartClient(session, oci), git, credentials)
     return WarehouseController(
         kube, discoverer, namespace=namespace, clock=clock, on_reconcile=on_reconcile
     )

@@ -8,9 +8,13 @@ What Kargo gets from go-containerregistry, over aiohttp:
   platform's manifest is read too (the platform constraint and creation time need them).
   Manifests and blobs addressed by digest never change, so they are cached by digest.
 * **Auth**: anonymous first; a ``401`` with a ``Bearer`` challenge is answered with a token from
-  the challenge's realm (with Basic credentials when the operator configured some for that
-  registry, anonymous otherwise), cached until it expires; a ``Basic`` challenge is answered
-  with the credentials. Credentials and tokens never appear in messages or logs.
+  the challenge's realm (with Basic credentials when the credentials port has some for the
+  repository, anonymous otherwise), cached until it expires; a ``Basic`` challenge is answered
+  with the credentials. Every call names whose credentials it may use (:class:`RegistryAuth`:
+  the project asking), and tokens, Basic answers and conditional-request caches are kept per
+  project, so one project's credentials never answer for another's. Credentials and tokens
+  never appear in messages or logs; a ``401`` with no credentials to give says "no credentials
+  for <repoURL>".
 * **Rate limits**: a ``429`` raises :class:`RateLimited` with the ``Retry-After`` delay, and the
   registry is left alone until then (later calls fail fast without a request).
 
@@ -38,7 +42,15 @@ from promoter.clock import SYSTEM, Clock
 from promoter.warehouses.freight import split_registry
 from promoter.warehouses.selection import ImageFacts, PlatformFacts
 
-__all__ = ["OCIClient", "RateLimited", "RegistryError", "RepoRef", "parse_repo"]
+__all__ = [
+    "ANONYMOUS",
+    "OCIClient",
+    "RateLimited",
+    "RegistryAuth",
+    "RegistryError",
+    "RepoRef",
+    "parse_repo",
+]
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -54,10 +66,22 @@ _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _MAX_BODY = 16 * 1024 * 1024
 
-Credentials = Callable[[str], tuple[str, str] | None]
-# ``(host, repository path) -> (user, password)``, asked when ``Credentials`` has none for the
-# host: the GitHub App's installation token for a ghcr.io package (handlers/git_credentials.py).
-TokenSource = Callable[[str, str], Awaitable[tuple[str, str] | None]]
+# ``repoURL -> (user, password)`` or None, for one project (see RegistryAuth).
+Lookup = Callable[[str], Awaitable[tuple[str, str] | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryAuth:
+    """Whose credentials a call may use: ``lookup`` is asked on the registry's first challenge
+    (with the repository as the caller wrote it: ``oci://`` for a chart), and what it answers,
+    and the tokens got with it, are kept under ``key`` (the project) and never used under
+    another key."""
+
+    key: str = ""
+    lookup: Lookup | None = None
+
+
+ANONYMOUS = RegistryAuth()
 
 
 class RegistryError(Exception):
@@ -83,6 +107,8 @@ class RepoRef:
     host: str
     path: str
     scheme: str
+    # The repository as written (``oci://...`` for a chart): what credentials are looked up by.
+    written: str = field(default="", compare=False)
 
     @property
     def base(self) -> str:
@@ -111,7 +137,8 @@ def parse_repo(repo_url: str) -> RepoRef:
         path = f"library/{path}"
     if not path:
         raise RegistryError(f"{repo_url!r} names no repository")
-    return RepoRef(host, path.lower(), "http" if _plain_http(host) else "https")
+    scheme = "http" if _plain_http(host) else "https"
+    return RepoRef(host, path.lower(), scheme, repo_url.strip())
 
 
 def _created(metadata: Mapping[str, str] | None) -> datetime | None:
@@ -142,32 +169,32 @@ class OCIClient:
     """One client per process: the caches and the rate-limit gates are shared by Warehouses."""
 
     session: aiohttp.ClientSession
-    credentials: Credentials = field(default=lambda host: None)
-    token_source: TokenSource | None = None
     page_size: int = 1000
     # Where the Retry-After waits are measured (the controller's clock, so tests can move it).
     clock: Clock = SYSTEM
     requests: int = 0
-    _tokens: dict[tuple[str, str, str], _Token] = field(default_factory=dict)
-    _basic: set[str] = field(default_factory=set)
+    # (auth key, host, scope, realm) -> token; (auth key, host) -> the Basic credentials.
+    _tokens: dict[tuple[str, str, str, str], _Token] = field(default_factory=dict)
+    _basic: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     _by_digest: dict[str, Any] = field(default_factory=dict)
-    _conditional: dict[str, _Cached] = field(default_factory=dict)
+    _conditional: dict[tuple[str, str], _Cached] = field(default_factory=dict)
     _blocked_until: dict[str, float] = field(default_factory=dict)
-    # cacheByTag subscriptions: (repoURL, tag) -> facts, never asked for again (Kargo's
-    # imageCache: fast, and stale if someone re-points the tag, which is why it is opt-in).
-    _by_tag: dict[tuple[str, str], ImageFacts] = field(default_factory=dict)
+    # cacheByTag subscriptions: (auth key, repoURL, tag) -> facts, never asked for again
+    # (Kargo's imageCache: fast, and stale if someone re-points the tag: it is opt-in).
+    _by_tag: dict[tuple[str, str, str], ImageFacts] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ transport
 
     async def _get(
-        self, repo: RepoRef, url: str, headers: Mapping[str, str]
+        self, repo: RepoRef, url: str, headers: Mapping[str, str], who: RegistryAuth
     ) -> tuple[int, Mapping[str, str], bytes]:
         """GET with the auth dance; returns status, headers and body (304 included)."""
         blocked = self._blocked_until.get(repo.host, 0.0) - self.clock.monotonic()
         if blocked > 0:
             raise RateLimited(f"{repo.host} asked us to wait; {blocked:.0f}s left", blocked)
         scope = f"repository:{repo.path}:pull"
-        auth = self._auth_header(repo.host, scope)
+        auth = self._auth_header(who, repo.host, scope)
+        gave: list[bool] = []
         for attempt in range(2):
             sent = dict(headers)
             if auth:
@@ -181,7 +208,7 @@ class OCIClient:
                 raise RegistryError(f"GET {url}: {type(err).__name__}") from None
             if status == 401 and attempt == 0:
                 challenge = response_headers.get("WWW-Authenticate", "")
-                auth = await self._answer(repo, challenge, scope)
+                auth = await self._answer(repo, challenge, scope, who, gave)
                 if auth:
                     continue
             if status == 429:
@@ -190,33 +217,55 @@ class OCIClient:
                 raise RateLimited(f"GET {url}: 429 Too Many Requests", delay)
             if len(body) > _MAX_BODY:
                 raise RegistryError(f"GET {url}: response larger than {_MAX_BODY} bytes")
+            if status == 401 and not any(gave):
+                raise RegistryError(
+                    f"no credentials for {repo.written or repo.host + '/' + repo.path}: "
+                    f"GET {url}: 401 Unauthorized",
+                    401,
+                )
             return status, response_headers, body
         raise RegistryError(f"GET {url}: 401 Unauthorized", 401)
 
-    def _auth_header(self, host: str, scope: str) -> str | None:
+    def _auth_header(self, who: RegistryAuth, host: str, scope: str) -> str | None:
         now = self.clock.monotonic()
-        for (realm_host, token_scope, _), token in list(self._tokens.items()):
-            if realm_host == host and token_scope == scope and token.expires > now:
+        for (key, realm_host, token_scope, _), token in list(self._tokens.items()):
+            if (
+                key == who.key
+                and realm_host == host
+                and token_scope == scope
+                and token.expires > now
+            ):
                 return f"Bearer {token.value}"
-        if host in self._basic:
-            return _basic_header(self.credentials(host))
-        return None
+        return _basic_header(self._basic.get((who.key, host)))
 
-    async def _answer(self, repo: RepoRef, challenge: str, scope: str) -> str | None:
+    async def _credentials(self, repo: RepoRef, who: RegistryAuth) -> tuple[str, str] | None:
+        if who.lookup is None:
+            return None
+        written = repo.written or f"{repo.host}/{repo.path}"
+        try:
+            return await who.lookup(written)
+        except RegistryError:
+            raise
+        except Exception as err:  # the source's own words (CredentialsError), never a value
+            raise RegistryError(f"credentials for {written}: {err}") from None
+
+    async def _answer(
+        self,
+        repo: RepoRef,
+        challenge: str,
+        scope: str,
+        who: RegistryAuth,
+        gave: list[bool] | None = None,
+    ) -> str | None:
         scheme, _, params_text = challenge.partition(" ")
         params = dict(_CHALLENGE_PARAM.findall(params_text))
-        creds = self.credentials(repo.host)
-        if creds is None and self.token_source is not None and scheme.lower() == "bearer":
-            try:
-                creds = await self.token_source(repo.host, repo.path)
-            except Exception as err:  # the source's own words, never a token
-                raise RegistryError(
-                    f"no credentials for {repo.host}/{repo.path}: {type(err).__name__}: {err}"
-                ) from None
+        creds = await self._credentials(repo, who)
+        if gave is not None:
+            gave.append(creds is not None)
         if scheme.lower() == "basic":
             if creds is None:
                 return None
-            self._basic.add(repo.host)
+            self._basic[(who.key, repo.host)] = creds
             return _basic_header(creds)
         if scheme.lower() != "bearer" or "realm" not in params:
             return None
@@ -229,8 +278,14 @@ class OCIClient:
         try:
             async with self.session.get(url, headers=headers) as response:
                 if response.status != 200:
+                    prefix = (
+                        f"no credentials for {repo.written or repo.host + '/' + repo.path}: "
+                        if creds is None
+                        else ""
+                    )
                     raise RegistryError(
-                        f"token request to {params['realm']} for {scope}: {response.status}",
+                        f"{prefix}token request to {params['realm']} for {scope}: "
+                        f"{response.status}",
                         response.status,
                     )
                 data = await response.json(content_type=None)
@@ -242,20 +297,20 @@ class OCIClient:
         if not value:
             raise RegistryError(f"token request to {params['realm']}: no token in the answer")
         expires_in = float(data.get("expires_in") or 60)
-        self._tokens[(repo.host, scope, params["realm"])] = _Token(
+        self._tokens[(who.key, repo.host, scope, params["realm"])] = _Token(
             value, self.clock.monotonic() + max(expires_in - 10, 1)
         )
         return f"Bearer {value}"
 
     async def _get_json(
-        self, repo: RepoRef, url: str, accept: str = "application/json"
+        self, repo: RepoRef, url: str, who: RegistryAuth, accept: str = "application/json"
     ) -> tuple[Any, Mapping[str, str], bytes]:
         """A JSON document, conditionally: a cached ETag is sent as If-None-Match."""
         headers = {"Accept": accept}
-        cached = self._conditional.get(url)
+        cached = self._conditional.get((who.key, url))
         if cached is not None:
             headers["If-None-Match"] = cached.etag
-        status, response_headers, body = await self._get(repo, url, headers)
+        status, response_headers, body = await self._get(repo, url, headers, who)
         if status == 304 and cached is not None:
             value, saved_headers, raw = cached.value
             return value, saved_headers, raw
@@ -274,12 +329,12 @@ class OCIClient:
             if k in ("Link", "Docker-Content-Digest", "Content-Type")
         }
         if etag:
-            self._conditional[url] = _Cached(etag, (value, kept, body))
+            self._conditional[(who.key, url)] = _Cached(etag, (value, kept, body))
         return value, kept, body
 
     # ------------------------------------------------------------------ API
 
-    async def tags(self, repo_url: str) -> list[str]:
+    async def tags(self, repo_url: str, auth: RegistryAuth = ANONYMOUS) -> list[str]:
         """Every tag of the repository, following ``Link`` pagination."""
         repo = parse_repo(repo_url)
         url: str | None = f"{repo.base}/tags/list?n={self.page_size}"
@@ -288,7 +343,7 @@ class OCIClient:
         while url and pages < 10_000:
             pages += 1
             try:
-                data, headers, _ = await self._get_json(repo, url)
+                data, headers, _ = await self._get_json(repo, url, auth)
             except RegistryError as err:
                 if err.status == 404 and not tags:
                     return []  # a repository nothing was pushed to yet
@@ -299,14 +354,16 @@ class OCIClient:
             url = urljoin(url, match.group(1)) if match else None
         return tags
 
-    async def manifest(self, repo_url: str, reference: str) -> tuple[str, str, Any]:
+    async def manifest(
+        self, repo_url: str, reference: str, auth: RegistryAuth = ANONYMOUS
+    ) -> tuple[str, str, Any]:
         """(media type, digest, document) of a tag or digest."""
         repo = parse_repo(repo_url)
         if reference.startswith("sha256:") and reference in self._by_digest:
             media, document = self._by_digest[reference]
             return media, reference, document
         url = f"{repo.base}/manifests/{reference}"
-        document, headers, body = await self._get_json(repo, url, ACCEPT)
+        document, headers, body = await self._get_json(repo, url, auth, ACCEPT)
         digest = headers.get("Docker-Content-Digest") or (
             "sha256:" + hashlib.sha256(body).hexdigest()
         )
@@ -316,11 +373,11 @@ class OCIClient:
         self._by_digest[digest] = (media, document)
         return media, digest, document
 
-    async def blob_json(self, repo_url: str, digest: str) -> Any:
+    async def blob_json(self, repo_url: str, digest: str, auth: RegistryAuth = ANONYMOUS) -> Any:
         if digest in self._by_digest:
             return self._by_digest[digest]
         repo = parse_repo(repo_url)
-        status, _, body = await self._get(repo, f"{repo.base}/blobs/{digest}", {})
+        status, _, body = await self._get(repo, f"{repo.base}/blobs/{digest}", {}, auth)
         if status != 200:
             raise RegistryError(f"GET blob {digest} of {repo.host}/{repo.path}: {status}", status)
         try:
@@ -331,7 +388,7 @@ class OCIClient:
         return value
 
     async def _single(
-        self, repo_url: str, digest: str, document: Any
+        self, repo_url: str, digest: str, document: Any, auth: RegistryAuth
     ) -> tuple[datetime | None, dict[str, str]]:
         """Creation time of one image manifest (``getCreationTime``) and its annotations."""
         annotations = {str(k): str(v) for k, v in (document.get("annotations") or {}).items()}
@@ -339,7 +396,7 @@ class OCIClient:
         if created is None:
             config_digest = (document.get("config") or {}).get("digest")
             if config_digest:
-                config = await self.blob_json(repo_url, str(config_digest))
+                config = await self.blob_json(repo_url, str(config_digest), auth)
                 config_created = None
                 if config.get("created"):
                     try:
@@ -354,22 +411,24 @@ class OCIClient:
                     created = label_created
         return created, annotations
 
-    async def image(self, repo_url: str, tag: str, *, by_tag: bool = False) -> ImageFacts | None:
+    async def image(
+        self, repo_url: str, tag: str, *, by_tag: bool = False, auth: RegistryAuth = ANONYMOUS
+    ) -> ImageFacts | None:
         """Kargo's ``getImageByTag`` facts: digest, created-at, annotations, platforms.
 
         None when the tag does not exist (a Digest subscription's tag not pushed yet). With
         ``by_tag`` (the subscription's ``cacheByTag``) a tag seen once costs no more requests.
         """
-        if by_tag and (repo_url, tag) in self._by_tag:
-            return self._by_tag[(repo_url, tag)]
-        found = await self._image(repo_url, tag)
+        if by_tag and (auth.key, repo_url, tag) in self._by_tag:
+            return self._by_tag[(auth.key, repo_url, tag)]
+        found = await self._image(repo_url, tag, auth)
         if by_tag and found is not None:
-            self._by_tag[(repo_url, tag)] = found
+            self._by_tag[(auth.key, repo_url, tag)] = found
         return found
 
-    async def _image(self, repo_url: str, tag: str) -> ImageFacts | None:
+    async def _image(self, repo_url: str, tag: str, auth: RegistryAuth) -> ImageFacts | None:
         try:
-            media, digest, document = await self.manifest(repo_url, tag)
+            media, digest, document = await self.manifest(repo_url, tag, auth)
         except RegistryError as err:
             if err.status == 404:
                 return None
@@ -387,8 +446,10 @@ class OCIClient:
                 }
                 created = _created(entry_annotations)
                 if created is None:
-                    _, child_digest, child = await self.manifest(repo_url, str(entry["digest"]))
-                    created, _ = await self._single(repo_url, child_digest, child)
+                    _, child_digest, child = await self.manifest(
+                        repo_url, str(entry["digest"]), auth
+                    )
+                    created, _ = await self._single(repo_url, child_digest, child, auth)
                 if created is not None and (newest is None or created > newest):
                     newest = created
                 platforms.append(
@@ -402,7 +463,7 @@ class OCIClient:
             return ImageFacts(
                 tag, digest, _created(annotations) or newest, annotations, tuple(platforms)
             )
-        created, annotations = await self._single(repo_url, digest, document)
+        created, annotations = await self._single(repo_url, digest, document, auth)
         return ImageFacts(tag, digest, created, annotations)
 
 
