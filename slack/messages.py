@@ -378,6 +378,7 @@ def status_table(rows: Sequence[StageView], namespace: str) -> Message:
         f"*{b.escape(r.stage)}* · Freight `{b.escape(r.freight)}` · running `{b.escape(r.running)}`"
         f" · {r.queued} queued · {b.escape(r.health)} · verification "
         f"{b.escape(r.verification)}{_environment(r.environment)}"
+        + (f" · :snowflake: {b.escape(r.window)}" if r.window else "")
         for r in rows
     ]
     text = header + "\n" + "\n".join(lines)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -26,8 +26,9 @@ from app.controller.clusterdata import KubeClusterData
 from app.controller.creation import InformerTasks, announce_created
 from app.controller.informer import Informer
 from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
+from app.controller.policies import ProjectRules
 from app.controller.routing import EventRouting, health_apps, waiting_apps, waiting_prs
-from app.controller.verification import Verifier, auto_promote_enabled
+from app.controller.verification import Verifier
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWrites
 from app.logs import REDACTOR
@@ -138,11 +139,20 @@ class Controller(EventRouting, StatusWrites):
         # not at every Stage (which made each Freight write cost O(Stages)).
         self.stages.add_index("auto-promote", self._auto_promote_index)
         self.task_source: TaskSource = InformerTasks(self.tasks, self.cluster_tasks)
+        # ProjectConfigs and the ClusterConfig: policies, windows, links (app.controller.policies).
+        self.rules = ProjectRules(
+            kube,
+            stages=self.stages,
+            clock=clock,
+            namespace=namespace,
+            enqueue_namespace=self._enqueue_namespace,
+        )
         self.verifier = Verifier(
             kube,
             clock=clock,
             enqueue=lambda ns, stage: self._enqueue_stage(ns, stage),
             create_promotion=self._auto_promote,
+            auto_promotes=self.rules.auto_promotes,
         )
         self._announced: set[str] = set()
         self._work_dirs: set[Path] = set()
@@ -162,6 +172,7 @@ class Controller(EventRouting, StatusWrites):
             self.cluster_tasks,
             *(() if self.argocd_missing else (self.applications,)),
             *self.verifier.informers,
+            *self.rules.informers,
         )
 
     def synced(self) -> bool:
@@ -171,6 +182,7 @@ class Controller(EventRouting, StatusWrites):
 
     async def run_informers(self) -> None:
         await self.verifier.probe()
+        await self.rules.probe()
         try:
             await self.kube.list(k.APPLICATIONS)
         except k.NotFound:
@@ -213,6 +225,7 @@ class Controller(EventRouting, StatusWrites):
                     self.queue.run(self._reconcile_key, concurrency=self.max_concurrent)
                 )
                 group.create_task(self._health_loop())
+                group.create_task(self.rules.write_statuses())
         finally:
             if self._generation == generation:
                 self._leading = False
@@ -241,9 +254,18 @@ class Controller(EventRouting, StatusWrites):
     ) -> float | None:
         stage_obj = self.stages.get(namespace, stage_name)
         key = f"{namespace}/{stage_name}"
+        now = self.clock.now()
+        # The Stage's promotion windows now: a closed schedule holds the queue (every path
+        # that creates Promotions ends in this queue), and its next boundary wakes the Stage.
+        window = self.rules.schedule(stage_obj).state(now) if stage_obj is not None else None
+        boundary = window and (window.next_open or window.next_close)
+        window_requeue = max(0.0, (boundary - now).total_seconds()) if boundary else None
         # Decide (promoter.control.stage_planner), then apply: announce, abort, then run the queue.
         plan = plan_queue(
-            stage_obj, self.promotions.by_index("stage", key), announced=self._announced
+            stage_obj,
+            self.promotions.by_index("stage", key),
+            announced=self._announced,
+            window=window,
         )
         for promotion in plan.announce:
             self._announced.add(str(meta(promotion).get("uid")))
@@ -258,7 +280,10 @@ class Controller(EventRouting, StatusWrites):
                 self.stages.get(namespace, stage_name),
                 self.promotions.by_index("stage", key),
                 announced=self._announced,
+                window=window,
             )
+            if plan.held is not None:
+                await self._hold(plan.queued, plan.held.held_message(now))
             if plan.run is None:
                 break
             requeue, finished = await self._run(plan.run, stage_obj, wake=wake)
@@ -277,11 +302,30 @@ class Controller(EventRouting, StatusWrites):
                 later = await self.verifier.auto_promote(
                     written,
                     self.promotions.by_index("stage", f"{namespace}/{stage_name}"),
-                    self.freight.items(namespace) if auto_promote_enabled(written) else (),
+                    self.freight.items(namespace) if self.rules.auto_promotes(written) else (),
                 )
                 if later is not None:
                     requeue = later if requeue is None else min(requeue, later)
+        if window_requeue is not None:
+            requeue = window_requeue if requeue is None else min(requeue, window_requeue)
         return requeue
+
+    async def _hold(self, queued: Sequence[Mapping[str, Any]], message: str) -> None:
+        """Say on each queued Promotion what it waits for (a closed promotion window)."""
+        for promotion in queued:
+            if (promotion.get("status") or {}).get("message") == message:
+                continue
+            try:
+                written = await self.kube.patch_status(
+                    k.PROMOTIONS,
+                    namespace_of(promotion),
+                    name_of(promotion),
+                    {"message": message},
+                    resource_version=str(meta(promotion).get("resourceVersion")),
+                )
+            except (k.Conflict, k.NotFound):
+                continue  # it moved on (aborted?): the next pass decides again
+            self._observe(written)
 
     def _freight_for(self, promotion: Mapping[str, Any]) -> Mapping[str, Any] | None:
         # spec.freight may name the Freight by its alias (chat and kubectl users do).

@@ -384,6 +384,8 @@ class StageView:
     labels: tuple[FreightLabel, ...] = ()
     downstream: tuple[str, ...] = ()
     environment: EnvironmentLink | None = None  # the GitHub environment of its last Promotion
+    # "frozen until Mon 09:00 Europe/Berlin (window `weekend-freeze`)"; "" while open.
+    window: str = ""
 
 
 def health_word(status: Mapping[str, Any]) -> str:
@@ -405,10 +407,12 @@ def stage_views(
     promotions: Iterable[Mapping[str, Any]],
     freights: Iterable[Mapping[str, Any]] = (),
     all_stages: Sequence[Mapping[str, Any]] = (),
+    windows: Mapping[str, str] | None = None,
 ) -> list[StageView]:
     """One view per Stage, by name. The Stage's history names its Freight but (as in Kargo)
     carries no alias, so the alias is looked up in ``freights``; ``all_stages`` (the project's)
-    gives each its downstream Stages."""
+    gives each its downstream Stages; ``windows`` says which are frozen, and until when."""
+    windows = windows or {}
     freights = list(freights)
     by_stage: dict[tuple[str | None, str], list[Mapping[str, Any]]] = {}
     for p in promotions:
@@ -441,6 +445,7 @@ def stage_views(
                 labels=tuple(labels),
                 downstream=tuple(downstream_stages(name_of(stage), all_stages)),
                 environment=environment_link(last_promotion),
+                window=windows.get(name_of(stage), ""),
             )
         )
     return rows
