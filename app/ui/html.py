@@ -258,7 +258,11 @@ def _stage_row(namespace: str, card: StageCard) -> str:
     )
     return (
         f'<tr data-stage="{e(card.name)}">'
-        + td("Stage", f'<a href="{stage_path(namespace, card.name)}">{e(card.name)}</a>')
+        + td(
+            "Stage",
+            f'<a href="{stage_path(namespace, card.name)}">{e(card.name)}</a>'
+            + (f'<div class="muted" data-window>{e(card.window)}</div>' if card.window else ""),
+        )
         + td("Freight", f"<code>{e(card.freight)}</code>")
         + td("Health", health)
         + td("Verification", verification)

@@ -375,6 +375,8 @@ class StageCard:
     queued: list[PromotionItem]
     last: PromotionItem | None
     environment: list[Link] = field(default_factory=list)  # its GitHub environment
+    # Its promotion windows, as the controller last recorded them ("" while open).
+    window: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,7 +440,19 @@ def stage_card(
         queued=[_item(p, freights) for p in queue.pending()],
         last=_item(finished[-1], freights) if finished else None,
         environment=environment_links(row.environment),
+        window=window_text(status.get("promotionWindowStatus")),
     )
+
+
+def window_text(recorded: Any) -> str:
+    """``frozen until 2026-01-12 08:00 UTC: Deny window `weekend-freeze` is in effect`` from the
+    Stage's ``status.promotionWindowStatus``; "" while open."""
+    if not isinstance(recorded, Mapping) or not recorded.get("closed"):
+        return ""
+    reason = str(recorded.get("reason") or "")
+    opens = parse_time(recorded.get("nextOpen"))
+    until = f"until {opens:%Y-%m-%d %H:%M} UTC" if opens else "with no known end"
+    return f"frozen {until}" + (f": {reason}" if reason else "")
 
 
 def project_view(
