@@ -108,7 +108,10 @@ def progress_line(view: PromotionView) -> str:
 
 def summary(view: PromotionView) -> str:
     parts = [
-        f"Promotion `{view.name}` of Freight `{view.label.short}` to Stage "
+        f"Rollback `{view.name}` of Stage `{view.stage}` to Freight `{view.label.short}`: "
+        f"{progress_line(view)}"
+        if view.rollback
+        else f"Promotion `{view.name}` of Freight `{view.label.short}` to Stage "
         f"`{view.stage}`: {progress_line(view)}"
     ]
     if view.message:

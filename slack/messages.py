@@ -223,6 +223,12 @@ def render_promotion(view: PromotionView) -> Message:
     verification = view.verification
 
     head = f"{PHASE_ICON.get(phase, '')} *{b.escape(label)}* to *{b.escape(stage_name)}*: *{phase}*"
+    if view.rollback:
+        # An automatic rollback says so first: people read it as an incident, not a release.
+        head = (
+            f"{PHASE_ICON.get(phase, '')} :rewind: Rollback of *{b.escape(stage_name)}* to "
+            f"*{b.escape(label)}*: *{phase}*"
+        )
     if phase == "Running" and total:
         current = next((s for s in lines if s.status == "Running"), None)
         head += f" — step {min(done + 1, total)} of {total}"
@@ -292,6 +298,11 @@ def render_promotion(view: PromotionView) -> Message:
         f"{PHASE_ICON.get(phase, '')} Promotion {b.escape(name)}: {b.escape(label)} to "
         f"{b.escape(stage_name)} — {phase}"
     )
+    if view.rollback:
+        text = (
+            f"{PHASE_ICON.get(phase, '')} Rollback {b.escape(name)}: {b.escape(stage_name)} back "
+            f"to {b.escape(label)} — {phase}"
+        )
     if total:
         text += f" ({done}/{total} steps)"
     if verification is not None and verification.state not in ("none", "superseded"):

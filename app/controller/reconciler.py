@@ -23,21 +23,23 @@ from typing import Any, cast
 from app.controller import kube as k
 from app.controller.argocd import KubeArgoCDApps
 from app.controller.clusterdata import KubeClusterData
-from app.controller.creation import InformerTasks, announce_created
+from app.controller.creation import InformerTasks, announce_created, create_promotion
 from app.controller.informer import Informer
 from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
 from app.controller.policies import ProjectRules
 from app.controller.routing import EventRouting, health_apps, waiting_apps, waiting_prs
-from app.controller.verification import Verifier
+from app.controller.verification import AUTO_ROLLBACK_ACTOR, Verifier
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWrites
 from app.logs import REDACTOR
 from promoter.clock import SYSTEM, Clock
+from promoter.control.rollback import plan_rollback
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
 from promoter.engine.builder import TaskSource, ensure_inflated
 from promoter.errors import InvalidInput
 from promoter.ports.telemetry import log_context, set_log_context
+from promoter.resources import annotations as ann
 from promoter.resources.model import (
     Phase,
     Promotion,
@@ -299,6 +301,7 @@ class Controller(EventRouting, StatusWrites):
         if stage_obj is not None:
             written = await self._write_stage_status(stage_obj, succeeded_freight, finished_last)
             if written is not None:
+                await self._auto_rollback(written)
                 later = await self.verifier.auto_promote(
                     written,
                     self.promotions.by_index("stage", f"{namespace}/{stage_name}"),
@@ -309,6 +312,51 @@ class Controller(EventRouting, StatusWrites):
         if window_requeue is not None:
             requeue = window_requeue if requeue is None else min(requeue, window_requeue)
         return requeue
+
+    async def _auto_rollback(self, stage: Mapping[str, Any]) -> None:
+        """Roll the Stage back to its stable Freight if its ProjectConfig says so and something
+        just failed (promoter.control.rollback decides; once per failure)."""
+        policy = self.rules.auto_rollback(stage)
+        if policy is None:
+            return
+        namespace, name = namespace_of(stage) or "default", name_of(stage)
+
+        def verified_here(freight: str) -> bool:
+            found = self.freight.get(namespace, freight) or {}
+            return name in ((found.get("status") or {}).get("verifiedIn") or {})
+
+        promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
+        decided = plan_rollback(stage, promotions, policy, verified_here, self.clock.now())
+        if decided is None:
+            return
+        freight = self._find_freight(namespace, decided.freight)
+        if freight is None:
+            log.warning("cannot roll %s back: Freight %s is gone", name, decided.freight)
+            return
+        created = await create_promotion(
+            self.kube,
+            stage,
+            freight,
+            self.task_source,
+            actor=AUTO_ROLLBACK_ACTOR,
+            now=self.clock.now(),
+            annotations=ann.rollback(decided.failure),
+        )
+        self.promotions.observe(created)
+        await self.kube.emit_event(
+            dict(stage),
+            reason="AutoRollback",
+            message=f"rolling back to Freight {decided.freight} ({name_of(created)}): "
+            f"{decided.reason}",
+            type="Warning",
+        )
+        log.info(
+            "rolling Stage %s back to Freight %s as %s: %s",
+            name,
+            decided.freight,
+            name_of(created),
+            decided.reason,
+        )
 
     async def _hold(self, queued: Sequence[Mapping[str, Any]], message: str) -> None:
         """Say on each queued Promotion what it waits for (a closed promotion window)."""

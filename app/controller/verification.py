@@ -48,6 +48,7 @@ from promoter.resources.stages import (
 log = logging.getLogger(__name__)
 
 AUTO_PROMOTION_ACTOR = "longshoreman:auto-promotion"
+AUTO_ROLLBACK_ACTOR = "longshoreman:auto-rollback"
 STAGE_LABEL = f"{GROUP}/stage"
 CRD_MISSING = (
     "cannot verify: the AnalysisRun CRD (analysisruns.argoproj.io) is not installed in this "

@@ -430,7 +430,7 @@ def promotion_fragment(view: PromotionPage) -> str:
         else ""
     )
     return (
-        f"<h1>Promotion <code>{e(view.name)}</code></h1>"
+        f"<h1>{'Rollback' if view.rollback else 'Promotion'} <code>{e(view.name)}</code></h1>"
         + f"<p>{badge(view.phase, id_='phase')}{where}</p>"
         + message
         + warning

@@ -198,6 +198,7 @@ class PromotionPage:
     apps: list[Link] = field(default_factory=list)
     analysis_runs: list[AnalysisRunView] = field(default_factory=list)
     core: shared.PromotionView | None = None
+    rollback: bool = False  # an automatic rollback to the Stage's stable Freight
     environment: list[Link] = field(default_factory=list)  # its GitHub Deployments
     warning: str = ""  # why some GitHub Deployments could not be written
 
@@ -324,6 +325,7 @@ def promotion_page(
         phase=core.phase,
         message=masker.text(core.message),
         actor=core.actor,
+        rollback=core.rollback,
         created=_time(meta(promotion).get("creationTimestamp")),
         started=_time(status.get("startedAt")),
         finished=_time(status.get("finishedAt")),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, read_json
+from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, is_rollback, read_json
 from promoter.resources.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
 from promoter.resources.stages import downstream_stages, has_verification, phase_of
 
@@ -242,6 +242,8 @@ class PromotionView:
     verification: Verification | None = None  # None until it succeeds
     verified_here: bool = False  # its Freight counts as verified in this Stage
     environment: EnvironmentLink | None = None  # its GitHub Deployments, when it has some
+    # Put back the Stage's stable Freight after a failure (kargo.akuity.io/rollback).
+    rollback: bool = False
 
     @property
     def next_stages(self) -> tuple[str, ...]:
@@ -361,6 +363,7 @@ def promotion_view(
         verification=verification,
         verified_here=verified_in(stage_name, freight, verification),
         environment=environment_link(promotion),
+        rollback=is_rollback(promotion),
     )
 
 
