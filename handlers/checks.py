@@ -128,6 +128,10 @@ def summary(view: PromotionView) -> str:
     if view.link:
         parts.append("")
         parts.append(f"[Details]({view.link})")
+    if view.links:
+        # The project's deep links (ProjectConfig freightLinks / stageLinks).
+        parts.append("")
+        parts.append(" · ".join(f"[{_cell(x.title)}]({x.url})" for x in view.links))
     return clip("\n".join(parts), MAX_OUTPUT)
 
 

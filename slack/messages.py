@@ -240,6 +240,8 @@ def render_promotion(view: PromotionView) -> Message:
         facts.append(_duration(view))
     if view.link:
         facts.append(f"<{b.escape(view.link)}|Details>")
+    # The project's deep links (ProjectConfig freightLinks / stageLinks).
+    facts.extend(f"<{b.escape(x.url)}|{b.escape(x.title)}>" for x in view.links)
     blocks.append(b.context(" · ".join(facts)))
     if lines:
         blocks.extend(b.chunked_sections(_step_text(s) for s in lines))

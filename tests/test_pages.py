@@ -263,6 +263,31 @@ async def test_a_frozen_stage_and_its_held_promotion_say_so_on_the_pages(tmp_pat
         assert "waiting for promotion window" in held and "opens Mon 09:00 Europe/Berlin" in held
 
 
+async def test_the_stage_page_shows_the_project_s_deep_links_and_why_one_is_missing(
+    tmp_path: Path,
+) -> None:
+    links = [
+        {"title": "Grafana", "url": "https://grafana/d/app?env={{ .stage.metadata.name }}"},
+        {"title": "Only prod", "url": "https://x", "if": 'stage.metadata.name == "prod"'},
+        {"title": "Broken", "url": "https://x/{{ .stage.metadata.name", "description": "d"},
+    ]
+    async with serving(tmp_path) as (client, state):
+        assert state.kube is not None and state.controller is not None
+        await state.kube.create(k.PROJECT_CONFIGS, objects.project_config(NS, stageLinks=links))
+        async with asyncio.timeout(10):  # the page reads the informer cache
+            while True:
+                if state.controller.rules.project(NS) is not None:
+                    break
+                await asyncio.sleep(0.02)
+        page = await text_of(client, f"/ui/stages/{NS}/test")
+        section = page.split('<h2 id="links">', 1)[1].split("</ul>", 1)[0]
+        assert '<a href="https://grafana/d/app?env=test" rel="noopener noreferrer">Grafana</a>' in (
+            section
+        )
+        assert "Only prod" not in section
+        assert "error evaluating URL template for link &#x27;Broken&#x27;" in section
+
+
 async def test_promotion_page_shows_steps_outputs_links_masks_secrets_and_escapes_text(
     tmp_path: Path,
 ) -> None:

@@ -84,14 +84,17 @@ class World:
         return items
 
 
-def stage(name: str, **labels: str) -> dict[str, Any]:
+def stage(name: str, channel: str | None = None, **labels: str) -> dict[str, Any]:
+    annotations = {ann.SLACK_PROMOTERS: "U0ALICE"}
+    if channel:
+        annotations[ann.SLACK_CHANNEL] = channel
     return objects.stage(
         name,
         namespace=NS,
         warehouse="shop",
         steps=STEPS,
         labels=labels or None,
-        annotations={ann.SLACK_PROMOTERS: "U0ALICE"},
+        annotations=annotations,
     )
 
 
@@ -271,3 +274,58 @@ async def _wait_promotions(world: World, count: int) -> list[dict[str, Any]]:
             return found
         await asyncio.sleep(0.02)
     raise AssertionError(f"fewer than {count} Promotions: {await world.promotions()}")
+
+
+async def test_deep_links_are_in_the_promotion_s_slack_message(world: World) -> None:
+    await world.kube.create(k.STAGES, stage("prod", channel="C0PROD"))
+    await world.kube.create(k.FREIGHT, freight("1a2b3c4d5e6f", "frozen-tauntaun"))
+    await world.kube.create(
+        k.CLUSTER_CONFIGS,
+        objects.cluster_config(
+            freightLinks=[{"title": "Commit", "url": "https://git/{{ .freight.metadata.name }}"}]
+        ),
+    )
+    await _configure(
+        world,
+        policies=[],
+        windows=[],
+    )
+    await world.kube.patch(
+        k.PROJECT_CONFIGS,
+        NS,
+        NS,
+        {
+            "spec": {
+                "stageLinks": [
+                    {
+                        "title": "Grafana",
+                        "url": "https://grafana/d/shop?env=${{ stage.metadata.name }}",
+                        "if": 'stage.metadata.name == "prod"',
+                    }
+                ]
+            }
+        },
+    )
+    await wait_for_object(
+        world.kube,
+        k.PROJECT_CONFIGS,
+        NS,
+        NS,
+        lambda c: (
+            (c.get("status") or {}).get("observedGeneration") == c["metadata"].get("generation")
+        ),
+    )
+    world.clock.advance(3 * 24 * 3600)  # a weekday, not that any window applies here
+    answer = await world.command("frozen-tauntaun to prod", "r1")
+    assert "created" in answer
+
+    def linked() -> Any:
+        for message in world.slack.channel("C0PROD"):
+            if "Succeeded" in message.text and "Grafana" in str(message.blocks):
+                return message
+        return None
+
+    message = await world.slack.wait_for(linked, within=20, what="the message with its links")
+    facts = str(message.blocks)
+    assert "<https://grafana/d/shop?env=prod|Grafana>" in facts
+    assert "<https://git/1a2b3c4d5e6f|Commit>" in facts

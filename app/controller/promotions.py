@@ -57,6 +57,8 @@ class ClusterPromotions:
                 for s in c.stages.items(namespace)
                 if (schedule := c.rules.schedule(s))
             },
+            project_config=c.rules.project(namespace),
+            cluster_config=c.rules.cluster(),
         )
 
     async def promote(

@@ -33,6 +33,7 @@ from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWrites
 from app.logs import REDACTOR
 from promoter.clock import SYSTEM, Clock
+from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.rollback import plan_rollback
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
@@ -176,6 +177,10 @@ class Controller(EventRouting, StatusWrites):
             *self.verifier.informers,
             *self.rules.informers,
         )
+
+    def configs(self, namespace: str) -> tuple[ProjectConfig | None, ClusterConfig | None]:
+        """The project's ProjectConfig and the ClusterConfig, parsed (the pages' deep links)."""
+        return self.rules.project(namespace), self.rules.cluster()
 
     def synced(self) -> bool:
         return self._probed.is_set() and all(i.synced.is_set() for i in self.informers)

@@ -350,6 +350,14 @@ def stage_fragment(view: StageView) -> str:
             if card.environment
             else ""
         )
+        + (
+            '<h2 id="links">Links</h2><ul class="links">'
+            + "".join(f"<li>{link(x)}</li>" for x in view.links)
+            + "".join(f'<li class="muted">{e(x)}</li>' for x in view.link_errors)
+            + "</ul>"
+            if view.links or view.link_errors
+            else ""
+        )
         + "<h2>Freight history</h2>"
         + (f"<ol>{history}</ol>" if history else '<p class="muted">None.</p>')
         + '<h2 id="verification">Verification</h2>'

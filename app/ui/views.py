@@ -23,6 +23,8 @@ from app.ui.graph import PipelineGraph, pipeline_graph
 from app.ui.timeline import FreightTimeline, freight_timeline
 from promoter.chat import views as shared
 from promoter.chat.views import freight_label, stage_views, step_lines
+from promoter.control.links import freight_links, stage_links
+from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.resources.model import meta, name_of, namespace_of, parse_time
 from promoter.resources.stages import StageQueue, get_condition, phase_of
 from promoter.rules.argocd import touched_apps
@@ -502,6 +504,10 @@ class StageView:
     freight_history: list[str]
     verifications: list[AnalysisRunView]
     promotions: list[PromotionItem]
+    # The project's deep links for the Stage and its current Freight, and the errors of those
+    # that did not render (shown here, where the ProjectConfig's owner looks).
+    links: list[Link] = field(default_factory=list)
+    link_errors: list[str] = field(default_factory=list)
 
 
 def stage_view(
@@ -510,6 +516,8 @@ def stage_view(
     freights: Sequence[Mapping[str, Any]],
     *,
     masker: Masker | None = None,
+    project: ProjectConfig | None = None,
+    cluster: ClusterConfig | None = None,
 ) -> StageView:
     masker = masker or Masker()
     status = stage.get("status") or {}
@@ -537,6 +545,13 @@ def stage_view(
         if isinstance(c, Mapping)
     ]
     newest = sorted(mine, key=lambda p: (_recency(p), name_of(p)), reverse=True)
+    links, errors = stage_links(stage, project, cluster)
+    current = (status.get("freightHistory") or [{}])[0] or {}
+    for item in (current.get("items") or {}).values():
+        found = next((f for f in freights if name_of(f) == (item or {}).get("name")), None)
+        if found is not None:
+            more, more_errors = freight_links(found, project, cluster)
+            links, errors = links + more, errors + more_errors
     return StageView(
         namespace=namespace_of(stage) or "default",
         card=stage_card(stage, promotions, freights, masker),
@@ -544,4 +559,6 @@ def stage_view(
         freight_history=history,
         verifications=analysis_runs(stage, masker=masker),
         promotions=[_item(p, freights) for p in newest],
+        links=[Link(x.title, x.url, x.description) for x in links],
+        link_errors=[masker.text(x) for x in errors],
     )

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from promoter.chat.views import EnvironmentLink, StageView
+from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.windows import Schedule
 from promoter.errors import InvalidInput
 from promoter.resources import annotations as ann
@@ -605,6 +606,9 @@ class Snapshot:
     # Each Stage's promotion windows (its ProjectConfig's and the ClusterConfig's), by name:
     # a Stage without any is always open.
     schedules: Mapping[str, Schedule] = field(default_factory=dict)
+    # The project's ProjectConfig and the cluster's ClusterConfig (deep links), where known.
+    project_config: ProjectConfig | None = None
+    cluster_config: ClusterConfig | None = None
 
     def stage(self, name: str) -> Mapping[str, Any] | None:
         return next((s for s in self.stages if name_of(s) == name), None)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from promoter.control.links import ResolvedLink, freight_links, stage_links
+from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, is_rollback, read_json
 from promoter.resources.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
 from promoter.resources.stages import downstream_stages, has_verification, phase_of
@@ -244,6 +246,8 @@ class PromotionView:
     environment: EnvironmentLink | None = None  # its GitHub Deployments, when it has some
     # Put back the Stage's stable Freight after a failure (kargo.akuity.io/rollback).
     rollback: bool = False
+    # The Stage's and the Freight's deep links (ProjectConfig / ClusterConfig), resolved.
+    links: tuple[ResolvedLink, ...] = ()
 
     @property
     def next_stages(self) -> tuple[str, ...]:
@@ -329,6 +333,8 @@ def promotion_view(
     stages: Sequence[Mapping[str, Any]] = (),
     freights: Iterable[Mapping[str, Any]] = (),
     link: str | None = None,
+    project: ProjectConfig | None = None,
+    cluster: ClusterConfig | None = None,
 ) -> PromotionView:
     """The view of ``promotion``, built once from the objects a front end has at hand: its
     ``stage`` (verification), the project's ``stages`` (what follows this one) and ``freights``
@@ -342,6 +348,14 @@ def promotion_view(
     freight = found if found is not None else recorded
     origin = (freight or {}).get("origin")
     verification = verification_of(promotion, stage)
+    links: list[ResolvedLink] = []
+    if project is not None or cluster is not None:
+        # A link that does not render is left out (its error is the ProjectConfig owner's to
+        # see on the pages, not every chat message's).
+        if stage is not None:
+            links += stage_links(stage, project, cluster)[0]
+        if freight is not None:
+            links += freight_links(freight, project, cluster)[0]
     return PromotionView(
         namespace=namespace_of(promotion) or "default",
         name=name_of(promotion),
@@ -364,6 +378,7 @@ def promotion_view(
         verified_here=verified_in(stage_name, freight, verification),
         environment=environment_link(promotion),
         rollback=is_rollback(promotion),
+        links=tuple(links),
     )
 
 
