@@ -11,6 +11,12 @@ says which Stages auto-promote and roll back and which windows apply, or what is
 in its Status column. Those writes run on the leader, in a loop of their own, when a config or
 the set of Stages changes.
 
+Each ProjectConfig's ``webhookReceivers`` are resolved here on every replica (any of them may
+receive a webhook): their Secrets are read once per ProjectConfig version (Kargo does not watch
+Secrets either: touch the ProjectConfig after rotating one), and the table of paths
+(:attr:`ProjectRules.receivers`) is what ``app/receivers`` serves beside the operator's
+receivers. Where each one listens is written to the ProjectConfig's ``status.webhookReceivers``.
+
 Clusters whose CRDs predate these kinds keep working: without the CRDs the caches stay empty
 and every Stage follows its own annotations, as before.
 """
@@ -18,6 +24,8 @@ and every Stage follows its own annotations, as before.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -42,6 +50,7 @@ from promoter.control.policies import (
 from promoter.control.windows import Schedule
 from promoter.resources.model import meta, name_of, namespace_of
 from promoter.resources.stages import Condition, set_condition
+from promoter.warehouses.project_receivers import ProjectReceiver, project_receivers
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +66,7 @@ class ProjectRules:
         clock: Clock,
         namespace: str | None = None,
         enqueue_namespace: Callable[[str | None], None],
+        receiver_base_url: str = "",
     ) -> None:
         self.kube = kube
         self.stages = stages
@@ -71,6 +81,12 @@ class ProjectRules:
         self._parsed: dict[tuple[str, str], Any] = {}
         self._dirty: set[str] = set()
         self._changed = asyncio.Event()
+        # The projects' own webhook receivers, by path (every replica serves them).
+        self.receiver_base_url = receiver_base_url.rstrip("/")
+        self.receivers: dict[str, ProjectReceiver] = {}
+        self._receiver_problems: dict[str, list[str]] = {}
+        self._receivers_dirty: set[str] = set()
+        self._receivers_changed = asyncio.Event()
 
     @property
     def informers(self) -> tuple[Informer, ...]:
@@ -134,6 +150,9 @@ class ProjectRules:
         namespace = namespace_of(obj) or "default"
         self.enqueue_namespace(namespace)
         self.stages_changed(namespace)
+        if old is None or obj.get("spec") != old.get("spec") or kind == "DELETED":
+            self._receivers_dirty.add(namespace)
+            self._receivers_changed.set()
 
     def _on_cluster(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         self._forget(old)
@@ -149,6 +168,69 @@ class ProjectRules:
         if self.projects.get(namespace, namespace) is not None:
             self._dirty.add(namespace)
             self._changed.set()
+
+    # ---- the projects' webhook receivers --------------------------------------------------------
+
+    async def resolve_receivers(self) -> None:
+        """Keep :attr:`receivers` in step with the ProjectConfigs (every replica)."""
+        while True:
+            self._receivers_changed.clear()
+            dirty, self._receivers_dirty = self._receivers_dirty, set()
+            for namespace in sorted(dirty):
+                try:
+                    await self._resolve(namespace)
+                except k.KubeError as e:
+                    log.warning("reading ProjectConfig %s's receiver Secrets: %s", namespace, e)
+                    self._receivers_dirty.add(namespace)
+            if self._receivers_dirty:
+                await asyncio.sleep(5)  # a Secret read failed: try those again
+                continue
+            await self._receivers_changed.wait()
+
+    async def _resolve(self, namespace: str) -> None:
+        config = self.project(namespace)
+        specs = config.webhook_receivers if config is not None else ()
+        secrets: dict[str, Mapping[str, str] | None] = {}
+        for spec in specs:
+            for sender_config in spec.values():
+                if not isinstance(sender_config, Mapping):
+                    continue
+                name = str((sender_config.get("secretRef") or {}).get("name") or "")
+                if name and name not in secrets:
+                    secrets[name] = await self._secret(namespace, name)
+        found, problems = project_receivers(namespace, specs, lambda name: secrets.get(name))
+        self.receivers = {
+            path: r for path, r in self.receivers.items() if r.project != namespace
+        } | {r.path: r for r in found}
+        self._receiver_problems[namespace] = problems
+        self.stages_changed(namespace)  # its status says where they listen
+
+    async def _secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        try:
+            secret = await self.kube.get(k.SECRETS, namespace, name)
+        except k.NotFound:
+            return None
+        data: dict[str, str] = {}
+        for key, value in (secret.get("data") or {}).items():
+            try:
+                data[str(key)] = base64.b64decode(str(value)).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                continue
+        for key, value in (secret.get("stringData") or {}).items():
+            data[str(key)] = str(value)
+        return data
+
+    def receiver_details(self, namespace: str) -> list[dict[str, str]]:
+        """Kargo's ``WebhookReceiverDetails`` of the project's receivers."""
+        out = []
+        for receiver in sorted(self.receivers.values(), key=lambda r: r.name):
+            if receiver.project != namespace:
+                continue
+            details = {"name": receiver.name, "path": receiver.path}
+            if self.receiver_base_url:
+                details["url"] = self.receiver_base_url + receiver.path
+            out.append(details)
+        return out
 
     # ---- the ProjectConfigs' status -----------------------------------------------------------
 
@@ -172,8 +254,9 @@ class ProjectRules:
         if obj is None or config is None:
             return
         now: datetime = self.clock.now()
-        if config.problems:
-            condition = Condition("Ready", "False", "Invalid", "; ".join(config.problems))
+        problems = [*config.problems, *self._receiver_problems.get(namespace, ())]
+        if problems:
+            condition = Condition("Ready", "False", "Invalid", "; ".join(problems))
         else:
             condition = Condition(
                 "Ready", "True", "InForce", in_force(config, self.stages.items(namespace))
@@ -181,17 +264,19 @@ class ProjectRules:
         status = dict(obj.get("status") or {})
         generation = meta(obj).get("generation")
         conditions = set_condition(status.get("conditions") or [], condition, now, generation)
+        receivers = self.receiver_details(namespace)
         new = {**status, "conditions": conditions}
         if generation is not None:
             new["observedGeneration"] = generation
+        if receivers or status.get("webhookReceivers"):
+            new["webhookReceivers"] = receivers
         if new == status:
             return
+        patch: dict[str, Any] = {"conditions": conditions, "observedGeneration": generation}
+        if "webhookReceivers" in new:
+            patch["webhookReceivers"] = receivers
         written = await self.kube.patch_status(
-            k.PROJECT_CONFIGS,
-            namespace,
-            namespace,
-            {"conditions": conditions, "observedGeneration": generation},
-            resource_version=None,
+            k.PROJECT_CONFIGS, namespace, namespace, patch, resource_version=None
         )
         self.projects.observe(written)
         log.info("ProjectConfig %s: %s", namespace, condition.message)

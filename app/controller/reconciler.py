@@ -84,6 +84,7 @@ class Controller(EventRouting, StatusWrites):
         clock: Clock = SYSTEM,
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
         on_reconcile: Callable[[float], None] | None = None,
+        receiver_base_url: str = "",
     ) -> None:
         self.kube = kube
         self.registry = registry
@@ -149,6 +150,7 @@ class Controller(EventRouting, StatusWrites):
             clock=clock,
             namespace=namespace,
             enqueue_namespace=self._enqueue_namespace,
+            receiver_base_url=receiver_base_url,
         )
         self.verifier = Verifier(
             kube,
@@ -200,6 +202,9 @@ class Controller(EventRouting, StatusWrites):
         async with asyncio.TaskGroup() as group:
             for informer in self.informers:
                 group.create_task(informer.run())
+            if not self.rules.missing:
+                # Every replica serves the projects' webhook receivers.
+                group.create_task(self.rules.resolve_receivers())
 
     async def wait_synced(self) -> None:
         await self._probed.wait()
