@@ -42,7 +42,9 @@ def test_paths_are_kargo_s_and_secrets_are_read_by_sender() -> None:
         {"name": "keyless", "gitlab": {"secretRef": {"name": "s"}}},
     ]
     data = {"secret": SECRET, "auth-header": "Bearer h-0123456789abcdef"}
-    found, problems = project_receivers("team-a", specs, lambda n: data if n == "s" else None)
+    found, problems, notes = project_receivers(
+        "team-a", specs, lambda n: data if n == "s" else None
+    )
     digest = hashlib.sha256(("team-a" + "hub" + SECRET).encode()).hexdigest()
     assert [(r.name, r.path) for r in found] == [
         ("hub", f"/webhooks/dockerhub/{digest}"),
@@ -54,9 +56,11 @@ def test_paths_are_kargo_s_and_secrets_are_read_by_sender() -> None:
             ).hexdigest(),
         ),
     ]
+    assert notes == [
+        "webhook receiver `gh` is not served: GitHub events reach Longshoreman through "
+        "its GitHub App (POST /github/webhook)"
+    ]
     assert problems == [
-        "spec.webhookReceivers[2] (gh): not served: GitHub events reach Longshoreman through "
-        "its GitHub App (POST /github/webhook)",
         "spec.webhookReceivers[3] (lost): Secret 'nope' not found in namespace 'team-a'",
         "spec.webhookReceivers[4] (keyless): Secret 's' has no 'secret-token' key",
     ]

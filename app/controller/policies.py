@@ -85,6 +85,7 @@ class ProjectRules:
         self.receiver_base_url = receiver_base_url.rstrip("/")
         self.receivers: dict[str, ProjectReceiver] = {}
         self._receiver_problems: dict[str, list[str]] = {}
+        self._receiver_notes: dict[str, list[str]] = {}
         self._receivers_dirty: set[str] = set()
         self._receivers_changed = asyncio.Event()
 
@@ -198,11 +199,12 @@ class ProjectRules:
                 name = str((sender_config.get("secretRef") or {}).get("name") or "")
                 if name and name not in secrets:
                     secrets[name] = await self._secret(namespace, name)
-        found, problems = project_receivers(namespace, specs, lambda name: secrets.get(name))
+        found, problems, notes = project_receivers(namespace, specs, lambda name: secrets.get(name))
         self.receivers = {
             path: r for path, r in self.receivers.items() if r.project != namespace
         } | {r.path: r for r in found}
         self._receiver_problems[namespace] = problems
+        self._receiver_notes[namespace] = notes
         self.stages_changed(namespace)  # its status says where they listen
 
     async def _secret(self, namespace: str, name: str) -> Mapping[str, str] | None:
@@ -258,9 +260,9 @@ class ProjectRules:
         if problems:
             condition = Condition("Ready", "False", "Invalid", "; ".join(problems))
         else:
-            condition = Condition(
-                "Ready", "True", "InForce", in_force(config, self.stages.items(namespace))
-            )
+            said = [in_force(config, self.stages.items(namespace))]
+            said += self._receiver_notes.get(namespace, ())
+            condition = Condition("Ready", "True", "InForce", "; ".join(said))
         status = dict(obj.get("status") or {})
         generation = meta(obj).get("generation")
         conditions = set_condition(status.get("conditions") or [], condition, now, generation)

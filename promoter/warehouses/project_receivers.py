@@ -16,9 +16,9 @@ Which Secret key each sender reads (Kargo's):
 - ``gitlab``: ``secret-token`` (``X-Gitlab-Token``);
 - ``artifactory``: ``secret-token`` (signs the body), and the receiver's ``virtualRepoName``.
 
-``github``, ``bitbucket``, ``gitea`` and ``azure`` receivers are reported as not served here:
-GitHub events reach Longshoreman through its GitHub App, and the others' payloads are not
-implemented.
+``github``, ``bitbucket``, ``gitea`` and ``azure`` receivers are reported as not served here
+(a note, not an error of the ProjectConfig: Kargo would serve them): GitHub events reach
+Longshoreman through its GitHub App, and the others' payloads are not implemented.
 """
 
 from __future__ import annotations
@@ -69,14 +69,16 @@ def project_receivers(
     project: str,
     specs: Sequence[Mapping[str, Any]],
     secret_data: Callable[[str], Mapping[str, str] | None],
-) -> tuple[list[ProjectReceiver], list[str]]:
-    """The receivers a ProjectConfig defines, and what is wrong with the others.
+) -> tuple[list[ProjectReceiver], list[str], list[str]]:
+    """The receivers a ProjectConfig defines, what is wrong with others (a missing Secret or
+    key), and which are not served here.
 
     ``secret_data(name)`` is the named Secret's decoded data in the project's namespace (None:
     there is no such Secret).
     """
     out: list[ProjectReceiver] = []
     problems: list[str] = []
+    not_served: list[str] = []
     for i, spec in enumerate(specs):
         name = str(spec.get("name") or "")
         where = f"spec.webhookReceivers[{i}] ({name})"
@@ -86,7 +88,7 @@ def project_receivers(
             continue
         sender = chosen[0]
         if sender in NOT_SERVED:
-            problems.append(f"{where}: not served: {NOT_SERVED[sender]}")
+            not_served.append(f"webhook receiver `{name}` is not served: {NOT_SERVED[sender]}")
             continue
         config = spec.get(sender) or {}
         secret_name = str((config.get("secretRef") or {}).get("name") or "")
@@ -109,4 +111,4 @@ def project_receivers(
                 virtual_repo=str(config.get("virtualRepoName") or ""),
             )
         )
-    return out, problems
+    return out, problems, not_served

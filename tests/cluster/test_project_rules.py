@@ -106,17 +106,20 @@ async def test_a_promotion_window_holds_a_kubectl_promotion_until_it_opens(
             "nextOpen": "2026-01-12T08:00:00Z",
         }
         assert stage["status"]["autoPromotionEnabled"] is True
+        # Once its receivers are resolved (the example's is a GitHub one, which the App serves
+        # instead), the ProjectConfig says what is in force, and that.
         shown = await wait_for_object(
             admin,
             k.PROJECT_CONFIGS,
             NS,
             NS,
-            lambda c: bool((c.get("status") or {}).get("conditions")),
+            lambda c: "my-receiver" in str((c.get("status") or {}).get("conditions")),
             within=30,
         )
         assert shown["status"]["conditions"][0]["status"] == "True"
         table = (await cluster.kubectl("get", "projectconfigs", "-n", NS)).stdout
         assert "auto-promotion: prod; auto-rollback: none; windows: weekend-freeze" in table
+        assert "webhook receiver `my-receiver` is not served" in table
         wide = (await cluster.kubectl("get", "stages", "-n", NS, "-o", "wide")).stdout
         assert "FROZEN" in wide and "true" in wide
 
