@@ -138,7 +138,13 @@ def create_app(
     state.listeners.append(pages.on_promotion)
     extra = dict(extra_services or {})
     # Registry webhooks: mounted now, answered 503 until the Warehouse informer exists.
-    state.receivers = setup_receivers(app, settings.receivers, lambda: state.warehouses)
+    state.receivers = setup_receivers(
+        app,
+        settings.receivers,
+        lambda: state.warehouses,
+        # The projects' own receivers (ProjectConfig webhookReceivers), as the controller has them.
+        lambda: state.controller.rules.receivers if state.controller is not None else {},
+    )
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
@@ -267,6 +273,8 @@ async def _start(
         on_promotion_finished=state.metrics.on_promotion_finished,
         on_reconcile=state.metrics.on_reconcile,
         clock=state.clock,
+        # Where the projects' webhook receivers are reached (their status says so).
+        receiver_base_url=settings.ui.public_url or "",
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller

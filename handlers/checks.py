@@ -110,7 +110,10 @@ def progress_line(view: PromotionView) -> str:
 
 def summary(view: PromotionView) -> str:
     parts = [
-        f"Promotion `{view.name}` of Freight `{view.label.short}` to Stage "
+        f"Rollback `{view.name}` of Stage `{view.stage}` to Freight `{view.label.short}`: "
+        f"{progress_line(view)}"
+        if view.rollback
+        else f"Promotion `{view.name}` of Freight `{view.label.short}` to Stage "
         f"`{view.stage}`: {progress_line(view)}"
     ]
     if view.message:
@@ -127,6 +130,10 @@ def summary(view: PromotionView) -> str:
     if view.link:
         parts.append("")
         parts.append(f"[Details]({view.link})")
+    if view.links:
+        # The project's deep links (ProjectConfig freightLinks / stageLinks).
+        parts.append("")
+        parts.append(" · ".join(f"[{_cell(x.title)}]({x.url})" for x in view.links))
     return clip("\n".join(parts), MAX_OUTPUT)
 
 

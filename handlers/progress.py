@@ -183,6 +183,8 @@ class Progress:
             # Without a Promotion page the run has no better place to link to than itself,
             # which GitHub already shows: no Details link then.
             link=self.page(promotion),
+            project=snapshot.project_config,
+            cluster=snapshot.cluster_config,
         )
         await self._sync_environment(
             promotion,

@@ -416,6 +416,8 @@ class LiveMessages:
             stages=snapshot.stages,
             freights=snapshot.freight,
             link=link,
+            project=snapshot.project_config,
+            cluster=snapshot.cluster_config,
         )
         verification = view.verification
         message = render_promotion(view)

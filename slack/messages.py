@@ -223,6 +223,12 @@ def render_promotion(view: PromotionView) -> Message:
     verification = view.verification
 
     head = f"{PHASE_ICON.get(phase, '')} *{b.escape(label)}* to *{b.escape(stage_name)}*: *{phase}*"
+    if view.rollback:
+        # An automatic rollback says so first: people read it as an incident, not a release.
+        head = (
+            f"{PHASE_ICON.get(phase, '')} :rewind: Rollback of *{b.escape(stage_name)}* to "
+            f"*{b.escape(label)}*: *{phase}*"
+        )
     if phase == "Running" and total:
         current = next((s for s in lines if s.status == "Running"), None)
         head += f" — step {min(done + 1, total)} of {total}"
@@ -234,6 +240,8 @@ def render_promotion(view: PromotionView) -> Message:
         facts.append(_duration(view))
     if view.link:
         facts.append(f"<{b.escape(view.link)}|Details>")
+    # The project's deep links (ProjectConfig freightLinks / stageLinks).
+    facts.extend(f"<{b.escape(x.url)}|{b.escape(x.title)}>" for x in view.links)
     blocks.append(b.context(" · ".join(facts)))
     if lines:
         blocks.extend(b.chunked_sections(_step_text(s) for s in lines))
@@ -292,6 +300,11 @@ def render_promotion(view: PromotionView) -> Message:
         f"{PHASE_ICON.get(phase, '')} Promotion {b.escape(name)}: {b.escape(label)} to "
         f"{b.escape(stage_name)} — {phase}"
     )
+    if view.rollback:
+        text = (
+            f"{PHASE_ICON.get(phase, '')} Rollback {b.escape(name)}: {b.escape(stage_name)} back "
+            f"to {b.escape(label)} — {phase}"
+        )
     if total:
         text += f" ({done}/{total} steps)"
     if verification is not None and verification.state not in ("none", "superseded"):
@@ -405,6 +418,7 @@ def status_table(rows: Sequence[StageView], namespace: str) -> Message:
         f"*{b.escape(r.stage)}* · Freight `{b.escape(r.freight)}` · running `{b.escape(r.running)}`"
         f" · {r.queued} queued · {b.escape(r.health)} · verification "
         f"{b.escape(r.verification)}{_environment(r.environment)}"
+        + (f" · :snowflake: {b.escape(r.window)}" if r.window else "")
         for r in rows
     ]
     text = header + "\n" + "\n".join(lines)

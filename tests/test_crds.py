@@ -37,6 +37,8 @@ KINDS = {
     "Promotion": ("promotions", "Namespaced", ["promo", "promos"]),
     "PromotionTask": ("promotiontasks", "Namespaced", ["ptask"]),
     "ClusterPromotionTask": ("clusterpromotiontasks", "Cluster", ["cptask"]),
+    "ProjectConfig": ("projectconfigs", "Namespaced", None),
+    "ClusterConfig": ("clusterconfigs", "Cluster", None),
 }
 PROMOTION_PHASES = ["Pending", "Running", "Succeeded", "Failed", "Errored", "Aborted"]
 

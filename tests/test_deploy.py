@@ -558,6 +558,15 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
                     held.name,
                     lambda p: (p.get("status") or {}).get("phase") == "Aborted",
                 )
+                # A ProjectConfig: the controller writes what is in force to its status.
+                await admin.create(k.PROJECT_CONFIGS, objects.project_config(NS))
+                await wait_for_object(
+                    admin,
+                    k.PROJECT_CONFIGS,
+                    NS,
+                    NS,
+                    lambda c: bool((c.get("status") or {}).get("conditions")),
+                )
                 # A push to a subscribed branch: Warehouses are read, Freight is created.
                 assert await service.warehouses(NS)
                 created = await service.create_freight(

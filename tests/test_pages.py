@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -215,6 +216,76 @@ async def test_project_page_shows_stages_freight_health_and_the_queue(tmp_path: 
         assert "Freight history" in stage
         assert "frozen-tauntaun" in strip_tags(stage)  # the Stage's Freight, by alias
         assert "test.aaa-first" in stage
+
+
+async def test_a_frozen_stage_and_its_held_promotion_say_so_on_the_pages(tmp_path: Path) -> None:
+    clock = FakeClock(datetime(2026, 1, 10, 12, tzinfo=UTC))  # a Saturday
+    freeze = {
+        "name": "weekend-freeze",
+        "kind": "Deny",
+        "stageSelector": {"name": "test"},
+        "rrule": "FREQ=WEEKLY;BYDAY=FR",
+        "dtstart": "TZID=Europe/Berlin:20260102T180000",
+        "dtend": "TZID=Europe/Berlin:20260105T090000",
+    }
+    async with serving(tmp_path, clock=clock) as (client, state):
+        assert state.kube is not None
+        await state.kube.create(k.PROJECT_CONFIGS, objects.project_config(NS, windows=[freeze]))
+        await create(state, promotion("test.held", [gate_step("one")]))
+        await wait_for_object(
+            state.kube,
+            k.PROMOTIONS,
+            NS,
+            "test.held",
+            lambda p: "weekend-freeze" in str((p.get("status") or {}).get("message")),
+        )
+        await wait_for_object(
+            state.kube,
+            k.STAGES,
+            NS,
+            "test",
+            lambda s: bool((s.get("status") or {}).get("promotionWindowStatus")),
+        )
+        async with asyncio.timeout(10):  # the page reads the informer cache
+            while True:
+                cached = state.controller.stages.get(NS, "test") or {}
+                if (cached.get("status") or {}).get("promotionWindowStatus"):
+                    break
+                await asyncio.sleep(0.02)
+        page = await text_of(client, f"/ui/projects/{NS}")
+        rows = dict(re.findall(r'<tr data-stage="([^"]+)">(.*?)</tr>', page))
+        assert (
+            "frozen until 2026-01-12 08:00 UTC: Deny window `weekend-freeze` is in effect"
+            in strip_tags(rows["test"]).replace("&#x60;", "`")
+        )
+        assert "frozen" not in strip_tags(rows["uat"])
+        held = strip_tags(await text_of(client, f"/ui/promotions/{NS}/test.held"))
+        assert "waiting for promotion window" in held and "opens Mon 09:00 Europe/Berlin" in held
+
+
+async def test_the_stage_page_shows_the_project_s_deep_links_and_why_one_is_missing(
+    tmp_path: Path,
+) -> None:
+    links = [
+        {"title": "Grafana", "url": "https://grafana/d/app?env={{ .stage.metadata.name }}"},
+        {"title": "Only prod", "url": "https://x", "if": 'stage.metadata.name == "prod"'},
+        {"title": "Broken", "url": "https://x/{{ .stage.metadata.name", "description": "d"},
+    ]
+    async with serving(tmp_path) as (client, state):
+        assert state.kube is not None and state.controller is not None
+        await state.kube.create(k.PROJECT_CONFIGS, objects.project_config(NS, stageLinks=links))
+        async with asyncio.timeout(10):  # the page reads the informer cache
+            while True:
+                if state.controller.rules.project(NS) is not None:
+                    break
+                await asyncio.sleep(0.02)
+        page = await text_of(client, f"/ui/stages/{NS}/test")
+        section = page.split('<h2 id="links">', 1)[1].split("</ul>", 1)[0]
+        assert '<a href="https://grafana/d/app?env=test" rel="noopener noreferrer">Grafana</a>' in (
+            section
+        )
+        assert "Only prod" not in section
+        assert "error evaluating URL template for link &#x27;Broken&#x27;" in section
 
 
 async def test_promotion_page_shows_steps_outputs_links_masks_secrets_and_escapes_text(

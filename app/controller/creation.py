@@ -52,6 +52,7 @@ async def create_promotion(
     extra_vars: Iterable[Var] = (),
     name: str | None = None,
     now: datetime | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Create a Promotion through the one builder (CLI, chat commands, auto-promotion).
 
@@ -64,6 +65,10 @@ async def create_promotion(
     )
     obj = promotion.to_object()
     obj.pop("status", None)
+    if annotations:
+        # e.g. an automatic rollback's (ann.rollback): Kargo's flag, which the engine reads
+        # back as ctx.meta.promotion.rollback, and the failure it answers.
+        obj["metadata"].setdefault("annotations", {}).update(annotations)
     created = await kube.create(k.PROMOTIONS, obj)
     await announce_created(kube, created)
     return created

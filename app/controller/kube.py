@@ -91,6 +91,8 @@ PROMOTION_TASKS = ResourceType(*_OURS, "promotiontasks", "PromotionTask")
 CLUSTER_PROMOTION_TASKS = ResourceType(
     *_OURS, "clusterpromotiontasks", "ClusterPromotionTask", namespaced=False
 )
+PROJECT_CONFIGS = ResourceType(*_OURS, "projectconfigs", "ProjectConfig")
+CLUSTER_CONFIGS = ResourceType(*_OURS, "clusterconfigs", "ClusterConfig", namespaced=False)
 APPLICATIONS = ResourceType(*_ARGO, "applications", "Application", status_subresource=False)
 ANALYSIS_TEMPLATES = ResourceType(
     *_ARGO, "analysistemplates", "AnalysisTemplate", status_subresource=False

@@ -53,6 +53,13 @@ class ClusterPromotions:
             freight=list(c.freight.items(namespace)),
             promotions=list(c.promotions.items(namespace)),
             warehouses=[w for w in self.warehouse_source() if namespace_of(w) == namespace],
+            schedules={
+                name_of(s): schedule
+                for s in c.stages.items(namespace)
+                if (schedule := c.rules.schedule(s))
+            },
+            project_config=c.rules.project(namespace),
+            cluster_config=c.rules.cluster(),
         )
 
     async def promote(
@@ -65,9 +72,13 @@ class ClusterPromotions:
         if freight_obj is None:
             raise NotFound(f"Freight {freight!r} not found in namespace {namespace!r}")
         # Asked again here, at the last moment: a Confirm button is pressed minutes later.
-        refusal = not_available(stage_obj, freight_obj, self.controller.clock.now())
+        now = self.controller.clock.now()
+        refusal = not_available(stage_obj, freight_obj, now)
         if refusal is not None:
             raise Refused(refusal)
+        window = self.controller.rules.schedule(stage_obj).state(now)
+        if window.closed:
+            raise Refused(window.frozen_message(stage, now))
         try:
             created = await create_promotion(
                 self.kube,

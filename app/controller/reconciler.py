@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -23,20 +23,24 @@ from typing import Any, cast
 from app.controller import kube as k
 from app.controller.argocd import KubeArgoCDApps
 from app.controller.clusterdata import KubeClusterData
-from app.controller.creation import InformerTasks, announce_created
+from app.controller.creation import InformerTasks, announce_created, create_promotion
 from app.controller.informer import Informer
 from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
+from app.controller.policies import ProjectRules
 from app.controller.routing import EventRouting, health_apps, waiting_apps, waiting_prs
-from app.controller.verification import Verifier, auto_promote_enabled
+from app.controller.verification import AUTO_ROLLBACK_ACTOR, Verifier
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWrites
 from app.logs import REDACTOR
 from promoter.clock import SYSTEM, Clock
+from promoter.control.policies import ClusterConfig, ProjectConfig
+from promoter.control.rollback import plan_rollback
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
 from promoter.engine.builder import TaskSource, ensure_inflated
 from promoter.errors import InvalidInput
 from promoter.ports.telemetry import log_context, set_log_context
+from promoter.resources import annotations as ann
 from promoter.resources.model import (
     Phase,
     Promotion,
@@ -80,6 +84,7 @@ class Controller(EventRouting, StatusWrites):
         clock: Clock = SYSTEM,
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
         on_reconcile: Callable[[float], None] | None = None,
+        receiver_base_url: str = "",
     ) -> None:
         self.kube = kube
         self.registry = registry
@@ -138,11 +143,21 @@ class Controller(EventRouting, StatusWrites):
         # not at every Stage (which made each Freight write cost O(Stages)).
         self.stages.add_index("auto-promote", self._auto_promote_index)
         self.task_source: TaskSource = InformerTasks(self.tasks, self.cluster_tasks)
+        # ProjectConfigs and the ClusterConfig: policies, windows, links (app.controller.policies).
+        self.rules = ProjectRules(
+            kube,
+            stages=self.stages,
+            clock=clock,
+            namespace=namespace,
+            enqueue_namespace=self._enqueue_namespace,
+            receiver_base_url=receiver_base_url,
+        )
         self.verifier = Verifier(
             kube,
             clock=clock,
             enqueue=lambda ns, stage: self._enqueue_stage(ns, stage),
             create_promotion=self._auto_promote,
+            auto_promotes=self.rules.auto_promotes,
         )
         self._announced: set[str] = set()
         self._work_dirs: set[Path] = set()
@@ -162,7 +177,12 @@ class Controller(EventRouting, StatusWrites):
             self.cluster_tasks,
             *(() if self.argocd_missing else (self.applications,)),
             *self.verifier.informers,
+            *self.rules.informers,
         )
+
+    def configs(self, namespace: str) -> tuple[ProjectConfig | None, ClusterConfig | None]:
+        """The project's ProjectConfig and the ClusterConfig, parsed (the pages' deep links)."""
+        return self.rules.project(namespace), self.rules.cluster()
 
     def synced(self) -> bool:
         return self._probed.is_set() and all(i.synced.is_set() for i in self.informers)
@@ -171,6 +191,7 @@ class Controller(EventRouting, StatusWrites):
 
     async def run_informers(self) -> None:
         await self.verifier.probe()
+        await self.rules.probe()
         try:
             await self.kube.list(k.APPLICATIONS)
         except k.NotFound:
@@ -181,6 +202,9 @@ class Controller(EventRouting, StatusWrites):
         async with asyncio.TaskGroup() as group:
             for informer in self.informers:
                 group.create_task(informer.run())
+            if not self.rules.missing:
+                # Every replica serves the projects' webhook receivers.
+                group.create_task(self.rules.resolve_receivers())
 
     async def wait_synced(self) -> None:
         await self._probed.wait()
@@ -213,6 +237,7 @@ class Controller(EventRouting, StatusWrites):
                     self.queue.run(self._reconcile_key, concurrency=self.max_concurrent)
                 )
                 group.create_task(self._health_loop())
+                group.create_task(self.rules.write_statuses())
         finally:
             if self._generation == generation:
                 self._leading = False
@@ -241,9 +266,18 @@ class Controller(EventRouting, StatusWrites):
     ) -> float | None:
         stage_obj = self.stages.get(namespace, stage_name)
         key = f"{namespace}/{stage_name}"
+        now = self.clock.now()
+        # The Stage's promotion windows now: a closed schedule holds the queue (every path
+        # that creates Promotions ends in this queue), and its next boundary wakes the Stage.
+        window = self.rules.schedule(stage_obj).state(now) if stage_obj is not None else None
+        boundary = window and (window.next_open or window.next_close)
+        window_requeue = max(0.0, (boundary - now).total_seconds()) if boundary else None
         # Decide (promoter.control.stage_planner), then apply: announce, abort, then run the queue.
         plan = plan_queue(
-            stage_obj, self.promotions.by_index("stage", key), announced=self._announced
+            stage_obj,
+            self.promotions.by_index("stage", key),
+            announced=self._announced,
+            window=window,
         )
         for promotion in plan.announce:
             self._announced.add(str(meta(promotion).get("uid")))
@@ -258,7 +292,10 @@ class Controller(EventRouting, StatusWrites):
                 self.stages.get(namespace, stage_name),
                 self.promotions.by_index("stage", key),
                 announced=self._announced,
+                window=window,
             )
+            if plan.held is not None:
+                await self._hold(plan.queued, plan.held.held_message(now))
             if plan.run is None:
                 break
             requeue, finished = await self._run(plan.run, stage_obj, wake=wake)
@@ -274,14 +311,79 @@ class Controller(EventRouting, StatusWrites):
         if stage_obj is not None:
             written = await self._write_stage_status(stage_obj, succeeded_freight, finished_last)
             if written is not None:
+                await self._auto_rollback(written)
                 later = await self.verifier.auto_promote(
                     written,
                     self.promotions.by_index("stage", f"{namespace}/{stage_name}"),
-                    self.freight.items(namespace) if auto_promote_enabled(written) else (),
+                    self.freight.items(namespace) if self.rules.auto_promotes(written) else (),
                 )
                 if later is not None:
                     requeue = later if requeue is None else min(requeue, later)
+        if window_requeue is not None:
+            requeue = window_requeue if requeue is None else min(requeue, window_requeue)
         return requeue
+
+    async def _auto_rollback(self, stage: Mapping[str, Any]) -> None:
+        """Roll the Stage back to its stable Freight if its ProjectConfig says so and something
+        just failed (promoter.control.rollback decides; once per failure)."""
+        policy = self.rules.auto_rollback(stage)
+        if policy is None:
+            return
+        namespace, name = namespace_of(stage) or "default", name_of(stage)
+
+        def verified_here(freight: str) -> bool:
+            found = self.freight.get(namespace, freight) or {}
+            return name in ((found.get("status") or {}).get("verifiedIn") or {})
+
+        promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
+        decided = plan_rollback(stage, promotions, policy, verified_here, self.clock.now())
+        if decided is None:
+            return
+        freight = self._find_freight(namespace, decided.freight)
+        if freight is None:
+            log.warning("cannot roll %s back: Freight %s is gone", name, decided.freight)
+            return
+        created = await create_promotion(
+            self.kube,
+            stage,
+            freight,
+            self.task_source,
+            actor=AUTO_ROLLBACK_ACTOR,
+            now=self.clock.now(),
+            annotations=ann.rollback(decided.failure),
+        )
+        self.promotions.observe(created)
+        await self.kube.emit_event(
+            dict(stage),
+            reason="AutoRollback",
+            message=f"rolling back to Freight {decided.freight} ({name_of(created)}): "
+            f"{decided.reason}",
+            type="Warning",
+        )
+        log.info(
+            "rolling Stage %s back to Freight %s as %s: %s",
+            name,
+            decided.freight,
+            name_of(created),
+            decided.reason,
+        )
+
+    async def _hold(self, queued: Sequence[Mapping[str, Any]], message: str) -> None:
+        """Say on each queued Promotion what it waits for (a closed promotion window)."""
+        for promotion in queued:
+            if (promotion.get("status") or {}).get("message") == message:
+                continue
+            try:
+                written = await self.kube.patch_status(
+                    k.PROMOTIONS,
+                    namespace_of(promotion),
+                    name_of(promotion),
+                    {"message": message},
+                    resource_version=str(meta(promotion).get("resourceVersion")),
+                )
+            except (k.Conflict, k.NotFound):
+                continue  # it moved on (aborted?): the next pass decides again
+            self._observe(written)
 
     def _freight_for(self, promotion: Mapping[str, Any]) -> Mapping[str, Any] | None:
         # spec.freight may name the Freight by its alias (chat and kubectl users do).

@@ -15,6 +15,7 @@ from typing import Any
 from app.controller import kube as k
 from app.controller.creation import create_promotion
 from app.controller.informer import Informer
+from app.controller.policies import ProjectRules
 from app.controller.verification import AUTO_PROMOTION_ACTOR, auto_promote_enabled
 from app.controller.workqueue import WorkQueue
 from promoter.clock import Clock
@@ -78,6 +79,7 @@ class EventRouting:
     listeners: list[Listener]
     stage_listeners: list[Listener]
     freight_listeners: list[Listener]
+    rules: ProjectRules
     _leading: bool
 
     @staticmethod
@@ -99,6 +101,12 @@ class EventRouting:
     ) -> None:
         if self._leading:
             self.queue.add((namespace, stage), wake=wake, after=after)
+
+    def _enqueue_namespace(self, namespace: str | None) -> None:
+        """Wake every Stage of a namespace (None: all): a ProjectConfig or the ClusterConfig
+        changed what is in force for them."""
+        for stage in self.stages.items(namespace):
+            self._enqueue_stage(namespace_of(stage) or "default", name_of(stage))
 
     @property
     def leading(self) -> bool:
@@ -134,6 +142,9 @@ class EventRouting:
                 listener(obj, old)
             except Exception:  # a front end's bug must not stop the reconciler
                 log.exception("stage listener failed")
+        if old is None or kind == "DELETED" or meta(obj).get("labels") != meta(old).get("labels"):
+            # Policies may select Stages by label: what the ProjectConfig says is in force moves.
+            self.rules.stages_changed(namespace_of(obj) or "default")
         # Our own status writes come back as events; only spec, annotation or deletion changes
         # (or a first sight) need a reconcile.
         if old is not None and kind == "MODIFIED":
@@ -163,9 +174,15 @@ class EventRouting:
             for promotion in self.promotions.by_index("freight", key):
                 if not phase_of(promotion).terminal:
                     self._on_promotion("MODIFIED", promotion, promotion)
-        # New or newly verified Freight may be due for auto-promotion downstream.
-        for stage in self.stages.by_index("auto-promote", namespace):
-            if available_at(stage, obj) is not None:
+        # New or newly verified Freight may be due for auto-promotion downstream: the Stages
+        # whose annotation says so (an index), and where a ProjectConfig policy may turn it on,
+        # the project's others.
+        if self.rules.may_auto_promote_any(namespace):
+            candidates = self.stages.items(namespace)
+        else:
+            candidates = self.stages.by_index("auto-promote", namespace)
+        for stage in candidates:
+            if self.rules.auto_promotes(stage) and available_at(stage, obj) is not None:
                 self._enqueue_stage(namespace, name_of(stage))
 
     async def _auto_promote(self, stage: Mapping[str, Any], freight: Mapping[str, Any]) -> None:

@@ -48,6 +48,7 @@ from promoter.resources.stages import (
 log = logging.getLogger(__name__)
 
 AUTO_PROMOTION_ACTOR = "longshoreman:auto-promotion"
+AUTO_ROLLBACK_ACTOR = "longshoreman:auto-rollback"
 STAGE_LABEL = f"{GROUP}/stage"
 CRD_MISSING = (
     "cannot verify: the AnalysisRun CRD (analysisruns.argoproj.io) is not installed in this "
@@ -66,6 +67,8 @@ def _actor_of(request: str) -> str:
 
 
 def auto_promote_enabled(stage: Mapping[str, Any]) -> bool:
+    """The Stage's own setting (its annotation); a ProjectConfig policy may overrule it
+    (:mod:`app.controller.policies`)."""
     return ann.auto_promotes(stage)
 
 
@@ -79,8 +82,12 @@ class Verifier:
         clock: Clock = SYSTEM,
         enqueue: Callable[[str, str], None],
         create_promotion: Callable[[Mapping[str, Any], Mapping[str, Any]], Any],
+        auto_promotes: Callable[[Mapping[str, Any]], bool] = auto_promote_enabled,
     ) -> None:
         self.kube = kube
+        # Whether a Stage auto-promotes: its ProjectConfig's first matching policy, else its
+        # annotation.
+        self.auto_promotes = auto_promotes
         self.clock = clock
         self.enqueue = enqueue
         self.create_promotion = create_promotion
@@ -152,7 +159,7 @@ class Verifier:
             )
             if _strip(conditions) != _strip(status.get("conditions") or []):
                 changed["conditions"] = conditions
-        enabled = auto_promote_enabled(stage)
+        enabled = self.auto_promotes(stage)
         if status.get("autoPromotionEnabled") != enabled:
             changed["autoPromotionEnabled"] = enabled
         return changed
@@ -418,7 +425,7 @@ class Verifier:
         """Promote the newest Freight available to an auto-promoting Stage; returns when to
         look again (a soak ending), or None. ``freight`` is the namespace's Freight (callers
         skip listing it for Stages that do not auto-promote)."""
-        if not auto_promote_enabled(stage):
+        if not self.auto_promotes(stage):
             return None
         now = self.clock.now()
         if any(not phase_of(p).terminal for p in promotions):

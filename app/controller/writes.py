@@ -17,6 +17,7 @@ from typing import Any
 
 from app.controller import kube as k
 from app.controller.informer import Informer
+from app.controller.policies import ProjectRules
 from app.controller.verification import Verifier
 from promoter.clock import Clock
 from promoter.control.stage_planner import plan_status
@@ -43,6 +44,7 @@ class StatusWrites:
     stages: Informer
     applications: Informer
     verifier: Verifier
+    rules: ProjectRules
     on_promotion_finished: Callable[[Mapping[str, Any]], None] | None
     _find_freight: Callable[[str, str], Mapping[str, Any] | None]
     _work_dir: Callable[[str, str], Path]
@@ -222,6 +224,13 @@ class StatusWrites:
             )
             # Ready follows Healthy and Verified as just decided.
             new = stage_status({**current, "status": new}, promotions, now)
+            # Kargo's PromotionWindowStatus: advisory, for people and front ends; the queue
+            # asks the windows again before it starts anything.
+            schedule = self.rules.schedule(current)
+            if schedule:
+                new["promotionWindowStatus"] = schedule.state(now).to_status()
+            else:
+                new.pop("promotionWindowStatus", None)
             old = dict(current.get("status") or {})
             if _without_times(new) == _without_times(old):
                 return current

@@ -13,6 +13,11 @@ milliseconds:
 * otherwise 202 with the Warehouses being refreshed.
 
 A request arriving before the controller has started gets 503, which every sender retries.
+
+Beside the operator's receivers, each project's own (ProjectConfig ``webhookReceivers``,
+:mod:`promoter.warehouses.project_receivers`) listens at ``/webhooks/<sender>/<hash>``, with its
+sender's authentication and its Secret, and refreshes only its project's Warehouses. The
+controller keeps their table; a path no receiver has is 404.
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
 from app.receivers import senders
 from app.receivers.settings import TOKEN_SENDERS, ReceiverSettings
+from promoter.warehouses.project_receivers import SECRET_KEYS, ProjectReceiver
 from promoter.warehouses.refresh import WarehouseDirectory, warehouses_to_refresh
 
 __all__ = ["MAX_BODY", "PATH_PREFIX", "Receivers", "setup_receivers"]
@@ -50,9 +56,12 @@ class Receivers:
         self,
         settings: ReceiverSettings,
         directory: Callable[[], WarehouseDirectory | None],
+        project_receivers: Callable[[], Mapping[str, ProjectReceiver]] = dict,
     ) -> None:
         self.settings = settings
         self.directory = directory
+        # The projects' own receivers by path (the controller resolves their Secrets).
+        self.project_receivers = project_receivers
         self._tokens = settings.path_tokens()
         self._pending: set[asyncio.Task[None]] = set()
         self.refreshed = 0
@@ -62,22 +71,38 @@ class Receivers:
     def routes(self) -> web.RouteTableDef:
         table = web.RouteTableDef()
         for name in self.settings.enabled:
-            if name in TOKEN_SENDERS:
-                table.post(f"{PATH_PREFIX}{name}/{{token}}")(self._handler(name))
-            else:
+            if name not in TOKEN_SENDERS:
                 table.post(f"{PATH_PREFIX}{name}")(self._handler(name))
+        # /webhooks/<sender>/<token or hash>: the operator's unsigned senders and every
+        # sender's project receivers.
+        for name in SECRET_KEYS:
+            table.post(f"{PATH_PREFIX}{name}/{{token}}")(self._handler(name))
         return table
 
     def _handler(self, sender: str) -> Callable[[web.Request], Any]:
         async def handle(request: web.Request) -> web.Response:
+            if "token" in request.match_info:
+                receiver = self.project_receivers().get(request.path)
+                if receiver is not None and receiver.sender == sender:
+                    return await self.receive(sender, request, receiver)
+                if sender not in self._tokens:
+                    return _answer(404, error="no such webhook receiver")
             return await self.receive(sender, request)
 
         handle.__name__ = f"receive_{sender}"
         return handle
 
-    def _authentic(self, sender: str, request: web.Request, body: bytes) -> bool:
-        secret = self.settings.secret(sender) or ""
+    def _authentic(
+        self,
+        sender: str,
+        request: web.Request,
+        body: bytes,
+        receiver: ProjectReceiver | None = None,
+    ) -> bool:
+        secret = receiver.secret if receiver is not None else self.settings.secret(sender) or ""
         if sender in TOKEN_SENDERS:
+            if receiver is not None:
+                return True  # the path (derived from its Secret) was the credential
             return senders.same_secret(request.match_info.get("token"), self._tokens[sender])
         if sender == "harbor":
             return senders.same_secret(request.headers.get("Authorization"), secret)
@@ -89,7 +114,9 @@ class Receivers:
             )
         return False
 
-    def _parse(self, sender: str, request: web.Request, body: bytes) -> senders.Delivery:
+    def _parse(
+        self, sender: str, request: web.Request, body: bytes, virtual_repo: str
+    ) -> senders.Delivery:
         if sender == "dockerhub":
             return senders.dockerhub(body)
         if sender == "quay":
@@ -99,21 +126,28 @@ class Receivers:
         if sender == "gitlab":
             return senders.gitlab(body, request.headers.get("X-Gitlab-Event"))
         if sender == "artifactory":
-            return senders.artifactory(body, self.settings.artifactory_virtual_repo)
+            return senders.artifactory(body, virtual_repo)
         return senders.generic(body)
 
-    async def receive(self, sender: str, request: web.Request) -> web.Response:
+    async def receive(
+        self, sender: str, request: web.Request, receiver: ProjectReceiver | None = None
+    ) -> web.Response:
         if request.content_length is not None and request.content_length > MAX_BODY:
             return _answer(413, error=f"request body larger than {MAX_BODY} bytes")
         # Bounded: the application's client_max_size refuses a longer body without a length.
         body = await request.read()
         if len(body) > MAX_BODY:
             return _answer(413, error=f"request body larger than {MAX_BODY} bytes")
-        if not self._authentic(sender, request, body):
+        if not self._authentic(sender, request, body, receiver):
             log.warning("%s webhook refused: bad or missing credentials", sender)
             return _answer(401, error="unauthorized")
+        virtual_repo = (
+            receiver.virtual_repo
+            if receiver is not None
+            else self.settings.artifactory_virtual_repo
+        )
         try:
-            delivery = self._parse(sender, request, body)
+            delivery = self._parse(sender, request, body, virtual_repo)
         except senders.BadDelivery as err:
             return _answer(err.status, error=str(err))
         if delivery.ignored:
@@ -122,11 +156,11 @@ class Receivers:
         if directory is None:
             return _answer(503, error="Longshoreman is still starting; try again in a moment")
         warehouses = directory.all_warehouses()
-        if self.settings.namespace is not None:
+        # A project's receiver refreshes that project's Warehouses only (Kargo's rule).
+        only = receiver.project if receiver is not None else self.settings.namespace
+        if only is not None:
             warehouses = [
-                w
-                for w in warehouses
-                if (w.get("metadata") or {}).get("namespace") == self.settings.namespace
+                w for w in warehouses if (w.get("metadata") or {}).get("namespace") == only
             ]
         targets = warehouses_to_refresh(
             warehouses, delivery.repo_urls, delivery.qualifiers, delivery.changed_files
@@ -179,9 +213,10 @@ def setup_receivers(
     app: web.Application,
     settings: ReceiverSettings,
     directory: Callable[[], WarehouseDirectory | None],
+    project_receivers: Callable[[], Mapping[str, ProjectReceiver]] = dict,
 ) -> Receivers:
     """Mount the enabled receivers on ``app``; their writes finish before it shuts down."""
-    receivers = Receivers(settings, directory)
+    receivers = Receivers(settings, directory, project_receivers)
     app.router.add_routes(receivers.routes())
 
     async def finish(_: web.Application) -> None:

@@ -258,7 +258,11 @@ def _stage_row(namespace: str, card: StageCard) -> str:
     )
     return (
         f'<tr data-stage="{e(card.name)}">'
-        + td("Stage", f'<a href="{stage_path(namespace, card.name)}">{e(card.name)}</a>')
+        + td(
+            "Stage",
+            f'<a href="{stage_path(namespace, card.name)}">{e(card.name)}</a>'
+            + (f'<div class="muted" data-window>{e(card.window)}</div>' if card.window else ""),
+        )
         + td("Freight", f"<code>{e(card.freight)}</code>")
         + td("Health", health)
         + td("Verification", verification)
@@ -346,6 +350,14 @@ def stage_fragment(view: StageView) -> str:
             if card.environment
             else ""
         )
+        + (
+            '<h2 id="links">Links</h2><ul class="links">'
+            + "".join(f"<li>{link(x)}</li>" for x in view.links)
+            + "".join(f'<li class="muted">{e(x)}</li>' for x in view.link_errors)
+            + "</ul>"
+            if view.links or view.link_errors
+            else ""
+        )
         + "<h2>Freight history</h2>"
         + (f"<ol>{history}</ol>" if history else '<p class="muted">None.</p>')
         + '<h2 id="verification">Verification</h2>'
@@ -426,7 +438,7 @@ def promotion_fragment(view: PromotionPage) -> str:
         else ""
     )
     return (
-        f"<h1>Promotion <code>{e(view.name)}</code></h1>"
+        f"<h1>{'Rollback' if view.rollback else 'Promotion'} <code>{e(view.name)}</code></h1>"
         + f"<p>{badge(view.phase, id_='phase')}{where}</p>"
         + message
         + warning

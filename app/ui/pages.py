@@ -29,6 +29,7 @@ from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
 from app.ui.settings import UiSettings
 from app.ui.views import Masker, project_view, promotion_page, stage_view
 from promoter.clock import SYSTEM, Clock
+from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.resources.model import Phase, namespace_of
 from promoter.resources.stages import phase_of
 
@@ -55,6 +56,10 @@ class Caches(Protocol):
     def freight(self) -> Cache: ...
 
     def synced(self) -> bool: ...
+
+    def configs(self, namespace: str) -> tuple[ProjectConfig | None, ClusterConfig | None]:
+        """The project's ProjectConfig and the ClusterConfig (deep links), as in force."""
+        ...
 
 
 log = logging.getLogger(__name__)
@@ -205,7 +210,15 @@ class Pages:
         stage = c.stages.get(ns, name)
         if stage is None:
             raise NotFound(f"No Stage {name!r} in project {ns!r}.")
-        view = stage_view(stage, c.promotions.items(ns), c.freight.items(ns), masker=self.masker)
+        project, cluster = c.configs(ns)
+        view = stage_view(
+            stage,
+            c.promotions.items(ns),
+            c.freight.items(ns),
+            masker=self.masker,
+            project=project,
+            cluster=cluster,
+        )
         return Rendered(
             f"Stage {name}",
             h.stage_fragment(view),

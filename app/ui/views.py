@@ -23,6 +23,8 @@ from app.ui.graph import PipelineGraph, pipeline_graph
 from app.ui.timeline import FreightTimeline, freight_timeline
 from promoter.chat import views as shared
 from promoter.chat.views import freight_label, stage_views, step_lines
+from promoter.control.links import freight_links, stage_links
+from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.resources.model import meta, name_of, namespace_of, parse_time
 from promoter.resources.stages import StageQueue, get_condition, phase_of
 from promoter.rules.argocd import touched_apps
@@ -198,6 +200,7 @@ class PromotionPage:
     apps: list[Link] = field(default_factory=list)
     analysis_runs: list[AnalysisRunView] = field(default_factory=list)
     core: shared.PromotionView | None = None
+    rollback: bool = False  # an automatic rollback to the Stage's stable Freight
     environment: list[Link] = field(default_factory=list)  # its GitHub Deployments
     warning: str = ""  # why some GitHub Deployments could not be written
 
@@ -324,6 +327,7 @@ def promotion_page(
         phase=core.phase,
         message=masker.text(core.message),
         actor=core.actor,
+        rollback=core.rollback,
         created=_time(meta(promotion).get("creationTimestamp")),
         started=_time(status.get("startedAt")),
         finished=_time(status.get("finishedAt")),
@@ -375,6 +379,8 @@ class StageCard:
     queued: list[PromotionItem]
     last: PromotionItem | None
     environment: list[Link] = field(default_factory=list)  # its GitHub environment
+    # Its promotion windows, as the controller last recorded them ("" while open).
+    window: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,7 +444,19 @@ def stage_card(
         queued=[_item(p, freights) for p in queue.pending()],
         last=_item(finished[-1], freights) if finished else None,
         environment=environment_links(row.environment),
+        window=window_text(status.get("promotionWindowStatus")),
     )
+
+
+def window_text(recorded: Any) -> str:
+    """``frozen until 2026-01-12 08:00 UTC: Deny window `weekend-freeze` is in effect`` from the
+    Stage's ``status.promotionWindowStatus``; "" while open."""
+    if not isinstance(recorded, Mapping) or not recorded.get("closed"):
+        return ""
+    reason = str(recorded.get("reason") or "")
+    opens = parse_time(recorded.get("nextOpen"))
+    until = f"until {opens:%Y-%m-%d %H:%M} UTC" if opens else "with no known end"
+    return f"frozen {until}" + (f": {reason}" if reason else "")
 
 
 def project_view(
@@ -486,6 +504,10 @@ class StageView:
     freight_history: list[str]
     verifications: list[AnalysisRunView]
     promotions: list[PromotionItem]
+    # The project's deep links for the Stage and its current Freight, and the errors of those
+    # that did not render (shown here, where the ProjectConfig's owner looks).
+    links: list[Link] = field(default_factory=list)
+    link_errors: list[str] = field(default_factory=list)
 
 
 def stage_view(
@@ -494,6 +516,8 @@ def stage_view(
     freights: Sequence[Mapping[str, Any]],
     *,
     masker: Masker | None = None,
+    project: ProjectConfig | None = None,
+    cluster: ClusterConfig | None = None,
 ) -> StageView:
     masker = masker or Masker()
     status = stage.get("status") or {}
@@ -521,6 +545,13 @@ def stage_view(
         if isinstance(c, Mapping)
     ]
     newest = sorted(mine, key=lambda p: (_recency(p), name_of(p)), reverse=True)
+    links, errors = stage_links(stage, project, cluster)
+    current = (status.get("freightHistory") or [{}])[0] or {}
+    for item in (current.get("items") or {}).values():
+        found = next((f for f in freights if name_of(f) == (item or {}).get("name")), None)
+        if found is not None:
+            more, more_errors = freight_links(found, project, cluster)
+            links, errors = links + more, errors + more_errors
     return StageView(
         namespace=namespace_of(stage) or "default",
         card=stage_card(stage, promotions, freights, masker),
@@ -528,4 +559,6 @@ def stage_view(
         freight_history=history,
         verifications=analysis_runs(stage, masker=masker),
         promotions=[_item(p, freights) for p in newest],
+        links=[Link(x.title, x.url, x.description) for x in links],
+        link_errors=[masker.text(x) for x in errors],
     )

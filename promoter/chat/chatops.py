@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from promoter.chat.views import EnvironmentLink, StageView
+from promoter.control.policies import ClusterConfig, ProjectConfig
+from promoter.control.windows import Schedule
 from promoter.errors import InvalidInput
 from promoter.resources import annotations as ann
 from promoter.resources.model import Phase, describe_freight, meta, name_of, namespace_of
@@ -631,7 +633,8 @@ def markdown_table(rows: Sequence[StageView]) -> str:
         "| --- | --- | --- | --- | --- | --- |" + (" --- |" if environments else ""),
     ]
     for r in rows:
-        cells = [r.stage, r.freight, r.running, str(r.queued), r.health, r.verification]
+        verification = r.verification + (f" · {r.window}" if r.window else "")
+        cells = [r.stage, r.freight, r.running, str(r.queued), r.health, verification]
         if environments:
             cells.append(environment_markdown(r.environment))
         lines.append("| " + " | ".join(cells) + " |")
@@ -676,6 +679,12 @@ class Snapshot:
     # The project's Warehouses (with their discovered artifacts), where the port has them:
     # a Manual Warehouse's Freight is made on request from these.
     warehouses: list[Mapping[str, Any]] = field(default_factory=list)
+    # Each Stage's promotion windows (its ProjectConfig's and the ClusterConfig's), by name:
+    # a Stage without any is always open.
+    schedules: Mapping[str, Schedule] = field(default_factory=dict)
+    # The project's ProjectConfig and the cluster's ClusterConfig (deep links), where known.
+    project_config: ProjectConfig | None = None
+    cluster_config: ClusterConfig | None = None
 
     def stage(self, name: str) -> Mapping[str, Any] | None:
         return next((s for s in self.stages if name_of(s) == name), None)

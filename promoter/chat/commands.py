@@ -248,7 +248,22 @@ def plan(command: Command, facts: Facts) -> Plan:
     if command.name == "verify":
         unverifiable = no_verification(stage)
         return Refusal(unverifiable) if unverifiable else DoReverify(name_of(stage))
+    frozen = frozen_now(snapshot, name_of(stage), facts.now)
+    if frozen:
+        # Said at once, before any Freight is looked up or a Confirm offered: a closed window
+        # would only hold the Promotion, and whoever asked should know for how long.
+        return Refusal(frozen)
     return _promote(command, stage, facts)
+
+
+def frozen_now(snapshot: Snapshot, stage: str, now: datetime | None) -> str:
+    """``prod is frozen until Mon 09:00 Europe/Berlin (window `weekend-freeze`)`` while the
+    Stage's promotion windows are closed, else ""."""
+    schedule = snapshot.schedules.get(stage)
+    if not schedule or now is None:
+        return ""
+    state = schedule.state(now)
+    return state.frozen_message(stage, now) if state.closed else ""
 
 
 def _promote(command: Command, stage: Mapping[str, Any], facts: Facts) -> Plan:
@@ -322,7 +337,14 @@ def _status(command: Command, facts: Facts) -> Plan:
         if stage is None:
             return Refusal(f"there is no Stage `{command.stage}` in project `{snapshot.namespace}`")
         stages = [stage]
-    rows = stage_views(stages, snapshot.promotions, snapshot.freight, snapshot.stages)
+    windows: dict[str, str] = {}
+    for stage in stages:
+        schedule = snapshot.schedules.get(name_of(stage))
+        if schedule and facts.now is not None:
+            windows[name_of(stage)] = schedule.state(facts.now).frozen_text(facts.now)
+    rows = stage_views(
+        stages, snapshot.promotions, snapshot.freight, snapshot.stages, windows=windows
+    )
     return ShowStatus(snapshot.namespace, tuple(rows))
 
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, read_json
+from promoter.control.links import ResolvedLink, freight_links, stage_links
+from promoter.control.policies import ClusterConfig, ProjectConfig
+from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, is_rollback, read_json
 from promoter.resources.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
 from promoter.resources.stages import approval_of, downstream_stages, has_verification, phase_of
 
@@ -243,6 +245,10 @@ class PromotionView:
     verified_here: bool = False  # its Freight counts as verified in this Stage
     environment: EnvironmentLink | None = None  # its GitHub Deployments, when it has some
     approved_for: tuple[str, ...] = ()  # downstream Stages its Freight is approved for
+    # Put back the Stage's stable Freight after a failure (kargo.akuity.io/rollback).
+    rollback: bool = False
+    # The Stage's and the Freight's deep links (ProjectConfig / ClusterConfig), resolved.
+    links: tuple[ResolvedLink, ...] = ()
 
     @property
     def next_stages(self) -> tuple[str, ...]:
@@ -337,6 +343,8 @@ def promotion_view(
     stages: Sequence[Mapping[str, Any]] = (),
     freights: Iterable[Mapping[str, Any]] = (),
     link: str | None = None,
+    project: ProjectConfig | None = None,
+    cluster: ClusterConfig | None = None,
 ) -> PromotionView:
     """The view of ``promotion``, built once from the objects a front end has at hand: its
     ``stage`` (verification), the project's ``stages`` (what follows this one) and ``freights``
@@ -353,6 +361,14 @@ def promotion_view(
     downstream = tuple(
         downstream_stages(stage_name, stages, origin if isinstance(origin, Mapping) else None)
     )
+    links: list[ResolvedLink] = []
+    if project is not None or cluster is not None:
+        # A link that does not render is left out (its error is the ProjectConfig owner's to
+        # see on the pages, not every chat message's).
+        if stage is not None:
+            links += stage_links(stage, project, cluster)[0]
+        if freight is not None:
+            links += freight_links(freight, project, cluster)[0]
     return PromotionView(
         namespace=namespace_of(promotion) or "default",
         name=name_of(promotion),
@@ -373,6 +389,8 @@ def promotion_view(
         verified_here=verified_in(stage_name, freight, verification),
         environment=environment_link(promotion),
         approved_for=tuple(s for s in downstream if approval_of(freight, s) is not None),
+        rollback=is_rollback(promotion),
+        links=tuple(links),
     )
 
 
@@ -396,6 +414,8 @@ class StageView:
     labels: tuple[FreightLabel, ...] = ()
     downstream: tuple[str, ...] = ()
     environment: EnvironmentLink | None = None  # the GitHub environment of its last Promotion
+    # "frozen until Mon 09:00 Europe/Berlin (window `weekend-freeze`)"; "" while open.
+    window: str = ""
 
 
 def health_word(status: Mapping[str, Any]) -> str:
@@ -417,10 +437,12 @@ def stage_views(
     promotions: Iterable[Mapping[str, Any]],
     freights: Iterable[Mapping[str, Any]] = (),
     all_stages: Sequence[Mapping[str, Any]] = (),
+    windows: Mapping[str, str] | None = None,
 ) -> list[StageView]:
     """One view per Stage, by name. The Stage's history names its Freight but (as in Kargo)
     carries no alias, so the alias is looked up in ``freights``; ``all_stages`` (the project's)
-    gives each its downstream Stages."""
+    gives each its downstream Stages; ``windows`` says which are frozen, and until when."""
+    windows = windows or {}
     freights = list(freights)
     by_stage: dict[tuple[str | None, str], list[Mapping[str, Any]]] = {}
     for p in promotions:
@@ -453,6 +475,7 @@ def stage_views(
                 labels=tuple(labels),
                 downstream=tuple(downstream_stages(name_of(stage), all_stages)),
                 environment=environment_link(last_promotion),
+                window=windows.get(name_of(stage), ""),
             )
         )
     return rows

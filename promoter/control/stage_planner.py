@@ -7,7 +7,8 @@ path. Nothing here does I/O or reads a clock, so every rule has a table test
 
 - :func:`plan_queue`: which Promotions to announce (created with kubectl, so nobody announced
   them), which to abort (an abort was requested on them), and which one runs next: the Stage's
-  queue head, oldest first, unless the Freight just promoted is still being verified;
+  queue head, oldest first, unless the Freight just promoted is still being verified or the
+  Stage's promotion windows are closed (then the queue is held, in its order, until they open);
 - :func:`stage_health`: the Stage's health in Kargo's words (Healthy, Progressing, Unhealthy,
   Unknown), from the health checks of the Promotion that put its current Freight in place;
 - :func:`plan_status`: the Stage's status from its Promotions and that health (verification is
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from promoter.control.windows import WindowState
 from promoter.resources import annotations as ann
 from promoter.resources.model import Phase, meta, name_of
 from promoter.resources.stages import (
@@ -44,6 +46,9 @@ class QueuePlan:
     aborts: tuple[tuple[Mapping[str, Any], str], ...] = ()  # (Promotion, who asked)
     run: Mapping[str, Any] | None = None  # advance this one
     waiting_for_verification: bool = False  # the queue head waits for the Stage's verification
+    # The Stage's promotion windows are closed: the queued Promotions wait, in their order.
+    held: WindowState | None = None
+    queued: tuple[Mapping[str, Any], ...] = ()  # the Pending ones a hold keeps waiting
 
 
 def plan_queue(
@@ -51,8 +56,10 @@ def plan_queue(
     promotions: Sequence[Mapping[str, Any]],
     *,
     announced: Container[str] = frozenset(),
+    window: WindowState | None = None,
 ) -> QueuePlan:
-    """Decide the Stage's queue. ``announced`` holds the uids already announced by this process.
+    """Decide the Stage's queue. ``announced`` holds the uids already announced by this process;
+    ``window`` is the state of the Stage's promotion windows now.
 
     Whoever creates a Promotion through the builder announces it; only Promotions created
     otherwise (kubectl: no ``created-by`` annotation) are announced here. A Promotion with an
@@ -74,7 +81,15 @@ def plan_queue(
         if actor is not None and not phase_of(p).terminal:
             aborts.append((p, actor))
     aborted = {name_of(p) for p, _ in aborts}
-    head = StageQueue([p for p in promotions if name_of(p) not in aborted]).next()
+    queue = StageQueue([p for p in promotions if name_of(p) not in aborted])
+    head = queue.next()
+    closed = window is not None and window.closed
+    if head is not None and phase_of(head) is Phase.PENDING and closed:
+        # Every path that creates Promotions ends here (chat, auto-promotion, rollbacks,
+        # kubectl), so this one check enforces the windows for all of them. A running
+        # Promotion goes on: windows gate starts, as in Kargo.
+        held = tuple(queue.pending())
+        return QueuePlan(announce, tuple(aborts), None, held=window, queued=held)
     if (
         head is not None
         and phase_of(head) is Phase.PENDING

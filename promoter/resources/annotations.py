@@ -30,6 +30,9 @@ ABORT_ANNOTATIONS = (f"{GROUP}/abort", f"{KARGO_GROUP}/abort")
 # Set (to "true") on a Promotion that puts back Freight the Stage had before: expressions see it
 # as ctx.meta.promotion.rollback, as in Kargo.
 ROLLBACK_ANNOTATIONS = (f"{GROUP}/rollback", f"{KARGO_GROUP}/rollback")
+# On an automatic rollback: the failure it answers (``promotion/<name>``, ``verification/<id>``),
+# so each failure is rolled back once, also across restarts.
+ROLLBACK_OF = f"{GROUP}/rollback-of"
 # The GitHub front end's comment, check runs and last shown digest; the Slack front end's
 # message. Kept on the Promotion so any replica carries on after a restart.
 GITHUB_REPLY = f"{GROUP}/github-reply"
@@ -143,6 +146,15 @@ def created_by(promotion: Mapping[str, Any]) -> str | None:
 def is_rollback(promotion: Mapping[str, Any]) -> bool:
     """Whether the Promotion was created as a rollback (Kargo: the annotation says "true")."""
     return first(promotion, ROLLBACK_ANNOTATIONS) == "true"
+
+
+def rollback(failure: str) -> dict[str, str]:
+    """A rollback Promotion's annotations: Kargo's flag, and the failure it answers."""
+    return {ROLLBACK_ANNOTATIONS[0]: "true", ROLLBACK_OF: failure}
+
+
+def rollback_of(promotion: Mapping[str, Any]) -> str | None:
+    return annotations_of(promotion).get(ROLLBACK_OF) or None
 
 
 def abort(actor: str) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """Kargo objects as plain dicts, built one way for the whole suite.
 
 One builder per kind (:func:`stage`, :func:`freight`, :func:`promotion`, :func:`warehouse`,
-:func:`promotion_task`) with Kargo's v1alpha1 shape and the fewest fields a test must name: a
+:func:`promotion_task`, :func:`project_config`, :func:`cluster_config`) with Kargo's v1alpha1
+shape and the fewest fields a test must name: a
 Stage that takes Warehouse ``w``'s Freight directly, a Promotion of Freight ``f1``, a Warehouse
 with no subscriptions, all in project ``p``. A test names what it is about (``upstream=``,
 ``phase=``, ``annotations=``...) and nothing else, so reading one says what matters to it. A test
@@ -68,6 +69,7 @@ def stage(
     verification_args: Any = None,
     analysis_run_metadata: Any = None,
     annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
     generation: int | None = None,
     status: Mapping[str, Any] | None = None,
     **spec: Any,
@@ -100,7 +102,9 @@ def stage(
     out: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "Stage",
-        "metadata": _metadata(name, namespace, annotations=annotations, generation=generation),
+        "metadata": _metadata(
+            name, namespace, annotations=annotations, labels=labels, generation=generation
+        ),
         "spec": {**body, **spec},
     }
     if status is not None:
@@ -215,4 +219,39 @@ def promotion_task(
         "kind": kind,
         "metadata": metadata,
         "spec": {"vars": [dict(v) for v in vars], "steps": list(steps)},
+    }
+
+
+def project_config(
+    namespace: str = NS,
+    *,
+    policies: Sequence[Mapping[str, Any]] = (),
+    windows: Sequence[Mapping[str, Any]] = (),
+    **spec: Any,
+) -> dict[str, Any]:
+    """The project's ProjectConfig (named after it, in its namespace): ``policies`` are its
+    ``promotionPolicies``, ``windows`` its ``promotionWindows``; other spec fields as given."""
+    body: dict[str, Any] = dict(spec)
+    if policies:
+        body["promotionPolicies"] = [dict(p) for p in policies]
+    if windows:
+        body["promotionWindows"] = [dict(w) for w in windows]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ProjectConfig",
+        "metadata": {"name": namespace, "namespace": namespace},
+        "spec": body,
+    }
+
+
+def cluster_config(*, windows: Sequence[Mapping[str, Any]] = (), **spec: Any) -> dict[str, Any]:
+    """The cluster's one ClusterConfig (named ``cluster``)."""
+    body: dict[str, Any] = dict(spec)
+    if windows:
+        body["promotionWindows"] = [dict(w) for w in windows]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterConfig",
+        "metadata": {"name": "cluster"},
+        "spec": body,
     }
