@@ -34,13 +34,13 @@ from app.receivers.routes import Receivers, setup_receivers
 from app.settings import Settings
 from app.ui.pages import setup_pages
 from handlers.git_credentials import GitHubGitCredentials, SecretAppTokens
-from handlers.webhook import setup_github
+from handlers.webhook import GitHubIntegration, setup_github
 from promoter.clock import SYSTEM, Clock
 from promoter.ports.credentials import NO_CREDENTIALS, Credentials
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.steps.base import GitSettings, HttpSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
-from slack.app import setup_slack
+from slack.app import SlackIntegration, setup_slack
 
 log = logging.getLogger("longshoreman")
 
@@ -59,6 +59,9 @@ class ServerState:
     receivers: Receivers | None = None
     elector: LeaderElector | None = None
     cluster: EmbeddedCluster | None = None
+    # The chat front ends, when configured (their queues and followers, for tests and benches).
+    github: GitHubIntegration | None = None
+    slack: SlackIntegration | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
     failure: BaseException | None = None
     # The chat front ends' port to the cluster, attached once the controller runs.
@@ -163,6 +166,7 @@ def create_app(
             on_token=REDACTOR.add,
             clock=clock,
         )
+        state.github = github
         extra.setdefault("github", github.pull_requests)
         extra.setdefault("github-git", github.git_database)
         state.github_app = github.git_credentials
@@ -172,6 +176,7 @@ def create_app(
         slack_app = setup_slack(
             app, settings.slack, state.service, telemetry=state.metrics, clock=clock
         )
+        state.slack = slack_app
         state.listeners.append(slack_app.on_promotion)
         state.freight_listeners.append(slack_app.on_freight)
     return app

@@ -7,10 +7,11 @@ change of leader), lets :func:`handlers.deployments.plan` decide, and sends the 
 
 What it keeps on the Promotion (``longshoreman.dev/github-deployment``): the Deployment ids by
 commit, so a new leader needs no search; the environment's name, pages and URL, which the status
-pages and ``/status`` link to; a warning when the App may not write Deployments; and, once the
-Promotion is finished and GitHub shows it all, a digest, so a replay after a restart sends and
-reads nothing. A SIGKILL between GitHub creating a Deployment and the ids being recorded loses
-nothing: the Deployment is found again by its payload (:func:`handlers.deployments.parse`).
+pages and ``/status`` link to; a warning when the App may not write Deployments; and, once
+GitHub shows all of it, a digest of what it shows (:mod:`promoter.chat.shown`), so a replay after
+a restart or on a new leader sends and reads nothing. A SIGKILL between GitHub creating a
+Deployment and the ids being recorded loses nothing: the Deployment is found again by its
+payload (:func:`handlers.deployments.parse`).
 
 A missing ``deployments`` permission (GitHub's 403 "Resource not accessible by integration": the
 installation's owner has not accepted the App's request for it) is logged once per repository,
@@ -21,7 +22,6 @@ runs and its reply go on as before.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import weakref
@@ -34,6 +34,7 @@ from cachetools import LRUCache, TTLCache
 from handlers import deployments as d
 from handlers.client import GitHubAPI
 from handlers.context import Deps
+from promoter.chat.shown import digest
 from promoter.chat.views import PromotionView
 from promoter.errors import LongshoremanError
 from promoter.resources import annotations as ann
@@ -75,6 +76,8 @@ class Environments:
             maxsize=4096, ttl=DENIED_TTL, timer=deps.clock.monotonic
         )
         self._told: set[str] = set()
+        # Promotions whose Deployment someone else wrote a status on since (see forget()).
+        self._changed: set[str] = set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     def forget(self, deployment: int) -> None:
@@ -83,6 +86,8 @@ class Environments:
             if known == deployment:
                 self._latest.pop(memo, None)
                 self._history_done.pop(memo, None)
+                # Its recorded "shown" no longer says what GitHub shows.
+                self._changed.add(memo[0])
 
     async def sync(
         self,
@@ -131,11 +136,10 @@ class Environments:
         record = ann.read_json(promotion, ann.GITHUB_DEPLOYMENT)
         environment_url = env.url or await self._app_url(promotion)
         status = d.status_fields(view, log_url=view.link, environment_url=environment_url)
-        digest = hashlib.sha256(
-            json.dumps([status, targets, env.name], sort_keys=True).encode()
-        ).hexdigest()
-        if view.terminal and record.get("shown") == digest:
-            return  # a replay: GitHub shows all of it already
+        sent = digest(status, targets, env.name, superseded)
+        if record.get("shown") == sent and key not in self._changed:
+            return  # GitHub shows all of it already (a replay after a restart, a new leader)
+        self._changed.discard(key)
         ids: dict[str, int] = {
             str(k): int(v) for k, v in (record.get("ids") or {}).items() if str(v).isdigit()
         }
@@ -177,8 +181,8 @@ class Environments:
             new["environmentURL"] = environment_url
         if warnings:
             new["warning"] = "; ".join(dict.fromkeys(warnings))
-        if complete and not warnings and view.terminal:
-            new["shown"] = digest
+        if complete and not warnings:
+            new["shown"] = sent
         if new != record:
             try:
                 await self.deps.service.annotate(

@@ -27,7 +27,6 @@ description, from the Stage listener).
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 import re
@@ -43,14 +42,21 @@ from handlers.client import GitHubAPI
 from handlers.context import Deps
 from handlers.environments import Environments
 from handlers.queue import KeyedQueue
+from promoter.chat.shown import Shown, digest
 from promoter.chat.views import PromotionView, freight_label, promotion_view
 from promoter.errors import LongshoremanError, StepError
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of, namespace_of
-from promoter.resources.stages import available_to, downstream_stages, phase_of
+from promoter.resources.stages import available_to, downstream_stages
 from promoter.steps.github import repo_full_name
 
 log = logging.getLogger(__name__)
+
+# Surfaces of a Promotion in its github-shown record (promoter.chat.shown), and the check run's
+# page the reply links to when there is no status page.
+CHECKS = "checks"
+REPLY = "reply"
+LINK = "link"
 
 
 @runtime_checkable
@@ -101,6 +107,12 @@ class Progress:
         self._check_ids: LRUCache[str, dict[str, int]] = LRUCache(maxsize=10_000)
         self._check_urls: LRUCache[str, str] = LRUCache(maxsize=10_000)
         self._sent: LRUCache[tuple[str, str], str] = LRUCache(maxsize=50_000)
+        # What each Promotion's check runs and reply show (promoter.chat.shown), and the
+        # annotation value last written for it.
+        self._shown: LRUCache[str, Shown] = LRUCache(maxsize=10_000)
+        self._recorded: LRUCache[str, str] = LRUCache(maxsize=10_000)
+        # The same for the newest verification's ``verify:`` runs, by external id.
+        self._verify_shown: LRUCache[str, str] = LRUCache(maxsize=10_000)
         self._not_installed: TTLCache[str, bool] = TTLCache(
             maxsize=4096, ttl=600, timer=deps.clock.monotonic
         )
@@ -193,32 +205,53 @@ class Progress:
             snapshot.stage(view.stage),
             siblings=snapshot.promotions,
         )
-        shown = self._shown(promotion, view)
-        if shown is not None and shown == ann.first(promotion, (ann.GITHUB_SHOWN,)):
-            # Finished, and GitHub shows exactly this already (a replay after a restart or a
-            # change of leader): writing it again would cost requests in proportion to history.
-            return
-        done = True
+        await self._sync_shown(promotion, view, freight)
+
+    async def _sync_shown(
+        self, promotion: Mapping[str, Any], view: PromotionView, freight: Mapping[str, Any] | None
+    ) -> None:
+        """The check runs and the reply, each written only when what it shows changed
+        (:mod:`promoter.chat.shown`); what they show is recorded on the Promotion."""
+        key = checks.external_id(promotion)
+        recorded = Shown.of(promotion, ann.GITHUB_SHOWN)
+        memo = self._shown.get(key)
+        shown = memo if memo is not None else recorded
+        # Over the Freight's commits and the pull requests' URLs, not their heads: deciding
+        # needs no request. In memory each commit is also remembered on its own (_sent), so a
+        # pull request's new head gets the run at the next change.
+        fields = checks.check_run_fields(view)
+        targets = [commit_targets(freight), pull_targets(promotion)]
+        checks_digest = digest(fields, targets)
+        if memo is None and recorded.shows(CHECKS, checks_digest):
+            pass  # shown before a restart or by the previous leader
+        else:
+            try:
+                await self._sync_checks(promotion, fields, freight)
+                shown = shown.showing(CHECKS, checks_digest)
+                url = self._check_urls.get(key)
+                if url:
+                    # The reply links to it when there is no status page: kept, so the reply
+                    # renders the same after a restart without writing the run again.
+                    shown = shown.noting(LINK, url)
+            except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
+                log.warning("updating check runs of %s failed: %s", key, e)
         try:
-            await self._sync_checks(promotion, view, freight)
+            shown = await self._sync_reply(promotion, view, shown)
         except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
-            done = False
-            log.warning("updating check runs of %s failed: %s", checks.external_id(promotion), e)
-        try:
-            await self._sync_reply(promotion, view)
-        except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
-            done = False
-            log.warning("updating the reply for %s failed: %s", checks.external_id(promotion), e)
-        if done and shown is not None:
+            log.warning("updating the reply for %s failed: %s", key, e)
+        self._shown[key] = shown
+        value = shown.to_annotation()
+        if shown != recorded and self._recorded.get(key) != value:
             try:
                 await self.deps.service.annotate(
                     namespace_of(promotion) or "default",
                     name_of(promotion),
                     ann.GITHUB_SHOWN,
-                    shown,
+                    value,
                 )
-            except LongshoremanError as e:  # gone, or the cluster refused: shown again later
-                log.info("recording what %s shows failed: %s", checks.external_id(promotion), e)
+                self._recorded[key] = value
+            except LongshoremanError as e:  # gone, or the cluster refused: recorded next time
+                log.info("recording what %s shows failed: %s", key, e)
 
     async def _sync_environment(
         self,
@@ -236,31 +269,9 @@ class Progress:
         except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
             log.warning("updating the GitHub Deployments of %s failed: %s", view.name, e)
 
-    def _shown(self, promotion: Mapping[str, Any], view: PromotionView) -> str | None:
-        """A digest of what a finished Promotion's check runs and reply show (None while it
-        runs: an active Promotion is resent after a restart, which costs one write per Stage at
-        most). Only inputs that survive a restart go in, so the same Promotion digests the same
-        on any replica."""
-        if not phase_of(promotion).terminal:
-            return None
-        shown = [
-            checks.progress_key(promotion),
-            view.label.short,
-            view.next_stages,
-            view.approve_stages,
-            view.verifiable,
-            ann.read_json(promotion, ann.GITHUB_REPLY),
-            view.link,
-        ]
-        return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
-
     def page(self, promotion: Mapping[str, Any]) -> str | None:
         """The Promotion's status page, when a public URL is configured."""
         return self.deps.settings.link_for(namespace_of(promotion) or "default", name_of(promotion))
-
-    def link(self, promotion: Mapping[str, Any]) -> str | None:
-        """Where a reply links: the status page, else the check run."""
-        return self.page(promotion) or self._check_urls.get(checks.external_id(promotion))
 
     async def _api_for(self, repo: str) -> GitHubAPI | None:
         if repo.lower() in self._not_installed:
@@ -291,14 +302,13 @@ class Progress:
     async def _sync_checks(
         self,
         promotion: Mapping[str, Any],
-        view: PromotionView,
+        fields: Mapping[str, Any],
         freight: Mapping[str, Any] | None,
     ) -> None:
         key = checks.external_id(promotion)
         ids = dict(ann.read_json(promotion, ann.GITHUB_CHECKS))
         ids.update(self._check_ids.get(key) or {})
-        fields = checks.check_run_fields(view)
-        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+        sent = digest(fields)
         created = False
         targets = await self._targets(promotion, freight)
         for repo, sha in targets:
@@ -306,7 +316,7 @@ class Progress:
             if api is None:
                 continue
             target = f"{repo}@{sha}"
-            if self._sent.get((key, target)) == digest:
+            if self._sent.get((key, target)) == sent:
                 continue
             run_id = ids.get(target)
             if run_id is None:
@@ -316,9 +326,9 @@ class Progress:
                 self._check_urls.setdefault(key, str(data.get("html_url") or ""))
                 created = True
             else:
-                data = await api.patch(f"/repos/{repo}/check-runs/{run_id}", data=fields)
+                data = await api.patch(f"/repos/{repo}/check-runs/{run_id}", data=dict(fields))
                 self._check_urls.setdefault(key, str(data.get("html_url") or ""))
-            self._sent[(key, target)] = digest
+            self._sent[(key, target)] = sent
         self._check_ids[key] = ids
         if created:
             await self.deps.service.annotate(
@@ -328,25 +338,29 @@ class Progress:
                 json.dumps(ids, sort_keys=True),
             )
 
-    async def _sync_reply(self, promotion: Mapping[str, Any], view: PromotionView) -> None:
+    async def _sync_reply(
+        self, promotion: Mapping[str, Any], view: PromotionView, shown: Shown
+    ) -> Shown:
+        """Edit the reply to the command if what it shows changed; what is shown then."""
         reply = ann.read_json(promotion, ann.GITHUB_REPLY)
         repo, comment = reply.get("repo"), reply.get("comment")
         if not repo or not comment:
-            return
+            return shown
+        key = checks.external_id(promotion)
+        link = self.page(promotion) or self._check_urls.get(key) or shown.notes.get(LINK)
         body = checks.reply_body(
             str(reply.get("user") or "someone"),
             str(reply.get("command") or ""),
-            replace(view, link=self.link(promotion)),
+            replace(view, link=link),
         )
-        key = (checks.external_id(promotion), f"reply:{comment}")
-        digest = hashlib.sha256(body.encode()).hexdigest()
-        if self._sent.get(key) == digest:
-            return
+        sent = digest(repo, comment, body)
+        if shown.shows(REPLY, sent):
+            return shown
         api = await self._api_for(str(repo))
         if api is None:
-            return
+            return shown
         await api.patch(f"/repos/{repo}/issues/comments/{int(comment)}", data={"body": body})
-        self._sent[key] = digest
+        return shown.showing(REPLY, sent)
 
     # ---- verify: STAGE ----------------------------------------------------------------------
 
@@ -396,10 +410,19 @@ class Progress:
             await self._sync_environment(
                 promotion, view, freight, stage, siblings=snapshot.promotions
             )
-        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+        sent = digest(fields)
+        shown = digest(fields, [commit_targets(freight), pull_targets(promotion or {})])
+        memo = self._verify_shown.get(external)
+        if memo is None and promotion is not None:
+            if Shown.of(promotion, ann.GITHUB_VERIFY_SHOWN).shows(external, shown):
+                # Shown before a restart or by the previous leader: no search, no write.
+                self._verify_shown[external] = shown
+                return
+        elif memo == shown:
+            return
         for repo, sha in await self._targets(promotion, freight):
             target = f"{repo}@{sha}"
-            if self._sent.get((external, target)) == digest:
+            if self._sent.get((external, target)) == sent:
                 continue
             api = await self._api_for(repo)
             if api is None:
@@ -413,7 +436,18 @@ class Progress:
             else:
                 await api.patch(f"/repos/{repo}/check-runs/{run_id}", data=fields)
             self._verify_ids[(external, target)] = run_id
-            self._sent[(external, target)] = digest
+            self._sent[(external, target)] = sent
+        self._verify_shown[external] = shown
+        if promotion is not None:
+            # Only the newest verification's runs change: the record holds just that one.
+            value = Shown().showing(external, shown).to_annotation()
+            if ann.annotations_of(promotion).get(ann.GITHUB_VERIFY_SHOWN) != value:
+                try:
+                    await self.deps.service.annotate(
+                        namespace, promotion_name, ann.GITHUB_VERIFY_SHOWN, value
+                    )
+                except LongshoremanError as e:  # gone, or the cluster refused
+                    log.info("recording what %s shows failed: %s", external, e)
 
     async def _analysis_run(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
         ref = entry.get("analysisRun") or {}

@@ -460,8 +460,8 @@ class LiveMessages:
             self._records[key] = record
 
         final = message_final(obj, verification) and not self._awaiting_reverify(key, verification)
-        # Finished Promotions record what their message shows (see MessageRecord.shown).
-        record = replace(record, final=final, shown=digest if phase_of(obj).terminal else "")
+        # What the message shows is recorded (MessageRecord.shown), running or finished.
+        record = replace(record, final=final, shown=digest)
         self._records[key] = record
         value = record.to_annotation()
         current = (meta(obj).get("annotations") or {}).get(ann.SLACK_MESSAGE)

@@ -5,13 +5,13 @@ replies and the confirmation prompt. Each function takes plain objects and retur
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from promoter.chat.chatops import FREIGHT_HELP, usage_lines
+from promoter.chat.shown import digest
 from promoter.chat.views import (
     SHORT_NAME,
     EnvironmentLink,
@@ -73,8 +73,7 @@ def actor_label(actor: str) -> str:
 
 def message_digest(message: Message) -> str:
     """A short digest of a message's content (text and blocks), to tell "unchanged" apart."""
-    content = json.dumps([message.text, list(message.blocks)], sort_keys=True, default=str)
-    return hashlib.sha256(content.encode()).hexdigest()[:16]
+    return digest(message.text, list(message.blocks))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +88,8 @@ class MessageRecord:
     ts: str
     events: tuple[str, ...] = ()
     final: bool = False
-    # A digest of what the message shows, kept once the Promotion has finished: a restarted
-    # replica that renders the same message sends no chat.update (the count of writes must not
-    # grow with history at every restart). Running messages change anyway; they carry none.
+    # A digest of what the message shows (promoter.chat.shown): a restarted replica or a new
+    # leader that renders the same message sends no chat.update.
     shown: str = ""
 
     def to_annotation(self) -> str:

@@ -37,9 +37,11 @@ ROLLBACK_OF = f"{GROUP}/rollback-of"
 # message. Kept on the Promotion so any replica carries on after a restart.
 GITHUB_REPLY = f"{GROUP}/github-reply"
 GITHUB_CHECKS = f"{GROUP}/github-checks"
-# A digest of what a finished Promotion's check runs and reply last showed, so a restarted or new
-# leader that replays every Promotion writes nothing to GitHub for those that did not change.
+# What a Promotion's check runs and reply last showed, and what its newest verification's
+# ``verify:`` runs did (promoter.chat.shown: digests, one annotation per writer), so a restarted or
+# new leader that replays every Promotion and Stage writes nothing to GitHub that did not change.
 GITHUB_SHOWN = f"{GROUP}/github-shown"
+GITHUB_VERIFY_SHOWN = f"{GROUP}/github-verify-shown"
 SLACK_MESSAGE = f"{GROUP}/slack-message"
 # The GitHub Deployments a Promotion wrote (``{"ids": {"owner/repo@sha": id}, "environment":
 # ..., "environmentURL": ..., "links": [...], "warning": ..., "shown": digest}``): ids so a new
