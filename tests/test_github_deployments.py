@@ -395,6 +395,20 @@ async def test_a_restart_finds_its_deployment_and_sends_nothing_unchanged(env: G
     assert [r for r in env.fake.log[before:] if "/deployments" in r.path] == []
 
 
+async def test_a_restart_while_it_runs_asks_github_nothing(env: GitHubEnv) -> None:
+    # What the running Promotion's Deployment shows is recorded too: a new leader neither
+    # searches nor reads its statuses to know that it shows that already.
+    await env.change(promotion("Running"))
+    assert "shown" in recorded(env)
+    before = len(env.fake.log)
+    async with env.restarted() as restarted:
+        await env.change(promotion("Running"), integration=restarted)
+        assert [r for r in env.fake.log[before:] if "/deployments" in r.path] == []
+        await env.change(promotion("Succeeded"), integration=restarted)
+    [deployment] = deployments(env)
+    assert env.fake.states(deployment) == ["in_progress", "success"]
+
+
 async def test_a_status_someone_else_writes_is_respected(env: GitHubEnv) -> None:
     await env.change(promotion("Succeeded"))
     [deployment] = deployments(env)

@@ -141,6 +141,14 @@ def webhook_request(
     return headers, body
 
 
+def _json(raw: bytes) -> Any:
+    """A request body as JSON (None when empty or not JSON)."""
+    try:
+        return json.loads(raw) if raw.strip() else None
+    except ValueError:
+        return None
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -195,6 +203,8 @@ class Logged:
     path: str
     status: int
     installation: int | None
+    # The JSON body of a write (POST, PATCH, PUT, DELETE), as sent; None for reads.
+    body: Any = None
 
 
 @dataclass
@@ -750,7 +760,8 @@ class FakeGitHub:
             return await handler(request)
         installation: int | None = None
         operation = operation_of(request.method, request.path)
-        raw = await request.read() if operation is not None else b""
+        # Writes keep their body in the log (a test compares what was written, not only where).
+        raw = await request.read() if operation is not None or request.method != "GET" else b""
         served = False  # the handler answered (not authentication, a fault or the rate limit)
         try:
             installation = self._authenticate(request)
@@ -793,7 +804,9 @@ class FakeGitHub:
             if request.headers.get("If-None-Match") == etag:
                 response = web.Response(status=304, headers={"ETag": etag})
         self._rate_headers(response, installation)
-        self.log.append(Logged(request.method, request.path, response.status, installation))
+        self.log.append(
+            Logged(request.method, request.path, response.status, installation, _json(raw))
+        )
         if self.after_request is not None:
             self.after_request(request.method, request.path)
         return response
