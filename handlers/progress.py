@@ -10,14 +10,18 @@ only the leader acts, and only when something a user would see changed
 becomes one request per check run. Check-run ids are kept on the Promotion
 (``longshoreman.dev/github-checks``) so a restarted or new leader updates the same runs instead
 of creating new ones; the reply to a command is found the same way
-(``longshoreman.dev/github-reply``).
+(``longshoreman.dev/github-reply``). What the runs and the reply show is recorded there too
+(``longshoreman.dev/github-shown``, :mod:`promoter.chat.shown`), and so is what the newest
+verification's runs show (``longshoreman.dev/github-verify-shown``): a restarted or new leader,
+which replays every Promotion and Stage, writes none of them again unless it changed.
 
 Verifications are followed the same way through the controller's Stage listener
 (:meth:`Progress.on_stage`): the Stage's newest verification entry gets a ``verify: STAGE`` check
 run on the same commits as its Promotion's ``promote: STAGE`` run, one run per verification, with
 the AnalysisRun's metrics when the service can read AnalysisRuns (:class:`AnalysisRunSource`).
 Their ids are found again after a restart by name and external id through GitHub's "list check
-runs for a Git reference", so nothing needs writing to the Stage.
+runs for a Git reference" (only when there is something new to write), so nothing needs writing to
+the Stage.
 
 For Stages that opt in, each change is also handed to :class:`handlers.environments.Environments`
 with the same read model: the Promotion's GitHub Deployments (and their verification

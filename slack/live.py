@@ -6,11 +6,13 @@ follower task: one task per Promotion, sequential per Promotion, parallel across
 shape). A follower renders the message purely (:mod:`slack.messages`) and sends only what
 changed, at most once per ``update_interval`` per message, so rapid status writes coalesce.
 
-Only the leader posts: where the message is (channel, ts) and which thread replies were posted
-is written to the Promotion (``longshoreman.dev/slack-message``), so a restarted or newly elected
-replica continues the same message and repeats no reply. Slack being slow, rate limiting (429
-``Retry-After`` is honoured for every message) or down never touches the Promotion: the follower
-keeps the newest state and catches up when Slack answers again.
+Only the leader posts: where the message is (channel, ts), which thread replies were posted and
+a digest of what the message shows (:mod:`promoter.chat.shown`) are written to the Promotion
+(``longshoreman.dev/slack-message``), so a restarted or newly elected replica continues the same
+message, repeats no reply and sends no ``chat.update`` for a message that did not change. Slack
+being slow, rate limiting (429 ``Retry-After`` is honoured for every message) or down never
+touches the Promotion: the follower keeps the newest state and catches up when Slack answers
+again.
 
 chat.postMessage has no idempotency key: when a post's answer is lost (a timeout, a dropped
 connection, a 5xx) Slack may have posted the message all the same. Every live message carries
