@@ -31,6 +31,7 @@ description, from the Stage listener).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import re
@@ -51,7 +52,7 @@ from promoter.chat.views import PromotionView, freight_label, promotion_view
 from promoter.errors import LongshoremanError, StepError
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of, namespace_of
-from promoter.resources.stages import available_to, downstream_stages
+from promoter.resources.stages import available_to, downstream_stages, phase_of
 from promoter.steps.github import repo_full_name
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,26 @@ def pull_targets(promotion: Mapping[str, Any]) -> list[tuple[str, int]]:
             if target not in out:
                 out.append(target)
     return out
+
+
+def _shown_before(promotion: Mapping[str, Any], view: PromotionView) -> bool:
+    """Whether an older release recorded that GitHub shows this finished Promotion: its
+    ``github-shown`` was one digest of these inputs (read until every Promotion that finished
+    before the upgrade is gone)."""
+    legacy = ann.first(promotion, (ann.GITHUB_SHOWN,))
+    if not legacy or len(legacy) != 64 or not phase_of(promotion).terminal:
+        return False
+    inputs = [
+        checks.progress_key(promotion),
+        view.label.short,
+        view.next_stages,
+        view.approve_stages,
+        view.verifiable,
+        ann.read_json(promotion, ann.GITHUB_REPLY),
+        view.link,
+    ]
+    text = json.dumps(inputs, sort_keys=True, default=str)
+    return legacy == hashlib.sha256(text.encode()).hexdigest()
 
 
 class Progress:
@@ -219,6 +240,8 @@ class Progress:
         key = checks.external_id(promotion)
         recorded = Shown.of(promotion, ann.GITHUB_SHOWN)
         memo = self._shown.get(key)
+        if memo is None and _shown_before(promotion, view):
+            return  # recorded by an older release: an upgrade must not rewrite history either
         shown = memo if memo is not None else recorded
         # Over the Freight's commits and the pull requests' URLs, not their heads: deciding
         # needs no request. In memory each commit is also remembered on its own (_sent), so a

@@ -6,6 +6,7 @@ server, which validates check runs against GitHub's documented limits."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -172,6 +173,38 @@ async def test_a_restart_writes_nothing_to_github_for_finished_promotions(env: G
         await env.settle(restarted)
     writes = [r for r in env.fake.log[before:] if r.method in ("POST", "PATCH", "PUT", "DELETE")]
     assert writes == []
+
+
+async def test_an_upgrade_writes_nothing_for_what_an_older_release_recorded(
+    env: GitHubEnv,
+) -> None:
+    await env.change(promotion("Succeeded"))
+    # The release before recorded one digest (sha256, hex) of these inputs, finished ones only.
+    done = env.service.promotions[0]
+    snapshot = await env.service.snapshot(NS)
+    view = promotion_view(
+        done,
+        stage=snapshot.stage("staging"),
+        stages=snapshot.stages,
+        freights=snapshot.freight,
+        link=env.integration.progress.page(done),
+    )
+    inputs = [
+        checks.progress_key(done),
+        view.label.short,
+        view.next_stages,
+        view.approve_stages,
+        view.verifiable,
+        ann.read_json(done, ann.GITHUB_REPLY),
+        view.link,
+    ]
+    text = json.dumps(inputs, sort_keys=True, default=str)
+    done["metadata"]["annotations"][ann.GITHUB_SHOWN] = hashlib.sha256(text.encode()).hexdigest()
+    before = len(env.fake.log)
+    async with env.restarted() as upgraded:
+        upgraded.on_promotion(copy.deepcopy(done), None)
+        await env.settle(upgraded)
+    assert [r for r in env.fake.log[before:] if r.method != "GET"] == []
 
 
 async def test_without_a_promotion_page_the_check_run_has_no_details_link(env: GitHubEnv) -> None:

@@ -27,8 +27,12 @@ from promoter.resources import annotations as ann
 
 
 def digest(*content: Any) -> str:
-    """A short digest of ``content`` (JSON-able; mappings in any key order digest the same)."""
-    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    """A short digest of ``content`` (JSON-able; mappings in any key order digest the same).
+
+    The same as Slack messages' digests were before this module (``MessageRecord.shown``), so
+    messages recorded by an older release are not sent again after an upgrade.
+    """
+    text = json.dumps(list(content), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
