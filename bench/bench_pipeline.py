@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import resource
 import shutil
@@ -165,6 +166,29 @@ def hops_of(
         hops["AnalysisRun done -> verified"] += verified - analysed
         previous = verified
     hops["total"] = previous - sent
+    # Inside "steps, ours": each step's own time and the gaps between steps (the status write
+    # recording a step, the next reconcile pass), per Stage on average.
+    for stage in STAGES:
+        name = next(
+            n
+            for n, p in world.promotions.items()
+            if p["spec"]["freight"] == freight and p["spec"]["stage"] == stage
+        )
+        mine = sorted((c for c in calls if c[0] == name), key=lambda c: c[2])
+        first: dict[str, tuple[float, float]] = {}
+        for _, kind, start, end in mine:
+            first.setdefault(kind, (start, end))
+        order = [kind for kind in TIMED_STEPS if kind in first]
+        for kind in order:
+            detail = f"  {kind} (first call)"
+            hops[detail] = hops.get(detail, 0.0) + (first[kind][1] - first[kind][0]) / len(STAGES)
+        for before, after in itertools.pairwise(order):
+            detail = f"  gap {before} -> {after}"
+            gap = first[after][0] - first[before][1]
+            hops[detail] = hops.get(detail, 0.0) + gap / len(STAGES)
+        detail = "  argocd-update start -> sync seen"
+        sync_gap = at[(freight, "sync", stage)] - first["argocd-update"][0]
+        hops[detail] = hops.get(detail, 0.0) + sync_gap / len(STAGES)
     hops["own share"] = hops["total"] - hops[GIT] - sum(hops[h] for h in STAND_INS)
     return hops
 
@@ -247,6 +271,14 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> bool:
         values = [s[hop] * 1000 for s in samples]
         if hop == "total":
             print("-" * 88)
+        print(
+            f"{hop:<52}{pct(values, 50):>9.1f}{pct(values, 99):>9.1f}{max(values):>9.1f}"
+            f"{statistics.mean(values):>9.1f}"
+        )
+    details = [h for h in samples[0] if h.startswith("  ")]
+    print("inside the steps, per Stage (mean of the three):")
+    for hop in details:
+        values = [s.get(hop, 0.0) * 1000 for s in samples]
         print(
             f"{hop:<52}{pct(values, 50):>9.1f}{pct(values, 99):>9.1f}{max(values):>9.1f}"
             f"{statistics.mean(values):>9.1f}"

@@ -229,7 +229,8 @@ class Controller(EventRouting, StatusWrites):
         # Every line logged during this reconcile says which Stage it is about.
         with log_context(namespace=namespace, stage=stage):
             try:
-                return await self.reconcile_stage(namespace, stage, wake=wake)
+                async with self._deferring():
+                    return await self.reconcile_stage(namespace, stage, wake=wake)
             finally:
                 if self.on_reconcile is not None:
                     self.on_reconcile(time.perf_counter() - started)

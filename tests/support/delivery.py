@@ -326,6 +326,38 @@ class Delivery:
             self.timeline.mark((freight, "analysis done", stage))
 
 
+class WatchedStore:
+    """A stand-in's store that reads from a watch's cache and writes through the API, as the
+    real Argo CD and Argo Rollouts controllers read their informers: no list per pass (which
+    would grow with every AnalysisRun kept and load the API server no real controller loads).
+    What it writes goes into the cache at once, so its next pass does not act on the old copy.
+    """
+
+    def __init__(self, informer: Informer, writer: Any) -> None:
+        self.informer, self.writer = informer, writer
+
+    async def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.informer.get(namespace, name)
+
+    async def list(
+        self, namespace: str | None = None, label_selector: str = ""
+    ) -> list[Mapping[str, Any]]:
+        assert not label_selector, "the stand-ins list everything they watch"
+        return list(self.informer.items(namespace))
+
+    async def create(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        return self._seen(await self.writer.create(obj))
+
+    async def patch(
+        self, namespace: str, name: str, patch: Mapping[str, Any], **options: Any
+    ) -> Mapping[str, Any]:
+        return self._seen(await self.writer.patch(namespace, name, patch, **options))
+
+    def _seen(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        self.informer.observe(dict(obj))
+        return obj
+
+
 def _promotion_of(operation: Mapping[str, Any]) -> str | None:
     for entry in operation.get("info") or ():
         if isinstance(entry, Mapping) and entry.get("name") in PROMOTION_INFO:
@@ -402,15 +434,18 @@ async def running_delivery(
     )
     kube = k.Kube(api_client())
     await create_objects(kube, registry)
+    watcher = k.Kube(api_client())
+    apps = Informer(watcher, k.APPLICATIONS, namespace=ARGOCD_NS)
+    runs = Informer(watcher, k.ANALYSIS_RUNS, namespace=NS)
     argocd = FakeArgoCDController(
-        KubernetesApps(api_client()),
+        WatchedStore(apps, KubernetesApps(api_client())),
         namespaces=(ARGOCD_NS,),
         default=SyncOutcome(seconds=sync_seconds),
         # Argo CD syncs a branch to the commit it points at in the repository.
         resolver=lambda url, ref: branch_head(remote, ref) if url == GITOPS_REPO else None,
     )
     rollouts = FakeRolloutsController(
-        KubernetesAnalysisRuns(api_client()),
+        WatchedStore(runs, KubernetesAnalysisRuns(api_client())),
         namespaces=[NS],
         default=AnalysisOutcome(seconds=analysis_seconds),
     )
@@ -423,13 +458,13 @@ async def running_delivery(
     ):
         await wait_started(app)
         world = Delivery(kube, registry, remote, url, http, argocd, rollouts, Timeline())
-        watcher = k.Kube(api_client())
+        apps.on_event, runs.on_event = world.on_application, world.on_run
         informers = [
             Informer(watcher, k.FREIGHT, namespace=NS, on_event=world.on_freight),
             Informer(watcher, k.PROMOTIONS, namespace=NS, on_event=world.on_promotion),
             Informer(watcher, k.STAGES, namespace=NS, on_event=world.on_stage),
-            Informer(watcher, k.APPLICATIONS, namespace=ARGOCD_NS, on_event=world.on_application),
-            Informer(watcher, k.ANALYSIS_RUNS, namespace=NS, on_event=world.on_run),
+            apps,
+            runs,
         ]
         tasks = [asyncio.create_task(i.run()) for i in informers]
         try:
