@@ -154,6 +154,8 @@ class Controller(EventRouting, StatusWrites):
         self._probed = asyncio.Event()
         self._leading = False
         self._generation = 0
+        self._app_events = 0
+        self._app_changed_at: dict[str, int] = {}
 
     @property
     def informers(self) -> tuple[Informer, ...]:
@@ -349,6 +351,7 @@ class Controller(EventRouting, StatusWrites):
             running_retry=self.default_requeue,
         )
         while True:
+            events_before = self._app_events
             outcome = await engine.advance(promotion, runtime, force=wake, max_steps=1)
             wake = False
             if outcome.requeue_after == 0.0 and self._local_to_local(outcome.promotion):
@@ -368,6 +371,11 @@ class Controller(EventRouting, StatusWrites):
                 return 0.0, obj
             if outcome.requeue_after == 0.0:
                 continue
+            if any(self._app_changed_at.get(a, -1) > events_before for a in waiting_apps(obj)):
+                # An Application it now waits on changed while the step ran and its status was
+                # written (the event found nobody waiting yet): look again at once, not after
+                # the requeue floor.
+                self._enqueue_stage(namespace, promotion.stage, wake=True)
             after = (
                 outcome.requeue_after
                 if outcome.requeue_after is not None
