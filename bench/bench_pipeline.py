@@ -58,6 +58,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import limits
 from bench.realserver import cpu_readers, machine_cpu_seconds, real_apiserver
 from promoter.steps.base import StepContext, StepResult
 from promoter.steps.registry import StepRegistry, builtin_registry
@@ -216,6 +217,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             # Warm-up (not measured): the first Freight walks the whole line once, so caches,
             # connections and the git repository are as they are on a running system.
             for w in range(args.warmup):
+                limits.doing(f"waiting for warm-up run {w} to be verified in prod")
                 await world.release(f"1.0.{w}")
                 await world.verified_in_prod(f"1.0.{w}", args.timeout)
             await asyncio.sleep(args.pause)
@@ -226,6 +228,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             started = time.perf_counter()
             for i in range(args.warmup, args.warmup + args.runs):
                 tag = f"1.0.{i}"
+                limits.doing(f"waiting for {tag} to be verified in prod")
                 sent = await world.release(tag)
                 freight = await world.verified_in_prod(tag, args.timeout)
                 samples.append(hops_of(world, freight, sent, calls))
@@ -301,6 +304,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> bool:
 
 
 if __name__ == "__main__":
+    limits.bound()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured runs first")
