@@ -127,6 +127,54 @@ async def test_a_sync_finished_before_the_promotion_waits_on_it_still_wakes_it(e
         assert done["status"]["phase"] == "Succeeded", done["status"]
 
 
+async def test_health_waits_for_argo_cd_to_reassess_and_asks_it_to_refresh(env: Env) -> None:
+    """After the sync, the Stage is not Healthy until Argo CD has reconciled the Application
+    since the operation finished (Kargo's rule); meanwhile the controller asks it to refresh."""
+    async with running_controller(env.server, env.work, min_requeue=60.0, health_interval=3600):
+        async with env.argocd.running():
+            await env.promote("p1")
+            done = await wait_terminal(env.kube, NS, "p1", within=15)
+            assert done["status"]["phase"] == "Succeeded", done["status"]
+        # Argo CD's health assessment predates the operation's end (its status write skipped).
+        app = await env.app()
+        finished = app["status"]["operationState"]["finishedAt"]
+        await env.kube.patch(
+            k.APPLICATIONS,
+            "argocd",
+            "web",
+            {
+                "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
+                "status": {"reconciledAt": "2020-01-01T00:00:00Z"},
+            },
+        )
+        refreshed = await wait_for_object(
+            env.kube,
+            k.APPLICATIONS,
+            "argocd",
+            "web",
+            lambda a: (
+                (a["metadata"].get("annotations") or {}).get("argocd.argoproj.io/refresh")
+                == "normal"
+            ),
+        )
+        stage = await env.kube.get(k.STAGES, NS, "prod")
+        assert _condition(stage, "Healthy") == "Unknown", stage["status"]["conditions"]
+        # Argo CD refreshes: reconciledAt catches up and the annotation goes.
+        await env.kube.patch(
+            k.APPLICATIONS,
+            "argocd",
+            "web",
+            {
+                "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
+                "status": {"reconciledAt": finished},
+            },
+            resource_version=refreshed["metadata"]["resourceVersion"],
+        )
+        await wait_for_object(
+            env.kube, k.STAGES, NS, "prod", lambda s: _condition(s, "Healthy") == "True"
+        )
+
+
 async def test_sync_succeeds_and_the_application_event_wakes_the_promotion(env: Env) -> None:
     # A minute-long requeue: only the Application's change can finish this test in time.
     async with (
