@@ -167,9 +167,7 @@ class Timeline:
             self.at[key] = time.perf_counter() if when is None else when
             self.changed.set()
 
-    async def until(
-        self, predicate: Callable[[], bool], what: str, within: float, *, why: Callable[[], str]
-    ) -> None:
+    async def until(self, predicate: Callable[[], bool], what: str, within: float) -> None:
         """Wait until ``predicate()`` holds; after ``within`` seconds raise naming ``what``."""
         try:
             async with asyncio.timeout(within):
@@ -177,7 +175,7 @@ class Timeline:
                     self.changed.clear()
                     await self.changed.wait()
         except TimeoutError:
-            raise TimeoutError(f"gave up after {within:g}s waiting for {what}; {why()}") from None
+            raise TimeoutError(f"gave up after {within:g}s waiting for {what}") from None
 
 
 def _status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -198,8 +196,6 @@ class Delivery:
     timeline: Timeline
     freight_by_tag: dict[str, str] = field(default_factory=dict)
     promotions: dict[str, Mapping[str, Any]] = field(default_factory=dict)
-    # The last state each watch saw, for messages when a wait gives up.
-    last_seen: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def image_repo(self) -> str:
@@ -229,21 +225,26 @@ class Delivery:
 
     async def verified_in_prod(self, tag: str, within: float) -> str:
         """Wait until the Freight of ``tag`` is verified in ``prod``; returns its name."""
-        await self.timeline.until(
-            lambda: (self.freight_of(tag) or "", "verified", STAGES[-1]) in self.timeline.at,
-            f"the Freight of {tag} to be verified in {STAGES[-1]}",
-            within,
-            why=lambda: self.describe(tag),
-        )
+        try:
+            await self.timeline.until(
+                lambda: (self.freight_of(tag) or "", "verified", STAGES[-1]) in self.timeline.at,
+                f"the Freight of {tag} to be verified in {STAGES[-1]}",
+                within,
+            )
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; {await self.describe(tag)}") from None
         return self.freight_by_tag[tag]
 
-    def describe(self, tag: str) -> str:
-        """What the watches last saw of this tag's way through the pipeline."""
+    async def describe(self, tag: str) -> str:
+        """What the watches last saw of this tag's way through the pipeline, and the Stages'
+        conditions now (read when a wait gives up: no watch of ours loads the API server with
+        the Stages' status writes)."""
         name = self.freight_of(tag)
         if name is None:
             return f"no Freight of {tag} was seen"
         reached = [key for key in self.timeline.at if isinstance(key, tuple) and key[0] == name]
         parts = [f"Freight {name}: seen {', '.join('/'.join(map(str, k[1:])) for k in reached)}"]
+        stages = {s["metadata"]["name"]: s for s in (await self.kube.list(k.STAGES, NS))[0]}
         for stage in STAGES:
             promotion = next(
                 (
@@ -259,13 +260,11 @@ class Delivery:
                     f"{stage}: Promotion {promotion['metadata']['name']} "
                     f"{status.get('phase') or 'Pending'} ({status.get('message') or ''})"
                 )
-            stage_obj = self.last_seen.get(f"stage/{stage}")
-            if stage_obj is not None:
-                conditions = {
-                    c.get("type"): f"{c.get('status')} {c.get('reason')}: {c.get('message')}"
-                    for c in _status(stage_obj).get("conditions") or ()
-                }
-                parts.append(f"{stage} conditions {conditions}")
+            conditions = {
+                c.get("type"): f"{c.get('status')} {c.get('reason')}: {c.get('message')}"
+                for c in _status(stages.get(stage) or {}).get("conditions") or ()
+            }
+            parts.append(f"{stage} conditions {conditions}")
         return "; ".join(parts)
 
     async def server_writes(self) -> dict[str, float]:
@@ -300,9 +299,6 @@ class Delivery:
         phase = _status(obj).get("phase")
         if phase in ("Succeeded", "Failed", "Errored", "Aborted"):
             self.timeline.mark((freight, "promotion " + phase.lower(), stage))
-
-    def on_stage(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        self.last_seen[f"stage/{obj['metadata']['name']}"] = obj
 
     def on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         self.argocd.notify()
@@ -462,7 +458,6 @@ async def running_delivery(
         informers = [
             Informer(watcher, k.FREIGHT, namespace=NS, on_event=world.on_freight),
             Informer(watcher, k.PROMOTIONS, namespace=NS, on_event=world.on_promotion),
-            Informer(watcher, k.STAGES, namespace=NS, on_event=world.on_stage),
             apps,
             runs,
         ]
