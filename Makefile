@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit test-cluster kube-apiserver bench clean
+.PHONY: demo test lint unit test-cluster kube-apiserver bench bench-smoke clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,25 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_slack.py
 	$(BIN)/python bench/bench_pages.py
 	$(BIN)/python bench/bench_warehouses.py
+	$(BIN)/python bench/bench_pipeline.py
+
+# Every benchmark at a smoke size (a few runs, seconds each; CI runs this), so a behaviour
+# change that breaks one fails here instead of leaving it to hang: each is bounded too
+# (bench/limits.py), and a bench that stops moving ends with what it was waiting for.
+SMOKE := LONGSHOREMAN_BENCH_LIMIT=60 $(BIN)/python
+bench-smoke: $(STAMP)
+	$(SMOKE) bench/bench_engine.py
+	$(SMOKE) bench/bench_expressions.py
+	$(SMOKE) bench/bench_git.py --runs 2 --files 20
+	$(SMOKE) bench/bench_runner.py --pairs 1 --files 20
+	$(SMOKE) bench/bench_reaction.py --runs 3
+	$(SMOKE) bench/bench_scale.py --stages 5 --per-stage 2
+	$(SMOKE) bench/bench_verification.py --runs 3
+	$(SMOKE) bench/bench_github.py --seconds 1 --promotions 3 --polls 2
+	$(SMOKE) bench/bench_slack.py --seconds 1 --update-seconds 1 --promotions 3
+	$(SMOKE) bench/bench_pages.py --stages 10 --runs 5
+	$(SMOKE) bench/bench_warehouses.py --runs 3 --warehouses 20 --repositories 2 --rounds 1 --tags 200
+	$(SMOKE) bench/bench_pipeline.py --runs 2 --timeout 30
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache

@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import limits
 from promoter.engine import engine
 from promoter.engine.builder import build_promotion
 from promoter.resources.model import Phase, TaskRef, TaskSpec, parse_stage
@@ -71,4 +72,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    limits.bound()
     asyncio.run(main())

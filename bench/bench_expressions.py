@@ -17,6 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import limits
 from promoter.expressions import (
     Scope,
     compile_expression,
@@ -110,4 +111,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    limits.bound()
     raise SystemExit(main())

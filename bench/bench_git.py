@@ -23,6 +23,7 @@ from pathlib import Path
 # installing them (the Makefile installs only dependencies plus editable app packages).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import limits
 from promoter.steps import git as git_steps
 from tests.support.gitrepo import git_env, make_remote
 from tests.support.steps import make_context
@@ -127,6 +128,7 @@ async def _git_version() -> str:
 
 
 if __name__ == "__main__":
+    limits.bound()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--files", type=int, default=200)

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.controller import kube as k
 from app.controller.promotions import ClusterPromotions
+from bench import limits
 from handlers.client import GitHubClient, RetryPolicy
 from handlers.pull_requests import GitHubPullRequests
 from handlers.webhook import WEBHOOK_PATH, setup_github
@@ -384,4 +385,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    limits.bound()
     asyncio.run(main())

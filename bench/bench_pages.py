@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.ui import html as h
 from app.ui.graph import graph_html, pipeline_graph
 from app.ui.views import Masker, project_view
+from bench import limits
 from tests.support.pipelines import NS, big_project
 
 TARGET_MS = 50.0
@@ -107,4 +108,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    limits.bound()
     main()

@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.controller import kube as k
 from app.controller.informer import Informer
 from app.controller.reconciler import Controller
+from bench import limits
 from bench.realserver import cpu_readers, machine_cpu_seconds, real_apiserver
 from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry
@@ -316,6 +317,7 @@ def report(result: dict[str, Any], real: bool) -> None:
 
 
 if __name__ == "__main__":
+    limits.bound()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument(

@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import limits  # noqa: E402
 from tests.support.gitrepo import git_env, make_remote  # noqa: E402
 
 REPO = "https://github.com/example/repo.git"
@@ -257,6 +258,7 @@ def main(pairs: int, file_count: int, command: str, instructions: bool = False) 
 
 
 if __name__ == "__main__":
+    limits.bound()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--files", type=int, default=200)

@@ -56,6 +56,7 @@ from app.apiserver import create_apiserver_app, serve_apiserver
 from app.controller import kube as k
 from app.controller.creation import create_promotion
 from app.controller.reconciler import Controller
+from bench import limits
 from bench.realserver import cpu_readers, cpu_seconds, machine_cpu_seconds, real_apiserver
 from promoter.resources.model import TaskRef, TaskSpec
 from promoter.steps.base import StepServices
@@ -401,4 +402,5 @@ async def run_on_real_apiserver(args: argparse.Namespace) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    limits.bound()
     main()

@@ -31,6 +31,7 @@ from promoter.resources import annotations as ann
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+from bench import limits
 from slack.app import setup_slack
 from slack.settings import SlackSettings
 from tests.support.promotions import FakePromotions
@@ -205,4 +206,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    limits.bound()
     asyncio.run(main())

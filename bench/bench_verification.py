@@ -7,7 +7,11 @@ Rollouts would, and times how long until (a) ``Freight.status.verifiedIn.dev`` i
 auto-Promotion into ``staging`` exists. Both are observed through a watch, not polling.
 Target: p99 under 100 ms.
 
-Run: .venv/bin/python bench/bench_verification.py [--runs 100]
+Every wait is bounded (``--timeout`` seconds): a run whose AnalysisRun or Promotion never comes
+ends the bench with what it was waiting for (it used to wait forever when the Stages' only step
+became invalid: ``compose-output`` needs a config).
+
+Run: .venv/bin/python bench/bench_verification.py [--runs 100] [--timeout 30]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.controller import kube as k
+from bench import limits
 from tests.support.controller import running_controller
 from tests.support.kube import running_apiserver
 
@@ -41,7 +46,9 @@ def stage(name: str, sources: dict[str, Any], auto: bool, verify: bool) -> dict[
     annotations = {"longshoreman.dev/auto-promote": "true"} if auto else {}
     spec: dict[str, Any] = {
         "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"}, "sources": sources}],
-        "promotionTemplate": {"spec": {"steps": [{"uses": "compose-output"}]}},
+        "promotionTemplate": {
+            "spec": {"steps": [{"uses": "compose-output", "config": {"stage": name}}]}
+        },
     }
     if verify:
         spec["verification"] = {"analysisTemplates": [{"name": "smoke"}]}
@@ -53,7 +60,7 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-async def main(runs: int) -> None:
+async def main(runs: int, within: float) -> None:
     async with running_apiserver(namespaces=[NS]) as server:
         kube = k.Kube(server.api_client())
         await kube.create(k.ANALYSIS_TEMPLATES, TEMPLATE)
@@ -66,10 +73,17 @@ async def main(runs: int) -> None:
         runs_seen: dict[str, str] = {}
         changed = asyncio.Event()
 
-        async def until(predicate: Any) -> None:
-            while not predicate():
-                changed.clear()
-                await changed.wait()
+        async def until(predicate: Any, what: str) -> None:
+            limits.doing(f"waiting for {what}")
+            try:
+                async with asyncio.timeout(within):
+                    while not predicate():
+                        changed.clear()
+                        await changed.wait()
+            except TimeoutError:
+                raise SystemExit(
+                    f"bench_verification: gave up after {within:g} s waiting for {what}"
+                ) from None
 
         watcher = k.Kube(server.api_client())
 
@@ -124,7 +138,9 @@ async def main(runs: int) -> None:
                             "spec": {"stage": "dev", "freight": name},
                         },
                     )
-                    await until(lambda name=name: name in runs_seen)
+                    await until(
+                        lambda name=name: name in runs_seen, f"the AnalysisRun of Promotion p{i}"
+                    )
                     await asyncio.sleep(0.01)  # let the controller settle on the Running run
                     start = time.perf_counter()
                     await kube.patch(
@@ -133,7 +149,10 @@ async def main(runs: int) -> None:
                         runs_seen[name],
                         {"status": {"phase": "Successful", "message": "ok"}},
                     )
-                    await until(lambda name=name: name in promoted_at and name in verified_at)
+                    await until(
+                        lambda name=name: name in promoted_at and name in verified_at,
+                        f"Freight {name} verified in dev and promoted to staging",
+                    )
                     to_verified.append((verified_at[name] - start) * 1e3)
                     to_promoted.append((promoted_at[name] - start) * 1e3)
         for task in tasks:
@@ -155,4 +174,7 @@ async def main(runs: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
-    asyncio.run(main(parser.parse_args().runs))
+    parser.add_argument("--timeout", type=float, default=30.0, help="bound on each wait (s)")
+    args = parser.parse_args()
+    limits.bound()
+    asyncio.run(main(args.runs, args.timeout))

@@ -53,6 +53,7 @@ from app.controller.warehouses.reconciler import WarehouseController
 from app.controller.warehouses.registry import OCIClient
 from app.receivers.routes import setup_receivers
 from app.receivers.settings import ReceiverSettings
+from bench import limits
 from promoter.warehouses.spec import parse_spec
 from tests.support import objects
 from tests.support.clock import FakeClock
@@ -316,4 +317,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    limits.bound()
     main()

@@ -768,6 +768,8 @@ def healthy_status(**overrides: Any) -> dict[str, Any]:
         "health": {"status": "Healthy"},
         "sync": {"status": "Synced", "revision": "abc"},
         "operationState": DONE_OURS,
+        # Argo CD assessed health after the operation finished (at T0).
+        "reconciledAt": ts(T0),
     }
     status.update(overrides)
     return status
@@ -905,11 +907,29 @@ def test_app_health_multi_source() -> None:
     assert app_health(a, ["a", "z"])[0] == "Unknown"  # not one desired revision per source
 
 
-def test_health_is_distrusted_just_after_an_operation() -> None:
-    a = app(status=healthy_status())
-    got, message = app_health(a, ["abc"], now=T0 + timedelta(seconds=3))
-    assert got == "Unknown" and "less than 10s ago" in message
-    assert app_health(a, ["abc"], now=T0 + timedelta(seconds=30))[0] == "Healthy"
+@pytest.mark.parametrize(
+    ("reconciled", "expected"),
+    [
+        # Kargo's argocd_test.go: health assessed before the operation finished (or never) is
+        # not trusted; at or after finishedAt (the same second included) it is.
+        (None, "Unknown"),
+        (T0 - timedelta(seconds=1), "Unknown"),
+        (T0, "Healthy"),
+        (T0 + timedelta(seconds=1), "Healthy"),
+    ],
+)
+def test_health_is_trusted_once_argo_cd_reconciled_after_the_operation(
+    reconciled: datetime | None, expected: str
+) -> None:
+    status = healthy_status()
+    if reconciled is None:
+        del status["reconciledAt"]
+    else:
+        status["reconciledAt"] = ts(reconciled)
+    got, message = app_health(app(status=status), ["abc"])
+    assert got == expected, message
+    if expected == "Unknown":
+        assert "not reconciled after its most recent operation completed" in message
 
 
 def test_health_of_merges_the_worst() -> None:

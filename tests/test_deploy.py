@@ -375,6 +375,10 @@ NOT_EXERCISED = {
     ("longshoreman.dev", "stages", "get"): (
         "re-read a Stage after a Conflict on its status write (app/controller/reconciler.py)"
     ),
+    ("argoproj.io", "applications", "get"): (
+        "read an Application the controller's watch does not hold yet (app/controller/argocd.py: "
+        "the argocd steps read the watch first, as Kargo's cached client does)"
+    ),
     ("longshoreman.dev", "freights", "patch"): (
         "record which Stages' Slack channels were told a Freight is new (slack/app.py through "
         "ClusterPromotions.annotate_freight): this scenario runs no Slack; "

@@ -34,6 +34,7 @@ from tests.support.controller import (
 )
 from tests.support.github import fixture
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -96,9 +97,17 @@ def stage_recorded(promotion: str) -> Callable[[dict[str, Any]], bool]:
     return recorded
 
 
-async def events_for(kube: k.Kube, name: str) -> list[str]:
-    items, _ = await kube.list(k.EVENTS, NS)
-    return [e["reason"] for e in items if (e.get("involvedObject") or {}).get("name") == name]
+async def events_for(kube: k.Kube, name: str, *, until_outcome: bool = True) -> list[str]:
+    """The reasons of the Events about ``name``; by default once the outcome's Event is there
+    (the controller records it after the Stage's status, a moment after the terminal phase)."""
+
+    async def reasons() -> list[str] | None:
+        items, _ = await kube.list(k.EVENTS, NS)
+        found = [e["reason"] for e in items if (e.get("involvedObject") or {}).get("name") == name]
+        outcome = any(r.startswith("Promotion") and r != "PromotionCreated" for r in found)
+        return found if outcome or not until_outcome else None
+
+    return await eventually(reasons, f"the outcome Event of {name}", within=10)
 
 
 async def test_example_promotion_runs_to_success_and_updates_the_stage(env: Env) -> None:

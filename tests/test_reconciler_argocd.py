@@ -4,6 +4,7 @@ application controller both talk to the API server emulator over HTTP, as they w
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from app.apiserver.faults import RequestInfo
+from app.apiserver.store import Target
 from app.controller import kube as k
 from tests.support import objects
 from tests.support.argocd import (
@@ -87,6 +90,89 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         # earlier in a real template put it there).
         argocd.set_head("https://github.com/example/repo.git", "main", "c0ffee1")
         yield Env(server, kube, c.work, apps, argocd)
+
+
+async def test_a_sync_finished_before_the_promotion_waits_on_it_still_wakes_it(env: Env) -> None:
+    """Argo CD finishes the sync while the controller writes the status that says the Promotion
+    waits on it (the emulator finishes it as that write arrives): the Application's event found
+    nothing waiting yet, and the Promotion is not left for the requeue floor (an hour here)."""
+    store = env.server.server.store
+    target = Target(store.registry.get("argoproj.io", "applications"), "v1alpha1", "argocd", "web")
+    finished = asyncio.Event()
+
+    def finish_the_sync_first(request: RequestInfo) -> None:
+        if finished.is_set() or request.method != "PATCH":
+            return None
+        if not request.path.endswith("/promotions/p1/status"):
+            return None
+        app = store.get(target)
+        if not app.get("operation"):
+            return None  # not the write that records the sync request
+        state = {"operation": app["operation"], "phase": "Succeeded", "message": "synced",
+                 "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z",
+                 "syncResult": {"revision": "c0ffee1"}}  # fmt: skip
+        done = {"operation": None, "status": {"operationState": state,
+                "reconciledAt": "2026-01-01T00:00:01Z", "sync": {"status": "Synced",
+                "revision": "c0ffee1"}, "health": {"status": "Healthy"}}}  # fmt: skip
+        store.patch(target, "merge", done)
+        finished.set()
+        return None
+
+    env.server.faults.hook = finish_the_sync_first
+    async with running_controller(env.server, env.work, min_requeue=3600.0):
+        await env.promote("p1")
+        # Well before the step's own retry (RUNNING_RETRY_SECONDS, 10 s) would look again.
+        done = await wait_terminal(env.kube, NS, "p1", within=5)
+        assert finished.is_set()
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+
+
+async def test_health_waits_for_argo_cd_to_reassess_and_asks_it_to_refresh(env: Env) -> None:
+    """After the sync, the Stage is not Healthy until Argo CD has reconciled the Application
+    since the operation finished (Kargo's rule); meanwhile the controller asks it to refresh."""
+    async with running_controller(env.server, env.work, min_requeue=60.0, health_interval=3600):
+        async with env.argocd.running():
+            await env.promote("p1")
+            done = await wait_terminal(env.kube, NS, "p1", within=15)
+            assert done["status"]["phase"] == "Succeeded", done["status"]
+        # Argo CD's health assessment predates the operation's end (its status write skipped).
+        app = await env.app()
+        finished = app["status"]["operationState"]["finishedAt"]
+        await env.kube.patch(
+            k.APPLICATIONS,
+            "argocd",
+            "web",
+            {
+                "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
+                "status": {"reconciledAt": "2020-01-01T00:00:00Z"},
+            },
+        )
+        refreshed = await wait_for_object(
+            env.kube,
+            k.APPLICATIONS,
+            "argocd",
+            "web",
+            lambda a: (
+                (a["metadata"].get("annotations") or {}).get("argocd.argoproj.io/refresh")
+                == "normal"
+            ),
+        )
+        stage = await env.kube.get(k.STAGES, NS, "prod")
+        assert _condition(stage, "Healthy") == "Unknown", stage["status"]["conditions"]
+        # Argo CD refreshes: reconciledAt catches up and the annotation goes.
+        await env.kube.patch(
+            k.APPLICATIONS,
+            "argocd",
+            "web",
+            {
+                "metadata": {"annotations": {"argocd.argoproj.io/refresh": None}},
+                "status": {"reconciledAt": finished},
+            },
+            resource_version=refreshed["metadata"]["resourceVersion"],
+        )
+        await wait_for_object(
+            env.kube, k.STAGES, NS, "prod", lambda s: _condition(s, "Healthy") == "True"
+        )
 
 
 async def test_sync_succeeds_and_the_application_event_wakes_the_promotion(env: Env) -> None:

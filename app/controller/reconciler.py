@@ -55,7 +55,7 @@ from promoter.resources.stages import (
     stage_freights,
 )
 from promoter.rules.metadata import metadata_functions
-from promoter.steps.base import StepServices
+from promoter.steps.base import Effect, StepServices, effect_of
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
 from promoter.steps.registry import StepRegistry
@@ -88,8 +88,13 @@ class Controller(EventRouting, StatusWrites):
     ) -> None:
         self.kube = kube
         self.registry = registry
-        # The Argo CD steps reach Applications through this cluster unless told otherwise.
-        self.services = replace(services, extra={"argocd": KubeArgoCDApps(kube), **services.extra})
+        self.applications = Informer(kube, k.APPLICATIONS, on_event=self._on_application)
+        # The Argo CD steps reach Applications through this cluster (reading the watch above)
+        # unless told otherwise.
+        self.services = replace(
+            services,
+            extra={"argocd": KubeArgoCDApps(kube, self.applications), **services.extra},
+        )
         self.work_dir = work_dir
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue
@@ -109,7 +114,6 @@ class Controller(EventRouting, StatusWrites):
         self.warehouses = Informer(kube, k.WAREHOUSES, namespace=namespace)
         self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
         self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
-        self.applications = Informer(kube, k.APPLICATIONS, on_event=self._on_application)
         # set-metadata writes Stages' and Freight's status.metadata through this cluster, and
         # stageMetadata()/freightMetadata() read it from these informers.
         self.services = replace(
@@ -165,6 +169,8 @@ class Controller(EventRouting, StatusWrites):
         self._probed = asyncio.Event()
         self._leading = False
         self._generation = 0
+        self._app_events = 0
+        self._app_changed_at: dict[str, int] = {}
 
     @property
     def informers(self) -> tuple[Informer, ...]:
@@ -254,7 +260,8 @@ class Controller(EventRouting, StatusWrites):
         # Every line logged during this reconcile says which Stage it is about.
         with log_context(namespace=namespace, stage=stage):
             try:
-                return await self.reconcile_stage(namespace, stage, wake=wake)
+                async with self._deferring():
+                    return await self.reconcile_stage(namespace, stage, wake=wake)
             finally:
                 if self.on_reconcile is not None:
                     self.on_reconcile(time.perf_counter() - started)
@@ -446,8 +453,16 @@ class Controller(EventRouting, StatusWrites):
             running_retry=self.default_requeue,
         )
         while True:
+            events_before = self._app_events
             outcome = await engine.advance(promotion, runtime, force=wake, max_steps=1)
             wake = False
+            if outcome.requeue_after == 0.0 and self._local_to_local(outcome.promotion):
+                # Nothing outside the work directory changed, and nothing will before the next
+                # step ends: one write records both (a replica taking over in between reruns
+                # them). A step that reaches out is always preceded and followed by a write, so
+                # a replay reproduces exactly what it pushed or synced.
+                promotion = outcome.promotion
+                continue
             written = await self._write_status(obj, promotion, outcome.promotion)
             if written is None:
                 return 0.0, None  # someone else changed it (abort?): the next event re-decides
@@ -458,12 +473,35 @@ class Controller(EventRouting, StatusWrites):
                 return 0.0, obj
             if outcome.requeue_after == 0.0:
                 continue
+            if any(self._app_changed_at.get(a, -1) > events_before for a in waiting_apps(obj)):
+                # An Application it now waits on changed while the step ran and its status was
+                # written (the event found nobody waiting yet): look again at once, not after
+                # the requeue floor.
+                self._enqueue_stage(namespace, promotion.stage, wake=True)
             after = (
                 outcome.requeue_after
                 if outcome.requeue_after is not None
                 else engine.DEFAULT_RUNNING_RETRY
             )
             return max(self.min_requeue, after), None
+
+    def _local_to_local(self, promotion: Promotion) -> bool:
+        """Whether the step that just ended and the one to run next are both LOCAL (they change
+        nothing but the work directory), with the Promotion still running."""
+        if promotion.status.phase.terminal:
+            return False
+        following = promotion.status.current_step
+        if not 0 < following < len(promotion.steps):
+            return False
+        return all(
+            self._effect(step.uses) is Effect.LOCAL
+            for step in promotion.steps[following - 1 : following + 1]
+        )
+
+    def _effect(self, kind: str | None) -> Effect:
+        if kind is None or kind not in self.registry:
+            return Effect.EXTERNAL  # a task reference or an unknown kind: assume the worst
+        return effect_of(self.registry[kind])
 
     def _functions(self, namespace: str) -> dict[str, Callable[..., Any]]:
         """Expression functions that read the cluster (from the caches) for one project."""

@@ -81,6 +81,9 @@ class EventRouting:
     freight_listeners: list[Listener]
     rules: ProjectRules
     _leading: bool
+    # Application events seen so far, and the count at each Application's latest one.
+    _app_events: int
+    _app_changed_at: dict[str, int]
 
     @staticmethod
     def _stage_index(obj: Mapping[str, Any]) -> list[str]:
@@ -204,6 +207,10 @@ class EventRouting:
 
     def _on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         key = f"{namespace_of(obj) or 'argocd'}/{name_of(obj)}"
+        # Noted for a Promotion whose step read this Application before its status (naming
+        # the Application it now waits on) was written: the index below cannot find it yet.
+        self._app_events += 1
+        self._app_changed_at[key] = self._app_events
         for promotion in self.promotions.by_index("waiting-app", key):
             stage = (promotion.get("spec") or {}).get("stage")
             if stage:

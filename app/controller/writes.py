@@ -9,9 +9,11 @@ own writes go into the informers' caches at once. Mixed into
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +22,22 @@ from app.controller.informer import Informer
 from app.controller.policies import ProjectRules
 from app.controller.verification import Verifier
 from promoter.clock import Clock
-from promoter.control.stage_planner import plan_status
+from promoter.control.stage_planner import apps_to_refresh, plan_status
 from promoter.engine import engine
 from promoter.resources import annotations as ann
 from promoter.resources.model import Phase, Promotion, format_time, meta, name_of, namespace_of
 from promoter.resources.stages import phase_of, stage_status
+from promoter.rules.argocd import REFRESH_ANNOTATION
 from promoter.steps.base import StepServices
 from promoter.steps.registry import StepRegistry
 
 log = logging.getLogger(__name__)
+
+# Work a Stage's reconcile puts off until its status is written: per task, as Stages reconcile
+# concurrently (each in its own task, so each sees only its own list).
+_DEFERRED: ContextVar[list[Callable[[], Awaitable[None]]] | None] = ContextVar(
+    "longshoreman_deferred", default=None
+)
 
 
 class StatusWrites:
@@ -171,22 +180,47 @@ class StatusWrites:
         phase = promotion.status.phase
         reason = f"Promotion{phase.value}"
         message = promotion.status.message or phase.value
-        await self.kube.emit_event(
-            dict(obj),
-            reason=reason,
-            message=message,
-            type="Normal" if phase is Phase.SUCCEEDED else "Warning",
-        )
         path = self.work_dir / (namespace_of(obj) or "default") / name_of(obj)
         self._work_dirs.discard(path)
-        try:
-            path.rmdir()  # most steps leave nothing behind: one call, inline
-        except FileNotFoundError:
-            pass
-        except OSError:
-            # A real tree (a git clone): walking it would stall every Stage.
-            await asyncio.to_thread(shutil.rmtree, path, ignore_errors=True)
+        finished = dict(obj)
+
+        async def afterwards() -> None:
+            # The Event and the work directory's removal wait until the Stage's status (and a
+            # verification it starts) is written: the next hop of the pipeline should not
+            # queue behind them. client-go's event recorder sends Events off the reconcile's
+            # path too.
+            await self.kube.emit_event(
+                finished,
+                reason=reason,
+                message=message,
+                type="Normal" if phase is Phase.SUCCEEDED else "Warning",
+            )
+            try:
+                path.rmdir()  # most steps leave nothing behind: one call, inline
+            except FileNotFoundError:
+                pass
+            except OSError:
+                # A real tree (a git clone): walking it would stall every Stage.
+                await asyncio.to_thread(shutil.rmtree, path, ignore_errors=True)
+
+        pending = _DEFERRED.get()
+        if pending is None:
+            await afterwards()
+        else:
+            pending.append(afterwards)
         self._notify_finished(obj)
+
+    @contextlib.asynccontextmanager
+    async def _deferring(self) -> AsyncIterator[None]:
+        """Run the block (a Stage's reconcile), then what it put off (see _finished)."""
+        pending: list[Callable[[], Awaitable[None]]] = []
+        token = _DEFERRED.set(pending)
+        try:
+            yield
+        finally:
+            _DEFERRED.reset(token)
+            for work in pending:
+                await work()
 
     def _notify_finished(self, obj: Mapping[str, Any]) -> None:
         if self.on_promotion_finished:
@@ -231,6 +265,7 @@ class StatusWrites:
                 new["promotionWindowStatus"] = schedule.state(now).to_status()
             else:
                 new.pop("promotionWindowStatus", None)
+            await self._request_app_refreshes(new, promotions)
             old = dict(current.get("status") or {})
             if _without_times(new) == _without_times(old):
                 return current
@@ -259,6 +294,24 @@ class StatusWrites:
             return written
         # Still conflicting: the write that beat us comes back as an event and a new reconcile.
         return None
+
+    async def _request_app_refreshes(
+        self, status: Mapping[str, Any], promotions: list[dict[str, Any]]
+    ) -> None:
+        """Ask Argo CD to refresh the Applications whose health it has not assessed since their
+        last operation (Kargo does the same): the Application's next event wakes the Stage."""
+        for namespace, name in apps_to_refresh(status, promotions, self.applications.items()):
+            try:
+                written = await self.kube.patch(
+                    k.APPLICATIONS,
+                    namespace,
+                    name,
+                    {"metadata": {"annotations": {REFRESH_ANNOTATION: "normal"}}},
+                )
+            except k.KubeError as e:
+                log.warning("asking Argo CD to refresh Application %s/%s: %s", namespace, name, e)
+                continue
+            self.applications.observe(written)
 
 
 def _without_times(status: Mapping[str, Any]) -> Any:

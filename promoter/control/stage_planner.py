@@ -33,7 +33,16 @@ from promoter.resources.stages import (
     stage_status,
     with_health,
 )
-from promoter.rules.argocd import HEALTHY, UNKNOWN, app_key, health_of, merge_health
+from promoter.rules.argocd import (
+    HEALTHY,
+    REFRESH_ANNOTATION,
+    UNKNOWN,
+    app_key,
+    health_check_keys,
+    health_of,
+    merge_health,
+    reconciled_after_operation,
+)
 
 # ---- the queue --------------------------------------------------------------------------------
 
@@ -141,20 +150,52 @@ class Health:
         return "Unknown" if self.state == UNKNOWN else "False"
 
 
-def stage_health(
-    status: Mapping[str, Any],
-    promotions: Iterable[Mapping[str, Any]],
-    applications: Iterable[Mapping[str, Any]],
-    now: datetime | None = None,
-) -> Health:
-    """The health of the Stage whose (about to be written) status is ``status``: the health
-    checks recorded by the Promotion that put its current Freight in place, each against the
-    Argo CD Applications it names, merged as Kargo merges them (the most severe wins)."""
+def _health_source(
+    status: Mapping[str, Any], promotions: Iterable[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The Promotion whose health checks decide the Stage's health: the last one, succeeded."""
     last = (status.get("lastPromotion") or {}).get("name")
     source = None
     for p in promotions:
         if name_of(p) == last and phase_of(p) is Phase.SUCCEEDED:
             source = p
+    return source
+
+
+def apps_to_refresh(
+    status: Mapping[str, Any],
+    promotions: Iterable[Mapping[str, Any]],
+    applications: Iterable[Mapping[str, Any]],
+) -> list[tuple[str, str]]:
+    """Applications the Stage's health checks read that Argo CD has not reconciled since their
+    last operation finished (so their health is not trusted yet) and that no refresh has been
+    asked of. Kargo asks Argo CD to refresh them: Argo CD may skip writing a status that did not
+    change, leaving ``reconciledAt`` stale until its next periodic refresh (3 minutes by
+    default), and the Stage's verification waiting on it."""
+    source = _health_source(status, promotions)
+    if source is None:
+        return []
+    apps = {app_key(a): a for a in applications}
+    out: list[tuple[str, str]] = []
+    for check in (source.get("status") or {}).get("healthChecks") or []:
+        for key in health_check_keys((check or {}).get("config") or {}):
+            app = apps.get(key)
+            if app is None or key in out or reconciled_after_operation(app):
+                continue
+            if REFRESH_ANNOTATION not in (meta(app).get("annotations") or {}):
+                out.append(key)
+    return out
+
+
+def stage_health(
+    status: Mapping[str, Any],
+    promotions: Iterable[Mapping[str, Any]],
+    applications: Iterable[Mapping[str, Any]],
+) -> Health:
+    """The health of the Stage whose (about to be written) status is ``status``: the health
+    checks recorded by the Promotion that put its current Freight in place, each against the
+    Argo CD Applications it names, merged as Kargo merges them (the most severe wins)."""
+    source = _health_source(status, promotions)
     if source is None:
         if not status.get("freightHistory"):
             return Health(UNKNOWN, "no Freight has been promoted to this Stage yet")
@@ -166,7 +207,7 @@ def stage_health(
     overall = HEALTHY
     messages = []
     for check in checks:
-        state, message = health_of((check or {}).get("config") or {}, apps, now=now)
+        state, message = health_of((check or {}).get("config") or {}, apps)
         overall = merge_health(overall, state)
         if state != HEALTHY:
             messages.append(message)

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from promoter.errors import StepError
@@ -60,9 +60,6 @@ UNKNOWN = "Unknown"
 UNHEALTHY = "Unhealthy"
 # Kargo's HealthState.Merge order: the more severe state wins.
 _HEALTH_SEVERITY = {HEALTHY: 0, PROGRESSING: 1, UNKNOWN: 2, UNHEALTHY: 3}
-# Argo CD assesses health in another loop than it runs operations, so health read just after an
-# operation finished may predate it; Kargo distrusts it for this long.
-HEALTH_COOLDOWN = timedelta(seconds=10)
 # Conditions that make Argo CD's own health and sync status unreliable.
 ERROR_CONDITIONS = frozenset({"ComparisonError", "InvalidSpecError"})
 
@@ -756,14 +753,12 @@ def app_health(
     app: Mapping[str, Any] | None,
     desired: Sequence[str] = (),
     *,
-    now: datetime | None = None,
     key: AppKey | None = None,
 ) -> tuple[str, str]:
     """The Stage health one Application implies: (Healthy|Progressing|Unhealthy|Unknown, why).
 
     Kargo's checker, plus one rule of ours: the Application must also be ``Synced``, so a live
-    change that drifted from git shows even when Argo CD calls the resources Healthy. ``now``
-    enables Kargo's ten-second distrust of health read just after an operation finished.
+    change that drifted from git shows even when Argo CD calls the resources Healthy.
     """
     if app is None:
         ns, name = key or ("?", "?")
@@ -777,10 +772,9 @@ def app_health(
             f"last operation of {who} has status {_str(state.get('phase')) or 'unknown'!r}; "
             "Application health status not trusted"
         )
-    finished = _parse_time(state.get("finishedAt")) if state else None
-    if now is not None and finished is not None and now - finished < HEALTH_COOLDOWN:
+    if not reconciled_after_operation(app):
         return UNKNOWN, (
-            f"last operation of {who} completed less than {HEALTH_COOLDOWN.seconds}s ago; "
+            f"{who} was not reconciled after its most recent operation completed; "
             "Application health status not trusted"
         )
     conditions = _error_conditions(app)
@@ -825,6 +819,23 @@ def app_health(
     return HEALTHY, f"{who} is Healthy and Synced to the desired revisions"
 
 
+def reconciled_after_operation(app: Mapping[str, Any]) -> bool:
+    """Whether Argo CD assessed the Application's health after its last operation finished.
+
+    Argo CD runs operations and assesses health in separate loops, so health read just after an
+    operation may predate it. Kargo (since akuity/kargo#5995, which replaced a fixed ten-second
+    distrust) trusts it once ``status.reconciledAt`` is at or after the operation's
+    ``finishedAt``: the same second counts, as Argo CD always enqueues the refresh after setting
+    ``finishedAt``. No finished operation: nothing to wait for.
+    """
+    state = operation_state(app)
+    finished = _parse_time(state.get("finishedAt")) if state else None
+    if finished is None:
+        return True
+    reconciled = _parse_time(_map(app.get("status")).get("reconciledAt"))
+    return reconciled is not None and reconciled >= finished
+
+
 def health_check(apps: Iterable[tuple[AppKey, Sequence[str]]]) -> dict[str, Any]:
     """The health check ``argocd-update`` registers on success (Kargo's ``argocd-update`` input)."""
     return {
@@ -850,8 +861,6 @@ def health_check_keys(check_config: Mapping[str, Any]) -> list[AppKey]:
 def health_of(
     check_config: Mapping[str, Any],
     apps_by_key: Mapping[AppKey, Mapping[str, Any] | None],
-    *,
-    now: datetime | None = None,
 ) -> tuple[str, str]:
     """A Stage's health from an ``argocd-update`` health check config and the Applications it
     names (keyed ``(namespace, name)``; missing or None means not found): the most severe state,
@@ -863,7 +872,7 @@ def health_of(
     issues: list[str] = []
     for key, entry in zip(health_check_keys(check_config), entries, strict=True):
         desired = [_str(r) for r in _list(_map(entry).get("desiredRevisions"))]
-        status, why = app_health(apps_by_key.get(key), desired, now=now, key=key)
+        status, why = app_health(apps_by_key.get(key), desired, key=key)
         overall = merge_health(overall, status)
         if status != HEALTHY:
             issues.append(why)
@@ -905,10 +914,7 @@ def wait_readiness(
         return Readiness(False, health, f"{who}: an operation is in progress")
     health_waits = [w for w in wait_for if w in _HEALTH_WAITS]
     if health_waits:
-        state = operation_state(app)
-        finished = _parse_time(state.get("finishedAt")) if state else None
-        reconciled = _parse_time(status.get("reconciledAt"))
-        if finished is not None and (reconciled is None or reconciled < finished):
+        if not reconciled_after_operation(app):
             return Readiness(False, health, f"{who}: not yet reconciled after its last operation")
         if (
             WAIT_HEALTH in wait_for

@@ -13,13 +13,14 @@ Two pieces, both speaking the :class:`promoter.steps.argocd.ArgoCDApps` port sha
 - :class:`FakeArgoCDController` plays Argo CD's application controller over *any* object with
   that shape (the in-memory store, or an adapter over the Kubernetes API emulator): it notices a
   requested ``operation``, records ``status.operationState`` Running, and after the scripted
-  number of passes finishes it with the scripted outcome (``succeed``, ``fail``, ``error``,
-  ``hang``). A ``Terminating`` operation ends ``Failed`` with "Operation terminated", as
-  ``argocd app terminate-op`` makes Argo CD do.
+  number of passes (and at least the scripted seconds) finishes it with the scripted outcome
+  (``succeed``, ``fail``, ``error``, ``hang``). A ``Terminating`` operation ends ``Failed``
+  with "Operation terminated", as ``argocd app terminate-op`` makes Argo CD do.
 
 It is deterministic: nothing happens until a test calls ``await controller.process()`` (one
 pass) or ``settle()``; ``async with controller.running():`` adds a background loop for
-end-to-end tests and stops it on exit.
+end-to-end tests and stops it on exit, and ``async with controller.reacting():`` one that passes
+only when told a watch saw a change (``notify()``), as Argo CD reacts to its informers.
 
     apps = InMemoryApps([make_app("web", stage="demo:test")])
     controller = FakeArgoCDController(apps)
@@ -261,6 +262,9 @@ class Outcome:
     result: str = "succeed"
     # process() passes the operation stays Running before it finishes.
     ticks: int = 1
+    # And at least this long after it started (on the controller's clock): how long the sync
+    # takes, for end-to-end runs and benchmarks.
+    seconds: float = 0.0
     message: str | None = None
     # Health Argo CD reports after a successful sync.
     health: str = "Healthy"
@@ -270,6 +274,7 @@ class Outcome:
 class _Running:
     outcome: Outcome
     remaining: int
+    started: datetime
 
 
 @dataclass
@@ -285,6 +290,9 @@ class FakeArgoCDController(PollingController):
     _scripts: dict[AppKey, list[Outcome]] = field(default_factory=dict)
     _running: dict[AppKey, _Running] = field(default_factory=dict)
     _heads: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Resolves a (repoURL, ref) that set_head() did not name, as Argo CD's repo server does
+    # against the real repository (None: the ref as it is).
+    resolver: Callable[[str, str], str | None] | None = None
     # Every operation started, in order: (key, operation).
     started: list[tuple[AppKey, dict[str, Any]]] = field(default_factory=list)
 
@@ -297,7 +305,20 @@ class FakeArgoCDController(PollingController):
         self._heads[(repo_url, ref)] = revision
 
     def resolve(self, repo_url: str, ref: str) -> str:
-        return self._heads.get((repo_url, ref or "HEAD"), ref or "HEAD")
+        key = (repo_url, ref or "HEAD")
+        if key not in self._heads and self.resolver is not None:
+            return self.resolver(repo_url, ref or "HEAD") or ref or "HEAD"
+        return self._heads.get(key, ref or "HEAD")
+
+    def due_in(self) -> float | None:
+        """Seconds until the soonest sync in flight has taken its scripted time."""
+        now = self.clock()
+        waits = [
+            run.outcome.seconds - (now - run.started).total_seconds()
+            for run in self._running.values()
+            if run.outcome.result != "hang" and run.outcome.seconds > 0
+        ]
+        return max(0.0, min(waits)) if waits else None
 
     async def process(self) -> int:
         """One reconciliation pass over every Application; returns how many it changed."""
@@ -347,11 +368,11 @@ class FakeArgoCDController(PollingController):
         run = self._running.get(key)
         if run is None:
             # Started by another controller instance; finish it the default way.
-            run = self._running[key] = _Running(self.default, self.default.ticks)
+            run = self._running[key] = _Running(self.default, self.default.ticks, now)
         if run.outcome.result == "hang":
             return 0
-        run.remaining -= 1
-        if run.remaining > 0:
+        run.remaining = max(0, run.remaining - 1)
+        if run.remaining > 0 or (now - run.started).total_seconds() < run.outcome.seconds:
             return 0
         del self._running[key]
         return await self._complete(app, key, run.outcome, now)
@@ -361,7 +382,7 @@ class FakeArgoCDController(PollingController):
     ) -> int:
         queue = self._scripts.get(key) or []
         outcome = queue.pop(0) if queue else self.default
-        self._running[key] = _Running(outcome, max(1, outcome.ticks))
+        self._running[key] = _Running(outcome, max(1, outcome.ticks), now)
         self.started.append((key, deepcopy(dict(requested))))
         state = {
             "operation": deepcopy(dict(requested)),

@@ -35,7 +35,8 @@ measurement garbage collection beyond Argo's default history of 10.
 
 It is deterministic: nothing happens until a test calls ``await controller.process()`` (one
 pass) or ``settle()``; ``async with controller.running():`` adds a background loop for
-end-to-end tests and stops it on exit.
+end-to-end tests and stops it on exit, and ``async with controller.reacting():`` one that passes
+only when told a watch saw a change (``notify()``), as Argo Rollouts reacts to its informers.
 
     runs = KubernetesAnalysisRuns(kube.api_client())
     controller = FakeRolloutsController(runs)
@@ -249,6 +250,8 @@ class _Run:
     outcome: Outcome
     pending: int
     ticks: int
+    # When this controller marked it Running (startedAt has only second precision).
+    running_since: datetime | None = None
 
 
 def _args(run: Mapping[str, Any]) -> dict[str, str]:
@@ -331,6 +334,18 @@ class FakeRolloutsController(PollingController):
         """What Kargo does to abort a verification: set ``spec.terminate``."""
         await self.runs.patch(namespace, name, {"spec": {"terminate": True}})
 
+    def due_in(self) -> float | None:
+        """Seconds until the soonest Running run has taken its scripted time."""
+        now = self.clock()
+        waits = [
+            state.outcome.seconds - (now - state.running_since).total_seconds()
+            for state in self._state.values()
+            if state.running_since is not None
+            and state.outcome.phase != HANG
+            and state.outcome.seconds > 0
+        ]
+        return max(0.0, min(waits)) if waits else None
+
     async def process(self) -> int:
         """One reconciliation pass over every AnalysisRun; returns how many it changed."""
         runs: list[Mapping[str, Any]] = []
@@ -377,11 +392,12 @@ class FakeRolloutsController(PollingController):
             state.pending -= 1
             if state.pending > 0:
                 return 0
+            state.running_since = now
             return await self._write(run, self._started(run, now))
         if state.outcome.phase == HANG:
             return 0
-        state.ticks -= 1
-        started = parse_time(status.get("startedAt")) or now
+        state.ticks = max(0, state.ticks - 1)
+        started = state.running_since or parse_time(status.get("startedAt")) or now
         if state.ticks > 0 or (now - started).total_seconds() < state.outcome.seconds:
             return 0
         del self._state[key]

@@ -169,14 +169,14 @@ class KillPoint:
     merge_first: bool = False
 
 
-# Inside the edit (kustomize-set-image: Python, no status write, nothing outside the work
-# directory) a kill leaves what "after clone" leaves: the standby sees the same status, and the
-# killed replica's half-edited files are in a work directory nobody uses again.
+# clone, edit and commit change nothing outside the work directory (LOCAL), so the controller
+# records all three in one status write, before the http step reaches out: a kill anywhere in
+# them (inside the clone, the edit or the commit) leaves what "inside git-commit" leaves, the
+# standby sees the Promotion as it was before the clone, and the killed replica's half-done
+# work directory is one nobody uses again.
 KILL_POINTS: tuple[KillPoint, ...] = (
     KillPoint("uninterrupted", "never", gate_first=True, merge_first=True),
     KillPoint("inside git-clone", "clone"),
-    KillPoint("after clone", "write:clone"),
-    KillPoint("after edit", "write:edit"),
     KillPoint("inside git-commit", "commit"),
     KillPoint("after commit", "write:commit"),
     KillPoint("inside http, waiting", "waiting:wait"),
@@ -234,8 +234,13 @@ class Killer:
                 return None
             stored = self._stored("longshoreman.dev", "promotions", self.promotion)
             current = int((stored or {}).get("currentStep") or 0)
-            if current == ALIASES.index(point.at.removeprefix("write:")):
-                self._fire_once_changed("longshoreman.dev", "promotions", self.promotion, stored)
+            index = ALIASES.index(point.at.removeprefix("write:"))
+            # One write may record several steps (LOCAL ones in a row): the write that moves
+            # currentStep past this step is the one.
+            if current <= index:
+                self._fire_once_changed(
+                    "longshoreman.dev", "promotions", self.promotion, stored, past=index
+                )
         elif point.at == "sync-landed" and request.path.endswith(f"/applications/{self.stage}"):
             stored = self._stored("argoproj.io", "applications", self.stage)
             self._fire_once_changed("argoproj.io", "applications", self.stage, stored)
@@ -250,14 +255,20 @@ class Killer:
             return obj.get("status")
         return {key: value for key, value in obj.items() if key not in ("metadata", "status")}
 
-    def _fire_once_changed(self, group: str, plural: str, name: str, before: Any) -> None:
-        self.point = None  # this request is the one
+    def _fire_once_changed(
+        self, group: str, plural: str, name: str, before: Any, *, past: int | None = None
+    ) -> None:
+        point, self.point = self.point, None  # this request is the one (unless, see below)
 
         async def fire() -> None:
             for _ in range(4000):  # 2 s at most (a write refused with 409 never lands)
                 if self._stored(group, plural, name) != before:
                     break
                 await asyncio.sleep(0.0005)
+            landed = self._stored(group, plural, name)
+            if past is not None and int((landed or {}).get("currentStep") or 0) <= past:
+                self.point = point  # it recorded an earlier step only: wait for the next write
+                return
             self.fire()
 
         self._pending = asyncio.get_running_loop().create_task(fire())
