@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -23,24 +23,22 @@ from typing import Any, cast
 from app.controller import kube as k
 from app.controller.argocd import KubeArgoCDApps
 from app.controller.clusterdata import KubeClusterData
-from app.controller.creation import InformerTasks, announce_created, create_promotion
+from app.controller.creation import InformerTasks, announce_created
 from app.controller.informer import Informer
 from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
 from app.controller.policies import ProjectRules
 from app.controller.routing import EventRouting, health_apps, waiting_apps, waiting_prs
-from app.controller.verification import AUTO_ROLLBACK_ACTOR, Verifier
+from app.controller.verification import Verifier
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWrites
 from app.logs import REDACTOR
 from promoter.clock import SYSTEM, Clock
 from promoter.control.policies import ClusterConfig, ProjectConfig
-from promoter.control.rollback import plan_rollback
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
 from promoter.engine.builder import TaskSource, ensure_inflated
 from promoter.errors import InvalidInput
 from promoter.ports.telemetry import log_context, set_log_context
-from promoter.resources import annotations as ann
 from promoter.resources.model import (
     Phase,
     Promotion,
@@ -329,68 +327,6 @@ class Controller(EventRouting, StatusWrites):
         if window_requeue is not None:
             requeue = window_requeue if requeue is None else min(requeue, window_requeue)
         return requeue
-
-    async def _auto_rollback(self, stage: Mapping[str, Any]) -> None:
-        """Roll the Stage back to its stable Freight if its ProjectConfig says so and something
-        just failed (promoter.control.rollback decides; once per failure)."""
-        policy = self.rules.auto_rollback(stage)
-        if policy is None:
-            return
-        namespace, name = namespace_of(stage) or "default", name_of(stage)
-
-        def verified_here(freight: str) -> bool:
-            found = self.freight.get(namespace, freight) or {}
-            return name in ((found.get("status") or {}).get("verifiedIn") or {})
-
-        promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
-        decided = plan_rollback(stage, promotions, policy, verified_here, self.clock.now())
-        if decided is None:
-            return
-        freight = self._find_freight(namespace, decided.freight)
-        if freight is None:
-            log.warning("cannot roll %s back: Freight %s is gone", name, decided.freight)
-            return
-        created = await create_promotion(
-            self.kube,
-            stage,
-            freight,
-            self.task_source,
-            actor=AUTO_ROLLBACK_ACTOR,
-            now=self.clock.now(),
-            annotations=ann.rollback(decided.failure),
-        )
-        self.promotions.observe(created)
-        await self.kube.emit_event(
-            dict(stage),
-            reason="AutoRollback",
-            message=f"rolling back to Freight {decided.freight} ({name_of(created)}): "
-            f"{decided.reason}",
-            type="Warning",
-        )
-        log.info(
-            "rolling Stage %s back to Freight %s as %s: %s",
-            name,
-            decided.freight,
-            name_of(created),
-            decided.reason,
-        )
-
-    async def _hold(self, queued: Sequence[Mapping[str, Any]], message: str) -> None:
-        """Say on each queued Promotion what it waits for (a closed promotion window)."""
-        for promotion in queued:
-            if (promotion.get("status") or {}).get("message") == message:
-                continue
-            try:
-                written = await self.kube.patch_status(
-                    k.PROMOTIONS,
-                    namespace_of(promotion),
-                    name_of(promotion),
-                    {"message": message},
-                    resource_version=str(meta(promotion).get("resourceVersion")),
-                )
-            except (k.Conflict, k.NotFound):
-                continue  # it moved on (aborted?): the next pass decides again
-            self._observe(written)
 
     def _freight_for(self, promotion: Mapping[str, Any]) -> Mapping[str, Any] | None:
         # spec.freight may name the Freight by its alias (chat and kubectl users do).

@@ -2,7 +2,8 @@
 
 Informer events (Promotions, Stages, Freight, Argo CD Applications) go to the front ends'
 listeners, then enqueue only the Stage they concern: an index finds the Promotions waiting on an
-Application or a pull request, so nothing polls. Mixed into
+Application or a pull request, so nothing polls. The Promotions the controller creates on its
+own (auto-promotion, auto-rollback) start here too. Mixed into
 :class:`app.controller.reconciler.Controller`, which owns the caches and the queue.
 """
 
@@ -16,9 +17,14 @@ from app.controller import kube as k
 from app.controller.creation import create_promotion
 from app.controller.informer import Informer
 from app.controller.policies import ProjectRules
-from app.controller.verification import AUTO_PROMOTION_ACTOR, auto_promote_enabled
+from app.controller.verification import (
+    AUTO_PROMOTION_ACTOR,
+    AUTO_ROLLBACK_ACTOR,
+    auto_promote_enabled,
+)
 from app.controller.workqueue import WorkQueue
 from promoter.clock import Clock
+from promoter.control.rollback import plan_rollback
 from promoter.engine.builder import TaskSource
 from promoter.resources import annotations as ann
 from promoter.resources.model import Phase, meta, name_of, namespace_of
@@ -80,6 +86,8 @@ class EventRouting:
     stage_listeners: list[Listener]
     freight_listeners: list[Listener]
     rules: ProjectRules
+    freight: Informer
+    _find_freight: Callable[[str, str], Mapping[str, Any] | None]
     _leading: bool
     # Application events seen so far, and the count at each Application's latest one.
     _app_events: int
@@ -203,6 +211,51 @@ class EventRouting:
             name_of(freight),
             name_of(stage),
             name_of(created),
+        )
+
+    async def _auto_rollback(self, stage: Mapping[str, Any]) -> None:
+        """Roll the Stage back to its stable Freight if its ProjectConfig says so and something
+        just failed (promoter.control.rollback decides; once per failure)."""
+        policy = self.rules.auto_rollback(stage)
+        if policy is None:
+            return
+        namespace, name = namespace_of(stage) or "default", name_of(stage)
+
+        def verified_here(freight: str) -> bool:
+            found = self.freight.get(namespace, freight) or {}
+            return name in ((found.get("status") or {}).get("verifiedIn") or {})
+
+        promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
+        decided = plan_rollback(stage, promotions, policy, verified_here, self.clock.now())
+        if decided is None:
+            return
+        freight = self._find_freight(namespace, decided.freight)
+        if freight is None:
+            log.warning("cannot roll %s back: Freight %s is gone", name, decided.freight)
+            return
+        created = await create_promotion(
+            self.kube,
+            stage,
+            freight,
+            self.task_source,
+            actor=AUTO_ROLLBACK_ACTOR,
+            now=self.clock.now(),
+            annotations=ann.rollback(decided.failure),
+        )
+        self.promotions.observe(created)
+        await self.kube.emit_event(
+            dict(stage),
+            reason="AutoRollback",
+            message=f"rolling back to Freight {decided.freight} ({name_of(created)}): "
+            f"{decided.reason}",
+            type="Warning",
+        )
+        log.info(
+            "rolling Stage %s back to Freight %s as %s: %s",
+            name,
+            decided.freight,
+            name_of(created),
+            decided.reason,
         )
 
     def _on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:

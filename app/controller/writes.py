@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -225,6 +225,23 @@ class StatusWrites:
     def _notify_finished(self, obj: Mapping[str, Any]) -> None:
         if self.on_promotion_finished:
             self.on_promotion_finished(obj)
+
+    async def _hold(self, queued: Sequence[Mapping[str, Any]], message: str) -> None:
+        """Say on each queued Promotion what it waits for (a closed promotion window)."""
+        for promotion in queued:
+            if (promotion.get("status") or {}).get("message") == message:
+                continue
+            try:
+                written = await self.kube.patch_status(
+                    k.PROMOTIONS,
+                    namespace_of(promotion),
+                    name_of(promotion),
+                    {"message": message},
+                    resource_version=str(meta(promotion).get("resourceVersion")),
+                )
+            except (k.Conflict, k.NotFound):
+                continue  # it moved on (aborted?): the next pass decides again
+            self._observe(written)
 
     async def _write_stage_status(
         self,
