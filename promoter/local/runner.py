@@ -89,11 +89,6 @@ def _prepare(manifests: ManifestSet, options: RunOptions, clock: Clock) -> _Prep
     return _Prepared(promotion, manifests, stage_loaded.obj, freight, namespace)
 
 
-def _interruptions() -> tuple[type[BaseException], ...]:
-    """How Ctrl-C arrives under ``asyncio.run``: the main task is cancelled."""
-    return (KeyboardInterrupt, asyncio.CancelledError)
-
-
 async def _execute(
     prepared: _Prepared,
     options: RunOptions,
@@ -152,7 +147,7 @@ async def _execute(
                 # Once the step's own pacing has passed, enter it again even if the clock is a
                 # hair short of nextAttemptAt (status times are stored with second precision).
                 force = delay >= outcome.requeue_after
-        except _interruptions():
+        except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C: asyncio.run cancels us
             return engine.abort(promotion, options.actor, runtime.clock())
 
 
