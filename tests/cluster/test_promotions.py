@@ -17,22 +17,21 @@ from typing import Any
 from app.controller import kube as k
 from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
+from tests.e2e.test_faults import (
+    DEMO_URL,
+    FREIGHT,
+    GitArgoCD,
+    _exactly_once,
+    seed_files,
+    sigkill_stage,
+)
+from tests.e2e.test_replicas import lease_holder
+from tests.e2e.test_replicas import wait_until as eventually
 from tests.support import objects
 from tests.support.argocd import KubernetesApps, Outcome, make_app
 from tests.support.controller import wait_for_object, wait_terminal
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
-from tests.test_faults import (
-    DEMO_URL,
-    FREIGHT,
-    GitArgoCD,
-    ServerProcess,
-    _exactly_once,
-    seed_files,
-    server_processes,
-    sigkill_stage,
-)
-from tests.test_replicas import lease_holder
-from tests.test_replicas import wait_until as eventually
+from tests.support.processes import ServerProcess, server_processes
 
 NS = "kargo-demo"
 PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"

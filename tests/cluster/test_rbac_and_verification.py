@@ -15,13 +15,14 @@ from pathlib import Path
 from app.controller import kube as k
 from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
+from tests.e2e.test_faults import FREIGHT
+from tests.integration.test_deploy import _analysis_template as analysis_template
+from tests.integration.test_deploy import _history as history
+from tests.integration.test_deploy import _prod_stage as prod_stage
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.controller import wait_for_object, wait_terminal
+from tests.support.processes import ServerProcess, server_processes
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
-from tests.test_deploy import _analysis_template as analysis_template
-from tests.test_deploy import _history as history
-from tests.test_deploy import _prod_stage as prod_stage
-from tests.test_faults import FREIGHT, ServerProcess, server_processes
 
 NS = "kargo-demo"
 PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"

@@ -26,7 +26,7 @@ To keep it quick, the cases run in lanes side by side (a namespace, a repository
 replicas with their own Lease each, ``WATCH_NAMESPACE``), and the cases that park by themselves
 (a step waiting on its gate, its pull request, its sync) share one SIGKILL.
 
-    # the emulator (tests/test_takeover.py)
+    # the emulator (tests/cluster/test_takeover.py)
     async with running_apiserver() as api:
         await takeover_scenario(tmp_path, api.kubeconfig_path, api.api_client, emulator=api)
     # any cluster with the CRDs installed (ours, and Argo CD's Application)
@@ -59,7 +59,7 @@ from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.github import FakeGitHub
 from tests.support.gitrepo import RemoteRepo, make_remote
 from tests.support.kube import RunningApiServer
-from tests.test_faults import ServerProcess, server_processes
+from tests.support.processes import ServerProcess, server_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "kargo-demo"

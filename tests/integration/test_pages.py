@@ -31,7 +31,7 @@ from tests.support import objects
 from tests.support.clock import FakeClock
 from tests.support.controller import Gate, registry_with, wait_for_object
 from tests.support.github import FakeGitHub, app_private_key, running_fake_github
-from tests.test_faults import QUIET
+from tests.support.processes import QUIET
 
 NS = "kargo-demo"
 FREIGHT = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"

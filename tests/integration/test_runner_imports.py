@@ -23,7 +23,7 @@ from promoter.steps import git as git_steps
 from promoter.steps.registry import BUILTIN_KINDS, MODULES, StepRegistry, builtin_registry
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REPO = "https://github.com/example/repo.git"
 
 # The server's packages: the local runner never needs them.

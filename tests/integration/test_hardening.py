@@ -9,9 +9,9 @@ Rules covered elsewhere, where their natural home is, are listed here so the set
   (``test_paths_cannot_leave_the_work_directory``);
 - the http step's host policy: ``tests/test_steps_http.py`` (the ``host policy`` section), and
   here for its settings;
-- oversized request bodies: here (Slack, the app) and ``tests/test_observability.py`` (GitHub,
-  counted as ``too_large``);
-- fuzzing: ``tests/test_fuzz.py``.
+- oversized request bodies: here (Slack, the app) and
+  ``tests/integration/test_observability.py`` (GitHub, counted as ``too_large``);
+- fuzzing: ``tests/integration/test_fuzz.py``.
 
 Timeouts are checked against a fake that accepts connections and never answers, with small
 configured timeouts; the ``asyncio.timeout`` around each is only a safety net so a regression
@@ -45,12 +45,12 @@ from slack.api import SlackApi, SlackUnavailable
 from slack.blocks import Message
 from tests.support.github import app_private_key, webhook_request
 from tests.support.gitrepo import git_env, make_remote
+from tests.support.processes import QUIET
 from tests.support.projects import FREIGHT, project_prelude
 from tests.support.slack import SIGNING_SECRET, signed_headers, slash_command
 from tests.support.steps import make_context
-from tests.test_faults import QUIET
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STEPS = builtin_registry()
 REPO = "https://github.com/example/repo.git"
 SAFETY_NET = 20.0

@@ -21,7 +21,7 @@ import pytest
 
 from promoter.steps.registry import builtin_registry
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 USER_GUIDE = DOCS / "user-guide.md"

@@ -27,8 +27,8 @@ from promoter.warehouses.project_receivers import ProjectReceiver, project_recei
 from tests.support import objects
 from tests.support.controller import wait_for_object
 from tests.support.fixtures import webhook_body
+from tests.support.processes import QUIET
 from tests.support.promotions import FakePromotions
-from tests.test_faults import QUIET
 
 SECRET = "project-secret-0123456789abcdef"
 

@@ -57,7 +57,7 @@ from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnaly
 from tests.support.slack import FakeSlack
 from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 BASE = DEPLOY / "base"
 OVERLAY = DEPLOY / "overlays" / "example"
@@ -382,7 +382,7 @@ NOT_EXERCISED = {
     ("longshoreman.dev", "freights", "patch"): (
         "record which Stages' Slack channels were told a Freight is new (slack/app.py through "
         "ClusterPromotions.annotate_freight): this scenario runs no Slack; "
-        "tests/test_warehouses_e2e.py does"
+        "tests/e2e/test_warehouses_e2e.py does"
     ),
 }
 

@@ -35,9 +35,9 @@ from tests.support.github import running_fake_github, webhook_request
 from tests.support.github_env import SECRET, GitHubEnv, running_github_env
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
+from tests.support.processes import QUIET, ServerProcess, server_processes
 from tests.support.promotions import FakePromotions
 from tests.support.waiting import eventually
-from tests.test_faults import QUIET, ServerProcess, server_processes
 
 NS = "kargo-demo"
 REPO = "example/app"

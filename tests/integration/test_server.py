@@ -15,9 +15,9 @@ import pytest
 
 from app.controller import kube as k
 from app.settings import Settings, SettingsError
-from tests.test_faults import QUIET
+from tests.support.processes import QUIET
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ from tests.support import objects
 from tests.support.clock import START, FakeClock
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 DEMO_URL = "https://github.com/example/kargo-demo.git"
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 import pytest
 from PIL import Image
 
+from tests.integration.test_pages import NS, create, gate_step, promotion, serving, wait_phase
 from tests.support import objects
 from tests.support.controller import Gate
-from tests.test_pages import NS, create, gate_step, promotion, serving, wait_phase
 
 if TYPE_CHECKING:
     from playwright.async_api import FloatRect, ViewportSize

@@ -35,7 +35,7 @@ from tests.support.fixtures import analysis_template
 from tests.support.telemetry import RecordingTelemetry
 from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NS = "kargo-demo"
 STEPS = [
     {

@@ -36,7 +36,7 @@ from tests.support.github import fixture
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 DEMO_URL = "https://github.com/example/kargo-demo.git"
 NS = "kargo-demo"

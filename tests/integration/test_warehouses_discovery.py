@@ -573,7 +573,7 @@ async def test_a_bad_spec_or_failed_discovery_shows_in_the_conditions(
             await controller.informer.synced.wait()
             assert await controller.reconcile(("demo", "bad")) is None
             # Retried on the work queue's backoff (5 s first), never later than the 5 minutes
-            # of its default interval (tests/test_workqueue.py times that backoff) ...
+            # of its default interval (tests/unit/controller/test_workqueue.py times it) ...
             assert await controller.reconcile(("demo", "down")) == RetryLater(cap=300.0)
             # ... and never sooner than a registry's Retry-After.
             retry = RetryLater(cap=600.0, not_before=120.0)

@@ -36,12 +36,12 @@ from slack.api import SlackApi
 from slack.blocks import Message
 from tests.support import objects
 from tests.support.github import app_private_key, running_fake_github, webhook_request
+from tests.support.processes import QUIET
 from tests.support.projects import FREIGHT, project_prelude
 from tests.support.slack import SIGNING_SECRET, running_fake_slack, signed_headers, slash_command
 from tests.support.slack import TOKEN as SLACK_TOKEN
-from tests.test_faults import QUIET
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WEBHOOK_SECRET = "obs-webhook-secret-123"
 BOT_TOKEN = "xoxb-1111-2222-abcdefghijklmnop"
 

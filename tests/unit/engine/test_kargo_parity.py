@@ -853,7 +853,7 @@ async def test_json_update_phases(
 # ---- Freight availability and approval ----------------------------------------------------------
 
 # api/v1alpha1/stage_types_test.go, TestStage_IsFreightAvailable (the cases without soak times,
-# whose bookkeeping differs: tests/test_freight_order.py covers ours), and
+# whose bookkeeping differs: tests/integration/test_freight_order.py covers ours), and
 # TestStage_RequestsFreightFromOrigin. (case, the Stage's requestedFreight sources or None for
 # none, the Freight's namespace, origin and status, available, requests the origin)
 KARGO_NS, KARGO_WAREHOUSE, KARGO_STAGE = "fake-namespace", "fake-warehouse", "fake-stage"

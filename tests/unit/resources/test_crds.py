@@ -24,7 +24,7 @@ from promoter.steps.base import StepStatus
 from tests.support import objects
 from tests.support.fixtures import kargo_manifests
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 CRD_DIR = ROOT / "deploy" / "crds"
 GROUP = "longshoreman.dev"
 KARGO_API_VERSION = "kargo.akuity.io/v1alpha1"

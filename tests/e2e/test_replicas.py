@@ -21,9 +21,9 @@ from tests.support import objects
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, Outcome, make_app
 from tests.support.controller import wait_for_object, wait_terminal
 from tests.support.kube import running_apiserver
-from tests.test_faults import ServerProcess, server_processes
+from tests.support.processes import ServerProcess, server_processes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NS = "kargo-demo"
 LEASE = ("default", "longshoreman-controller")
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 2.0, 1.5, 0.3

@@ -1,6 +1,6 @@
 """The project page's pipeline graph and Freight timeline, without a server: the layered layout
 (app.ui.layout), what the graph says (app.ui.graph.pipeline_graph), its SVG and the timeline
-(app.ui.timeline). The browser test (tests/test_pages_browser.py) looks at the drawn page."""
+(app.ui.timeline). The browser test (tests/e2e/test_pages_browser.py) looks at the drawn page."""
 
 from __future__ import annotations
 
