@@ -67,8 +67,8 @@ async def prepare(cluster: Cluster, stage: str, tmp_path: Path) -> World:
 def server_env(cluster: Cluster, tmp_path: Path, git_config: str, **extra: str) -> dict[str, str]:
     return {
         "KUBECONFIG": str(cluster.kubeconfig_path),
-        "WORK_DIR": str(tmp_path / "work"),
-        "MIN_REQUEUE_SECONDS": "0",
+        "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+        "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
         "LONGSHOREMAN_GIT_CONFIG": git_config,
         **extra,
     }
@@ -158,14 +158,18 @@ async def test_the_standby_finishes_a_promotion_after_the_leader_is_sigkilled(
 ) -> None:
     w = await prepare(cluster, "qa", tmp_path)
     kube, apps, remote = w.kube, w.apps, w.remote
-    lease = {"LEASE_DURATION": "2", "RENEW_DEADLINE": "1.5", "RETRY_PERIOD": "0.3"}
+    lease = {
+        "LONGSHOREMAN_LEASE_DURATION": "2",
+        "LONGSHOREMAN_RENEW_DEADLINE": "1.5",
+        "LONGSHOREMAN_RETRY_PERIOD": "0.3",
+    }
 
     def env(identity: str) -> dict[str, str]:
         return server_env(
             cluster,
             tmp_path,
             w.git_config,
-            LEADER_ELECTION="true",
+            LONGSHOREMAN_LEADER_ELECTION="true",
             POD_NAME=identity,
             **lease,
         )

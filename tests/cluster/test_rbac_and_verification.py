@@ -56,11 +56,11 @@ async def test_the_controller_runs_promotion_and_verification_with_its_rbac_only
     ):
         env = {
             "KUBECONFIG": str(access.kubeconfig_path),
-            "WORK_DIR": str(tmp_path / "work"),
-            "MIN_REQUEUE_SECONDS": "0",
-            "HEALTH_CHECK_INTERVAL_SECONDS": "1",
-            "LEADER_ELECTION": "true",
-            "LEASE_NAMESPACE": "longshoreman",
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+            "LONGSHOREMAN_HEALTH_CHECK_INTERVAL_SECONDS": "1",
+            "LONGSHOREMAN_LEADER_ELECTION": "true",
+            "LONGSHOREMAN_LEASE_NAMESPACE": "longshoreman",
             "POD_NAME": "longshoreman-0",
         }
         server = await ServerProcess.start(env, tmp_path / "server.log", servers)

@@ -99,7 +99,7 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
             async with running_github_env(
                 tmp_path,
                 service=service,
-                bot_settings={"GITHUB_PROJECT": NS},  # type: ignore[arg-type]
+                bot_settings={"LONGSHOREMAN_GITHUB_PROJECT": NS},  # type: ignore[arg-type]
             ) as github:
                 for user in ("alice", "carol", "erin"):
                     github.fake.set_permission(github.repo, user, "write")

@@ -110,8 +110,8 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         settings = Settings.from_env(
             {
                 "KUBECONFIG": str(api.kubeconfig_path),
-                "WORK_DIR": str(tmp_path / "work"),
-                "MIN_REQUEUE_SECONDS": "0",
+                "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+                "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
                 # Kargo's ALLOW_CREDENTIALS_OVER_HTTP: the git server here speaks plain HTTP.
                 "LONGSHOREMAN_ALLOW_CREDENTIALS_OVER_HTTP": "true",
             }

@@ -198,8 +198,8 @@ async def test_sigkill_at_many_points_of_a_git_and_argocd_promotion_completes_it
         argocd = GitArgoCD(apps, remote)
         env = {
             "KUBECONFIG": str(api.kubeconfig_path),
-            "WORK_DIR": str(tmp_path / "work"),
-            "MIN_REQUEUE_SECONDS": "0",
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
             "LONGSHOREMAN_GIT_CONFIG": genv["GIT_CONFIG_GLOBAL"],
         }
         lives = 0

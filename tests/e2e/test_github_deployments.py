@@ -298,8 +298,8 @@ async def env(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[G
         tmp_path,
         service=service,
         bot_settings={
-            "GITHUB_PROJECT": NS,
-            "GITHUB_PROMOTION_URL": PAGE,
+            "LONGSHOREMAN_GITHUB_PROJECT": NS,
+            "LONGSHOREMAN_GITHUB_PROMOTION_URL": PAGE,
             **getattr(request, "param", {}),
         },
         # GitHub sends the deployment_status webhooks of our own writes back to us.
@@ -476,7 +476,9 @@ async def test_stages_that_do_not_opt_in_get_no_deployment(env: GitHubEnv) -> No
     assert env.fake.check_runs(REPO)
 
 
-@pytest.mark.parametrize("env", [{"GITHUB_DEPLOYMENTS": "someone-else"}], indirect=True)
+@pytest.mark.parametrize(
+    "env", [{"LONGSHOREMAN_GITHUB_DEPLOYMENTS": "someone-else"}], indirect=True
+)
 async def test_the_installation_setting_limits_where_deployments_go(env: GitHubEnv) -> None:
     await env.change(promotion("Succeeded"))
     assert env.fake.deployments(REPO) == []
@@ -518,14 +520,14 @@ async def test_the_server_writes_the_deployment_and_links_the_environment(tmp_pa
         settings = Settings.from_env(
             {
                 **QUIET,
-                "WORK_DIR": str(tmp_path / "work"),
-                "MIN_REQUEUE_SECONDS": "0",
+                "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+                "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
                 "LONGSHOREMAN_PUBLIC_URL": "https://ship.example.com",
-                "GITHUB_APP_ID": str(fake.app_id),
-                "GITHUB_PRIVATE_KEY": fake.private_key,
-                "GITHUB_WEBHOOK_SECRET": SECRET,
-                "GITHUB_API_URL": fake.url,
-                "GITHUB_PROJECT": NS,
+                "LONGSHOREMAN_GITHUB_APP_ID": str(fake.app_id),
+                "LONGSHOREMAN_GITHUB_PRIVATE_KEY": fake.private_key,
+                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": SECRET,
+                "LONGSHOREMAN_GITHUB_API_URL": fake.url,
+                "LONGSHOREMAN_GITHUB_PROJECT": NS,
             }
         )
         app = create_app(settings, registry=registry_with())
@@ -612,13 +614,13 @@ async def test_sigkill_at_each_deployment_write_and_restart_gives_no_duplicate(
         await kube.create(k.STAGES, staging())
         env = {
             "KUBECONFIG": str(api.kubeconfig_path),
-            "WORK_DIR": str(tmp_path / "work"),
-            "MIN_REQUEUE_SECONDS": "0",
-            "GITHUB_APP_ID": str(fake.app_id),
-            "GITHUB_PRIVATE_KEY": fake.private_key,
-            "GITHUB_WEBHOOK_SECRET": SECRET,
-            "GITHUB_API_URL": fake.url,
-            "GITHUB_PROJECT": NS,
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+            "LONGSHOREMAN_GITHUB_APP_ID": str(fake.app_id),
+            "LONGSHOREMAN_GITHUB_PRIVATE_KEY": fake.private_key,
+            "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": SECRET,
+            "LONGSHOREMAN_GITHUB_API_URL": fake.url,
+            "LONGSHOREMAN_GITHUB_PROJECT": NS,
         }
         lives = 0
         server: ServerProcess | None = None

@@ -3,11 +3,11 @@ Enterprise where the App is installed makes the head commit's Freight through Wa
 discovery, with the App's installation token.
 
 The whole server (``create_app``) runs against the Kubernetes API emulator with the App
-configured for the fake GitHub Enterprise (``GITHUB_API_URL``), whose git host lets git in only
-with a valid installation token. The Warehouse polls once an hour, so only the push webhook
-(signed as GitHub signs it) can make the new commit's Freight appear. Before issue 27, discovery
-ran git with no credentials and failed "could not read Username". A redelivery of the same push
-refreshes again and creates nothing.
+configured for the fake GitHub Enterprise (``LONGSHOREMAN_GITHUB_API_URL``), whose git host lets
+git in only with a valid installation token. The Warehouse polls once an hour, so only the push
+webhook (signed as GitHub signs it) can make the new commit's Freight appear. Before issue 27,
+discovery ran git with no credentials and failed "could not read Username". A redelivery of the
+same push refreshes again and creates nothing.
 """
 
 from __future__ import annotations
@@ -73,13 +73,13 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         settings = Settings.from_env(
             {
                 "KUBECONFIG": str(api.kubeconfig_path),
-                "WORK_DIR": str(tmp_path / "work"),
-                "GITHUB_APP_ID": str(fake.app_id),
-                "GITHUB_PRIVATE_KEY": fake.private_key,
-                "GITHUB_WEBHOOK_SECRET": SECRET,
+                "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+                "LONGSHOREMAN_GITHUB_APP_ID": str(fake.app_id),
+                "LONGSHOREMAN_GITHUB_PRIVATE_KEY": fake.private_key,
+                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": SECRET,
                 # A GitHub Enterprise Server (plain HTTP on 127.0.0.1 here).
-                "GITHUB_API_URL": fake.url,
-                "GITHUB_PROJECT": NS,
+                "LONGSHOREMAN_GITHUB_API_URL": fake.url,
+                "LONGSHOREMAN_GITHUB_PROJECT": NS,
             }
         )
         kube = k.Kube(api.api_client())

@@ -128,7 +128,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
 
         rollouts = FakeRolloutsController(KubernetesAnalysisRuns(server.api_client()))
         await stack.enter_async_context(rollouts.running())
-        settings = fake.settings(SECRET, GITHUB_PROJECT=NS)
+        settings = fake.settings(SECRET, LONGSHOREMAN_GITHUB_PROJECT=NS)
         client = GitHubClient(settings, policy=RetryPolicy(backoff=0.01, max_wait=1.0))
         await client.start()
         stack.push_async_callback(client.close)

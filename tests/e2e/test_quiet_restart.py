@@ -50,7 +50,11 @@ APP_URL = f"https://github.com/{REPO}.git"
 FREIGHT = "a" * 40
 CHANNEL = "C0DEPLOY"
 # The shortest leader election the settings allow: a takeover in about a second.
-LEASE = {"LEASE_DURATION": "1", "RENEW_DEADLINE": "0.5", "RETRY_PERIOD": "0.1"}
+LEASE = {
+    "LONGSHOREMAN_LEASE_DURATION": "1",
+    "LONGSHOREMAN_RENEW_DEADLINE": "0.5",
+    "LONGSHOREMAN_RETRY_PERIOD": "0.1",
+}
 SLACK_WRITES = ("chat.postMessage", "chat.update", "chat.postEphemeral", "chat.delete")
 STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.stage }}"}}]
 HELD = [
@@ -103,24 +107,28 @@ class World:
         """A replica as a pod runs it: its own work directory, the shared cluster and fakes."""
         env = {
             "KUBECONFIG": str(self.server.kubeconfig_path),
-            "WATCH_NAMESPACE": NS,
-            "WORK_DIR": str(self.tmp_path / f"work-{name}"),
+            "LONGSHOREMAN_WATCH_NAMESPACE": NS,
+            "LONGSHOREMAN_WORK_DIR": str(self.tmp_path / f"work-{name}"),
             "POD_NAME": name,
-            "MIN_REQUEUE_SECONDS": "0",
-            "WAREHOUSE_DISCOVERY": "false",
-            "GITHUB_APP_ID": str(self.github.app_id),
-            "GITHUB_PRIVATE_KEY": self.github.private_key,
-            "GITHUB_WEBHOOK_SECRET": SECRET,
-            "GITHUB_API_URL": self.github.url,
-            "GITHUB_PROJECT": NS,
-            "SLACK_BOT_TOKEN": TOKEN,
-            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-            "SLACK_API_URL": self.slack.url,
-            "SLACK_PROJECT": NS,
-            "SLACK_UPDATE_INTERVAL": "0.05",
+            "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+            "LONGSHOREMAN_WAREHOUSE_DISCOVERY": "false",
+            "LONGSHOREMAN_GITHUB_APP_ID": str(self.github.app_id),
+            "LONGSHOREMAN_GITHUB_PRIVATE_KEY": self.github.private_key,
+            "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": SECRET,
+            "LONGSHOREMAN_GITHUB_API_URL": self.github.url,
+            "LONGSHOREMAN_GITHUB_PROJECT": NS,
+            "LONGSHOREMAN_SLACK_BOT_TOKEN": TOKEN,
+            "LONGSHOREMAN_SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "LONGSHOREMAN_SLACK_API_URL": self.slack.url,
+            "LONGSHOREMAN_SLACK_PROJECT": NS,
+            "LONGSHOREMAN_SLACK_UPDATE_INTERVAL": "0.05",
         }
         if leader_election:
-            env |= {"LEADER_ELECTION": "true", "LEASE_NAMESPACE": NS, **LEASE}
+            env |= {
+                "LONGSHOREMAN_LEADER_ELECTION": "true",
+                "LONGSHOREMAN_LEASE_NAMESPACE": NS,
+                **LEASE,
+            }
         app = create_app(Settings.from_env(env), registry=registry_with(gate=self.gate))
         client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1"))
         await client.start_server()

@@ -90,12 +90,12 @@ async def test_one_leader_reconciles_and_the_standby_finishes_its_promotion_afte
         def env(identity: str) -> dict[str, str]:
             return {
                 "KUBECONFIG": str(api.kubeconfig_path),
-                "WORK_DIR": str(tmp_path / identity),
-                "MIN_REQUEUE_SECONDS": "0",
-                "LEADER_ELECTION": "true",
-                "LEASE_DURATION": str(LEASE_DURATION),
-                "RENEW_DEADLINE": str(RENEW_DEADLINE),
-                "RETRY_PERIOD": str(RETRY_PERIOD),
+                "LONGSHOREMAN_WORK_DIR": str(tmp_path / identity),
+                "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+                "LONGSHOREMAN_LEADER_ELECTION": "true",
+                "LONGSHOREMAN_LEASE_DURATION": str(LEASE_DURATION),
+                "LONGSHOREMAN_RENEW_DEADLINE": str(RENEW_DEADLINE),
+                "LONGSHOREMAN_RETRY_PERIOD": str(RETRY_PERIOD),
                 "POD_NAME": identity,
             }
 

@@ -119,12 +119,12 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         settings = Settings.from_env(
             {
                 "KUBECONFIG": str(api.kubeconfig_path),
-                "WORK_DIR": str(tmp_path / "work"),
+                "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
                 "LONGSHOREMAN_HARBOR_WEBHOOK_AUTH": HARBOR_AUTH,
-                "SLACK_BOT_TOKEN": TOKEN,
-                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                "SLACK_API_URL": slack.url,
-                "SLACK_PROJECT": NS,
+                "LONGSHOREMAN_SLACK_BOT_TOKEN": TOKEN,
+                "LONGSHOREMAN_SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                "LONGSHOREMAN_SLACK_API_URL": slack.url,
+                "LONGSHOREMAN_SLACK_PROJECT": NS,
             }
         )
         kube = k.Kube(api.api_client())

@@ -67,11 +67,11 @@ SECRET_TEMPLATE = BASE / "secret-template.yaml"
 # The oldest Kubernetes minor we support and the newest the bundled schemas know.
 KUBERNETES_VERSIONS = ("1.29", kubernetes_validate.latest_version())
 CREDENTIALS = {
-    "GITHUB_APP_ID",
-    "GITHUB_PRIVATE_KEY",
-    "GITHUB_WEBHOOK_SECRET",
-    "SLACK_BOT_TOKEN",
-    "SLACK_SIGNING_SECRET",
+    "LONGSHOREMAN_GITHUB_APP_ID",
+    "LONGSHOREMAN_GITHUB_PRIVATE_KEY",
+    "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET",
+    "LONGSHOREMAN_SLACK_BOT_TOKEN",
+    "LONGSHOREMAN_SLACK_SIGNING_SECRET",
 }
 
 
@@ -186,7 +186,7 @@ def test_the_deployment_is_hardened() -> None:
     env = plain_env(container, **{"metadata.name": "pod-0", "metadata.namespace": "ns"})
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    assert set(mounts) == {env["WORK_DIR"], "/tmp"}
+    assert set(mounts) == {env["LONGSHOREMAN_WORK_DIR"], "/tmp"}
     assert env["HOME"].startswith("/tmp")
     assert all("emptyDir" in volumes[name] for name in mounts.values())
 
@@ -215,11 +215,11 @@ async def test_the_deployment_environment_is_a_configuration_the_server_accepts(
     # With the credentials filled in, both front ends are on and mount their endpoints.
     filled = {
         **env,
-        "GITHUB_APP_ID": "4242",
-        "GITHUB_PRIVATE_KEY": app_private_key(),
-        "GITHUB_WEBHOOK_SECRET": "s3cret",
-        "SLACK_BOT_TOKEN": "xoxb-1-2-abc",
-        "SLACK_SIGNING_SECRET": "0123456789abcdef",
+        "LONGSHOREMAN_GITHUB_APP_ID": "4242",
+        "LONGSHOREMAN_GITHUB_PRIVATE_KEY": app_private_key(),
+        "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": "s3cret",
+        "LONGSHOREMAN_SLACK_BOT_TOKEN": "xoxb-1-2-abc",
+        "LONGSHOREMAN_SLACK_SIGNING_SECRET": "0123456789abcdef",
     }
     full = Settings.from_env(filled)
     assert full.github is not None and full.slack is not None
@@ -628,8 +628,8 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
             for identity in ("replica-a", "replica-b"):
                 elector = LeaderElector(
                     lease_kube,
-                    namespace=env.get("LEASE_NAMESPACE", namespace),
-                    name=env["LEASE_NAME"],
+                    namespace=env.get("LONGSHOREMAN_LEASE_NAMESPACE", namespace),
+                    name=env["LONGSHOREMAN_LEASE_NAME"],
                     identity=identity,
                     lease_duration=2.0,
                     renew_deadline=1.5,
@@ -640,7 +640,7 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
                     return None  # leads, returns: the elector releases the Lease
 
                 await asyncio.wait_for(elector.run(lead, lambda: None), 20)
-            lease = await admin.get(k.LEASES, namespace, env["LEASE_NAME"])
+            lease = await admin.get(k.LEASES, namespace, env["LONGSHOREMAN_LEASE_NAME"])
             assert lease["spec"]["leaseTransitions"] == 1
     denied = sorted({str(a) for a in proxy.denied})
     assert not denied, "RBAC denied requests the bot made:\n" + "\n".join(denied)

@@ -86,7 +86,7 @@ async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
     async with running_github_env(
         tmp_path,
         service=service,
-        bot_settings={"GITHUB_PROJECT": NS},
+        bot_settings={"LONGSHOREMAN_GITHUB_PROJECT": NS},
     ) as env:
         env.fake.set_permission(REPO, "alice", "write")
         await env.open_pull("feature", {"x": "1"}, message="x")

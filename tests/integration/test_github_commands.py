@@ -57,7 +57,7 @@ async def env(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
     async with running_github_env(
         tmp_path,
         service=service,
-        bot_settings={"GITHUB_PROJECT": NS},
+        bot_settings={"LONGSHOREMAN_GITHUB_PROJECT": NS},
     ) as env:
         for user, permission in [("alice", "write"), ("bob", "read"), ("carol", "admin")]:
             env.fake.set_permission(REPO, user, permission)
@@ -329,7 +329,11 @@ def test_the_command_handler_never_fails_on_arbitrary_text(
         service = FakePromotions(NS, stages=[stage("staging")])
         tmp = tmp_path_factory.getbasetemp()
         async with running_github_env(
-            tmp, repo=REPO, git=git, service=service, bot_settings={"GITHUB_PROJECT": NS}
+            tmp,
+            repo=REPO,
+            git=git,
+            service=service,
+            bot_settings={"LONGSHOREMAN_GITHUB_PROJECT": NS},
         ) as env:
             env.fake.set_permission(REPO, "alice", "admin")
             number = env.fake.add_issue(REPO)

@@ -71,7 +71,7 @@ def test_the_git_host_is_derived_from_the_api_url() -> None:
     from handlers.settings import GitHubSettings
 
     def base(api: str) -> str:
-        return GitHubSettings.from_env({"GITHUB_API_URL": api}).git_base_url
+        return GitHubSettings.from_env({"LONGSHOREMAN_GITHUB_API_URL": api}).git_base_url
 
     assert base("https://api.github.com") == "https://github.com"
     assert base("https://ghe.example.com/api/v3") == "https://ghe.example.com"

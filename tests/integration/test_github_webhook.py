@@ -206,7 +206,7 @@ async def test_a_full_backlog_answers_503(bot: GitHubEnv) -> None:
 def test_setup_refuses_to_start_without_a_webhook_secret() -> None:
     from handlers.settings import GitHubSettings
 
-    with pytest.raises(ValueError, match="GITHUB_WEBHOOK_SECRET"):
+    with pytest.raises(ValueError, match="LONGSHOREMAN_GITHUB_WEBHOOK_SECRET"):
         GitHubIntegration(GitHubSettings(app_id="1", private_key="x"), FakePromotions())
 
 

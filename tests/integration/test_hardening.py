@@ -220,7 +220,7 @@ async def test_the_server_applies_its_download_limit_to_promotions(tmp_path: Pat
     settings = Settings.from_env(
         {
             **QUIET,
-            "WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
             "LONGSHOREMAN_HTTP_ALLOW": "127.0.0.1",
             "LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES": "1000",
         }
@@ -264,14 +264,14 @@ async def slack_and_github(tmp_path: Path) -> AsyncIterator[TestClient[Any, Any]
     settings = Settings.from_env(
         {
             **QUIET,
-            "WORK_DIR": str(tmp_path / "work"),
-            "GITHUB_APP_ID": "4242",
-            "GITHUB_WEBHOOK_SECRET": "secret",
-            "GITHUB_PRIVATE_KEY": app_private_key(),
-            "GITHUB_API_URL": "http://127.0.0.1:9/",
-            "SLACK_BOT_TOKEN": "xoxb-test",
-            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-            "SLACK_API_URL": "http://127.0.0.1:9/api/",
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_GITHUB_APP_ID": "4242",
+            "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": "secret",
+            "LONGSHOREMAN_GITHUB_PRIVATE_KEY": app_private_key(),
+            "LONGSHOREMAN_GITHUB_API_URL": "http://127.0.0.1:9/",
+            "LONGSHOREMAN_SLACK_BOT_TOKEN": "xoxb-test",
+            "LONGSHOREMAN_SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "LONGSHOREMAN_SLACK_API_URL": "http://127.0.0.1:9/api/",
         }
     )
     async with TestClient(TestServer(create_app(settings), host="127.0.0.1")) as client:

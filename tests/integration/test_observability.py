@@ -200,14 +200,14 @@ async def test_metrics_count_webhook_deliveries_by_event_and_outcome(tmp_path: P
     settings = Settings.from_env(
         {
             **QUIET,
-            "WORK_DIR": str(tmp_path / "work"),
-            "GITHUB_APP_ID": "4242",
-            "GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
-            "GITHUB_PRIVATE_KEY": app_private_key(),
-            "GITHUB_API_URL": "http://127.0.0.1:9/",
-            "SLACK_BOT_TOKEN": BOT_TOKEN,
-            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-            "SLACK_API_URL": "http://127.0.0.1:9/api/",
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_GITHUB_APP_ID": "4242",
+            "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "LONGSHOREMAN_GITHUB_PRIVATE_KEY": app_private_key(),
+            "LONGSHOREMAN_GITHUB_API_URL": "http://127.0.0.1:9/",
+            "LONGSHOREMAN_SLACK_BOT_TOKEN": BOT_TOKEN,
+            "LONGSHOREMAN_SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "LONGSHOREMAN_SLACK_API_URL": "http://127.0.0.1:9/api/",
         }
     )
     async with TestClient(TestServer(create_app(settings), host="127.0.0.1")) as client:
@@ -429,17 +429,17 @@ async def test_server_logs_are_json_lines_without_secrets(tmp_path: Path) -> Non
         **os.environ,
         **QUIET,
         "PYTHONPATH": str(ROOT),
-        "LOG_FORMAT": "json",
-        "LOG_LEVEL": "DEBUG",
-        "WORK_DIR": str(tmp_path / "work"),
-        "GITHUB_APP_ID": "4242",
-        "GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
-        "GITHUB_PRIVATE_KEY": PEM,
-        "GITHUB_API_URL": "http://127.0.0.1:9/",
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "LONGSHOREMAN_LOG_FORMAT": "json",
+        "LONGSHOREMAN_LOG_LEVEL": "DEBUG",
+        "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+        "LONGSHOREMAN_GITHUB_APP_ID": "4242",
+        "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "LONGSHOREMAN_GITHUB_PRIVATE_KEY": PEM,
+        "LONGSHOREMAN_GITHUB_API_URL": "http://127.0.0.1:9/",
+        "LONGSHOREMAN_SLACK_BOT_TOKEN": BOT_TOKEN,
+        "LONGSHOREMAN_SLACK_SIGNING_SECRET": SIGNING_SECRET,
         # Nothing listens there: the start-up token check fails and is logged.
-        "SLACK_API_URL": "http://127.0.0.1:9/api/",
+        "LONGSHOREMAN_SLACK_API_URL": "http://127.0.0.1:9/api/",
     }
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "app", "serve", "--port", "0",
@@ -477,9 +477,9 @@ def test_the_server_registers_its_configured_secrets(tmp_path: Path) -> None:
     settings = Settings.from_env(
         {
             **QUIET,
-            "WORK_DIR": str(tmp_path),
-            "SLACK_BOT_TOKEN": "xoxb-registered-when-the-app-is-built",
-            "SLACK_SIGNING_SECRET": "signing-secret-registered-too",
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path),
+            "LONGSHOREMAN_SLACK_BOT_TOKEN": "xoxb-registered-when-the-app-is-built",
+            "LONGSHOREMAN_SLACK_SIGNING_SECRET": "signing-secret-registered-too",
         }
     )
     create_app(settings)

@@ -44,7 +44,12 @@ async def serving(
     tmp_path: Path, gate: Gate | None = None, clock: Clock = SYSTEM, **env: str
 ) -> AsyncIterator[tuple[TestClient[Any, Any], ServerState]]:
     settings = Settings.from_env(
-        {**QUIET, "WORK_DIR": str(tmp_path / "work"), "MIN_REQUEUE_SECONDS": "0", **env}
+        {
+            **QUIET,
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+            **env,
+        }
     )
     app = create_app(settings, registry=registry_with(gate=gate or Gate()), clock=clock)
     async with TestClient(TestServer(app, host="127.0.0.1")) as client:
@@ -101,11 +106,11 @@ def strip_tags(html: str) -> str:
 
 def test_public_url_links_check_runs_and_slack_messages_to_the_promotion_page() -> None:
     env = {
-        "GITHUB_APP_ID": "4242",
-        "GITHUB_WEBHOOK_SECRET": "hook-secret",
-        "GITHUB_PRIVATE_KEY": app_private_key(),
-        "SLACK_BOT_TOKEN": SLACK_TOKEN,
-        "SLACK_SIGNING_SECRET": "signing-secret",
+        "LONGSHOREMAN_GITHUB_APP_ID": "4242",
+        "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": "hook-secret",
+        "LONGSHOREMAN_GITHUB_PRIVATE_KEY": app_private_key(),
+        "LONGSHOREMAN_SLACK_BOT_TOKEN": SLACK_TOKEN,
+        "LONGSHOREMAN_SLACK_SIGNING_SECRET": "signing-secret",
         "LONGSHOREMAN_PUBLIC_URL": "https://ship.example.com/",
     }
     settings = Settings.from_env(env)
@@ -119,8 +124,10 @@ def test_public_url_links_check_runs_and_slack_messages_to_the_promotion_page() 
     message = render_promotion(promotion_view(obj, link=settings.slack.link_for(NS, "test.01abc")))
     assert f"<{page}|Details>" in str(message)
 
-    # An explicit GITHUB_PROMOTION_URL (a Kargo UI, a dashboard) still wins for GitHub.
-    explicit = Settings.from_env({**env, "GITHUB_PROMOTION_URL": "https://kargo/{promotion}"})
+    # An explicit LONGSHOREMAN_GITHUB_PROMOTION_URL (a Kargo UI, a dashboard) still wins for GitHub.
+    explicit = Settings.from_env(
+        {**env, "LONGSHOREMAN_GITHUB_PROMOTION_URL": "https://kargo/{promotion}"}
+    )
     assert explicit.github is not None
     assert explicit.github.link_for(NS, "p") == "https://kargo/p"
     # Without a public URL nothing links to the pages.
@@ -309,9 +316,9 @@ async def test_promotion_page_shows_steps_outputs_links_masks_secrets_and_escape
     ]
     gate = Gate()
     env = {
-        "SLACK_BOT_TOKEN": SLACK_TOKEN,
-        "SLACK_SIGNING_SECRET": "signing-secret-value",
-        "SLACK_API_URL": "http://127.0.0.1:9/api/",
+        "LONGSHOREMAN_SLACK_BOT_TOKEN": SLACK_TOKEN,
+        "LONGSHOREMAN_SLACK_SIGNING_SECRET": "signing-secret-value",
+        "LONGSHOREMAN_SLACK_API_URL": "http://127.0.0.1:9/api/",
         "LONGSHOREMAN_ARGOCD_URL": "https://argocd.example.com",
     }
     async with serving(tmp_path, gate, **env) as (client, state):
@@ -491,8 +498,8 @@ def github_env(fake: FakeGitHub, **extra: str) -> dict[str, str]:
         "LONGSHOREMAN_UI_GITHUB_CLIENT_SECRET": "oauth-client-secret",
         "LONGSHOREMAN_UI_GITHUB_ORG": "example",
         "LONGSHOREMAN_UI_SESSION_SECRET": SESSION_SECRET,
-        "GITHUB_WEB_URL": fake.url,
-        "GITHUB_API_URL": fake.url,
+        "LONGSHOREMAN_GITHUB_WEB_URL": fake.url,
+        "LONGSHOREMAN_GITHUB_API_URL": fake.url,
         **extra,
     }
 

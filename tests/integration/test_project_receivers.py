@@ -106,7 +106,7 @@ async def test_the_server_serves_a_project_config_s_receiver_where_its_status_sa
     settings = Settings.from_env(
         {
             **QUIET,
-            "WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
             "LONGSHOREMAN_PUBLIC_URL": "https://longshoreman.example.com",
         }
     )

@@ -4,6 +4,7 @@ HTTP endpoints, and the scripted demo that the README's main-job command runs.""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -23,21 +24,30 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"PORT": "eighty"}, "PORT='eighty' is not a whole number"),
-        ({"LEADER_ELECTION": "maybe"}, "LEADER_ELECTION='maybe' is not a boolean"),
+        ({"LONGSHOREMAN_PORT": "eighty"}, "LONGSHOREMAN_PORT='eighty' is not a whole number"),
+        (
+            {"LONGSHOREMAN_LEADER_ELECTION": "maybe"},
+            "LONGSHOREMAN_LEADER_ELECTION='maybe' is not a boolean",
+        ),
         (
             {"KUBECONFIG": "/nonexistent/kubeconfig"},
             "KUBECONFIG='/nonexistent/kubeconfig': no such file",
         ),
-        ({"LOG_LEVEL": "chatty"}, "LOG_LEVEL='CHATTY' must be DEBUG, INFO, WARNING or ERROR"),
-        ({"MAX_CONCURRENT_RECONCILES": "0"}, "MAX_CONCURRENT_RECONCILES='0' must be at least 1"),
         (
-            {"LEASE_DURATION": "5", "RENEW_DEADLINE": "10"},
-            "RETRY_PERIOD < RENEW_DEADLINE < LEASE_DURATION",
+            {"LONGSHOREMAN_LOG_LEVEL": "chatty"},
+            "LONGSHOREMAN_LOG_LEVEL='CHATTY' must be DEBUG, INFO, WARNING or ERROR",
         ),
         (
-            {"IN_CLUSTER": "true", "KUBECONFIG": __file__},
-            "KUBECONFIG and IN_CLUSTER=true are both set",
+            {"LONGSHOREMAN_MAX_CONCURRENT_RECONCILES": "0"},
+            "LONGSHOREMAN_MAX_CONCURRENT_RECONCILES='0' must be at least 1",
+        ),
+        (
+            {"LONGSHOREMAN_LEASE_DURATION": "5", "LONGSHOREMAN_RENEW_DEADLINE": "10"},
+            "LONGSHOREMAN_RETRY_PERIOD < LONGSHOREMAN_RENEW_DEADLINE < LONGSHOREMAN_LEASE_DURATION",
+        ),
+        (
+            {"LONGSHOREMAN_IN_CLUSTER": "true", "KUBECONFIG": __file__},
+            "KUBECONFIG and LONGSHOREMAN_IN_CLUSTER=true are both set",
         ),
         (
             {"LONGSHOREMAN_GIT_PUSH_INTEGRATION_POLICY": "Rebase"},
@@ -92,7 +102,7 @@ async def test_serve_starts_the_embedded_cluster_and_says_so_first(tmp_path: Pat
         "0",
         "--embedded-kubeconfig",
         str(kubeconfig),
-        env={"WORK_DIR": str(tmp_path / "work")},
+        env={"LONGSHOREMAN_WORK_DIR": str(tmp_path / "work")},
     )
     try:
         assert proc.stderr is not None
@@ -128,15 +138,47 @@ async def test_serve_starts_the_embedded_cluster_and_says_so_first(tmp_path: Pat
 
 
 async def test_serve_refuses_bad_settings_naming_the_variable() -> None:
-    proc = await _start("--port", "0", env={"MAX_CONCURRENT_RECONCILES": "none"})
+    proc = await _start("--port", "0", env={"LONGSHOREMAN_MAX_CONCURRENT_RECONCILES": "none"})
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2
-    assert b"MAX_CONCURRENT_RECONCILES='none' is not a whole number" in err
+    assert b"LONGSHOREMAN_MAX_CONCURRENT_RECONCILES='none' is not a whole number" in err
+
+
+def test_an_old_setting_name_still_works_and_the_new_one_wins() -> None:
+    old = Settings.from_env({"PORT": "9000", "GITHUB_WEB_URL": "https://ghe.example.com"})
+    assert old.port == 9000 and old.ui.github_web_url == "https://ghe.example.com"
+    assert old.renamed == (
+        ("PORT", "LONGSHOREMAN_PORT"),
+        ("GITHUB_WEB_URL", "LONGSHOREMAN_GITHUB_WEB_URL"),
+    )
+    both = Settings.from_env({"PORT": "9000", "LONGSHOREMAN_PORT": "9001"})
+    assert both.port == 9001 and both.renamed == ()
+
+
+async def test_serve_reads_an_old_setting_name_and_logs_its_new_one(tmp_path: Path) -> None:
+    env = {"LOG_FORMAT": "json", "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work")}
+    proc = await _start("--port", "0", env=env)
+    try:
+        assert proc.stderr is not None
+        lines, _ = await _read_until(proc.stderr, r"serving .* on http://")
+        # Read: the log is JSON, one object per line, as LOG_FORMAT asked.
+        records = [json.loads(line) for line in lines]
+        warnings = [r for r in records if "LONGSHOREMAN_LOG_FORMAT" in json.dumps(r)]
+        assert len(warnings) == 1, lines
+        assert warnings[0]["level"] == "WARNING" and "LOG_FORMAT is deprecated" in json.dumps(
+            warnings[0]
+        )
+    finally:
+        proc.kill()
+        await proc.wait()
 
 
 async def test_demo_creates_a_promotion_and_shows_it_complete(tmp_path: Path) -> None:
     # Discovery asked for: the demo still asks no registry (its Warehouse's image is public).
-    env = {"WORK_DIR": str(tmp_path / "work"), "WAREHOUSE_DISCOVERY": "true"}
+    env = {
+        "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+        "LONGSHOREMAN_WAREHOUSE_DISCOVERY": "true",
+    }
     proc = await _start("--demo", "--port", "0", env=env)
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
@@ -160,14 +202,14 @@ async def test_github_and_slack_are_mounted_when_configured_and_refuse_unsigned_
     settings = Settings.from_env(
         {
             **QUIET,
-            "WORK_DIR": str(tmp_path / "work"),
-            "GITHUB_APP_ID": "4242",
-            "GITHUB_WEBHOOK_SECRET": "s3cret",
-            "GITHUB_PRIVATE_KEY": app_private_key(),
-            "GITHUB_API_URL": "http://127.0.0.1:9/",
-            "SLACK_BOT_TOKEN": "xoxb-test",
-            "SLACK_SIGNING_SECRET": "signing",
-            "SLACK_API_URL": "http://127.0.0.1:9/api/",
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_GITHUB_APP_ID": "4242",
+            "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": "s3cret",
+            "LONGSHOREMAN_GITHUB_PRIVATE_KEY": app_private_key(),
+            "LONGSHOREMAN_GITHUB_API_URL": "http://127.0.0.1:9/",
+            "LONGSHOREMAN_SLACK_BOT_TOKEN": "xoxb-test",
+            "LONGSHOREMAN_SLACK_SIGNING_SECRET": "signing",
+            "LONGSHOREMAN_SLACK_API_URL": "http://127.0.0.1:9/api/",
         }
     )
     assert settings.github is not None and settings.slack is not None

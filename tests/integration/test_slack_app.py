@@ -414,7 +414,7 @@ async def test_trouble_that_passes_says_try_again_and_a_refusal_says_why(rig: Ri
 async def test_reverify_right_after_the_final_update_sends_no_identical_update(rig: Rig) -> None:
     test = rig.service.stage("test")
     test["metadata"]["annotations"][ann.SLACK_CHANNEL] = "C0TEST"
-    rig.integration.live.update_interval = 2.0  # SLACK_UPDATE_INTERVAL
+    rig.integration.live.update_interval = 2.0  # LONGSHOREMAN_SLACK_UPDATE_INTERVAL
     await rig.command("frozen-tauntaun to test")
     await rig.answers()
     [message] = await rig.slack.wait_for(lambda: rig.slack.channel("C0TEST"), what="message")
@@ -477,7 +477,7 @@ async def test_abort_of_a_finished_promotion_is_refused_on_slack(rig: Rig) -> No
 def test_starting_with_a_token_in_the_environment_logs_no_warning(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
+    monkeypatch.setenv("LONGSHOREMAN_SLACK_BOT_TOKEN", TOKEN)
     settings = SlackSettings(bot_token=TOKEN, signing_secret=SIGNING_SECRET, namespace="p")
     with caplog.at_level(logging.INFO):
         setup_slack(web.Application(), settings, FakePromotions("p"))

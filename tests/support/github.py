@@ -397,10 +397,10 @@ class FakeGitHub:
     def settings(self, webhook_secret: str = "webhook-secret", **env: str) -> GitHubSettings:
         return GitHubSettings.from_env(
             {
-                "GITHUB_APP_ID": str(self.app_id),
-                "GITHUB_PRIVATE_KEY": self.private_key,
-                "GITHUB_WEBHOOK_SECRET": webhook_secret,
-                "GITHUB_API_URL": self.url,
+                "LONGSHOREMAN_GITHUB_APP_ID": str(self.app_id),
+                "LONGSHOREMAN_GITHUB_PRIVATE_KEY": self.private_key,
+                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": webhook_secret,
+                "LONGSHOREMAN_GITHUB_API_URL": self.url,
                 **env,
             }
         )

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The seeded projects subscribe to public images (examples/kargo-demo): a test server never
 # polls a registry unless its test asks for discovery (and gives it a local one).
-QUIET = {"WAREHOUSE_DISCOVERY": "false"}
+QUIET = {"LONGSHOREMAN_WAREHOUSE_DISCOVERY": "false"}
 
 
 @dataclass

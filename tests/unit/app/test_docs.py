@@ -108,12 +108,12 @@ def _backticked(text: str) -> set[str]:
 def test_the_env_finder_sees_the_known_settings() -> None:
     found = settings_env_vars()
     for name in (
-        "HOST",
-        "PORT",
+        "LONGSHOREMAN_HOST",
+        "LONGSHOREMAN_PORT",
         "KUBECONFIG",
-        "LEADER_ELECTION",
-        "GITHUB_APP_ID",
-        "SLACK_BOT_TOKEN",
+        "LONGSHOREMAN_LEADER_ELECTION",
+        "LONGSHOREMAN_GITHUB_APP_ID",
+        "LONGSHOREMAN_SLACK_BOT_TOKEN",
     ):
         assert name in found, f"{name} was not found in {[str(p) for p in settings_modules()]}"
 

@@ -6,17 +6,20 @@ import pytest
 
 from slack.settings import SlackSettings, SlackSettingsError
 
-GOOD = {"SLACK_BOT_TOKEN": "xoxb-1-secret-token", "SLACK_SIGNING_SECRET": "shh-signing-secret"}
+GOOD = {
+    "LONGSHOREMAN_SLACK_BOT_TOKEN": "xoxb-1-secret-token",
+    "LONGSHOREMAN_SLACK_SIGNING_SECRET": "shh-signing-secret",
+}
 
 
 def test_defaults_and_parsing() -> None:
     s = SlackSettings.from_env(
         {
             **GOOD,
-            "SLACK_API_URL": "http://127.0.0.1:9999/api",
-            "SLACK_DEFAULT_PROMOTERS": "U123, S0GROUP ,W999",
-            "SLACK_PROJECT": "kargo-demo",
-            "SLACK_CONFIRM_TTL": "120",
+            "LONGSHOREMAN_SLACK_API_URL": "http://127.0.0.1:9999/api",
+            "LONGSHOREMAN_SLACK_DEFAULT_PROMOTERS": "U123, S0GROUP ,W999",
+            "LONGSHOREMAN_SLACK_PROJECT": "kargo-demo",
+            "LONGSHOREMAN_SLACK_CONFIRM_TTL": "120",
         }
     )
     assert s.api_url == "http://127.0.0.1:9999/api/"
@@ -33,15 +36,24 @@ def test_defaults_and_parsing() -> None:
 @pytest.mark.parametrize(
     ("env", "variable"),
     [
-        ({"SLACK_SIGNING_SECRET": "x"}, "SLACK_BOT_TOKEN"),
-        ({**GOOD, "SLACK_BOT_TOKEN": "xoxp-user-token"}, "SLACK_BOT_TOKEN"),
-        ({"SLACK_BOT_TOKEN": "xoxb-1"}, "SLACK_SIGNING_SECRET"),
-        ({**GOOD, "SLACK_API_URL": "slack.com/api"}, "SLACK_API_URL"),
-        ({**GOOD, "SLACK_DEFAULT_PROMOTERS": "alice"}, "SLACK_DEFAULT_PROMOTERS"),
-        ({**GOOD, "SLACK_PROJECT": "Not_A_Namespace"}, "SLACK_PROJECT"),
-        ({**GOOD, "SLACK_CONFIRM_TTL": "soon"}, "SLACK_CONFIRM_TTL"),
-        ({**GOOD, "SLACK_CONFIRM_TTL": "0"}, "SLACK_CONFIRM_TTL"),
-        ({**GOOD, "SLACK_UPDATE_INTERVAL": "nan"}, "SLACK_UPDATE_INTERVAL"),
+        ({"LONGSHOREMAN_SLACK_SIGNING_SECRET": "x"}, "LONGSHOREMAN_SLACK_BOT_TOKEN"),
+        (
+            {**GOOD, "LONGSHOREMAN_SLACK_BOT_TOKEN": "xoxp-user-token"},
+            "LONGSHOREMAN_SLACK_BOT_TOKEN",
+        ),
+        ({"LONGSHOREMAN_SLACK_BOT_TOKEN": "xoxb-1"}, "LONGSHOREMAN_SLACK_SIGNING_SECRET"),
+        ({**GOOD, "LONGSHOREMAN_SLACK_API_URL": "slack.com/api"}, "LONGSHOREMAN_SLACK_API_URL"),
+        (
+            {**GOOD, "LONGSHOREMAN_SLACK_DEFAULT_PROMOTERS": "alice"},
+            "LONGSHOREMAN_SLACK_DEFAULT_PROMOTERS",
+        ),
+        ({**GOOD, "LONGSHOREMAN_SLACK_PROJECT": "Not_A_Namespace"}, "LONGSHOREMAN_SLACK_PROJECT"),
+        ({**GOOD, "LONGSHOREMAN_SLACK_CONFIRM_TTL": "soon"}, "LONGSHOREMAN_SLACK_CONFIRM_TTL"),
+        ({**GOOD, "LONGSHOREMAN_SLACK_CONFIRM_TTL": "0"}, "LONGSHOREMAN_SLACK_CONFIRM_TTL"),
+        (
+            {**GOOD, "LONGSHOREMAN_SLACK_UPDATE_INTERVAL": "nan"},
+            "LONGSHOREMAN_SLACK_UPDATE_INTERVAL",
+        ),
     ],
 )
 def test_errors_name_the_variable(env: dict[str, str], variable: str) -> None:
@@ -59,5 +71,5 @@ def test_secrets_never_in_repr() -> None:
 def test_slack_is_optional() -> None:
     assert SlackSettings.optional_from_env({}) is None
     assert SlackSettings.optional_from_env(GOOD) is not None
-    with pytest.raises(SlackSettingsError, match="SLACK_SIGNING_SECRET"):
-        SlackSettings.optional_from_env({"SLACK_BOT_TOKEN": "xoxb-1"})
+    with pytest.raises(SlackSettingsError, match="LONGSHOREMAN_SLACK_SIGNING_SECRET"):
+        SlackSettings.optional_from_env({"LONGSHOREMAN_SLACK_BOT_TOKEN": "xoxb-1"})
