@@ -27,7 +27,7 @@ from promoter.errors import StepError
 from promoter.steps.base import HttpSettings, StepContext, StepResult, StepStatus
 from promoter.steps.download import DEFAULT_TIMEOUT_SECONDS, parse_config
 from promoter.steps.registry import builtin_registry
-from promoter.steps.workdir.archive import Limits, extract, member_path
+from promoter.steps.workdir.untar import Limits, extract, member_path
 from tests.support.fixtures import kargo_step
 from tests.support.steps import make_context
 

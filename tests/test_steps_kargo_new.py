@@ -29,7 +29,7 @@ from promoter.errors import ConfigRefused, StepError
 from promoter.rules.freight_alias import ALIAS_LABEL, InMemoryFreightAliases
 from promoter.steps.base import Effect, StepResult, StepStatus, effect_of, uses_work_dir_of
 from promoter.steps.registry import builtin_registry
-from promoter.steps.workdir.archive import ArchiveLimits, _tar
+from promoter.steps.workdir.tar import ArchiveLimits, _tar
 from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
 from tests.support.steps import make_context
