@@ -25,7 +25,7 @@ from promoter.steps.workdir.yaml_update import STEPS
 from promoter.steps.workdir.yamlsplice import splice
 from tests.support.steps import make_context
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 # Scalars as written in a file: plain ones that YAML 1.1 and 1.2 read as different types, quoted
 # ones, numbers, booleans, nulls.

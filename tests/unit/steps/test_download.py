@@ -1,7 +1,7 @@
 """Tests of the ``http-download`` and ``untar`` steps against a real HTTP server on 127.0.0.1.
 
 Steps are looked up in the built-in registry and run with a hand-built context, like
-test_steps_http.py does. Steps as a user writes them come from our ClusterPromotionTask
+test_http.py does. Steps as a user writes them come from our ClusterPromotionTask
 tests/fixtures/kargo/task-download.yaml, with their URL pointed at the local server; expressions
 the runner would render (``secret()``, ``vars``) are replaced by the values they would render to.
 Kargo's own documentation examples run against this server in
