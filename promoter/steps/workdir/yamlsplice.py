@@ -49,7 +49,7 @@ _PREFIX = re.compile(
 
 
 class _KeyPart(Protocol):
-    """A step of an update key (promoter.steps.workdir.files.KeyPart)."""
+    """A step of an update key (promoter.steps.workdir.updates.KeyPart)."""
 
     @property
     def name(self) -> str: ...
