@@ -9,24 +9,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from promoter.chat.chatops import (
+from handlers.markdown import markdown_table
+from handlers.promoters import github_may_act
+from promoter.chat.freight_refs import resolve_freight
+from promoter.chat.grammar import (
     Command,
     CommandError,
-    PromotionRef,
-    Refusal,
-    Snapshot,
-    abort_targets,
-    available_to,
-    github_may_act,
-    markdown_table,
     parse_command,
     parse_comment,
     parse_slash,
-    resolve_freight,
-    slack_may_act,
     usage_lines,
 )
+from promoter.chat.planner import Refusal, abort_targets, available_to
+from promoter.chat.port import PromotionRef, Snapshot
 from promoter.chat.views import stage_views
+from slack.commands import slack_may_act
 from tests.support import objects
 
 

@@ -1,4 +1,4 @@
-"""The one planner every front end shares (promoter.chat.commands), table-driven.
+"""The one planner every front end shares (promoter.chat.planner), table-driven.
 
 Each rule is decided once; these tables check it with Slack's authorizer (user IDs, user groups,
 the server's default promoters) and GitHub's (repository permission, promoter lists naming users
@@ -15,25 +15,20 @@ from typing import Any
 
 import pytest
 
-from promoter.chat.chatops import (
-    Command,
-    Decision,
-    Refusal,
-    Snapshot,
-    github_may_act,
-    parse_comment,
-    parse_slash,
-)
-from promoter.chat.commands import (
+from handlers.promoters import github_may_act
+from promoter.chat.grammar import Command, parse_comment, parse_slash
+from promoter.chat.planner import (
     AlreadyApproved,
     AskConfirm,
     Cancelled,
+    Decision,
     DoAbort,
     DoApprove,
     DoPromote,
     DoReverify,
     Facts,
     Plan,
+    Refusal,
     ShowHelp,
     ShowStatus,
     freight_to_approve,
@@ -41,6 +36,7 @@ from promoter.chat.commands import (
     plan,
     stages_to_authorize,
 )
+from promoter.chat.port import Snapshot
 from promoter.chat.views import FreightLabel
 from promoter.resources import annotations as ann
 from promoter.resources.stages import Approval
