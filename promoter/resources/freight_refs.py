@@ -17,7 +17,7 @@ hold a plain list (:class:`FreightList`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from promoter.resources.model import meta, name_of
 
@@ -59,17 +59,25 @@ def find_freight(ref: str, lookup: FreightLookup) -> Mapping[str, Any] | None:
     return min(lookup.aliased(ref), key=name_of, default=None)
 
 
-class FreightList:
+class FreightList(Sequence[Mapping[str, Any]]):
     """:class:`FreightLookup` over Freight held in a list (a chat snapshot, the pages' cache
-    read, loaded manifests); indexed once when built."""
+    read, loaded manifests), indexed once when built. It is the list too: a page or a
+    ``/status`` that looks up many references wraps its Freight once and hands this on, rather
+    than index the same list again for every reference."""
 
     def __init__(self, freights: Iterable[Mapping[str, Any]]) -> None:
+        self._items = list(freights)
         self._named: dict[str, Mapping[str, Any]] = {}
         self._aliased: dict[str, list[Mapping[str, Any]]] = {}
-        for freight in freights:
+        for freight in self._items:
             self._named.setdefault(name_of(freight), freight)
             for alias in aliases_of(freight):
                 self._aliased.setdefault(alias, []).append(freight)
+
+    @classmethod
+    def of(cls, freights: Iterable[Mapping[str, Any]]) -> FreightList:
+        """``freights`` as a FreightList, indexed only when it is not one already."""
+        return freights if isinstance(freights, FreightList) else cls(freights)
 
     def named(self, name: str) -> Mapping[str, Any] | None:
         return self._named.get(name)
@@ -77,7 +85,19 @@ class FreightList:
     def aliased(self, alias: str) -> Sequence[Mapping[str, Any]]:
         return self._aliased.get(alias, ())
 
+    @overload
+    def __getitem__(self, index: int) -> Mapping[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Mapping[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
 
 def freight_in(ref: str, freights: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """:func:`find_freight` among ``freights``."""
-    return find_freight(ref, FreightList(freights))
+    """:func:`find_freight` among ``freights`` (indexed here unless a :class:`FreightList`)."""
+    return find_freight(ref, FreightList.of(freights))
