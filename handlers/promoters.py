@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from promoter.chat.planner import Decision, listed, stage_annotation
+from promoter.chat.planner import Decision, deciding_list, listed, stage_annotation
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
 
@@ -18,9 +18,9 @@ from promoter.resources.model import name_of
 def github_policy(stage: Mapping[str, Any] | None, *, approve: bool = False) -> str:
     """The annotation that says who may act on (or, with ``approve``, approve Freight for) the
     Stage on GitHub: ``github-approvers`` when the Stage has it, else ``github-promoters``."""
-    if approve and stage is not None and stage_annotation(stage, ann.GITHUB_APPROVERS):
-        return ann.GITHUB_APPROVERS
-    return ann.GITHUB_PROMOTERS
+    return deciding_list(
+        stage, promoters=ann.GITHUB_PROMOTERS, approvers=ann.GITHUB_APPROVERS, approve=approve
+    )
 
 
 def github_may_act(

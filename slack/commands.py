@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from promoter.chat.planner import Decision, listed, stage_annotation
+from promoter.chat.planner import Decision, deciding_list, listed, stage_annotation
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of
 
@@ -84,10 +84,11 @@ class PendingPromotion:
 
 
 def slack_policy(stage: Mapping[str, Any] | None, *, approve: bool = False) -> str:
-    """As :func:`github_policy`, for Slack (``slack-approvers``, else ``slack-promoters``)."""
-    if approve and stage is not None and stage_annotation(stage, ann.SLACK_APPROVERS):
-        return ann.SLACK_APPROVERS
-    return ann.SLACK_PROMOTERS
+    """The annotation that says who may act on (or, with ``approve``, approve Freight for) the
+    Stage in Slack: ``slack-approvers`` when the Stage has it, else ``slack-promoters``."""
+    return deciding_list(
+        stage, promoters=ann.SLACK_PROMOTERS, approvers=ann.SLACK_APPROVERS, approve=approve
+    )
 
 
 def slack_may_act(

@@ -25,7 +25,12 @@ from promoter.resources import annotations as ann
 from slack.app import setup_slack
 from slack.settings import SlackSettings
 from tests.support import objects
-from tests.support.controller import running_controller, wait_for_object, wait_terminal
+from tests.support.controller import (
+    freight_cached,
+    running_controller,
+    wait_for_object,
+    wait_terminal,
+)
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.kube import running_apiserver
 from tests.support.slack import (
@@ -34,8 +39,7 @@ from tests.support.slack import (
     TOKEN,
     FakeSlack,
     running_fake_slack,
-    signed_headers,
-    slash_command,
+    slash,
 )
 from tests.support.waiting import eventually
 
@@ -54,14 +58,7 @@ class World:
 
     async def slash(self, command: str, text: str, user: str, answer: str) -> str:
         """Run a signed slash command as ``user``; Slack's ephemeral answer."""
-        body = slash_command(
-            text, user=user, response_url=self.slack.response_url(answer), command=command
-        )
-        response = await self.client.post("/slack/events", data=body, headers=signed_headers(body))
-        assert response.status == 200
-        await self.slack.wait_for(lambda: self.slack.responses[answer], what=answer)
-        text_: str = self.slack.responses[answer][0]["text"]
-        return text_
+        return await slash(self.client, self.slack, text, user=user, answer=answer, command=command)
 
     async def freight(self, name: str) -> dict[str, Any]:
         return await self.kube.get(k.FREIGHT, NS, name)
@@ -134,18 +131,9 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
                 setup_slack(app, settings, service)
                 client = await aiohttp_client(app)
                 await wait_for_object(kube, k.FREIGHT, NS, hotfix, lambda o: True)
-                await _cached(controller, hotfix)
+                await freight_cached(controller, NS, hotfix)
                 yield World(kube, controller, github, slack, client, hotfix)
                 await client.close()
-
-
-async def _cached(controller: Controller, *names: str) -> None:
-    """Wait until the controller's informers hold these Freight (what chat commands read)."""
-
-    async def held() -> bool | None:
-        return all(controller.freight.get(NS, n) is not None for n in names) or None
-
-    await eventually(held, "the Freight in the informer")
 
 
 async def test_approve_on_a_pull_request_lets_unverified_freight_into_prod(world: World) -> None:

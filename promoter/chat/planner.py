@@ -492,5 +492,16 @@ def stage_annotation(stage: Mapping[str, Any], key: str) -> str | None:
     return str(value) if value else None
 
 
+def deciding_list(
+    stage: Mapping[str, Any] | None, *, promoters: str, approvers: str, approve: bool
+) -> str:
+    """Which of a front end's two annotations says who may act on the Stage: to approve Freight
+    for it (``approve``), its ``approvers`` list when it has one; else its ``promoters`` list
+    (whoever may promote to a Stage may approve for it, as in Kargo)."""
+    if approve and stage is not None and stage_annotation(stage, approvers):
+        return approvers
+    return promoters
+
+
 def _spec(promotion: Mapping[str, Any], key: str) -> str:
     return str((promotion.get("spec") or {}).get(key) or "")

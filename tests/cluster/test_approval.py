@@ -29,8 +29,9 @@ from tests.support.slack import (
     TEAM,
     TOKEN,
     running_fake_slack,
-    signed_headers,
-    slash_command,
+)
+from tests.support.slack import (
+    slash as support_slash,
 )
 from tests.support.waiting import eventually
 
@@ -62,14 +63,9 @@ async def test_approve_and_kubectl_let_unverified_freight_into_uat(
         client = await aiohttp_client(app)
 
         async def slash(command: str, text: str, answer: str) -> str:
-            body = slash_command(
-                text, user="U0ALICE", response_url=slack.response_url(answer), command=command
+            return await support_slash(
+                client, slack, text, user="U0ALICE", answer=answer, command=command
             )
-            response = await client.post("/slack/events", data=body, headers=signed_headers(body))
-            assert response.status == 200
-            await slack.wait_for(lambda: slack.responses[answer], what=answer)
-            said: str = slack.responses[answer][0]["text"]
-            return said
 
         async def cached(name: str) -> None:
             async def seen() -> bool | None:

@@ -23,25 +23,16 @@ from aiohttp.test_utils import TestClient
 
 from app.controller import kube as k
 from app.controller.promotions import ClusterPromotions
-from app.controller.reconciler import Controller
 from app.ui.pages import setup_pages
 from app.ui.settings import UiSettings
 from promoter.resources.freight_refs import ALIAS_LABEL
 from slack.app import setup_slack
 from slack.settings import SlackSettings
 from tests.support import objects
-from tests.support.controller import running_controller, wait_terminal
+from tests.support.controller import freight_cached, running_controller, wait_terminal
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.kube import running_apiserver
-from tests.support.slack import (
-    SIGNING_SECRET,
-    TOKEN,
-    FakeSlack,
-    running_fake_slack,
-    signed_headers,
-    slash_command,
-)
-from tests.support.waiting import eventually
+from tests.support.slack import SIGNING_SECRET, TOKEN, FakeSlack, running_fake_slack, slash
 
 NS = "shop"
 STEPS = [{"uses": "compose-output", "as": "deploy", "config": {"stage": "${{ ctx.stage }}"}}]
@@ -64,14 +55,6 @@ class World:
     github: GitHubEnv
     slack: FakeSlack
     client: TestClient[Any, Any]  # Slack's events and the status pages, as the server mounts them
-
-    async def slash(self, text: str, answer: str) -> str:
-        body = slash_command(text, user="U0ALICE", response_url=self.slack.response_url(answer))
-        response = await self.client.post("/slack/events", data=body, headers=signed_headers(body))
-        assert response.status == 200
-        await self.slack.wait_for(lambda: self.slack.responses[answer], what=answer)
-        said: str = self.slack.responses[answer][0]["text"]
-        return said
 
     async def newest_promotion(self, before: set[str]) -> dict[str, Any]:
         """The one Promotion created since ``before`` (names), run to its end."""
@@ -112,16 +95,9 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
                 setup_slack(app, settings, service)
                 setup_pages(app, UiSettings(), lambda: controller, secrets=())
                 client = await aiohttp_client(app)
-                await _cached(controller, MEANT, IMPOSTOR)
+                await freight_cached(controller, NS, MEANT, IMPOSTOR)
                 yield World(kube, github, slack, client)
                 await client.close()
-
-
-async def _cached(controller: Controller, *names: str) -> None:
-    async def held() -> bool | None:
-        return all(controller.freight.get(NS, n) is not None for n in names) or None
-
-    await eventually(held, "the Freight in the informer")
 
 
 async def test_a_name_that_is_another_freights_alias_means_the_named_freight_everywhere(
@@ -137,7 +113,7 @@ async def test_a_name_that_is_another_freights_alias_means_the_named_freight_eve
 
     # A Slack slash command.
     before = await world.promotion_names()
-    said = await world.slash(f"{MEANT} to test", "s1")
+    said = await slash(world.client, world.slack, f"{MEANT} to test", user="U0ALICE", answer="s1")
     assert "frozen-tauntaun" in said and IMPOSTOR not in said, said
     by_slack = await world.newest_promotion(before)
     assert by_slack["spec"]["freight"] == MEANT
