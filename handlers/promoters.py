@@ -15,14 +15,6 @@ from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
 
 
-def github_policy(stage: Mapping[str, Any] | None, *, approve: bool = False) -> str:
-    """The annotation that says who may act on (or, with ``approve``, approve Freight for) the
-    Stage on GitHub: ``github-approvers`` when the Stage has it, else ``github-promoters``."""
-    return deciding_list(
-        stage, promoters=ann.GITHUB_PROMOTERS, approvers=ann.GITHUB_APPROVERS, approve=approve
-    )
-
-
 def github_may_act(
     stage: Mapping[str, Any],
     user: str,
@@ -41,7 +33,9 @@ def github_may_act(
         return Decision(
             False, f"@{user} needs write access to this repository (has {permission or 'none'})"
         )
-    key = github_policy(stage, approve=approve)
+    key = deciding_list(
+        stage, promoters=ann.GITHUB_PROMOTERS, approvers=ann.GITHUB_APPROVERS, approve=approve
+    )
     allowed = listed(stage_annotation(stage, key))
     if not allowed:
         return Decision(True, "repository writer")

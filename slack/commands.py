@@ -83,14 +83,6 @@ class PendingPromotion:
 # ---- facts -----------------------------------------------------------------------------------
 
 
-def slack_policy(stage: Mapping[str, Any] | None, *, approve: bool = False) -> str:
-    """The annotation that says who may act on (or, with ``approve``, approve Freight for) the
-    Stage in Slack: ``slack-approvers`` when the Stage has it, else ``slack-promoters``."""
-    return deciding_list(
-        stage, promoters=ann.SLACK_PROMOTERS, approvers=ann.SLACK_APPROVERS, approve=approve
-    )
-
-
 def slack_may_act(
     stage: Mapping[str, Any],
     user_id: str,
@@ -102,7 +94,9 @@ def slack_may_act(
     """A Slack user may act when listed (user ID or user-group ID) in the Stage's annotation,
     else in the server-wide default list; an empty default allows everyone. With ``approve``,
     the Stage's ``slack-approvers`` list decides when it has one."""
-    key = slack_policy(stage, approve=approve)
+    key = deciding_list(
+        stage, promoters=ann.SLACK_PROMOTERS, approvers=ann.SLACK_APPROVERS, approve=approve
+    )
     allowed = listed(stage_annotation(stage, key))
     if key == ann.SLACK_APPROVERS:
         what = "approve Freight for"

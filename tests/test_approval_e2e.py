@@ -23,7 +23,6 @@ from app.controller.promotions import ClusterPromotions
 from app.controller.reconciler import Controller
 from promoter.resources import annotations as ann
 from slack.app import setup_slack
-from slack.settings import SlackSettings
 from tests.support import objects
 from tests.support.controller import (
     freight_cached,
@@ -34,9 +33,7 @@ from tests.support.controller import (
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.kube import running_apiserver
 from tests.support.slack import (
-    SIGNING_SECRET,
     TEAM,
-    TOKEN,
     FakeSlack,
     running_fake_slack,
     slash,
@@ -124,9 +121,7 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
                     ),
                 )
                 slack.users.update({"U0ALICE": "alice@example.com", "U0DANA": "dana@example.com"})
-                settings = SlackSettings(
-                    bot_token=TOKEN, signing_secret=SIGNING_SECRET, api_url=slack.url, namespace=NS
-                )
+                settings = slack.settings(NS)
                 app = web.Application()
                 setup_slack(app, settings, service)
                 client = await aiohttp_client(app)

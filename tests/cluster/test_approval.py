@@ -20,14 +20,11 @@ from app.controller import kube as k
 from app.controller.promotions import ClusterPromotions
 from app.embedded import seed
 from slack.app import setup_slack
-from slack.settings import SlackSettings
 from tests.cluster.support import ROOT, Cluster
 from tests.support import objects
 from tests.support.controller import running_controller
 from tests.support.slack import (
-    SIGNING_SECRET,
     TEAM,
-    TOKEN,
     running_fake_slack,
 )
 from tests.support.slack import (
@@ -55,9 +52,7 @@ async def test_approve_and_kubectl_let_unverified_freight_into_uat(
         running_fake_slack() as slack,
         running_controller(access, tmp_path / "work") as controller,
     ):
-        settings = SlackSettings(
-            bot_token=TOKEN, signing_secret=SIGNING_SECRET, api_url=slack.url, namespace=NS
-        )
+        settings = slack.settings(NS)
         app = web.Application()
         setup_slack(app, settings, ClusterPromotions(controller.kube, controller))
         client = await aiohttp_client(app)

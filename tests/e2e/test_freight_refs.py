@@ -27,12 +27,11 @@ from app.ui.pages import setup_pages
 from app.ui.settings import UiSettings
 from promoter.resources.freight_refs import ALIAS_LABEL
 from slack.app import setup_slack
-from slack.settings import SlackSettings
 from tests.support import objects
 from tests.support.controller import freight_cached, running_controller, wait_terminal
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.kube import running_apiserver
-from tests.support.slack import SIGNING_SECRET, TOKEN, FakeSlack, running_fake_slack, slash
+from tests.support.slack import FakeSlack, running_fake_slack, slash
 
 NS = "shop"
 STEPS = [{"uses": "compose-output", "as": "deploy", "config": {"stage": "${{ ctx.stage }}"}}]
@@ -89,9 +88,7 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
                 github.fake.set_permission(github.repo, "alice", "write")
                 await github.open_pull("change", {"main.go": "package main // 2\n"})
                 app = web.Application()
-                settings = SlackSettings(
-                    bot_token=TOKEN, signing_secret=SIGNING_SECRET, api_url=slack.url, namespace=NS
-                )
+                settings = slack.settings(NS)
                 setup_slack(app, settings, service)
                 setup_pages(app, UiSettings(), lambda: controller, secrets=())
                 client = await aiohttp_client(app)

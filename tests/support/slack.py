@@ -32,6 +32,8 @@ from urllib.parse import urlencode
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from slack.settings import SlackSettings
+
 TOKEN = "xoxb-test-token"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TEAM = "T0TEAM"
@@ -183,6 +185,13 @@ class FakeSlack:
     def heal(self) -> None:
         self.faults.clear()
         self.lost.clear()
+
+    def settings(self, namespace: str) -> SlackSettings:
+        """The bot's settings against this fake: its token, the signing secret the tests sign
+        with, and ``namespace`` as the project its commands act on."""
+        return SlackSettings(
+            bot_token=TOKEN, signing_secret=SIGNING_SECRET, api_url=self.url, namespace=namespace
+        )
 
     def response_url(self, name: str = "r1") -> str:
         self.responses.setdefault(name, [])
