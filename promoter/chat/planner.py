@@ -5,9 +5,8 @@ check-run button (Abort, Re-verify, Promote to NEXT, Approve for NEXT) or "Re-ru
 ``/promote`` or ``/approve`` slash command in Slack and Slack's buttons (Abort, Re-verify,
 Promote to NEXT, Confirm, Cancel). A front end
 
-1. parses (:func:`promoter.chat.grammar.parse_comment` /
-:func:`~promoter.chat.grammar.parse_slash`) or
-   maps its button to a :class:`~promoter.chat.grammar.Command`;
+1. parses (:func:`promoter.chat.grammar.parse_comment`, :func:`~promoter.chat.grammar.parse_slash`)
+   or maps its button to a :class:`~promoter.chat.grammar.Command`;
 2. gathers :class:`Facts`: the project's :class:`~promoter.chat.port.Snapshot`, the actor's
    standing as a pure function of a Stage (the I/O of permissions, teams and user groups is done
    before, for the Stages :func:`stages_to_authorize` names), the time, and on GitHub the Freight
@@ -15,9 +14,10 @@ Promote to NEXT, Confirm, Cancel). A front end
 3. calls :func:`plan`, carries out the decision through the
    :class:`~promoter.chat.port.PromotionService` port, and renders it in its own words.
 
-So GitHub and Slack cannot disagree on a rule: which Freight a name means, whether it is
-available to the Stage, what ``/abort`` aborts, who may act, when to ask for a Confirm. Nothing
-here does I/O or reads the clock.
+So GitHub and Slack cannot disagree on a rule: which Freight a name means
+(:mod:`promoter.chat.freight_refs`), whether it is available to the Stage, what ``/abort``
+aborts, who may act (the front ends say only how they identify a person), when to ask for a
+Confirm. Those rules live here, below the planner. Nothing here does I/O or reads the clock.
 """
 
 from __future__ import annotations
