@@ -12,10 +12,7 @@ from typing import Any
 
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
-from promoter.resources.stages import (
-    available_to,
-    freight_created,
-)
+from promoter.resources.stages import available_to, freight_created
 
 
 def _current_freight_names(stage: Mapping[str, Any]) -> set[str]:

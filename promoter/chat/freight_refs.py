@@ -17,10 +17,7 @@ from typing import Any
 
 from promoter.resources.freight_refs import freight_in
 from promoter.resources.model import describe_freight, name_of
-from promoter.resources.stages import (
-    available_to,
-    freight_created,
-)
+from promoter.resources.stages import available_to, freight_created
 from promoter.warehouses.freight import normalize_image_url, requested_artifact_freight
 
 MIN_PREFIX = 4

@@ -16,9 +16,7 @@ from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.windows import Schedule
 from promoter.errors import InvalidInput
 from promoter.resources.model import name_of, namespace_of
-from promoter.resources.stages import (
-    Approval,
-)
+from promoter.resources.stages import Approval
 
 
 @dataclass(frozen=True, slots=True)
