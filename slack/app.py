@@ -13,7 +13,6 @@ The app layer appends :meth:`SlackIntegration.on_promotion` to the controller's 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -65,6 +64,7 @@ from promoter.errors import PermanentError, TemporaryError
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
+from promoter.tasks import stop_tasks
 from slack import messages as m
 from slack.api import SlackApi, SlackError
 from slack.blocks import Message
@@ -239,12 +239,7 @@ class SlackIntegration:
 
     async def close(self) -> None:
         await self.live.close()
-        jobs = list(self._jobs)
-        for job in jobs:
-            job.cancel()
-        for job in jobs:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await job
+        await stop_tasks(self._jobs, "Slack jobs")
         if self.api is not None:
             await self.api.close()
 
