@@ -33,16 +33,27 @@ class AutomaticPromotions:
         self.rules = rules
         self.clock = clock
 
-    async def promote(self, stage: Mapping[str, Any], freight: Mapping[str, Any]) -> None:
+    async def _create(
+        self,
+        stage: Mapping[str, Any],
+        freight: Mapping[str, Any],
+        actor: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         created = await create_promotion(
             self.kube,
             stage,
             freight,
             self.caches.task_source,
-            actor=AUTO_PROMOTION_ACTOR,
+            actor=actor,
             now=self.clock.now(),
+            annotations=annotations,
         )
         self.caches.promotions.observe(created)
+        return created
+
+    async def promote(self, stage: Mapping[str, Any], freight: Mapping[str, Any]) -> None:
+        created = await self._create(stage, freight, AUTO_PROMOTION_ACTOR)
         log.info(
             "auto-promoting Freight %s to Stage %s as %s",
             name_of(freight),
@@ -70,16 +81,9 @@ class AutomaticPromotions:
         if freight is None:
             log.warning("cannot roll %s back: Freight %s is gone", name, decided.freight)
             return
-        created = await create_promotion(
-            self.kube,
-            stage,
-            freight,
-            self.caches.task_source,
-            actor=AUTO_ROLLBACK_ACTOR,
-            now=self.clock.now(),
-            annotations=ann.rollback(decided.failure),
+        created = await self._create(
+            stage, freight, AUTO_ROLLBACK_ACTOR, annotations=ann.rollback(decided.failure)
         )
-        self.caches.promotions.observe(created)
         await self.kube.emit_event(
             dict(stage),
             reason="AutoRollback",
