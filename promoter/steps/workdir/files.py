@@ -33,6 +33,7 @@ import yaml as pyyaml
 from promoter.errors import ConfigRefused, StepError
 from promoter.expressions import ExpressionError, evaluate_expression
 from promoter.expressions.compiler import ENVIRONMENT
+from promoter.expressions.regex import Regex, RegexError, compile_regex, escape
 from promoter.steps.base import (
     Config,
     Effect,
@@ -820,7 +821,7 @@ def _glob_to_regex(pattern: str) -> str:
         elif char == "[":
             end = pattern.find("]", index + 2)
             if end == -1:
-                out.append(re.escape(char))
+                out.append(escape(char))
                 index += 1
                 continue
             body = pattern[index + 1 : end]
@@ -829,17 +830,17 @@ def _glob_to_regex(pattern: str) -> str:
             out.append(f"[{body}]")
             index = end + 1
         elif char == "\\" and index + 1 < len(pattern):
-            out.append(re.escape(pattern[index + 1]))
+            out.append(escape(pattern[index + 1]))
             index += 2
         else:
-            out.append(re.escape(char))
+            out.append(escape(char))
             index += 1
     return "".join(out)
 
 
 @dataclass(frozen=True, slots=True)
 class _IgnoreRule:
-    regex: re.Pattern[str]
+    regex: Regex
     negated: bool
     directories_only: bool
 
@@ -870,7 +871,11 @@ class IgnoreRules:
                 continue
             body = _glob_to_regex(line)
             regex = body if anchored else f"(?:.*/)?{body}"
-            self._rules.append(_IgnoreRule(re.compile(regex), negated, directories_only))
+            try:  # through the RE2 port: a user's glob must not make the step backtrack
+                compiled = compile_regex(f"(?s){regex}")
+            except RegexError as exc:
+                raise StepError(f"ignore: {line!r}: {exc.reason}", terminal=True) from None
+            self._rules.append(_IgnoreRule(compiled, negated, directories_only))
 
     def ignored(self, relative: str, *, is_dir: bool) -> bool:
         result = False
