@@ -9,46 +9,16 @@ refused with the kube-apiserver's message instead of stalling the server.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from kubernetes.aio import client
 from kubernetes.aio.client.exceptions import ApiException
 
-from tests.support.kube import running_apiserver
+from tests.support.kube import namespaced_crd, running_apiserver
 from tests.support.runaway import RUNAWAY_PATTERN, RUNAWAY_TEXT, comes_back
 
 GROUP = "patterns.longshoreman.dev"
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"gauges.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "names": {"kind": "Gauge", "plural": "gauges", "singular": "gauge"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    "name": {"type": "string", "pattern": RUNAWAY_PATTERN}
-                                },
-                            }
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+CRD = namespaced_crd(GROUP, "Gauge", {"name": {"type": "string", "pattern": RUNAWAY_PATTERN}})
 
 
 async def test_a_runaway_crd_pattern_is_answered_with_the_kube_apiservers_refusal() -> None:

@@ -41,6 +41,36 @@ OUR_CRDS = REPO_ROOT / "deploy" / "crds"
 THIRD_PARTY_CRDS = REPO_ROOT / "deploy" / "third-party-crds"
 
 
+def namespaced_crd(
+    group: str, kind: str, spec_properties: Mapping[str, Any], *, version: str = "v1"
+) -> dict[str, Any]:
+    """A namespaced CustomResourceDefinition of one version whose ``spec`` has these properties
+    (its plural is the kind in lower case plus "s")."""
+    plural = f"{kind.lower()}s"
+    schema = {
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": dict(spec_properties)}},
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
 def default_crd_dirs() -> list[Path]:
     """deploy/third-party-crds, plus deploy/crds once it holds any CRD files."""
     dirs = [THIRD_PARTY_CRDS]
