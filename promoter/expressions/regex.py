@@ -4,9 +4,9 @@ Kargo compiles these patterns with Go's ``regexp``, which is RE2: linear time in
 RE2 syntax, no backreferences or look-around. Python's ``re`` backtracks, so one Warehouse's
 ``^(a+)+$`` would pin the whole server; anyone who can write a manifest can write that. So the
 ``matches`` operator, Warehouse tag and path filters, credential ``repoURL`` patterns, policy
-and window name selectors and the ``copy`` step's ignore globs all compile here, with Google's
-own RE2 (PyPI ``google-re2``). Constant patterns the code itself writes (parsers of known
-formats) may still use ``re``.
+and window name selectors, the ``copy`` step's ignore globs and the patterns ``date()`` builds
+from a user's Go layout all compile here, with Google's own RE2 (PyPI ``google-re2``).
+Constant patterns the code itself writes (parsers of known formats) may still use ``re``.
 
 The port speaks Go's dialect where RE2 and Go differ (each case is in
 ``tests/unit/expressions/test_regex_port.py``):
@@ -61,14 +61,16 @@ class RegexError(ExpressionError):
     """A pattern that is not valid RE2 syntax; ``reason`` reads as Go's error does."""
 
 
-def _options() -> re2.Options:
+def _options(*, captures: bool) -> re2.Options:
     options = re2.Options()
     options.log_errors = False  # a user's pattern is their error, not the server's log line
-    options.never_capture = True  # yes/no answers only: RE2 may stay on its DFA
+    # Yes/no answers need no groups, and without them RE2 may answer on its DFA alone.
+    options.never_capture = not captures
     return options
 
 
-_OPTIONS = _options()
+_MATCH_ONLY = _options(captures=False)
+_CAPTURING = _options(captures=True)
 
 
 def _go_error(raw: str) -> RegexError:
@@ -142,15 +144,20 @@ def _utf8(text: str) -> bytes:
 
 
 class Regex:
-    """A compiled pattern; one RE2 program, shared by every caller of the same text."""
+    """A compiled pattern; one RE2 program, shared by every caller of the same text.
 
-    __slots__ = ("_program", "pattern")
+    ``captures`` keeps the named groups for :meth:`groups` (a pattern our code assembles from
+    a user's text, as ``date()``'s Go layouts); without it the program only answers yes or no.
+    """
 
-    def __init__(self, pattern: str):
+    __slots__ = ("_captures", "_program", "pattern")
+
+    def __init__(self, pattern: str, *, captures: bool = False):
         self.pattern = pattern
+        self._captures = captures
         _refuse_what_go_refuses(pattern)
         try:
-            self._program = re2.compile(_utf8(pattern), _OPTIONS)
+            self._program = re2.compile(_utf8(pattern), _CAPTURING if captures else _MATCH_ONLY)
         except re2.error as exc:
             detail = exc.args[0] if exc.args else b""
             raw = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
@@ -164,8 +171,22 @@ class Regex:
         """True when the pattern matches all of ``text`` (for globs, which are anchored)."""
         return self._program.fullmatch(_utf8(text)) is not None
 
+    def groups(self, text: str) -> dict[str, str] | None:
+        """The named groups that took part when the pattern matches all of ``text``, else None."""
+        if not self._captures:
+            raise ValueError(f"{self!r} was compiled without captures")
+        match = self._program.fullmatch(_utf8(text))
+        if match is None:
+            return None
+        found = match.groupdict().items()
+        return {name.decode(): value.decode() for name, value in found if value is not None}
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Regex) and other.pattern == self.pattern
+        return (
+            isinstance(other, Regex)
+            and other.pattern == self.pattern
+            and other._captures == self._captures
+        )
 
     def __hash__(self) -> int:
         return hash(self.pattern)
@@ -175,9 +196,9 @@ class Regex:
 
 
 @functools.lru_cache(maxsize=256)
-def compile_regex(pattern: str) -> Regex:
+def compile_regex(pattern: str, *, captures: bool = False) -> Regex:
     """A compiled :class:`Regex`, cached by pattern text. Raises :class:`RegexError`."""
-    return Regex(pattern)
+    return Regex(pattern, captures=captures)
 
 
 def escape(text: str) -> str:

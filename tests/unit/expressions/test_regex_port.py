@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from promoter.expressions import ExpressionSyntaxError, evaluate_expression
+from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.expressions.regex import RegexError, compile_regex, escape
 from tests.support.runaway import RUNAWAY_PATTERN, RUNAWAY_TEXT, comes_back
 
@@ -116,3 +116,11 @@ def test_matches_with_a_runaway_pattern_comes_back() -> None:
 def test_a_bad_pattern_in_matches_is_a_syntax_error_before_anything_runs() -> None:
     with pytest.raises(ExpressionSyntaxError, match=r"missing closing \): `\(a`"):
         evaluate_expression("s matches '(a'", {"s": ""})
+
+
+def test_a_go_layout_that_backtracks_in_python_comes_back() -> None:
+    # date()'s layout is the user's: forty "2" elements are forty \d{1,2} in a row.
+    variables = {"s": "1" * 10_000 + "x", "layout": "2" * 40}
+    with comes_back("date() with a runaway layout"), pytest.raises(ExpressionError):
+        evaluate_expression("date(s, layout)", variables)
+    assert evaluate_expression("date('2024-01-02', '2006-01-02').Day()", {}) == 2
