@@ -124,3 +124,12 @@ def test_a_go_layout_that_backtracks_in_python_comes_back() -> None:
     with comes_back("date() with a runaway layout"), pytest.raises(ExpressionError):
         evaluate_expression("date(s, layout)", variables)
     assert evaluate_expression("date('2024-01-02', '2006-01-02').Day()", {}) == 2
+
+
+def test_a_bad_pattern_writes_nothing_to_the_server_s_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # RE2 logs parse errors through absl unless told not to: a user's typo is theirs to read.
+    with pytest.raises(RegexError):
+        compile_regex("(unclosed-and-unique-to-this-test")
+    assert capfd.readouterr().err == ""
