@@ -24,9 +24,10 @@ import jinja2
 from markupsafe import Markup
 
 from app.ui.graph import GRAPH_CSS, graph_html
-from app.ui.marks import THEME_CSS
-from app.ui.timeline import TIMELINE_CSS, timeline_html
+from app.ui.marks import THEME_CSS, mark
+from app.ui.timeline import TIMELINE_CSS, FreightTimeline
 from app.ui.views import ProjectView, PromotionPage, StageView
+from promoter.chat.views import SHORT_NAME
 
 NO_JS_REFRESH_SECONDS = 15
 
@@ -164,10 +165,11 @@ def configure(env: jinja2.Environment) -> jinja2.Environment:
         project_path=project_path,
         stage_path=stage_path,
         promotion_path=promotion_path,
-        # The pipeline picture and the Freight timeline are SVG and geometry, drawn in Python
-        # with their own escaping (graph.py, timeline.py): the templates place them.
+        # The pipeline picture is SVG geometry, drawn in Python with its own escaping (graph.py);
+        # the templates place it, and the marks it shares with the timeline.
         graph=lambda graph: Markup(graph_html(graph)),
-        timeline=lambda namespace, entries: Markup(timeline_html(namespace, entries)),
+        mark=lambda kind: Markup(mark(kind)),
+        short_name=SHORT_NAME,
         STAGE_HEADERS=STAGE_HEADERS,
         PROMOTION_HEADERS=PROMOTION_HEADERS,
         ANALYSIS_HEADERS=ANALYSIS_HEADERS,
@@ -230,6 +232,13 @@ def index_fragment(
 ) -> str:
     """``projects``: (namespace, Stages, running Promotions)."""
     return _render(env, "index.html", projects=projects)
+
+
+def timeline_html(
+    namespace: str, timeline: FreightTimeline, *, env: jinja2.Environment = DEFAULT
+) -> str:
+    """The project's Freight timeline (a section of the project page)."""
+    return _render(env, "timeline.html", ns=namespace, timeline=timeline)
 
 
 def project_fragment(view: ProjectView, *, env: jinja2.Environment = DEFAULT) -> str:
