@@ -139,11 +139,6 @@ def project_path(namespace: str) -> str:
     return f"/ui/projects/{path(namespace)}"
 
 
-STAGE_HEADERS = ("Stage", "Freight", "Health", "Verification", "Running", "Queued", "Last")
-PROMOTION_HEADERS = ("Promotion", "Stage", "Freight", "Phase", "When")
-ANALYSIS_HEADERS = ("AnalysisRun", "Phase", "Started", "Finished", "Message")
-STEP_HEADERS = ("#", "Step", "Kind", "Status", "Started", "Took", "Message")
-
 # The templates ship inside the package (pyproject's package data).
 LOADER = jinja2.PackageLoader("app.ui", "templates")
 # How every environment that renders these templates is made: autoescape on, a name the
@@ -170,10 +165,6 @@ def configure(env: jinja2.Environment) -> jinja2.Environment:
         graph=lambda graph: Markup(graph_html(graph)),
         mark=lambda kind: Markup(mark(kind)),
         short_name=SHORT_NAME,
-        STAGE_HEADERS=STAGE_HEADERS,
-        PROMOTION_HEADERS=PROMOTION_HEADERS,
-        ANALYSIS_HEADERS=ANALYSIS_HEADERS,
-        STEP_HEADERS=STEP_HEADERS,
         refresh_seconds=NO_JS_REFRESH_SECONDS,
     )
     return env
