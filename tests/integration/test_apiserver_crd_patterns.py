@@ -18,7 +18,12 @@ from tests.support.kube import namespaced_crd, running_apiserver
 from tests.support.runaway import RUNAWAY_PATTERN, RUNAWAY_TEXT, comes_back
 
 GROUP = "patterns.longshoreman.dev"
-CRD = namespaced_crd(GROUP, "Gauge", {"name": {"type": "string", "pattern": RUNAWAY_PATTERN}})
+NAME = {"name": {"type": "string", "pattern": RUNAWAY_PATTERN}}
+CRD = namespaced_crd(
+    GROUP,
+    "Gauge",
+    {"type": "object", "properties": {"spec": {"type": "object", "properties": NAME}}},
+)
 
 
 async def test_a_runaway_crd_pattern_is_answered_with_the_kube_apiservers_refusal() -> None:

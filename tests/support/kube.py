@@ -42,15 +42,13 @@ THIRD_PARTY_CRDS = REPO_ROOT / "deploy" / "third-party-crds"
 
 
 def namespaced_crd(
-    group: str, kind: str, spec_properties: Mapping[str, Any], *, version: str = "v1"
+    group: str, kind: str, schema: Mapping[str, Any], **version: Any
 ) -> dict[str, Any]:
-    """A namespaced CustomResourceDefinition of one version whose ``spec`` has these properties
-    (its plural is the kind in lower case plus "s")."""
+    """A namespaced CustomResourceDefinition served and stored as ``v1`` (its plural is the kind in
+    lower case plus "s"): ``schema`` is its openAPIV3Schema, ``version`` more fields of that one
+    version (``subresources``, ``additionalPrinterColumns``)."""
     plural = f"{kind.lower()}s"
-    schema = {
-        "type": "object",
-        "properties": {"spec": {"type": "object", "properties": dict(spec_properties)}},
-    }
+    served = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -59,14 +57,7 @@ def namespaced_crd(
             "group": group,
             "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
             "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": schema},
-                }
-            ],
+            "versions": [{**served, **version}],
         },
     }
 
