@@ -33,7 +33,7 @@ from promoter.expressions import ExpressionError, Scope, compile_expression
 from promoter.expressions.regex import compile_regex
 from promoter.ports.credentials import CredentialType
 from promoter.rules.credentials import find_secret, parse_secret
-from promoter.steps.workdir.files import IgnoreRules
+from promoter.steps.workdir.ignore import IgnoreRules
 from promoter.warehouses.selection import git_tag_matches, image_tag_matches, paths_match
 from promoter.warehouses.spec import parse_subscription
 
