@@ -736,3 +736,44 @@ async def test_a_warehouse_cannot_read_another_projects_mirror_by_its_path(
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await kube.close()
+
+
+async def test_a_password_in_a_warehouse_url_is_neither_stored_nor_shown(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """A chart repository's URL with a password: the Warehouse's status and the Freight hold it
+    without; a git URL with one is refused (credentials come from Secrets), naming no password."""
+
+    async def index(request: web.Request) -> web.Response:
+        return web.Response(text="apiVersion: v1\nentries:\n  app:\n  - version: 1.0.0\n")
+
+    charts = web.Application()
+    charts.router.add_get("/charts/index.yaml", index)
+    async with serving(charts) as base, running_apiserver(namespaces=["demo"]) as api:
+        with_password = base.replace("http://", "http://robot:pa55word@") + "/charts"
+        kube = k.Kube(api.api_client())
+        controller = WarehouseController(kube, discoverer(session, tmp_path), rand=lambda: 0.0)
+        chart = [{"chart": {"repoURL": with_password, "name": "app"}}]
+        git = [{"git": {"repoURL": "http://robot:pa55word@git.example.test/acme/app.git"}}]
+        await kube.create(k.WAREHOUSES, warehouse("charts", chart))
+        await kube.create(k.WAREHOUSES, warehouse("git", git))
+        task = asyncio.create_task(controller.run_informer())
+        try:
+            await controller.informer.synced.wait()
+            await controller.reconcile(("demo", "charts"))
+            await controller.reconcile(("demo", "git"))
+            statuses = [
+                (await kube.get(k.WAREHOUSES, "demo", name))["status"] for name in ("charts", "git")
+            ]
+            freight, _ = await kube.list(k.FREIGHT, "demo")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await kube.close()
+    (made,) = freight
+    assert made["charts"] == [{"repoURL": f"{base}/charts", "name": "app", "version": "1.0.0"}]
+    found = statuses[0]["discoveredArtifacts"]["charts"][0]
+    assert found["repoURL"] == f"{base}/charts"
+    (ready,) = [c for c in statuses[1]["conditions"] if c["type"] == "Ready"]
+    assert ready["reason"] == "InvalidSpec" and "must not contain credentials" in ready["message"]
+    assert "pa55word" not in json.dumps([statuses, freight])

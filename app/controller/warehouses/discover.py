@@ -31,6 +31,7 @@ from promoter.ports.credentials import (
     CredentialsError,
     CredentialType,
 )
+from promoter.urls import without_credentials
 from promoter.warehouses import selection as sel
 from promoter.warehouses.spec import (
     ChartSubscription,
@@ -138,7 +139,7 @@ class Discoverer:
                     if len(facts) >= sub.discovery_limit:
                         break
         out: dict[str, Any] = {
-            "repoURL": sub.repo_url,
+            "repoURL": without_credentials(sub.repo_url),
             "references": sel.discovered_images(sub, facts),
         }
         if sub.platform is not None:
@@ -151,7 +152,7 @@ class Discoverer:
         auth = self._auth(project, CredentialType.HELM)
         versions = await self.charts.versions(sub.repo_url, sub.chart_name, auth)
         out: dict[str, Any] = {
-            "repoURL": sub.repo_url,
+            "repoURL": without_credentials(sub.repo_url),
             "versions": sel.chart_versions(sub, versions),
         }
         if sub.chart_name:
@@ -187,12 +188,12 @@ class Discoverer:
         self, sub: GitSubscription, prev: Mapping[str, Any] | None, access: _GitAccess
     ) -> dict[str, Any]:
         observed = await self._observed(sub, access)
-        out: dict[str, Any] = {"repoURL": sub.repo_url}
+        out: dict[str, Any] = {"repoURL": without_credentials(sub.repo_url)}
         if sub.name:
             out["subscriptionName"] = sub.name
         if (
             prev is not None
-            and prev.get("repoURL") == sub.repo_url
+            and prev.get("repoURL") == out["repoURL"]
             and observed is not None
             and prev.get("observedRefs") == observed
         ):
