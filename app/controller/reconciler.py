@@ -332,6 +332,10 @@ class Controller:
         namespace = namespace_of(obj) or "default"
         set_log_context(promotion=name_of(obj))
         spec = obj.get("spec") or {}
+        # Before anything reads its steps: a huge Promotion costs no more than measuring it.
+        problems = promotion_problems(obj, self.limits)
+        if problems and not phase_of(obj).terminal:
+            return 0.0, await self.writer.fail(obj, "; ".join(problems))
         try:
             promotion = Promotion.from_object(obj)
         except InvalidInput as e:
@@ -345,9 +349,6 @@ class Controller:
             return 0.0, await self.writer.fail(
                 obj, f"Freight {promotion.freight!r} not found in namespace {namespace!r}"
             )
-        problems = promotion_problems(obj, self.limits)
-        if problems:
-            return 0.0, await self.writer.fail(obj, "; ".join(problems))
         try:
             stage = parse_stage(stage_obj)
             inflated = ensure_inflated(promotion, stage, self.task_source, self.limits)
@@ -376,6 +377,9 @@ class Controller:
                 # them). A step that reaches out is always preceded and followed by a write, so
                 # a replay reproduces exactly what it pushed or synced.
                 promotion = outcome.promotion
+                # Steps that never wait (compose-output, yaml-update) would otherwise run back
+                # to back: let the other Stages, webhooks and /healthz in between them.
+                await asyncio.sleep(0)
                 continue
             # A status that cannot be stored ends the Promotion, instead of a write that is
             # refused again on every retry while the Stage's queue waits behind it.

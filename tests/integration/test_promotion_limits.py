@@ -22,51 +22,12 @@ from app.controller import kube as k
 from app.server import ServerState, create_app, wait_started
 from app.settings import Settings
 from tests.support.processes import QUIET
-from tests.support.projects import FREIGHT, project_prelude
+from tests.support.projects import FREIGHT, limits_project
 
 NS = "limits"
 SAFETY_NET = 60.0
 
-PROJECT = (
-    project_prelude(NS)
-    + f"""\
-apiVersion: kargo.akuity.io/v1alpha1
-kind: PromotionTask
-metadata: {{name: hundred, namespace: {NS}}}
-spec:
-  steps:
-"""
-    + "".join(f"  - {{uses: compose-output, as: s{i}, config: {{n: '{i}'}}}}\n" for i in range(100))
-    + f"""\
----
-apiVersion: kargo.akuity.io/v1alpha1
-kind: Stage
-metadata: {{name: small, namespace: {NS}}}
-spec:
-  requestedFreight: [{{origin: {{kind: Warehouse, name: w}}, sources: {{direct: true}}}}]
-  promotionTemplate:
-    spec:
-      vars: [{{name: size, value: "10"}}]
-      steps:
-      - uses: compose-output
-        as: out
-        config:
-          a: "${{{{ repeat('x', int(vars.size)) }}}}"
-          b: "${{{{ repeat('y', int(vars.size)) }}}}"
----
-apiVersion: kargo.akuity.io/v1alpha1
-kind: Stage
-metadata: {{name: tasks, namespace: {NS}}}
-spec:
-  requestedFreight: [{{origin: {{kind: Warehouse, name: w}}, sources: {{direct: true}}}}]
-  promotionTemplate:
-    spec:
-      steps:
-"""
-    + "".join(
-        f"      - {{task: {{name: hundred}}, as: t{i}}}\n" for i in range(6)
-    )  # 600 steps once inflated
-)
+PROJECT = limits_project(NS)
 
 
 @asynccontextmanager
