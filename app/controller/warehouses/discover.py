@@ -11,6 +11,7 @@ and discovery, for registries only when the registry asks for them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -121,7 +122,9 @@ class Discoverer:
     async def _image(self, sub: ImageSubscription, project: str) -> dict[str, Any]:
         auth = self._auth(project, CredentialType.IMAGE)
         tags = await self.oci.tags(sub.repo_url, auth) if sub.strategy != "Digest" else []
-        candidates = sel.image_candidates(sub, tags)
+        # Selection parses and sorts every tag (semvers, RE2 filters): thousands of them cost
+        # a second of CPU, which must not hold the loop every other project is waiting on.
+        candidates = await asyncio.to_thread(sel.image_candidates, sub, tags)
         # A Digest subscription follows a mutable tag: caching it by tag would defeat it.
         cached = sub.cache_by_tag and sub.strategy != "Digest"
         facts: list[sel.ImageFacts] = []
@@ -153,7 +156,7 @@ class Discoverer:
         versions = await self.charts.versions(sub.repo_url, sub.chart_name, auth)
         out: dict[str, Any] = {
             "repoURL": without_credentials(sub.repo_url),
-            "versions": sel.chart_versions(sub, versions),
+            "versions": await asyncio.to_thread(sel.chart_versions, sub, versions),
         }
         if sub.chart_name:
             out["name"] = sub.chart_name
@@ -209,7 +212,7 @@ class Discoverer:
                 project=access.project,
                 credential=access.credential,
             )
-            ordered = sel.ordered_tags(sub, found)
+            ordered = await asyncio.to_thread(sel.ordered_tags, sub, found)
             if sub.filters_paths:
                 kept = []
                 for tag in ordered:
