@@ -140,7 +140,24 @@ class Deps:
         return await self.client.repo_api(repo)
 
     def namespace_for(self, data: Mapping[str, Any]) -> str:
+        """The project (namespace) an event's repository may act on, and the only one.
+
+        Every command from GitHub (a comment, a check-run button, a re-run) acts on the project
+        the repository is mapped to, never on one the event itself names: a check run's
+        ``external_id`` is our own claim, and a repository that merely appears in another
+        project's Freight carries that project's check runs without being allowed to act on it.
+        """
         return self.settings.project_for(event_repo(data))
+
+    def refuses_project(self, data: Mapping[str, Any], claimed: str) -> str | None:
+        """Why an action on ``claimed`` from this event's repository is refused, or None."""
+        project = self.namespace_for(data)
+        if claimed == project:
+            return None
+        return (
+            f"`{event_repo(data)}` acts on project `{project}`, and this check run belongs to "
+            f"project `{claimed}`"
+        )
 
     def actor(self, login: str) -> str:
         return f"github:{login}"
