@@ -24,6 +24,7 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo, github_facts
+from promoter.chat import neutral
 from promoter.chat.grammar import Command
 from promoter.chat.planner import (
     AlreadyApproved,
@@ -85,7 +86,7 @@ class _Pressed:
         decision = plan(command, facts)
         actor = self.deps.actor(self.user)
         if isinstance(decision, Refusal):
-            await self.tell(f"refused: {checks.quiet(decision.reason)}. Nothing was changed.")
+            await self.tell(f"refused: {neutral.quiet(decision.reason)}. Nothing was changed.")
         elif isinstance(decision, DoApprove):
             await self.deps.service.approve(
                 self.namespace, decision.stage, decision.freight, actor=actor

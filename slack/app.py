@@ -62,6 +62,7 @@ from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
 from promoter.tasks import stop_tasks
+from slack import blocks as b
 from slack import messages as m
 from slack.announcements import stages_to_announce
 from slack.api import SlackApi, SlackError
@@ -458,16 +459,18 @@ class SlackIntegration:
             await self._tell(
                 who,
                 m.say(
-                    f":warning: Could not check your user groups with Slack ({e}). "
+                    f":warning: Could not check your user groups with Slack ({b.escape(str(e))}). "
                     "Nothing was changed; try again in a moment."
                 ),
                 replace=command.confirmed,
             )
         except PermanentError as e:  # not found, refused, invalid: the user must change it
-            await self._tell(who, m.refused(str(e)), replace=command.confirmed)
+            await self._tell(who, m.refused(b.escape(str(e))), replace=command.confirmed)
         except TemporaryError as e:
             await self._tell(
-                who, m.say(f":warning: {e}. Nothing was changed."), replace=command.confirmed
+                who,
+                m.say(f":warning: {b.escape(str(e))}. Nothing was changed."),
+                replace=command.confirmed,
             )
         except asyncio.CancelledError:
             raise
@@ -539,7 +542,7 @@ class SlackIntegration:
                 text = f":rocket: Confirmed: Promotion `{ref.name}` to *{decision.stage}* created."
             else:
                 text = (
-                    f":rocket: Promotion `{ref.name}` of *{decision.label.short}* to "
+                    f":rocket: Promotion `{ref.name}` of *{b.escape(decision.label.short)}* to "
                     f"*{decision.stage}* created."
                 )
             await self._tell(who, m.say(text), replace=confirmed)
@@ -565,7 +568,8 @@ class SlackIntegration:
             await self._tell(who, m.refused("that confirmation is for another project"))
             return
         if pending.user != who.user:
-            await self._tell(who, m.refused(f"only <@{pending.user}> can confirm this"))
+            only = f":no_entry: only <@{pending.user}> can confirm this. Nothing was changed."
+            await self._tell(who, m.say(only))
             return
         if pending.expired(now):
             await self._tell(
@@ -605,7 +609,9 @@ class SlackIntegration:
                 if isinstance(e, PermanentError | TemporaryError | SlackError)
                 else type(e).__name__
             )
-            await self._tell(who, m.say(f":warning: Promotion failed: {reason}"), replace=True)
+            await self._tell(
+                who, m.say(f":warning: Promotion failed: {b.escape(reason)}"), replace=True
+            )
 
     async def _tell(self, who: Requester, message: Message, *, replace: bool = False) -> None:
         """An ephemeral answer: through response_url, else chat.postEphemeral."""

@@ -7,6 +7,7 @@ Slack messages, and what the cluster port was asked to do.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,13 @@ from typing import Any
 import pytest
 
 from handlers import checks
+from promoter.resources import annotations as ann
+from slack.app import SlackIntegration
+from slack.settings import SlackSettings
 from tests.support import objects
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.promotions import FakePromotions
+from tests.support.slack import SIGNING_SECRET, TOKEN, SlackMessage, running_fake_slack
 
 NS = "kargo-demo"
 REPO = "example/app"
@@ -103,3 +108,72 @@ async def test_a_check_run_in_a_repository_of_another_project_cannot_promote(
     [reply] = await env.comment(f"/promote frozen-tauntaun to {PROD}", user="mallory")
     assert "no Stage `prod` in project `other-project`" in reply["body"]
     assert env.service.actions == []
+
+
+# ---- finding 7: text from others is neutralised on every surface ------------------------------
+
+HOSTILE = "push refused by @example/owners <!-- hidden --> [click](https://evil.example) #1"
+
+
+async def test_text_from_others_neither_mentions_nor_hides_nor_links_on_github(
+    tmp_path: Path,
+) -> None:
+    async with running_github_env(
+        tmp_path, service=project(), bot_settings={"LONGSHOREMAN_GITHUB_PROJECT": NS}
+    ) as env:
+        env.fake.set_permission(REPO, "alice", "write")
+        await env.open_pull("feature", {"x": "1"}, message="x")
+        env.service.freight.append(
+            objects.freight(
+                "f" * 40,
+                namespace=NS,
+                alias="frozen`@example/owners`",
+                warehouse="app",
+                commits=[{"repoURL": f"https://github.com/{REPO}.git", "id": env.sha}],
+            )
+        )
+        failed = succeeded()
+        failed["status"] = {
+            "phase": "Failed",
+            "message": HOSTILE,
+            "stepExecutionMetadata": [{"alias": "clone", "status": "Failed", "message": HOSTILE}],
+        }
+        await env.change(failed, None)
+        [run] = env.fake.check_runs(REPO, env.sha)
+        summary = run["output"]["summary"]
+        for said in (summary, run["output"]["text"]):
+            assert "@example/owners" not in said
+        assert "<!--" not in summary and "&lt;!-- hidden --&gt;" in summary
+        assert "[click](" not in summary and "\\[click\\]" in summary
+        assert "#1" not in summary
+        # The alias cannot end its code span early and mention someone outside it.
+        assert "`frozen'@\u200bexample/owners'`" in summary
+
+
+async def test_text_from_others_neither_mentions_nor_links_in_slack() -> None:
+    async with running_fake_slack() as slack:
+        service = FakePromotions(NS)
+        service.add_stage(PROD, {ann.SLACK_CHANNEL: "C0PROD"})
+        service.add_freight("7c9e6b1f3a4d", "<!here>")
+        settings = SlackSettings(
+            bot_token=TOKEN, signing_secret=SIGNING_SECRET, api_url=slack.url, namespace=NS
+        )
+        integration = SlackIntegration(settings, service)
+        await integration.start()
+        service.listeners.append(integration.on_promotion)
+        try:
+            # A Promotion made with kubectl names its own actor: it is shown, never obeyed.
+            ref = await service.promote(NS, PROD, "7c9e6b1f3a4d", actor="slack:T1/<!channel>")
+            service.set_status(ref.name, phase="Failed", message="<!channel> <https://evil|ok>")
+
+            def failed() -> SlackMessage | None:
+                shown = slack.channel("C0PROD")
+                return shown[0] if shown and "Failed" in shown[0].text else None
+
+            message: SlackMessage = await slack.wait_for(failed, what="the failed message")
+            await integration.idle()
+        finally:
+            await integration.close()
+        said = message.text + json.dumps(message.blocks)
+        assert "<!channel>" not in said and "<!here>" not in said and "<https://evil" not in said
+        assert "&lt;!channel&gt;" in said and "&lt;https://evil|ok&gt;" in said
