@@ -186,7 +186,7 @@ async def github_facts(
     }
     teams = await deps.permissions.teams(gh, user, sorted(slugs))
     now = deps.clock.now()
-    authors: dict[str, set[str]] = {}
+    authors: dict[str, set[str] | None] = {}
     freight = freight_to_approve(command, snapshot, now)
     if freight is not None:
         authors[name_of(freight)] = await freight_authors(deps.client, freight)
@@ -198,7 +198,8 @@ async def github_facts(
         return github_may_act(stage or {}, user, permission, teams, approve=True)
 
     def authored(freight: Mapping[str, Any]) -> bool | None:
-        return user.lower() in authors.get(name_of(freight), set())
+        people = authors.get(name_of(freight), set())
+        return None if people is None else user.lower() in people
 
     return Facts(
         snapshot,

@@ -51,7 +51,6 @@ from promoter.chat.planner import (
     Refusal,
     ShowHelp,
     ShowStatus,
-    freight_to_approve,
     plan,
     stages_to_authorize,
 )
@@ -69,7 +68,7 @@ from slack.api import SlackApi, SlackError
 from slack.blocks import Message
 from slack.commands import (
     PendingPromotion,
-    authored_by,
+    authored_on_slack,
     authorizer,
     groups_to_resolve,
     needs_confirmation,
@@ -429,19 +428,13 @@ class SlackIntegration:
             assert self.groups is not None
             groups = await self.groups.of(who.user, wanted)
         now = self.clock.now()
-        email: str | None = None
-        if freight_to_approve(command, snapshot, now) is not None:
-            # The Stage forbids self-approval: whose change the Freight carries is told by
-            # the commits' e-mail addresses, matched against the user's Slack profile.
-            assert self.api is not None
-            email = await self.api.user_email(who.user)
         facts = Facts(
             snapshot,
             authorizer(who.user, groups, defaults),
             now=now,
             confirm=needs_confirmation,
             may_approve=authorizer(who.user, groups, defaults, approve=True),
-            authored=authored_by(email),
+            authored=authored_on_slack,
         )
         return plan(command, facts)
 

@@ -177,3 +177,100 @@ async def test_text_from_others_neither_mentions_nor_links_in_slack() -> None:
         said = message.text + json.dumps(message.blocks)
         assert "<!channel>" not in said and "<!here>" not in said and "<https://evil" not in said
         assert "&lt;!channel&gt;" in said and "&lt;https://evil|ok&gt;" in said
+
+
+# ---- finding 5: self-approval as GitHub knows it, failing closed ------------------------------
+
+CAROL = ("Carol", "carol@example.com")
+
+
+@pytest.fixture
+async def guarded(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
+    """prod forbids self-approval; carol, erin and bob may approve; a pull request to talk on."""
+    service = FakePromotions(
+        NS,
+        stages=[
+            objects.stage("staging", namespace=NS, warehouse="app", steps=STEPS),
+            objects.stage(
+                PROD,
+                namespace=NS,
+                warehouse="app",
+                upstream=["staging"],
+                steps=STEPS,
+                annotations={ann.SELF_APPROVAL: "false"},
+            ),
+        ],
+    )
+    async with running_github_env(
+        tmp_path, service=service, bot_settings={"LONGSHOREMAN_GITHUB_PROJECT": NS}
+    ) as env:
+        for user in ("carol", "erin", "bob"):
+            env.fake.set_permission(REPO, user, "write")
+        env.fake.emails[CAROL[1]] = "carol"
+        env.fake.emails["bob@example.com"] = "bob"
+        await env.open_pull("talk", {"talk": "1"})
+        yield env
+
+
+def carrying(env: GitHubEnv, sha: str, repo_url: str | None = None) -> None:
+    env.service.freight[:] = [
+        objects.freight(
+            "f" * 40,
+            namespace=NS,
+            alias="hot-fix",
+            warehouse="app",
+            commits=[{"repoURL": repo_url or env.git_url, "id": sha, "author": "Dana <d@x>"}],
+        )
+    ]
+
+
+async def approve(env: GitHubEnv, user: str) -> str:
+    [reply] = await env.comment(f"/approve hot-fix for {PROD}", user=user)
+    body: str = reply["body"]
+    return body
+
+
+async def test_a_direct_push_is_its_pushers_change(guarded: GitHubEnv) -> None:
+    env = guarded
+    # No pull request: carol's commit pushed straight to main (an "Author:" line naming dana).
+    carrying(env, env.git.commit_files("main", {"fix": "1"}, "fix", author=CAROL))
+    assert "carries a change of yours and" in await approve(env, "carol")
+    assert env.service.asked("approve") == []
+    assert "approved for Stage" in await approve(env, "erin")
+
+
+async def test_a_commit_inside_someone_elses_pull_request_is_its_authors_change(
+    guarded: GitHubEnv,
+) -> None:
+    env = guarded
+    env.git.git("update-ref", "refs/heads/bobs", env.head())
+    env.git.commit_files("bobs", {"a": "1"}, "bob's", author=("Bob", "bob@example.com"))
+    env.git.commit_files("bobs", {"b": "1"}, "carol's, inside bob's", author=CAROL)
+    pull = await env.fake.open_pull(REPO, "bobs", "main", user="bob")
+    merged = await env.fake.merge(REPO, pull["number"], by="bob")
+    carrying(env, merged["merge_commit_sha"])
+    for user in ("carol", "bob"):
+        assert "carries a change of yours and" in await approve(env, user)
+    assert env.service.asked("approve") == []
+    assert "approved for Stage" in await approve(env, "erin")
+
+
+@pytest.mark.parametrize(
+    "case", ["ssh", "an author GitHub does not know", "a repository the App cannot read"]
+)
+async def test_an_author_that_cannot_be_established_fails_closed(
+    guarded: GitHubEnv, case: str
+) -> None:
+    env = guarded
+    if case == "ssh":
+        sha = env.git.commit_files("main", {"fix": "1"}, "fix", author=CAROL)
+        carrying(env, sha, "ssh://git@github.com/example/app.git")
+    elif case == "an author GitHub does not know":
+        # The commit's Author: line is free text: whoever committed typed it.
+        carrying(env, env.git.commit_files("main", {"fix": "1"}, "fix", author=("D", "d@x")))
+    else:
+        sha = env.git.commit_files("main", {"fix": "1"}, "fix", author=CAROL)
+        carrying(env, sha, env.git_url.replace("/example/", "/elsewhere/"))
+    said = await approve(env, "erin")
+    assert "cannot tell whether Freight `hot-fix` carries a change of yours" in said
+    assert env.service.asked("approve") == []
