@@ -7,6 +7,7 @@ Slack messages, and what the cluster port was asked to do.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from handlers import checks
+from handlers.webhook import MAX_BODY, UNVERIFIED_BUDGET, WEBHOOK_PATH
 from promoter.resources import annotations as ann
 from slack.app import SlackIntegration
 from slack.settings import SlackSettings
@@ -274,3 +276,71 @@ async def test_an_author_that_cannot_be_established_fails_closed(
     said = await approve(env, "erin")
     assert "cannot tell whether Freight `hot-fix` carries a change of yours" in said
     assert env.service.asked("approve") == []
+
+
+# ---- finding 9: signature before body, replays, the workspace, secrets, pages -----------------
+
+# Only a safety net so a regression fails instead of hanging: the answers below come before the
+# body is sent at all.
+SAFETY_NET = 10.0
+
+
+async def _start_post(
+    env: GitHubEnv, length: int, signature: str | None, body: bytes = b""
+) -> tuple[Any, Any]:
+    """Open a connection and send a webhook's headers announcing ``length`` bytes, then
+    ``body`` (none of it unless given)."""
+    server = env.http.server
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    lines = [
+        f"POST {WEBHOOK_PATH} HTTP/1.1",
+        f"Host: {server.host}",
+        "Content-Type: application/json",
+        "X-GitHub-Event: push",
+        "X-GitHub-Delivery: d-1",
+        f"Content-Length: {length}",
+        *([f"X-Hub-Signature-256: {signature}"] if signature else []),
+    ]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    await writer.drain()
+    return reader, writer
+
+
+async def _status(reader: Any) -> int:
+    line = await asyncio.wait_for(reader.readline(), SAFETY_NET)
+    return int(line.split()[1])
+
+
+async def test_an_unsigned_webhook_is_refused_before_its_body_is_read(
+    elsewhere: GitHubEnv,
+) -> None:
+    reader, writer = await _start_post(elsewhere, MAX_BODY, None)
+    try:
+        assert await _status(reader) == 401
+    finally:
+        writer.close()
+
+
+async def test_bodies_not_verified_yet_share_one_budget(elsewhere: GitHubEnv) -> None:
+    # Signatures that look right but are not: their bodies would be read, so they hold the
+    # budget while they trickle in, and the next delivery past it is told to come back.
+    forged = "sha256=" + "0" * 64
+    hogs = [await _start_post(elsewhere, MAX_BODY, forged) for _ in range(2)]
+    assert 2 * MAX_BODY <= UNVERIFIED_BUDGET < 3 * MAX_BODY
+    try:
+        # A small, whole delivery: 401 (its forged signature) while the budget has room, 503
+        # once the server holds both hogs. Asked until then: their headers are in flight.
+        statuses = []
+        for _ in range(500):
+            reader, writer = await _start_post(elsewhere, 2, forged, b"{}")
+            try:
+                statuses.append(await _status(reader))
+            finally:
+                writer.close()
+            if statuses[-1] == 503:
+                break
+            await asyncio.sleep(0.01)
+        assert statuses[-1] == 503 and set(statuses) <= {401, 503}
+    finally:
+        for _, writer in hogs:
+            writer.close()
