@@ -9,21 +9,34 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 
 from handlers import checks
 from handlers.webhook import MAX_BODY, UNVERIFIED_BUDGET, WEBHOOK_PATH
 from promoter.resources import annotations as ann
-from slack.app import SlackIntegration
+from slack.app import EVENTS_PATH, SlackIntegration, setup_slack
 from slack.settings import SlackSettings
 from tests.support import objects
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.promotions import FakePromotions
-from tests.support.slack import SIGNING_SECRET, TOKEN, SlackMessage, running_fake_slack
+from tests.support.slack import (
+    SIGNING_SECRET,
+    TEAM,
+    TOKEN,
+    FakeSlack,
+    SlackMessage,
+    running_fake_slack,
+    signed_headers,
+    slash_command,
+)
 
 NS = "kargo-demo"
 REPO = "example/app"
@@ -344,3 +357,71 @@ async def test_bodies_not_verified_yet_share_one_budget(elsewhere: GitHubEnv) ->
     finally:
         for _, writer in hogs:
             writer.close()
+
+
+@asynccontextmanager
+async def _slack_bot(
+    slack: FakeSlack, service: FakePromotions, **settings: Any
+) -> AsyncIterator[TestClient[Any, Any]]:
+    app = web.Application()
+    setup_slack(
+        app,
+        SlackSettings(
+            bot_token=TOKEN,
+            signing_secret=SIGNING_SECRET,
+            api_url=slack.url,
+            namespace=NS,
+            **settings,
+        ),
+        service,
+    )
+    async with TestClient(TestServer(app)) as client:
+        yield client
+
+
+@pytest.fixture
+async def slack_rig() -> AsyncIterator[tuple[FakeSlack, FakePromotions]]:
+    async with running_fake_slack() as slack:
+        service = FakePromotions(NS)
+        service.add_stage(PROD)
+        service.add_freight("7c9e6b1f3a4d", "frozen-tauntaun")
+        yield slack, service
+
+
+async def test_a_replayed_slash_command_does_nothing(
+    slack_rig: tuple[FakeSlack, FakePromotions],
+) -> None:
+    slack, service = slack_rig
+    async with _slack_bot(slack, service) as client:
+        body = slash_command(f"frozen-tauntaun to {PROD}", response_url=slack.response_url("a"))
+        headers = signed_headers(body)
+        first = await client.post(EVENTS_PATH, data=body, headers=headers)
+        assert first.status == 200
+        await slack.wait_for(lambda: slack.responses["a"], what="the answer")
+        # The same signed request again, well within Slack's five minutes: recognised.
+        again = await client.post(EVENTS_PATH, data=body, headers=headers)
+        assert again.status == 200 and await again.text() == ""
+        # A new request (a new timestamp, so a new signature) is a new command.
+        later = await client.post(
+            EVENTS_PATH, data=body, headers=signed_headers(body, timestamp=int(time.time()) + 1)
+        )
+        assert later.status == 200
+        await slack.wait_for(lambda: len(slack.responses["a"]) == 2, what="the second answer")
+    assert [a[0] for a in service.actions] == ["promote", "promote"]
+
+
+async def test_a_request_from_another_workspace_is_refused(
+    slack_rig: tuple[FakeSlack, FakePromotions],
+) -> None:
+    slack, service = slack_rig
+    async with _slack_bot(slack, service, team_id=TEAM) as client:
+        text = f"frozen-tauntaun to {PROD}"
+        body = slash_command(text, team="T0OTHER", response_url=slack.response_url("x"))
+        refused = await client.post(EVENTS_PATH, data=body, headers=signed_headers(body))
+        assert refused.status == 403
+        body = slash_command(text, response_url=slack.response_url("a"))
+        accepted = await client.post(EVENTS_PATH, data=body, headers=signed_headers(body))
+        assert accepted.status == 200
+        await slack.wait_for(lambda: slack.responses["a"], what="the answer")
+    assert [a[0] for a in service.actions] == ["promote"]
+    assert not slack.responses.get("x")
