@@ -281,6 +281,7 @@ async def _start(
         clock=state.clock,
         # Where the projects' webhook receivers are reached (their status says so).
         receiver_base_url=settings.ui.public_url or "",
+        receiver_min_secret=settings.receivers.min_secret_length,
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller

@@ -50,6 +50,7 @@ from promoter.resources.stages import (
 )
 from promoter.steps.base import Effect, StepServices
 from promoter.steps.registry import StepRegistry
+from promoter.warehouses.project_receivers import MIN_SECRET_LENGTH
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class Controller:
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
         on_reconcile: Callable[[float], None] | None = None,
         receiver_base_url: str = "",
+        receiver_min_secret: int = MIN_SECRET_LENGTH,
     ) -> None:
         self.kube = kube
         self.max_concurrent = max_concurrent
@@ -102,6 +104,7 @@ class Controller:
             namespace=namespace,
             enqueue_namespace=self.waker.enqueue_namespace,
             receiver_base_url=receiver_base_url,
+            receiver_min_secret=receiver_min_secret,
         )
         self.router = EventRouter(self.caches, self.waker, self.rules)
         self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock)

@@ -8,6 +8,7 @@ Slack messages, and what the cluster port was asked to do.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -19,13 +20,19 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from app.controller import kube as k
+from app.server import create_app, wait_started
+from app.settings import Settings
 from handlers import checks
 from handlers.webhook import MAX_BODY, UNVERIFIED_BUDGET, WEBHOOK_PATH
 from promoter.resources import annotations as ann
+from promoter.warehouses.project_receivers import project_receivers
 from slack.app import EVENTS_PATH, SlackIntegration, setup_slack
 from slack.settings import SlackSettings
 from tests.support import objects
+from tests.support.controller import wait_for_object
 from tests.support.github_env import GitHubEnv, running_github_env
+from tests.support.processes import QUIET
 from tests.support.promotions import FakePromotions
 from tests.support.slack import (
     SIGNING_SECRET,
@@ -425,3 +432,52 @@ async def test_a_request_from_another_workspace_is_refused(
         await slack.wait_for(lambda: slack.responses["a"], what="the answer")
     assert [a[0] for a in service.actions] == ["promote"]
     assert not slack.responses.get("x")
+
+
+def test_a_project_receiver_secret_shorter_than_the_minimum_is_not_served() -> None:
+    specs = [{"name": "hub", "dockerhub": {"secretRef": {"name": "s"}}}]
+    found, problems, _ = project_receivers(NS, specs, lambda name: {"secret": "short"})
+    assert found == []
+    assert problems == [
+        "spec.webhookReceivers[0] (hub): Secret 's' key 'secret' is shorter than 16 characters: "
+        "use a long random value (e.g. openssl rand -hex 32)"
+    ]
+
+
+async def test_the_operator_s_minimum_holds_for_project_receivers(tmp_path: Path) -> None:
+    secret = "project-secret-0123456789abcdef"  # 31 characters: more than 16, fewer than 40
+    settings = Settings.from_env(
+        {
+            **QUIET,
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH": "40",
+        }
+    )
+    async with TestClient(TestServer(create_app(settings), host="127.0.0.1")) as client:
+        state = await wait_started(client.app)
+        assert state.kube is not None and state.controller is not None
+        await asyncio.wait_for(state.controller.wait_synced(), 20)
+        await state.kube.create(
+            k.SECRETS,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "hub-secret", "namespace": NS},
+                "stringData": {"secret": secret},
+            },
+        )
+        receivers = [{"name": "hub", "dockerhub": {"secretRef": {"name": "hub-secret"}}}]
+        await state.kube.create(
+            k.PROJECT_CONFIGS, objects.project_config(NS, webhookReceivers=receivers)
+        )
+        config = await wait_for_object(
+            state.kube,
+            k.PROJECT_CONFIGS,
+            NS,
+            NS,
+            lambda c: "shorter than 40 characters" in json.dumps(c.get("status") or {}),
+        )
+        assert not (config.get("status") or {}).get("webhookReceivers")
+        digest = hashlib.sha256((NS + "hub" + secret).encode()).hexdigest()
+        response = await client.post(f"/webhooks/dockerhub/{digest}", data="{}")
+        assert response.status == 404
