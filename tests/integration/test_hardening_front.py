@@ -64,6 +64,19 @@ def succeeded() -> dict[str, Any]:
     )
 
 
+def freight_of(sha: str, alias: str, repo_url: str = "", **extra: Any) -> dict[str, Any]:
+    """The one Freight these tests put in NS: ``sha`` of ``repo_url`` (REPO on github.com)."""
+    commit = {"repoURL": repo_url or f"https://github.com/{REPO}.git", "id": sha}
+    return objects.freight(
+        "f" * 40,
+        namespace=NS,
+        alias=alias,
+        warehouse="app",
+        commits=[{**commit, "author": "Dana <d@x>"}],
+        **extra,
+    )
+
+
 def project(**extra: Any) -> FakePromotions:
     return FakePromotions(
         NS,
@@ -88,16 +101,8 @@ async def elsewhere(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
     ) as env:
         env.fake.set_permission(REPO, "mallory", "admin")
         await env.open_pull("feature", {"x": "1"}, message="x")
-        env.service.freight.append(
-            objects.freight(
-                "f" * 40,
-                namespace=NS,
-                alias="frozen-tauntaun",
-                warehouse="app",
-                commits=[{"repoURL": f"https://github.com/{REPO}.git", "id": env.sha}],
-                status={"verifiedIn": {"staging": {}}},
-            )
-        )
+        verified = {"verifiedIn": {"staging": {}}}
+        env.service.freight.append(freight_of(env.sha, "frozen-tauntaun", status=verified))
         yield env
 
 
@@ -145,15 +150,7 @@ async def test_text_from_others_neither_mentions_nor_hides_nor_links_on_github(
     ) as env:
         env.fake.set_permission(REPO, "alice", "write")
         await env.open_pull("feature", {"x": "1"}, message="x")
-        env.service.freight.append(
-            objects.freight(
-                "f" * 40,
-                namespace=NS,
-                alias="frozen`@example/owners`",
-                warehouse="app",
-                commits=[{"repoURL": f"https://github.com/{REPO}.git", "id": env.sha}],
-            )
-        )
+        env.service.freight.append(freight_of(env.sha, "frozen`@example/owners`"))
         failed = succeeded()
         failed["status"] = {
             "phase": "Failed",
@@ -235,15 +232,7 @@ async def guarded(tmp_path: Path) -> AsyncIterator[GitHubEnv]:
 
 
 def carrying(env: GitHubEnv, sha: str, repo_url: str | None = None) -> None:
-    env.service.freight[:] = [
-        objects.freight(
-            "f" * 40,
-            namespace=NS,
-            alias="hot-fix",
-            warehouse="app",
-            commits=[{"repoURL": repo_url or env.git_url, "id": sha, "author": "Dana <d@x>"}],
-        )
-    ]
+    env.service.freight[:] = [freight_of(sha, "hot-fix", repo_url or env.git_url)]
 
 
 async def approve(env: GitHubEnv, user: str) -> str:
