@@ -16,7 +16,7 @@ import gidgethub
 from cachetools import TTLCache
 
 from handlers.authors import freight_authors
-from handlers.client import GitHubAPI, GitHubClient
+from handlers.client import GitHubAPI, GitHubClient, GitHubUnreachable
 from handlers.promoters import github_may_act
 from handlers.settings import GitHubSettings
 from promoter.chat.grammar import Command
@@ -161,6 +161,26 @@ class Deps:
 
     def actor(self, login: str) -> str:
         return f"github:{login}"
+
+    async def may_read(self, login: str, namespace: str) -> bool:
+        """Whether ``login`` may act on project ``namespace`` from GitHub, which is who may read
+        its status pages (``LONGSHOREMAN_UI_GITHUB_ACCESS=project``): write access to a
+        repository mapped to it. The fallback project, which every other repository of the
+        installations acts on, is every signed-in member's."""
+        if namespace == self.settings.project:
+            return True
+        for repo, project in sorted(self.settings.repo_projects.items()):
+            if project != namespace:
+                continue
+            try:
+                gh = await self.client.repo_api(repo)
+                permission = await self.permissions.permission(gh, repo, login)
+            except (gidgethub.GitHubException, GitHubUnreachable) as e:
+                log.info("pages: permission of %s on %s unknown (%s)", login, repo, e)
+                continue
+            if github_may_act({}, login, permission).allowed:
+                return True
+        return False
 
 
 async def github_facts(

@@ -21,6 +21,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from app.controller import kube as k
+from app.embedded import NAMESPACES
 from app.server import create_app, wait_started
 from app.settings import Settings
 from handlers import checks
@@ -31,7 +32,9 @@ from slack.app import EVENTS_PATH, SlackIntegration, setup_slack
 from slack.settings import SlackSettings
 from tests.support import objects
 from tests.support.controller import wait_for_object
+from tests.support.github import running_fake_github, sign_in
 from tests.support.github_env import GitHubEnv, running_github_env
+from tests.support.gitrepo import make_remote
 from tests.support.processes import QUIET
 from tests.support.promotions import FakePromotions
 from tests.support.slack import (
@@ -470,3 +473,65 @@ async def test_the_operator_s_minimum_holds_for_project_receivers(tmp_path: Path
         digest = hashlib.sha256((NS + "hub" + secret).encode()).hexdigest()
         response = await client.post(f"/webhooks/dockerhub/{digest}", data="{}")
         assert response.status == 404
+
+
+async def test_in_github_sign_in_mode_members_read_only_projects_they_may_act_on(
+    tmp_path: Path,
+) -> None:
+    async with running_fake_github() as fake:
+        for name in ("app", "other"):
+            fake.add_repo(f"example/{name}", make_remote(tmp_path, {"a": "1"}, name=name))
+        fake.set_permission("example/app", "octocat", "write")
+        fake.set_permission("example/other", "octocat", "read")
+        fake.add_oauth_app("Iv1.pages", "oauth-client-secret")
+        fake.add_org_member("example", "octocat")
+        fake.sign_in_as("octocat")
+        env = {
+            **QUIET,
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_GITHUB_APP_ID": str(fake.app_id),
+            "LONGSHOREMAN_GITHUB_PRIVATE_KEY": fake.private_key,
+            "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": "webhook-secret",
+            "LONGSHOREMAN_GITHUB_API_URL": fake.url,
+            "LONGSHOREMAN_GITHUB_PROJECT": "shared",
+            "LONGSHOREMAN_GITHUB_REPO_PROJECTS": f"example/app={NS},example/other=proj-b",
+            "LONGSHOREMAN_UI_AUTH": "github",
+            "LONGSHOREMAN_UI_GITHUB_CLIENT_ID": "Iv1.pages",
+            "LONGSHOREMAN_UI_GITHUB_CLIENT_SECRET": "oauth-client-secret",
+            "LONGSHOREMAN_UI_GITHUB_ORG": "example",
+            "LONGSHOREMAN_UI_SESSION_SECRET": "s" * 32,
+            "LONGSHOREMAN_GITHUB_WEB_URL": fake.url,
+        }
+        app = create_app(Settings.from_env(env))
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            state = await wait_started(client.app)
+            assert state.kube is not None and state.controller is not None
+            await asyncio.wait_for(state.controller.wait_synced(), 20)
+            await state.kube.create(
+                NAMESPACES,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "proj-b"}},
+            )
+            await state.kube.create(k.STAGES, objects.stage("secret-stage", namespace="proj-b"))
+            await wait_for_object(state.kube, k.STAGES, "proj-b", "secret-stage", lambda s: True)
+
+            async def status(path: str) -> int:
+                return (await client.get(path, allow_redirects=False)).status
+
+            assert (await sign_in(client, "/ui/")).status == 302
+            assert await status(f"/ui/projects/{NS}") == 200
+            # Read access to proj-b's repository lets no one act there: nor read it.
+            for path in (
+                "/ui/projects/proj-b",
+                "/ui/projects/proj-b/events",
+                "/ui/stages/proj-b/secret-stage",
+            ):
+                assert await status(path) == 404, path
+            index = await (await client.get("/ui/")).text()
+            assert f"/ui/projects/{NS}" in index and "proj-b" not in index
+            # Someone who may act on proj-b reads it.
+            fake.set_permission("example/other", "hubot", "write")
+            fake.add_org_member("example", "hubot")
+            fake.sign_in_as("hubot")
+            assert (await sign_in(client, "/ui/")).status == 302
+            assert await status("/ui/projects/proj-b") == 200
+            assert await status(f"/ui/projects/{NS}") == 404

@@ -72,7 +72,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import jwt
@@ -2005,3 +2005,20 @@ async def running_fake_github(**options: Any) -> AsyncIterator[FakeGitHub]:
     finally:
         await fake.close_session()
         await runner.cleanup()
+
+
+async def sign_in(client: Any, next_path: str) -> aiohttp.ClientResponse:
+    """Sign in to the status pages behind ``client`` (an aiohttp ``TestClient``) with the fake's
+    OAuth web flow: our /ui/login, GitHub's authorize, our callback (its answer)."""
+    login = await client.get("/ui/login", params={"next": next_path}, allow_redirects=False)
+    assert login.status == 302
+    authorize = login.headers["Location"]
+    async with aiohttp.ClientSession() as github:
+        async with github.get(authorize, allow_redirects=False) as approved:
+            assert approved.status == 302, await approved.text()
+            back = urlsplit(approved.headers["Location"])
+    assert back.path == "/ui/oauth/callback"
+    answer: aiohttp.ClientResponse = await client.get(
+        f"{back.path}?{back.query}", allow_redirects=False
+    )
+    return answer
