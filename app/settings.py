@@ -298,7 +298,7 @@ class Settings:
         try:
             github = GitHubSettings.from_env(env)
             slack = SlackSettings.optional_from_env(env)
-            ui = UiSettings.from_env(env, github_api_url=github.api_url)
+            ui = UiSettings.from_env(env, github_api_url=github.api_url, github_app=github.enabled)
             receivers = ReceiverSettings.from_env(env)
         except (
             GitHubSettingsError,

@@ -57,6 +57,7 @@ from promoter.rules.limits import (
 )
 from promoter.steps.base import Effect, StepServices
 from promoter.steps.registry import StepRegistry
+from promoter.warehouses.project_receivers import MIN_SECRET_LENGTH
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class Controller:
         on_reconcile: Callable[[float], None] | None = None,
         receiver_base_url: str = "",
         limits: Limits = DEFAULT_LIMITS,
+        receiver_min_secret: int = MIN_SECRET_LENGTH,
     ) -> None:
         self.kube = kube
         # What one Promotion may ask for (promoter.rules.limits; the LONGSHOREMAN_MAX_* settings).
@@ -112,6 +114,7 @@ class Controller:
             namespace=namespace,
             enqueue_namespace=self.waker.enqueue_namespace,
             receiver_base_url=receiver_base_url,
+            receiver_min_secret=receiver_min_secret,
         )
         self.router = EventRouter(self.caches, self.waker, self.rules)
         self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock, limits)
