@@ -272,6 +272,7 @@ async def _start(
         services=services,
         work_dir=settings.work_dir,
         namespace=settings.watch_namespace,
+        projects=settings.projects,
         max_concurrent=settings.max_concurrent_reconciles,
         min_requeue=settings.min_requeue,
         default_requeue=settings.default_requeue,

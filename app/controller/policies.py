@@ -67,8 +67,11 @@ class ProjectRules:
         namespace: str | None = None,
         enqueue_namespace: Callable[[str | None], None],
         receiver_base_url: str = "",
+        project_labels: Callable[[str], Mapping[str, str]] = lambda namespace: {},
     ) -> None:
         self.kube = kube
+        # The labels of a project's namespace: what a ClusterConfig projectSelector matches.
+        self.project_labels = project_labels
         self.stages = stages
         self.clock = clock
         # Wakes every Stage of a namespace (None: of every namespace).
@@ -142,7 +145,10 @@ class ProjectRules:
         return auto_rollback(stage, self.project(namespace_of(stage) or "default"))
 
     def schedule(self, stage: Mapping[str, Any]) -> Schedule:
-        return schedule_for(stage, self.project(namespace_of(stage) or "default"), self.cluster())
+        namespace = namespace_of(stage) or "default"
+        return schedule_for(
+            stage, self.project(namespace), self.cluster(), self.project_labels(namespace)
+        )
 
     # ---- events -------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from app.controller.caches import Caches, waiting_apps
 from app.controller.creation import announce_created
 from app.controller.informer import Informer
 from app.controller.policies import ProjectRules
+from app.controller.projects import ServedProjects
 from app.controller.routing import EventRouter, Waker
 from app.controller.runtimes import Runtimes, WorkDirs, cluster_services
 from app.controller.verification import Verifier
@@ -32,6 +33,7 @@ from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
 from promoter.control.policies import ClusterConfig, ProjectConfig
+from promoter.control.projects import ProjectSelection
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
 from promoter.engine.builder import ensure_inflated
@@ -75,6 +77,7 @@ class Controller:
         services: StepServices,
         work_dir: Path,
         namespace: str | None = None,
+        projects: ProjectSelection | None = None,
         max_concurrent: int = 16,
         min_requeue: float = 10.0,
         default_requeue: float = engine.DEFAULT_RUNNING_RETRY,
@@ -93,7 +96,15 @@ class Controller:
         self.on_reconcile = on_reconcile
         self.queue = WorkQueue(clock=clock)
         self.caches = Caches(kube, namespace=namespace)
-        self.waker = Waker(self.queue, self.caches)
+        # The projects served (all, a list, a label selector) and their routing.
+        self.served = ServedProjects(
+            kube,
+            projects or ProjectSelection(),
+            warehouses=self.caches.warehouses,
+            namespace=namespace,
+        )
+        self.waker = Waker(self.queue, self.caches, self.served.serves)
+        self.served.on_change = self.waker.enqueue_namespace
         # ProjectConfigs and the ClusterConfig: policies, windows, links (app.controller.policies).
         self.rules = ProjectRules(
             kube,
@@ -102,6 +113,7 @@ class Controller:
             namespace=namespace,
             enqueue_namespace=self.waker.enqueue_namespace,
             receiver_base_url=receiver_base_url,
+            project_labels=self.served.labels,
         )
         self.router = EventRouter(self.caches, self.waker, self.rules)
         self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock)
@@ -163,6 +175,7 @@ class Controller:
             caches.warehouses,
             caches.tasks,
             caches.cluster_tasks,
+            self.served.namespaces,
             *(() if self.argocd_missing else (caches.applications,)),
             *self.verifier.informers,
             *self.rules.informers,

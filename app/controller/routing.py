@@ -27,15 +27,22 @@ Listener = Callable[[dict[str, Any], dict[str, Any] | None], None]
 class Waker:
     """Puts Stages on the work queue while this replica leads (standbys only keep caches)."""
 
-    def __init__(self, queue: WorkQueue, caches: Caches) -> None:
+    def __init__(
+        self,
+        queue: WorkQueue,
+        caches: Caches,
+        serves: Callable[[str], bool] = lambda namespace: True,
+    ) -> None:
         self.queue = queue
         self.caches = caches
+        # Only the served projects' Stages are reconciled (app.controller.projects).
+        self.serves = serves
         self.leading = False
 
     def enqueue_stage(
         self, namespace: str, stage: str, *, wake: bool = False, after: float = 0
     ) -> None:
-        if self.leading:
+        if self.leading and self.serves(namespace):
             self.queue.add((namespace, stage), wake=wake, after=after)
 
     def enqueue_namespace(self, namespace: str | None) -> None:

@@ -23,6 +23,7 @@ from app.controller import kube as k
 from app.controller.reconciler import Controller
 from app.embedded import seed
 from promoter.clock import SYSTEM, Clock
+from promoter.control.projects import ProjectSelection
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
 from tests.support.kube import RunningApiServer, running_apiserver
@@ -95,10 +96,12 @@ async def running_controller(
     on_request: Callable[[str, str, int | None], None] | None = None,
     on_reconcile: Callable[[float], None] | None = None,
     clock: Clock = SYSTEM,
+    projects: ProjectSelection | None = None,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
         kube,
+        projects=projects,
         registry=registry or builtin_registry(),
         services=services or StepServices(),
         work_dir=work_dir,

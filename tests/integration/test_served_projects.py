@@ -1,0 +1,84 @@
+"""Projects as Kargo marks them, over the API server emulator: a namespace labelled
+``kargo.akuity.io/project`` is a project; the controller reconciles the projects its selection
+serves and starts on a namespace the moment a label makes it one of them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from app.controller import kube as k
+from app.controller.creation import create_promotion
+from promoter.control.projects import ProjectSelection
+from promoter.engine.builder import TaskSource
+from tests.support import objects
+from tests.support.controller import Cluster, running_cluster, running_controller, wait_terminal
+
+GIT = {"git": {"repoURL": "https://github.com/acme/app.git"}}
+STEPS = [{"uses": "compose-output", "as": "out", "config": {"done": True}}]
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with running_cluster(tmp_path, ["team-a", "team-b", "legacy"]) as cluster:
+        for ns, labels in (
+            ("team-a", {"kargo.akuity.io/project": "true", "team": "a"}),
+            ("team-b", {"longshoreman.dev/project": "true", "team": "b"}),
+        ):
+            await cluster.kube.patch(k.NAMESPACES, None, ns, {"metadata": {"labels": labels}})
+        for ns in ("team-a", "team-b", "legacy"):
+            await cluster.kube.create(
+                k.WAREHOUSES, objects.warehouse(namespace=ns, subscriptions=[GIT])
+            )
+            await cluster.kube.create(k.FREIGHT, objects.freight(namespace=ns))
+            await cluster.kube.create(k.STAGES, objects.stage("test", namespace=ns, steps=STEPS))
+        yield cluster
+
+
+async def _promote(cluster: Cluster, ns: str, tasks: TaskSource) -> str:
+    stage = await cluster.kube.get(k.STAGES, ns, "test")
+    freight = await cluster.kube.get(k.FREIGHT, ns, objects.FREIGHT)
+    created = await create_promotion(cluster.kube, stage, freight, tasks, actor="alice")
+    return str(created["metadata"]["name"])
+
+
+async def test_only_the_projects_a_label_selector_serves_are_reconciled(cluster: Cluster) -> None:
+    selection = ProjectSelection.parse(selector="team in (a)")
+    async with running_controller(cluster.server, cluster.work, projects=selection) as controller:
+        assert [p.name for p in controller.served.projects()] == ["team-a"]
+        in_b = await _promote(cluster, "team-b", controller.task_source)
+        in_a = await _promote(cluster, "team-a", controller.task_source)
+        assert (await wait_terminal(cluster.kube, "team-a", in_a))["status"]["phase"] == "Succeeded"
+        # team-a's Promotion was enqueued after team-b's and is done: team-b's was never taken.
+        assert "status" not in await cluster.kube.get(k.PROMOTIONS, "team-b", in_b)
+
+        # Relabelled to match, team-b is served from then on, its waiting Promotion included.
+        await cluster.kube.patch(
+            k.NAMESPACES, None, "team-b", {"metadata": {"labels": {"team": "a"}}}
+        )
+        assert (await wait_terminal(cluster.kube, "team-b", in_b))["status"]["phase"] == "Succeeded"
+        assert [p.name for p in controller.served.projects()] == ["team-a", "team-b"]
+
+
+async def test_every_namespace_is_served_when_nothing_is_selected_and_the_labelled_are_projects(
+    cluster: Cluster,
+) -> None:
+    async with running_controller(cluster.server, cluster.work) as controller:
+        name = await _promote(cluster, "legacy", controller.task_source)
+        assert (await wait_terminal(cluster.kube, "legacy", name))["status"]["phase"] == "Succeeded"
+        assert [p.name for p in controller.served.projects()] == ["team-a", "team-b"]
+
+
+async def test_a_list_of_project_names_serves_those_namespaces_labelled_or_not(
+    cluster: Cluster,
+) -> None:
+    selection = ProjectSelection.parse(names="legacy,team-b")
+    async with running_controller(cluster.server, cluster.work, projects=selection) as controller:
+        assert [p.name for p in controller.served.projects()] == ["legacy", "team-b"]
+        in_a = await _promote(cluster, "team-a", controller.task_source)
+        in_legacy = await _promote(cluster, "legacy", controller.task_source)
+        done = await wait_terminal(cluster.kube, "legacy", in_legacy)
+        assert done["status"]["phase"] == "Succeeded"
+        assert "status" not in await cluster.kube.get(k.PROMOTIONS, "team-a", in_a)
