@@ -28,7 +28,8 @@ from promoter.chat.planner import (
     listed,
     stages_to_authorize,
 )
-from promoter.chat.port import PromotionService, Snapshot
+from promoter.chat.port import PromotionService, Snapshot, projects_of
+from promoter.chat.projects import Defaults, projects_of_repository
 from promoter.clock import SYSTEM, Clock
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of
@@ -139,8 +140,17 @@ class Deps:
             return await self.client.installation_api(int(installation))
         return await self.client.repo_api(repo)
 
+    def projects_for(self, data: Mapping[str, Any]) -> tuple[str, ...]:
+        """The projects the event's repository belongs to: those whose namespace names it (or
+        whose Warehouses subscribe to it), else the operator's defaults
+        (``LONGSHOREMAN_GITHUB_REPO_PROJECTS``, ``LONGSHOREMAN_GITHUB_PROJECT``)."""
+        defaults = Defaults(self.settings.repo_projects, self.settings.project)
+        return projects_of_repository(event_repo(data), projects_of(self.service), defaults)
+
     def namespace_for(self, data: Mapping[str, Any]) -> str:
-        return self.settings.project_for(event_repo(data))
+        """The one project the repository's commands act on (the first, when several name it)."""
+        found = self.projects_for(data)
+        return found[0] if found else self.settings.project
 
     def actor(self, login: str) -> str:
         return f"github:{login}"

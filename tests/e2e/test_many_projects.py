@@ -1,0 +1,145 @@
+"""Issue #36, done when (the Slack part): one server, one Slack app, three projects, two mapped
+to channels by their namespaces' annotations and one not.
+
+Everything real except Slack: the controller runs against the API server emulator, the Slack
+integration is reached with requests signed as Slack signs them, and talks to the fake Slack
+Web API over HTTP. Which project a command acts on is decided from the channel it was typed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from app.controller import kube as k
+from app.controller.promotions import ClusterPromotions
+from app.controller.reconciler import Controller
+from promoter.resources import annotations as ann
+from slack.app import setup_slack
+from slack.settings import SlackSettings
+from tests.support import objects
+from tests.support.controller import running_controller, wait_for_object
+from tests.support.kube import running_apiserver
+from tests.support.slack import (
+    SIGNING_SECRET,
+    TOKEN,
+    FakeSlack,
+    running_fake_slack,
+    signed_headers,
+    slash_command,
+)
+from tests.support.waiting import eventually
+
+# team-a and team-b name their channels; team-c is a project no channel names.
+CHANNELS = {"team-a": "C0TEAMA", "team-b": "C0TEAMB", "team-c": ""}
+UNMAPPED = "C0LOBBY"
+FREIGHT = "1a2b3c4d5e6f"
+
+
+@dataclass
+class World:
+    kube: k.Kube
+    controller: Controller
+    slack: FakeSlack
+    client: TestClient[Any, Any]
+
+    async def command(self, text: str, channel: str, answer: str) -> str:
+        """Type ``/promote text`` in ``channel``; the first ephemeral answer's text."""
+        body = slash_command(
+            text, user="U0ALICE", channel=channel, response_url=self.slack.response_url(answer)
+        )
+        response = await self.client.post("/slack/events", data=body, headers=signed_headers(body))
+        assert response.status == 200
+        await self.slack.wait_for(lambda: self.slack.responses[answer], what=answer)
+        said: str = self.slack.responses[answer][0]["text"]
+        return said
+
+    async def promotions(self, ns: str) -> list[dict[str, Any]]:
+        items, _ = await self.kube.list(k.PROMOTIONS, ns)
+        return items
+
+
+@pytest.fixture
+async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
+    async with (
+        running_fake_slack() as slack,
+        running_apiserver(namespaces=list(CHANNELS), bookmark_interval=0.2) as server,
+    ):
+        kube = k.Kube(server.api_client())
+        for ns, channel in CHANNELS.items():
+            metadata: dict[str, Any] = {"labels": {"kargo.akuity.io/project": "true"}}
+            if channel:
+                metadata["annotations"] = {ann.PROJECT_SLACK_CHANNELS: channel}
+            await kube.patch(k.NAMESPACES, None, ns, {"metadata": metadata})
+            await kube.create(
+                k.STAGES,
+                objects.stage(
+                    "test",
+                    namespace=ns,
+                    annotations={ann.SLACK_CHANNEL: channel or UNMAPPED},
+                    steps=[{"uses": "compose-output", "as": "out", "config": {"x": "1"}}],
+                ),
+            )
+            await kube.create(k.FREIGHT, objects.freight(FREIGHT, namespace=ns, alias="first"))
+        async with running_controller(server, tmp_path / "work") as controller:
+            settings = SlackSettings(
+                bot_token=TOKEN,
+                signing_secret=SIGNING_SECRET,
+                api_url=slack.url,
+                update_interval=0.05,
+                verify_poll=0.1,
+                verify_window=2,
+            )
+            app = web.Application()
+            integration = setup_slack(app, settings, ClusterPromotions(kube, controller))
+            controller.listeners.append(integration.on_promotion)
+
+            async def projects_known() -> bool | None:
+                return len(controller.served.projects()) == 3 or None
+
+            await eventually(projects_known, "the three projects in the namespace informer")
+            client = await aiohttp_client(app)
+            yield World(kube, controller, slack, client)
+            controller.listeners.clear()
+            await client.close()
+
+
+async def test_a_command_acts_on_the_project_of_the_channel_it_was_typed_in(world: World) -> None:
+    for ns in ("team-a", "team-b"):
+        said = await world.command("latest to test", CHANNELS[ns], f"promote-{ns}")
+        assert "created" in said, said
+        [promotion] = await world.promotions(ns)
+        assert promotion["spec"]["stage"] == "test"
+        await wait_for_object(
+            world.kube,
+            k.PROMOTIONS,
+            ns,
+            promotion["metadata"]["name"],
+            lambda p: (p.get("status") or {}).get("phase") == "Succeeded",
+        )
+
+        def live(channel: str = CHANNELS[ns]) -> bool | None:
+            return any("Succeeded" in m.text for m in world.slack.channel(channel)) or None
+
+        await world.slack.wait_for(live, within=20, what=f"the live message in {ns}'s channel")
+    assert await world.promotions("team-c") == []
+
+
+async def test_a_channel_no_project_names_lists_the_projects_and_how_to_map_it(
+    world: World,
+) -> None:
+    said = await world.command("status", UNMAPPED, "status-lobby")
+    assert "No project is mapped to this channel" in said
+    for ns in CHANNELS:
+        assert f"`{ns}`" in said
+    assert f"longshoreman.dev/slack-channels={UNMAPPED}" in said
+    said = await world.command("latest to test", UNMAPPED, "promote-lobby")
+    assert "Nothing was changed" in said
+    for ns in CHANNELS:
+        assert await world.promotions(ns) == []
