@@ -17,7 +17,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiohttp import web
@@ -56,7 +56,15 @@ from promoter.chat.planner import (
     stages_to_authorize,
 )
 from promoter.chat.port import FreightAnnotator, PromotionService, projects_of, promote_decided
-from promoter.chat.projects import Defaults, Route, SlackChannel, route
+from promoter.chat.projects import (
+    Defaults,
+    NotResolved,
+    Route,
+    SlackChannel,
+    route,
+    search_space,
+    stage_target,
+)
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import PermanentError, TemporaryError
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
@@ -446,7 +454,25 @@ class SlackIntegration:
     async def _run_typed(self, command: Command, who: Requester) -> None:
         """A typed command: the channel it was typed in says which project it acts on."""
         where = self._route(who.channel)
-        if where.project is not None:
+        stage = command.stage
+        if stage and ("/" in stage or where.project is None):
+            # A qualified name, or a Stage looked for across projects (promoter.chat.projects).
+            reachable = [p.name for p in projects_of(self.service)]
+            try:
+                stages = {
+                    ns: {name_of(s) for s in (await self.service.snapshot(ns)).stages}
+                    for ns in search_space(where, reachable)
+                }
+            except (PermanentError, TemporaryError) as e:
+                await self._tell(who, m.say(f":warning: {e}. Nothing was changed."))
+                return
+            target = stage_target(stage, where, reachable, stages)
+            if isinstance(target, NotResolved):
+                await self._tell(who, m.refused(target.reason))
+                return
+            command = replace(command, stage=target.stage)
+            await self._run(command, who, target.project)
+        elif where.project is not None:
             await self._run(command, who, where.project)
         elif where.projects:
             await self._tell(who, m.several_projects(where.projects))

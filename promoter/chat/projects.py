@@ -11,7 +11,7 @@ the front end says which projects there are and how to map the place.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from promoter.control.projects import Project
@@ -80,3 +80,59 @@ def projects_of_repository(
 ) -> tuple[str, ...]:
     """The projects a GitHub repository belongs to (a comment, a check-run press, a push)."""
     return route(GitHubRepository(full_name), projects, defaults).projects
+
+
+@dataclass(frozen=True, slots=True)
+class InProject:
+    """The Stage a command names, and the project it is in."""
+
+    project: str
+    stage: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotResolved:
+    """Why the Stage a command names is in no one project: the reply, nothing is created."""
+
+    reason: str
+
+
+def _listed(names: Iterable[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names) or "none"
+
+
+def search_space(where: Route, reachable: Sequence[str]) -> tuple[str, ...]:
+    """The projects an unqualified Stage name is looked for in: the place's, or every one."""
+    return where.projects or tuple(reachable)
+
+
+def stage_target(
+    stage: str,
+    where: Route,
+    reachable: Sequence[str],
+    stages: Mapping[str, Collection[str]],
+) -> InProject | NotResolved:
+    """Which project's Stage ``stage`` means, typed at a place routed to ``where``.
+
+    ``project/stage`` names it in any reachable project (or the place's own). An unqualified
+    name means the place's project when it has exactly one; otherwise it is looked for in
+    :func:`search_space` (``stages``: each searched project's Stage names): found in one, that
+    one; in several, the reply lists them; in none, it says where it looked.
+    """
+    project, slash, name = stage.partition("/")
+    if slash:
+        if project in reachable or project in where.projects:
+            return InProject(project, name)
+        return NotResolved(f"there is no project `{project}` here (projects: {_listed(reachable)})")
+    if where.project is not None:
+        return InProject(where.project, stage)
+    searched = search_space(where, reachable)
+    found = [p for p in searched if stage in stages.get(p, ())]
+    if len(found) == 1:
+        return InProject(found[0], stage)
+    if found:
+        return NotResolved(
+            f"`{stage}` is a Stage in several projects: "
+            f"{_listed(f'{p}/{stage}' for p in found)}; name one of them"
+        )
+    return NotResolved(f"no Stage `{stage}` in the projects searched ({_listed(searched)})")

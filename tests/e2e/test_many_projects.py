@@ -139,7 +139,28 @@ async def test_a_channel_no_project_names_lists_the_projects_and_how_to_map_it(
     for ns in CHANNELS:
         assert f"`{ns}`" in said
     assert f"longshoreman.dev/slack-channels={UNMAPPED}" in said
-    said = await world.command("latest to test", UNMAPPED, "promote-lobby")
-    assert "Nothing was changed" in said
     for ns in CHANNELS:
         assert await world.promotions(ns) == []
+
+
+async def test_an_ambiguous_name_lists_the_candidates_and_a_qualified_one_works_anywhere(
+    world: World,
+) -> None:
+    said = await world.command("latest to test", UNMAPPED, "ambiguous")
+    assert "several projects" in said and "Nothing was changed" in said, said
+    for ns in CHANNELS:
+        assert f"`{ns}/test`" in said
+        assert await world.promotions(ns) == []
+
+    said = await world.command("latest to nowhere", UNMAPPED, "unknown")
+    assert "no Stage `nowhere` in the projects searched" in said, said
+    assert all(f"`{ns}`" in said for ns in CHANNELS)
+
+    # Qualified: from a channel that is not the project's, and from one no project names.
+    said = await world.command("latest to team-c/test", CHANNELS["team-a"], "qualified")
+    assert "created" in said, said
+    assert len(await world.promotions("team-c")) == 1
+    assert await world.promotions("team-a") == []
+    said = await world.command("latest to team-b/test", UNMAPPED, "qualified-lobby")
+    assert "created" in said, said
+    assert len(await world.promotions("team-b")) == 1
