@@ -483,7 +483,11 @@ class SlackIntegration:
     async def _decide(self, command: Command, who: Requester, ns: str) -> Plan:
         """Gather the facts (the project, the user's groups where a promoter list names
         groups, the time) and ask the planner every front end shares."""
-        defaults = self.settings.default_promoters
+        # The project's own promoters (its namespace's slack-promoters), else the server's.
+        project = next((p for p in projects_of(self.service) if p.name == ns), None)
+        defaults = (
+            project.slack_promoters if project and project.slack_promoters else None
+        ) or self.settings.default_promoters
         snapshot = await self.service.snapshot(ns)
         groups: list[str] = []
         wanted = groups_to_resolve(stages_to_authorize(command, snapshot), defaults)

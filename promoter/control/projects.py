@@ -43,6 +43,9 @@ class Project:
     labels: Mapping[str, str]
     slack_channels: tuple[str, ...] = ()
     github_repositories: tuple[str, ...] = ()  # owner/repo, lower case
+    # Who may act in the project's Stages that list nobody themselves (Slack user and
+    # user-group IDs; longshoreman.dev/slack-promoters on the namespace).
+    slack_promoters: tuple[str, ...] = ()
 
 
 def repository_of_url(url: str) -> str | None:
@@ -78,6 +81,7 @@ def project_of(
         labels={str(k): str(v) for k, v in labels.items()},
         slack_channels=ann.listed(namespace, ann.PROJECT_SLACK_CHANNELS),
         github_repositories=tuple(dict.fromkeys(repositories)),
+        slack_promoters=ann.listed(namespace, ann.SLACK_PROMOTERS),
     )
 
 

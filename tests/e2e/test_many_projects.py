@@ -38,6 +38,8 @@ from tests.support.waiting import eventually
 
 # team-a and team-b name their channels; team-c is a project no channel names.
 CHANNELS = {"team-a": "C0TEAMA", "team-b": "C0TEAMB", "team-c": ""}
+# Who may promote, per project (its namespace's slack-promoters; team-c lists nobody: anyone).
+PROMOTERS = {"team-a": "U0ALICE", "team-b": "U0BOB", "team-c": ""}
 UNMAPPED = "C0LOBBY"
 FREIGHT = "1a2b3c4d5e6f"
 
@@ -49,10 +51,10 @@ class World:
     slack: FakeSlack
     client: TestClient[Any, Any]
 
-    async def command(self, text: str, channel: str, answer: str) -> str:
+    async def command(self, text: str, channel: str, answer: str, user: str = "U0ALICE") -> str:
         """Type ``/promote text`` in ``channel``; the first ephemeral answer's text."""
         body = slash_command(
-            text, user="U0ALICE", channel=channel, response_url=self.slack.response_url(answer)
+            text, user=user, channel=channel, response_url=self.slack.response_url(answer)
         )
         response = await self.client.post("/slack/events", data=body, headers=signed_headers(body))
         assert response.status == 200
@@ -74,8 +76,8 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
         kube = k.Kube(server.api_client())
         for ns, channel in CHANNELS.items():
             metadata: dict[str, Any] = {"labels": {"kargo.akuity.io/project": "true"}}
-            if channel:
-                metadata["annotations"] = {ann.PROJECT_SLACK_CHANNELS: channel}
+            annotations = {ann.PROJECT_SLACK_CHANNELS: channel, ann.SLACK_PROMOTERS: PROMOTERS[ns]}
+            metadata["annotations"] = {k: v for k, v in annotations.items() if v}
             await kube.patch(k.NAMESPACES, None, ns, {"metadata": metadata})
             await kube.create(
                 k.STAGES,
@@ -112,7 +114,7 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
 
 async def test_a_command_acts_on_the_project_of_the_channel_it_was_typed_in(world: World) -> None:
     for ns in ("team-a", "team-b"):
-        said = await world.command("latest to test", CHANNELS[ns], f"promote-{ns}")
+        said = await world.command("latest to test", CHANNELS[ns], f"promote-{ns}", PROMOTERS[ns])
         assert "created" in said, said
         [promotion] = await world.promotions(ns)
         assert promotion["spec"]["stage"] == "test"
@@ -161,6 +163,15 @@ async def test_an_ambiguous_name_lists_the_candidates_and_a_qualified_one_works_
     assert "created" in said, said
     assert len(await world.promotions("team-c")) == 1
     assert await world.promotions("team-a") == []
-    said = await world.command("latest to team-b/test", UNMAPPED, "qualified-lobby")
+    said = await world.command("latest to team-b/test", UNMAPPED, "qualified-lobby", "U0BOB")
     assert "created" in said, said
     assert len(await world.promotions("team-b")) == 1
+
+
+async def test_a_user_who_may_promote_in_one_project_is_refused_in_another(world: World) -> None:
+    said = await world.command("latest to test", CHANNELS["team-a"], "alice-in-a")
+    assert "created" in said, said
+    said = await world.command("latest to test", CHANNELS["team-b"], "alice-in-b")
+    assert "may not act on Stage test in project team-b" in said, said
+    assert "Nothing was changed" in said
+    assert await world.promotions("team-b") == []
