@@ -186,10 +186,12 @@ class SlackIntegration:
             retry_delay=settings.retry_delay,
             promotion_url=settings.promotion_url,
             clock=clock,
+            project_channel=self._project_channel,
         )
         self._jobs: set[asyncio.Task[None]] = set()
         self._confirmed: dict[str, float] = {}  # nonce -> expiry: one Promotion per Confirm
-        self._announced: set[tuple[str, str]] = set()  # (Freight, Stage) told in this process
+        # (project, Freight, Stage) told in this process
+        self._announced: set[tuple[str, str, str]] = set()
         token = settings.bot_token
 
         async def authorize(
@@ -289,6 +291,14 @@ class SlackIntegration:
         defaults = Defaults(project=self._default_project())
         return route(SlackChannel(channel or ""), projects_of(self.service), defaults)
 
+    def _project_channel(self, namespace: str) -> str | None:
+        """The project's first Slack channel: where its announcements and live messages go
+        when a Stage names no channel of its own."""
+        for project in projects_of(self.service):
+            if project.name == namespace and project.slack_channels:
+                return project.slack_channels[0]
+        return None
+
     def _reaches(self, namespace: str) -> bool:
         """Whether ``namespace`` is a project this bot acts on (a button, a Freight)."""
         return namespace == self._default_project() or any(
@@ -302,9 +312,12 @@ class SlackIntegration:
             return
         now = self.clock.now()
         told = []
-        for stage in stages_to_announce(freight, snapshot.stages, snapshot.freight, now):
-            key = (freight_name, name_of(stage))
-            channel = m.channel_of(stage)
+        fallback = self._project_channel(ns)
+        for stage in stages_to_announce(
+            freight, snapshot.stages, snapshot.freight, now, project_channel=fallback is not None
+        ):
+            key = (ns, freight_name, name_of(stage))
+            channel = m.channel_of(stage) or fallback
             if key in self._announced or channel is None:
                 continue
             # Claimed before the post: two events of one Freight in a row post once.

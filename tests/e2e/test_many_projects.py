@@ -84,7 +84,8 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
                 objects.stage(
                     "test",
                     namespace=ns,
-                    annotations={ann.SLACK_CHANNEL: channel or UNMAPPED},
+                    # team-a's and team-b's Stages name no channel: their project's is used.
+                    annotations=None if channel else {ann.SLACK_CHANNEL: UNMAPPED},
                     steps=[{"uses": "compose-output", "as": "out", "config": {"x": "1"}}],
                 ),
             )
@@ -101,6 +102,7 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
             app = web.Application()
             integration = setup_slack(app, settings, ClusterPromotions(kube, controller))
             controller.listeners.append(integration.on_promotion)
+            controller.freight_listeners.append(integration.on_freight)
 
             async def projects_known() -> bool | None:
                 return len(controller.served.projects()) == 3 or None
@@ -109,6 +111,7 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
             client = await aiohttp_client(app)
             yield World(kube, controller, slack, client)
             controller.listeners.clear()
+            controller.freight_listeners.clear()
             await client.close()
 
 
@@ -175,3 +178,20 @@ async def test_a_user_who_may_promote_in_one_project_is_refused_in_another(world
     assert "may not act on Stage test in project team-b" in said, said
     assert "Nothing was changed" in said
     assert await world.promotions("team-b") == []
+
+
+async def test_new_freight_is_announced_only_in_its_projects_channel(world: World) -> None:
+    for ns in ("team-a", "team-b"):
+        await world.kube.create(
+            k.FREIGHT, objects.freight("9f8e7d6c5b4a", namespace=ns, alias=f"{ns}-news")
+        )
+    for ns in ("team-a", "team-b"):
+
+        def told(channel: str = CHANNELS[ns], alias: str = f"{ns}-news") -> bool | None:
+            return any(alias in m.text for m in world.slack.channel(channel)) or None
+
+        await world.slack.wait_for(told, within=20, what=f"the announcement in {ns}'s channel")
+    texts = {ns: " ".join(m.text for m in world.slack.channel(CHANNELS[ns])) for ns in CHANNELS}
+    assert "team-b-news" not in texts["team-a"]
+    assert "team-a-news" not in texts["team-b"]
+    assert not any("news" in m.text for m in world.slack.channel(UNMAPPED))
