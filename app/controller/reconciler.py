@@ -123,6 +123,7 @@ class Controller:
             enqueue=self.waker.enqueue_stage,
             create_promotion=self.automatic.promote,
             auto_promotes=self.rules.auto_promotes,
+            namespace=namespace,
         )
         work_dirs = WorkDirs(work_dir)
         self.runtimes = Runtimes(

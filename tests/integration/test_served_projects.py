@@ -82,3 +82,18 @@ async def test_a_list_of_project_names_serves_those_namespaces_labelled_or_not(
         done = await wait_terminal(cluster.kube, "legacy", in_legacy)
         assert done["status"]["phase"] == "Succeeded"
         assert "status" not in await cluster.kube.get(k.PROMOTIONS, "team-a", in_a)
+
+
+async def test_with_one_namespace_watched_analysis_objects_are_read_only_there(
+    cluster: Cluster,
+) -> None:
+    seen = len(cluster.server.server.requests)
+    async with running_controller(cluster.server, cluster.work, namespace="team-a") as controller:
+        name = await _promote(cluster, "team-a", controller.task_source)
+        await wait_terminal(cluster.kube, "team-a", name)
+    requests = list(cluster.server.server.requests)[seen:]
+    analysis = [
+        r.path for r in requests if "/analysisruns" in r.path or "/analysistemplates" in r.path
+    ]
+    assert analysis, "the verifier lists and watches AnalysisRuns and AnalysisTemplates"
+    assert all("/namespaces/team-a/" in path for path in analysis), analysis

@@ -97,11 +97,13 @@ async def running_controller(
     on_reconcile: Callable[[float], None] | None = None,
     clock: Clock = SYSTEM,
     projects: ProjectSelection | None = None,
+    namespace: str | None = None,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
         kube,
         projects=projects,
+        namespace=namespace,
         registry=registry or builtin_registry(),
         services=services or StepServices(),
         work_dir=work_dir,
