@@ -1,9 +1,10 @@
-"""Issue #36, done when (the Slack part): one server, one Slack app, three projects, two mapped
-to channels by their namespaces' annotations and one not.
+"""Issue #36, done when: one server, one Slack app, one GitHub App, three projects, two mapped
+to channels by their namespaces' annotations and one not; a repository that is team-b's.
 
-Everything real except Slack: the controller runs against the API server emulator, the Slack
-integration is reached with requests signed as Slack signs them, and talks to the fake Slack
-Web API over HTTP. Which project a command acts on is decided from the channel it was typed in.
+Everything real except Slack and GitHub: the controller runs against the API server emulator,
+the Slack integration is reached with requests signed as Slack signs them and talks to the fake
+Slack Web API over HTTP, and GitHub's webhooks arrive signed from the fake GitHub. Which project
+a command acts on is decided from where it was typed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from slack.app import setup_slack
 from slack.settings import SlackSettings
 from tests.support import objects
 from tests.support.controller import running_controller, wait_for_object
+from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.kube import running_apiserver
 from tests.support.slack import (
     SIGNING_SECRET,
@@ -41,6 +43,7 @@ CHANNELS = {"team-a": "C0TEAMA", "team-b": "C0TEAMB", "team-c": ""}
 # Who may promote, per project (its namespace's slack-promoters; team-c lists nobody: anyone).
 PROMOTERS = {"team-a": "U0ALICE", "team-b": "U0BOB", "team-c": ""}
 UNMAPPED = "C0LOBBY"
+REPO = "acme/app"
 FREIGHT = "1a2b3c4d5e6f"
 
 
@@ -50,6 +53,7 @@ class World:
     controller: Controller
     slack: FakeSlack
     client: TestClient[Any, Any]
+    github: GitHubEnv
 
     async def command(self, text: str, channel: str, answer: str, user: str = "U0ALICE") -> str:
         """Type ``/promote text`` in ``channel``; the first ephemeral answer's text."""
@@ -76,7 +80,12 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
         kube = k.Kube(server.api_client())
         for ns, channel in CHANNELS.items():
             metadata: dict[str, Any] = {"labels": {"kargo.akuity.io/project": "true"}}
-            annotations = {ann.PROJECT_SLACK_CHANNELS: channel, ann.SLACK_PROMOTERS: PROMOTERS[ns]}
+            annotations = {
+                ann.PROJECT_SLACK_CHANNELS: channel,
+                ann.SLACK_PROMOTERS: PROMOTERS[ns],
+                # The GitHub repository is team-b's; the operator's default project is team-a.
+                ann.PROJECT_GITHUB_REPOSITORIES: REPO if ns == "team-b" else "",
+            }
             metadata["annotations"] = {k: v for k, v in annotations.items() if v}
             await kube.patch(k.NAMESPACES, None, ns, {"metadata": metadata})
             await kube.create(
@@ -100,7 +109,8 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
                 verify_window=2,
             )
             app = web.Application()
-            integration = setup_slack(app, settings, ClusterPromotions(kube, controller))
+            service = ClusterPromotions(kube, controller)
+            integration = setup_slack(app, settings, service)
             controller.listeners.append(integration.on_promotion)
             controller.freight_listeners.append(integration.on_freight)
 
@@ -109,7 +119,15 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
 
             await eventually(projects_known, "the three projects in the namespace informer")
             client = await aiohttp_client(app)
-            yield World(kube, controller, slack, client)
+            async with running_github_env(
+                tmp_path,
+                repo=REPO,
+                service=service,  # type: ignore[arg-type]
+                bot_settings={"LONGSHOREMAN_GITHUB_PROJECT": "team-a"},
+            ) as github:
+                github.fake.set_permission(REPO, "alice", "write")
+                await github.open_pull("feature", {"main.go": "package main // 2\n"})
+                yield World(kube, controller, slack, client, github)
             controller.listeners.clear()
             controller.freight_listeners.clear()
             await client.close()
@@ -195,3 +213,13 @@ async def test_new_freight_is_announced_only_in_its_projects_channel(world: Worl
     assert "team-b-news" not in texts["team-a"]
     assert "team-a-news" not in texts["team-b"]
     assert not any("news" in m.text for m in world.slack.channel(UNMAPPED))
+
+
+async def test_a_pull_request_comment_in_a_repository_of_team_b_acts_in_team_b(
+    world: World,
+) -> None:
+    replies = await world.github.comment("/promote latest to test")
+    assert len(replies) == 1 and "test." in replies[0]["body"], replies
+    [promotion] = await world.promotions("team-b")
+    assert promotion["spec"]["stage"] == "test"
+    assert await world.promotions("team-a") == []
