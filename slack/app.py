@@ -56,15 +56,8 @@ from promoter.chat.planner import (
     stages_to_authorize,
 )
 from promoter.chat.port import FreightAnnotator, PromotionService, projects_of, promote_decided
-from promoter.chat.projects import (
-    Defaults,
-    NotResolved,
-    Route,
-    SlackChannel,
-    route,
-    search_space,
-    stage_target,
-)
+from promoter.chat.projects import Defaults, NotResolved, Route, SlackChannel, route
+from promoter.chat.targets import find_stage
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import PermanentError, TemporaryError
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
@@ -469,17 +462,12 @@ class SlackIntegration:
         where = self._route(who.channel)
         stage = command.stage
         if stage and ("/" in stage or where.project is None):
-            # A qualified name, or a Stage looked for across projects (promoter.chat.projects).
-            reachable = [p.name for p in projects_of(self.service)]
+            # A qualified name, or a Stage looked for across projects (promoter.chat.targets).
             try:
-                stages = {
-                    ns: {name_of(s) for s in (await self.service.snapshot(ns)).stages}
-                    for ns in search_space(where, reachable)
-                }
+                target = await find_stage(self.service, stage, where)
             except (PermanentError, TemporaryError) as e:
                 await self._tell(who, m.say(f":warning: {e}. Nothing was changed."))
                 return
-            target = stage_target(stage, where, reachable, stages)
             if isinstance(target, NotResolved):
                 await self._tell(who, m.refused(target.reason))
                 return

@@ -223,3 +223,14 @@ async def test_a_pull_request_comment_in_a_repository_of_team_b_acts_in_team_b(
     [promotion] = await world.promotions("team-b")
     assert promotion["spec"]["stage"] == "test"
     assert await world.promotions("team-a") == []
+
+
+async def test_on_github_a_qualified_name_reaches_only_the_repositorys_projects(
+    world: World,
+) -> None:
+    replies = await world.github.comment("/promote latest to team-b/test")
+    assert "test." in replies[0]["body"], replies
+    assert len(await world.promotions("team-b")) == 1
+    replies = await world.github.comment("/promote latest to team-a/test")
+    assert "there is no project `team-a` here" in replies[0]["body"], replies
+    assert await world.promotions("team-a") == []
