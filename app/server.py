@@ -300,7 +300,9 @@ async def _start(
         git_config=settings.git_config,
         clock=state.clock,
         on_reconcile=state.metrics.on_warehouse_reconcile,
+        serves=controller.served.serves,
     )
+    controller.served.on_change.append(warehouses.enqueue_namespace)
     state.warehouses = warehouses
     cluster.warehouse_source = warehouses.all_warehouses
     if not settings.warehouse_discovery:

@@ -33,9 +33,8 @@ class ServedProjects:
         # With one watched namespace, only that one is ever served.
         self.only = namespace
         self.namespaces = Informer(kube, k.NAMESPACES, on_event=self._on_namespace)
-        # Wakes every Stage of a namespace whose being served may have changed (set by the
-        # controller once its work queue exists).
-        self.on_change: Callable[[str], None] = lambda namespace: None
+        # Called with a namespace that became served: its Stages and Warehouses are woken.
+        self.on_change: list[Callable[[str], None]] = []
 
     def serves(self, namespace: str) -> bool:
         """Whether the controller reconciles the Stages of this namespace."""
@@ -61,4 +60,5 @@ class ServedProjects:
         before = old is not None and self.selection.serves_namespace(name_of(old), old)
         after = kind != "DELETED" and self.selection.serves_namespace(name_of(obj), obj)
         if after and not before:
-            self.on_change(name_of(obj))
+            for wake in self.on_change:
+                wake(name_of(obj))

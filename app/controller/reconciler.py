@@ -104,7 +104,7 @@ class Controller:
             namespace=namespace,
         )
         self.waker = Waker(self.queue, self.caches, self.served.serves)
-        self.served.on_change = self.waker.enqueue_namespace
+        self.served.on_change.append(self.waker.enqueue_namespace)
         # ProjectConfigs and the ClusterConfig: policies, windows, links (app.controller.policies).
         self.rules = ProjectRules(
             kube,

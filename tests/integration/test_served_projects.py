@@ -4,17 +4,32 @@ serves and starts on a namespace the moment a label makes it one of them."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from app.controller import kube as k
 from app.controller.creation import create_promotion
+from app.controller.warehouses.charts import ChartClient
+from app.controller.warehouses.discover import Discoverer
+from app.controller.warehouses.gitsource import GitSource
+from app.controller.warehouses.reconciler import WarehouseController
+from app.controller.warehouses.registry import OCIClient
 from promoter.control.projects import ProjectSelection
 from promoter.engine.builder import TaskSource
+from promoter.ports.credentials import NO_CREDENTIALS
 from tests.support import objects
-from tests.support.controller import Cluster, running_cluster, running_controller, wait_terminal
+from tests.support.controller import (
+    Cluster,
+    running_cluster,
+    running_controller,
+    wait_for_object,
+    wait_terminal,
+)
+from tests.support.gitrepo import make_remote
 
 GIT = {"git": {"repoURL": "https://github.com/acme/app.git"}}
 STEPS = [{"uses": "compose-output", "as": "out", "config": {"done": True}}]
@@ -97,3 +112,48 @@ async def test_with_one_namespace_watched_analysis_objects_are_read_only_there(
     ]
     assert analysis, "the verifier lists and watches AnalysisRuns and AnalysisTemplates"
     assert all("/namespaces/team-a/" in path for path in analysis), analysis
+
+
+async def test_only_the_served_projects_warehouses_discover_until_a_label_serves_another(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    remote = make_remote(tmp_path, {"a": "1\n"})
+    local = [{"git": {"repoURL": remote.url, "branch": "main"}}]
+    for ns in ("team-a", "team-b"):
+        # The fixture's Warehouses name a github.com URL: nothing here may reach it.
+        await cluster.kube.delete(k.WAREHOUSES, ns, objects.WAREHOUSE)
+        await cluster.kube.create(
+            k.WAREHOUSES, objects.warehouse("local", namespace=ns, subscriptions=local)
+        )
+    selection = ProjectSelection.parse(selector="team=a")
+    async with (
+        aiohttp.ClientSession() as session,
+        running_controller(cluster.server, cluster.work, projects=selection) as controller,
+    ):
+        oci = OCIClient(session)
+        discoverer = Discoverer(
+            oci, ChartClient(session, oci), GitSource(tmp_path / "git-cache"), NO_CREDENTIALS
+        )
+        warehouses = WarehouseController(
+            cluster.kube, discoverer, rand=lambda: 0.0, serves=controller.served.serves
+        )
+        controller.served.on_change.append(warehouses.enqueue_namespace)
+        tasks = [
+            asyncio.create_task(warehouses.run_informer()),
+            asyncio.create_task(warehouses.lead()),
+        ]
+        try:
+            await wait_for_object(
+                cluster.kube, k.WAREHOUSES, "team-a", "local", lambda w: "status" in w
+            )
+            assert "status" not in await cluster.kube.get(k.WAREHOUSES, "team-b", "local")
+            await cluster.kube.patch(
+                k.NAMESPACES, None, "team-b", {"metadata": {"labels": {"team": "a"}}}
+            )
+            await wait_for_object(
+                cluster.kube, k.WAREHOUSES, "team-b", "local", lambda w: "status" in w
+            )
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
