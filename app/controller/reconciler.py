@@ -23,7 +23,7 @@ from app.controller import kube as k
 from app.controller.automatic import AutomaticPromotions
 from app.controller.caches import Caches, waiting_apps
 from app.controller.creation import announce_created
-from app.controller.informer import Informer
+from app.controller.informer import Informer, NamespacedInformers
 from app.controller.policies import ProjectRules
 from app.controller.projects import ServedProjects
 from app.controller.routing import EventRouter, Waker
@@ -88,6 +88,7 @@ class Controller:
         receiver_base_url: str = "",
     ) -> None:
         self.kube = kube
+        self.namespace = namespace
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue
         self.health_interval = health_interval
@@ -167,7 +168,7 @@ class Controller:
         return self.router.wake_pr(url)
 
     @property
-    def informers(self) -> tuple[Informer, ...]:
+    def informers(self) -> tuple[Informer | NamespacedInformers, ...]:
         caches = self.caches
         return (
             caches.promotions,
@@ -195,7 +196,7 @@ class Controller:
         await self.verifier.probe()
         await self.rules.probe()
         try:
-            await self.kube.list(k.APPLICATIONS)
+            await self.kube.list(k.APPLICATIONS, self.namespace)
         except k.NotFound:
             # Without Argo CD's CRD there is nothing to watch; argocd steps say so when used.
             self.argocd_missing = True

@@ -104,6 +104,8 @@ class EventRouter:
 
     def on_stage(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         _tell(self.stage_listeners, obj, old, "stage")
+        if kind != "DELETED":
+            self.caches.follow_applications_of(obj)
         if old is None or kind == "DELETED" or meta(obj).get("labels") != meta(old).get("labels"):
             # Policies may select Stages by label: what the ProjectConfig says is in force moves.
             self.rules.stages_changed(namespace_of(obj) or "default")

@@ -30,6 +30,7 @@ from tests.support.controller import (
     wait_terminal,
 )
 from tests.support.gitrepo import make_remote
+from tests.support.waiting import eventually
 
 GIT = {"git": {"repoURL": "https://github.com/acme/app.git"}}
 STEPS = [{"uses": "compose-output", "as": "out", "config": {"done": True}}]
@@ -157,3 +158,27 @@ async def test_only_the_served_projects_warehouses_discover_until_a_label_serves
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_with_one_namespace_watched_applications_are_watched_where_its_stages_name_them(
+    cluster: Cluster,
+) -> None:
+    """Applications live in Argo CD's namespace or wherever a Stage's argocd-update says: those
+    are watched, nothing else (a cluster-wide list or watch would read every team's)."""
+    sync = [{"uses": "argocd-update", "config": {"apps": [{"name": "web", "namespace": "gitops"}]}}]
+    seen = len(cluster.server.server.requests)
+    async with running_controller(cluster.server, cluster.work, namespace="team-a"):
+        await cluster.kube.create(k.STAGES, objects.stage("prod", namespace="team-a", steps=sync))
+
+        async def watched() -> bool | None:
+            paths = [r.path for r in list(cluster.server.server.requests)[seen:]]
+            return any("/namespaces/gitops/applications" in p for p in paths) or None
+
+        await eventually(watched, "a watch of the Applications in gitops")
+    paths = [
+        r.path for r in list(cluster.server.server.requests)[seen:] if "/applications" in r.path
+    ]
+    where = {
+        p.split("/namespaces/")[1].split("/")[0] if "/namespaces/" in p else "*" for p in paths
+    }
+    assert where == {"team-a", "argocd", "gitops"}, paths
