@@ -54,7 +54,8 @@ def without_credentials(text: str) -> str:
         if at != -1 and found > 0 and _is_scheme_char(text[found - 1]):
             out.append(text[kept:start])
             kept = at + 1
-        found = text.find("://", max(end, start))
+        # The authority may end at the slash of the next "://", whose colon is at end - 1.
+        found = text.find("://", max(end - 1, start))
     out.append(text[kept:])
     return "".join(out)
 
