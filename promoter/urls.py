@@ -25,17 +25,43 @@ from urllib.parse import urlsplit
 
 __all__ = ["SCP_LIKE_RE", "repo_url_problem", "without_credentials"]
 
-# ``scheme://userinfo@``: the userinfo runs to the last ``@`` before the host's first ``/``, so a
-# password holding an ``@`` is stripped whole.
-_URL_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s]*@")
+# Where a URL's authority ends: its path, or the end of the URL in a text.
+_AUTHORITY_END = re.compile(r"[/\s]")
 # ``[user@]host:path``, which git reads as ssh (no slash before the colon).
 SCP_LIKE_RE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]+$")
 _ALLOWED_SCHEMES = frozenset({"https", "http", "ssh", "git"})
 
 
 def without_credentials(text: str) -> str:
-    """``text`` with ``user:password@`` removed from every URL in it (a URL or a message)."""
-    return _URL_USERINFO_RE.sub(r"\g<scheme>", text)
+    """``text`` with ``user:password@`` removed from every URL in it (a URL or a message).
+
+    A scan, not one regular expression: the text may be a step's message of any length, and a
+    pattern that looks back for the scheme backtracks quadratically over a long run of letters.
+    The userinfo runs to the last ``@`` before the authority ends, so a password holding an
+    ``@`` is removed whole. Linear: each ``://`` is looked at once, and an authority ends at
+    the latest at the next ``://``'s slash.
+    """
+    if "@" not in text or "://" not in text:
+        return text
+    out: list[str] = []
+    kept = 0
+    found = text.find("://")
+    while found != -1:
+        start = found + 3
+        end_match = _AUTHORITY_END.search(text, start)
+        end = end_match.start() if end_match else len(text)
+        at = text.rfind("@", start, end)
+        if at != -1 and found > 0 and _is_scheme_char(text[found - 1]):
+            out.append(text[kept:start])
+            kept = at + 1
+        # The authority may end at the slash of the next "://", whose colon is at end - 1.
+        found = text.find("://", max(end - 1, start))
+    out.append(text[kept:])
+    return "".join(out)
+
+
+def _is_scheme_char(char: str) -> bool:
+    return char.isascii() and (char.isalnum() or char in "+.-")
 
 
 def repo_url_problem(url: str) -> str | None:

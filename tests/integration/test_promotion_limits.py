@@ -23,9 +23,10 @@ from app.server import ServerState, create_app, wait_started
 from app.settings import Settings
 from tests.support.processes import QUIET
 from tests.support.projects import FREIGHT, limits_project
+from tests.support.waiting import answering_healthz
 
 NS = "limits"
-SAFETY_NET = 60.0
+TERMINAL = ("Errored", "Failed", "Succeeded", "Aborted")
 
 PROJECT = limits_project(NS)
 
@@ -57,18 +58,13 @@ async def finished(
 ) -> Mapping[str, Any]:
     """The Promotion's status once terminal, asking ``/healthz`` all the while."""
     assert state.controller is not None
-    answers = 0
-    async with asyncio.timeout(SAFETY_NET):
-        while True:
-            health = await client.get("/healthz")
-            assert health.status == 200, await health.text()
-            answers += 1
-            got = state.controller.promotions.get(NS, name) or {}
-            status: Mapping[str, Any] = got.get("status") or {}
-            if status.get("phase") in ("Errored", "Failed", "Succeeded", "Aborted"):
-                assert answers > 0
-                return status
-            await asyncio.sleep(0.02)
+    promotions = state.controller.promotions
+
+    async def terminal() -> Mapping[str, Any] | None:
+        status: Mapping[str, Any] = (promotions.get(NS, name) or {}).get("status") or {}
+        return status if status.get("phase") in TERMINAL else None
+
+    return await answering_healthz(client, terminal, f"Promotion {name} to finish")
 
 
 async def test_a_promotion_of_ten_thousand_steps_is_errored_while_the_server_answers(

@@ -159,6 +159,15 @@ def test_url_helpers() -> None:
         without_credentials("see https://u:s3cret@h/x and ssh://git@h/y")
         == "see https://h/x and ssh://h/y"
     )
+    # A password holding '@' goes whole; scp-like and bare '@'s are not URLs' userinfo.
+    assert without_credentials("http://user:p@ss@host/r.git") == "http://host/r.git"
+    assert without_credentials("git@github.com:a/b.git @x") == "git@github.com:a/b.git @x"
+    assert without_credentials("https://h/a@b") == "https://h/a@b"
+    # A step's message of any length is one scan (a regex looking back for the scheme took
+    # minutes over 200,000 letters).
+    assert without_credentials("x" * 200_000 + "@") == "x" * 200_000 + "@"
+    assert without_credentials("a://" * 50_000 + "u:p@h") == "a://" * 50_000 + "h"
+    assert without_credentials("x://a://u:p@h/") == "x://a://h/"
     sha = "a" * 40
     assert commit_url(REPO, sha) == f"https://github.com/example/repo/commit/{sha}"
     assert commit_url("git@gitlab.com:g/p.git", sha) == f"https://gitlab.com/g/p/-/commit/{sha}"
