@@ -283,6 +283,7 @@ async def _start(
         services=services,
         work_dir=settings.work_dir,
         namespace=settings.watch_namespace,
+        projects=settings.projects,
         max_concurrent=settings.max_concurrent_reconciles,
         min_requeue=settings.min_requeue,
         default_requeue=settings.default_requeue,
@@ -292,6 +293,7 @@ async def _start(
         clock=state.clock,
         # Where the projects' webhook receivers are reached (their status says so).
         receiver_base_url=settings.ui.public_url or "",
+        limits=settings.limits,
         receiver_min_secret=settings.receivers.min_secret_length,
     )
     state.metrics.watch_promotions(controller.promotions.items)
@@ -311,7 +313,9 @@ async def _start(
         git_config=settings.git_config,
         clock=state.clock,
         on_reconcile=state.metrics.on_warehouse_reconcile,
+        serves=controller.served.serves,
     )
+    controller.served.on_change.append(warehouses.enqueue_namespace)
     state.warehouses = warehouses
     cluster.warehouse_source = warehouses.all_warehouses
     if not settings.warehouse_discovery:

@@ -25,6 +25,7 @@ from promoter.chat.views import (
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta
 from promoter.resources.stages import phase_of
+from promoter.urls import without_credentials
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion
@@ -409,6 +410,28 @@ def refused(reason: str) -> Message:
     return say(f":no_entry: {reason}. Nothing was changed.")
 
 
+def unmapped_channel(channel: str | None, projects: Sequence[str]) -> Message:
+    """A command typed in a channel no project names (and no default project is set)."""
+    where = f"`{b.escape(channel)}`" if channel else "this conversation"
+    listed = ", ".join(f"`{b.escape(p)}`" for p in projects) or "none yet"
+    example = projects[0] if projects else "PROJECT"
+    return say(
+        f":compass: No project is mapped to this channel. Projects: {listed}. To map it, "
+        f"annotate the project's namespace: `kubectl annotate namespace {b.escape(example)} "
+        f"longshoreman.dev/slack-channels={where.strip('`')}`. Nothing was changed."
+    )
+
+
+def several_projects(projects: Sequence[str]) -> Message:
+    """A command typed in a channel that several projects name."""
+    listed = ", ".join(f"`{b.escape(p)}`" for p in projects)
+    return say(
+        f":compass: This channel belongs to several projects ({listed}); name the Stage with "
+        f"its project, as in `/promote latest to {b.escape(projects[0])}/STAGE`. "
+        "Nothing was changed."
+    )
+
+
 def _environment(link: EnvironmentLink | None) -> str:
     """`` · environment <page|name>`` for a Stage that is a GitHub environment."""
     if link is None:
@@ -448,19 +471,25 @@ def duration_text(seconds: float) -> str:
 
 
 def _artifacts(freight: Mapping[str, Any]) -> list[str]:
+    """What the Freight holds, its URLs without credentials (Freight written with kubectl may
+    carry them)."""
+
+    def url(artifact: Mapping[str, Any]) -> str:
+        return without_credentials(str(artifact.get("repoURL") or ""))
+
     out = [
-        f"`{image.get('repoURL', '')}:{image.get('tag', '')}`"
+        f"`{url(image)}:{image.get('tag', '')}`"
         for image in freight.get("images") or ()
         if isinstance(image, Mapping)
     ]
     out += [
-        f"`{chart.get('repoURL', '')}{'/' + str(chart['name']) if chart.get('name') else ''}"
+        f"`{url(chart)}{'/' + str(chart['name']) if chart.get('name') else ''}"
         f":{chart.get('version', '')}`"
         for chart in freight.get("charts") or ()
         if isinstance(chart, Mapping)
     ]
     out += [
-        f"`{commit.get('repoURL', '')}` @ `{str(commit.get('tag') or commit.get('id', ''))[:12]}`"
+        f"`{url(commit)}` @ `{str(commit.get('tag') or commit.get('id', ''))[:12]}`"
         for commit in freight.get("commits") or ()
         if isinstance(commit, Mapping)
     ]
