@@ -174,12 +174,17 @@ class Deps:
     async def may_read(self, login: str, namespace: str) -> bool:
         """Whether ``login`` may act on project ``namespace`` from GitHub, which is who may read
         its status pages (``LONGSHOREMAN_UI_GITHUB_ACCESS=project``): write access to a
-        repository mapped to it. The fallback project, which every other repository of the
-        installations acts on, is every signed-in member's."""
+        repository whose commands act on it (:meth:`projects_for`'s rule). The fallback
+        project, which every other repository of the installations acts on, is every
+        signed-in member's."""
         if namespace == self.settings.project:
             return True
-        for repo, project in sorted(self.settings.repo_projects.items()):
-            if project != namespace:
+        projects = projects_of(self.service)
+        defaults = Defaults(self.settings.repo_projects, self.settings.project)
+        candidates = {r for p in projects if p.name == namespace for r in p.github_repositories}
+        candidates |= {r for r, p in self.settings.repo_projects.items() if p == namespace}
+        for repo in sorted(candidates):
+            if namespace not in projects_of_repository(repo, projects, defaults):
                 continue
             try:
                 gh = await self.client.repo_api(repo)

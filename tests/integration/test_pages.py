@@ -160,6 +160,9 @@ def test_public_url_links_check_runs_and_slack_messages_to_the_promotion_page() 
             },
             "LONGSHOREMAN_UI_SESSION_SECRET must be at least 32 characters",
         ),
+        ({"LONGSHOREMAN_UI_GITHUB_ACCESS": "everyone"}, "must be project or org"),
+        # Per-project access reads repository permissions through the GitHub App.
+        ({"LONGSHOREMAN_UI_GITHUB_ACCESS": "project"}, "set LONGSHOREMAN_GITHUB_APP_ID"),
     ],
 )
 def test_bad_page_settings_name_the_variable_and_never_echo_secrets(
