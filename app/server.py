@@ -136,8 +136,19 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+
+    async def may_read(login: str, namespace: str) -> bool:
+        # LONGSHOREMAN_UI_GITHUB_ACCESS=project: who may act on the project from GitHub.
+        return state.github is not None and await state.github.deps.may_read(login, namespace)
+
+    per_project = settings.ui.auth == "github" and settings.ui.github_access == "project"
     pages = setup_pages(
-        app, settings.ui, lambda: state.controller, secrets=settings.secrets(), clock=clock
+        app,
+        settings.ui,
+        lambda: state.controller,
+        secrets=settings.secrets(),
+        clock=clock,
+        readers=may_read if per_project else None,
     )
     state.listeners.append(pages.on_promotion)
     extra = dict(extra_services or {})
@@ -282,6 +293,8 @@ async def _start(
         clock=state.clock,
         # Where the projects' webhook receivers are reached (their status says so).
         receiver_base_url=settings.ui.public_url or "",
+        limits=settings.limits,
+        receiver_min_secret=settings.receivers.min_secret_length,
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller

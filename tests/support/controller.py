@@ -24,6 +24,7 @@ from app.controller.reconciler import Controller
 from app.embedded import seed
 from promoter.clock import SYSTEM, Clock
 from promoter.control.projects import ProjectSelection
+from promoter.rules.limits import DEFAULT_LIMITS, Limits
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
 from tests.support.kube import RunningApiServer, running_apiserver
@@ -98,6 +99,7 @@ async def running_controller(
     clock: Clock = SYSTEM,
     projects: ProjectSelection | None = None,
     namespace: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
@@ -112,6 +114,7 @@ async def running_controller(
         health_interval=health_interval,
         on_reconcile=on_reconcile,
         clock=clock,
+        limits=limits,
     )
     informers = asyncio.create_task(controller.run_informers())
     leader = asyncio.create_task(controller.lead())
