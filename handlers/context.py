@@ -148,11 +148,10 @@ class Deps:
         return projects_of_repository(event_repo(data), projects_of(self.service), defaults)
 
     def namespace_for(self, data: Mapping[str, Any]) -> str:
-        """The project (namespace) an event's repository acts on: the first of
-        :meth:`projects_for` (the one, unless several projects name the repository).
+        """The project (namespace) an event's repository acts on: the first of :meth:`projects_for`.
 
-        Every command from GitHub (a comment, a check-run button, a re-run) acts on a project
-        the repository belongs to, never on one the event itself names: a check run's
+        Every command from GitHub (a comment, a check-run button, a re-run) acts on the project
+        the repository is mapped to, never on one the event itself names: a check run's
         ``external_id`` is our own claim, and a repository that merely appears in another
         project's Freight carries that project's check runs without being allowed to act on it.
         """
@@ -164,10 +163,9 @@ class Deps:
         projects = self.projects_for(data) or (self.settings.project,)
         if claimed in projects:
             return None
-        project = ", ".join(f"`{p}`" for p in projects)
         return (
-            f"`{event_repo(data)}` acts on project {project}, and this check run belongs to "
-            f"project `{claimed}`"
+            f"`{event_repo(data)}` acts on project {', '.join(f'`{p}`' for p in projects)}, "
+            f"and this check run belongs to project `{claimed}`"
         )
 
     def actor(self, login: str) -> str:

@@ -71,8 +71,8 @@ class ProjectRules:
         namespace: str | None = None,
         enqueue_namespace: Callable[[str | None], None],
         receiver_base_url: str = "",
-        project_labels: Callable[[str], Mapping[str, str]] = lambda namespace: {},
         receiver_min_secret: int = MIN_SECRET_LENGTH,
+        project_labels: Callable[[str], Mapping[str, str]] = lambda namespace: {},
     ) -> None:
         self.kube = kube
         # The labels of a project's namespace: what a ClusterConfig projectSelector matches.

@@ -98,9 +98,9 @@ class Controller:
         receiver_min_secret: int = MIN_SECRET_LENGTH,
     ) -> None:
         self.kube = kube
-        self.namespace = namespace
         # What one Promotion may ask for (promoter.rules.limits; the LONGSHOREMAN_MAX_* settings).
         self.limits = limits
+        self.namespace = namespace
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue
         self.health_interval = health_interval
@@ -126,8 +126,8 @@ class Controller:
             namespace=namespace,
             enqueue_namespace=self.waker.enqueue_namespace,
             receiver_base_url=receiver_base_url,
-            project_labels=self.served.labels,
             receiver_min_secret=receiver_min_secret,
+            project_labels=self.served.labels,
         )
         self.router = EventRouter(self.caches, self.waker, self.rules)
         self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock, limits)

@@ -97,9 +97,9 @@ async def running_controller(
     on_request: Callable[[str, str, int | None], None] | None = None,
     on_reconcile: Callable[[float], None] | None = None,
     clock: Clock = SYSTEM,
+    limits: Limits = DEFAULT_LIMITS,
     projects: ProjectSelection | None = None,
     namespace: str | None = None,
-    limits: Limits = DEFAULT_LIMITS,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
