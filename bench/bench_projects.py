@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import random
 import statistics
@@ -44,6 +43,7 @@ from bench import limits
 from bench.bench_scale import NoTasks, apiserver_process, in_batches
 from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry
+from promoter.tasks import stop_tasks
 
 STEP = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.stage }}"}}]
 
@@ -147,11 +147,7 @@ async def layout_run(
                 reactions.append(time.perf_counter() - before)
             reached = len(controller.served.projects())
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await stop_tasks(tasks, "the controller's loops")
             await kube.close()
             await setup.close()
     reactions.sort()
