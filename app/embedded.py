@@ -1,8 +1,9 @@
 """The embedded default cluster: the API server emulator on 127.0.0.1, seeded and kubectl-ready.
 
 When no cluster is configured, ``python -m app serve`` runs against this: it loads our CRDs and
-the third-party ones we use, writes a kubeconfig (so ``kubectl`` and scripts can look at
-everything), and seeds it with manifests (the examples by default).
+the third-party ones we use, serves ours under Kargo's group ``kargo.akuity.io`` too (so
+``kubectl apply`` takes Kargo's manifests unchanged), writes a kubeconfig (so ``kubectl`` and
+scripts can look at everything), and seeds it with manifests (the examples by default).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
 CRD_DIRS = (ROOT / "deploy" / "crds", ROOT / "deploy" / "third-party-crds")
 DEFAULT_SEED = (ROOT / "examples" / "kargo-demo",)
+# Kargo's manifests apply unchanged: kargo.akuity.io/v1alpha1 serves the same objects as ours.
+KARGO_GROUP_ALIAS = {"kargo.akuity.io": "longshoreman.dev"}
 
 NAMESPACES = k.ResourceType(
     "", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=False
@@ -58,6 +61,7 @@ async def embedded_cluster(
         state_file=state_file,
         require_namespaces=True,
         namespaces=("default", "kube-system", "kube-public", "kube-node-lease", "argocd"),
+        group_aliases=KARGO_GROUP_ALIAS,
     )
     async with serve_apiserver(app) as url:
         kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)

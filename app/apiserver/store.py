@@ -160,8 +160,9 @@ class Store:
         require_namespaces: bool = True,
         initial_namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         strategic_merge_for_custom_resources: bool = False,
+        group_aliases: Mapping[str, str] | None = None,
     ) -> None:
-        self.registry = ResourceRegistry(builtin_resource_types())
+        self.registry = ResourceRegistry(builtin_resource_types(), group_aliases=group_aliases)
         self.resource_version = 1
         self.event_window = event_window
         self.require_namespaces = require_namespaces
@@ -432,7 +433,7 @@ class Store:
         metadata = obj.setdefault("metadata", {})
         if not isinstance(metadata, dict):
             raise errors.bad_request("metadata must be an object")
-        obj["apiVersion"] = resource.api_version(resource.storage_version)
+        obj["apiVersion"] = resource.storage_api_version
         obj["kind"] = resource.kind
         return obj
 
@@ -536,7 +537,9 @@ class Store:
         elif resource.key == (CRD_GROUP, CRD_PLURAL):
             defined = resource_type_from_crd(obj)
             existing = self.registry.get(defined.group, defined.plural)
-            if existing is not None and existing.builtin:
+            if (existing is not None and existing.builtin) or self.registry.is_alias_group(
+                defined.group
+            ):
                 raise errors.invalid(
                     resource.ref,
                     obj["metadata"]["name"],
@@ -972,7 +975,7 @@ class Store:
         self._sweeping.add(namespace)
         try:
             for resource in self.registry:
-                if resource.namespaced:
+                if resource.namespaced and not resource.is_alias:
                     for obj in self.objects(resource, Filters(namespace=namespace)):
                         if not obj["metadata"].get("deletionTimestamp"):
                             self._delete_object(resource, obj)
@@ -981,7 +984,7 @@ class Store:
         remaining = any(
             self.objects(resource, Filters(namespace=namespace))
             for resource in self.registry
-            if resource.namespaced
+            if resource.namespaced and not resource.is_alias
         )
         ns = self._objects.get(NAMESPACES, {}).get(("", namespace))
         namespaces = self.registry.get(*NAMESPACES)

@@ -1,0 +1,163 @@
+"""kubectl against the embedded cluster, as a new Kargo user meets it: Kargo's manifests apply
+unchanged with validation on (``kargo.akuity.io`` served beside ``longshoreman.dev``, OpenAPI
+built from the CRD schemas), and ``kubectl explain`` reads those schemas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+import pytest_asyncio
+import yaml
+
+from app.controller import kube as k
+from app.embedded import KARGO_GROUP_ALIAS, ROOT, embedded_cluster
+from tests.support import objects
+from tests.support.kube import running_apiserver
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("kubectl") is None and not os.environ.get("CI"),
+    reason="kubectl not installed (CI installs it and runs these)",
+)
+
+NS = "kargo-demo"
+PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class Embedded:
+    url: str
+    kubeconfig: Path
+
+    async def kubectl(self, *args: str, stdin: str = "") -> Result:
+        process = await asyncio.create_subprocess_exec(
+            "kubectl",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            # kubectl caches discovery per host:port; each test's server is new.
+            env={**os.environ, "KUBECACHEDIR": str(self.kubeconfig.parent / "cache")},
+        )
+        out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 30)
+        return Result(process.returncode or 0, out.decode(), err.decode())
+
+
+@pytest_asyncio.fixture
+async def embedded(tmp_path: Path) -> AsyncIterator[Embedded]:
+    async with embedded_cluster(tmp_path / "kubeconfig") as cluster:
+        yield Embedded(cluster.url, cluster.kubeconfig)
+
+
+async def test_kubectl_applies_kargos_example_project_unchanged_with_validation(
+    embedded: Embedded,
+) -> None:
+    assert (await embedded.kubectl("create", "namespace", NS)).code == 0
+    applied = await embedded.kubectl("apply", "-f", str(PROJECT))
+    assert applied.code == 0, applied.stderr
+    assert applied.stdout.splitlines() == [
+        "warehouse.kargo.akuity.io/kargo-demo created",
+        "freight.kargo.akuity.io/7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b created",
+        "promotiontask.kargo.akuity.io/update-image-and-push created",
+        "stage.kargo.akuity.io/test created",
+        "stage.longshoreman.dev/uat created",
+    ]
+    # The same objects under both groups; the controller reads ours.
+    for resource in ("stages.kargo.akuity.io", "stages.longshoreman.dev"):
+        names = await embedded.kubectl(
+            "get", resource, "-n", NS, "-o", "jsonpath={.items[*].metadata.name}"
+        )
+        assert names.stdout == "test uat", resource
+    kube = await k.load_kube(str(embedded.kubeconfig))
+    try:
+        warehouse = await kube.get(k.WAREHOUSES, NS, "kargo-demo")
+    finally:
+        await kube.close()
+    assert warehouse["apiVersion"] == "longshoreman.dev/v1alpha1"
+    again = await embedded.kubectl("apply", "-f", str(PROJECT))
+    assert again.code == 0 and "stage.kargo.akuity.io/test unchanged" in again.stdout
+
+
+async def test_a_misspelt_field_in_a_kargo_manifest_is_refused_naming_it(
+    embedded: Embedded,
+) -> None:
+    await embedded.kubectl("create", "namespace", NS)
+    stage = objects.stage("test", namespace=NS)
+    stage["spec"]["requestedFreigt"] = stage["spec"].pop("requestedFreight")
+    result = await embedded.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(stage))
+    assert result.code != 0
+    assert 'unknown field "spec.requestedFreigt"' in result.stderr, result.stderr
+
+
+async def test_kubectl_explain_reads_the_crd_schemas(embedded: Embedded) -> None:
+    explained = await embedded.kubectl("explain", "warehouses.spec")
+    assert explained.code == 0, explained.stderr
+    assert "subscriptions" in explained.stdout
+    assert "GROUP:      longshoreman.dev" in explained.stdout
+    kargo = await embedded.kubectl(
+        "explain", "stages.spec", "--api-version", "kargo.akuity.io/v1alpha1"
+    )
+    assert kargo.code == 0, kargo.stderr
+    assert "GROUP:      kargo.akuity.io" in kargo.stdout and "requestedFreight" in kargo.stdout
+
+
+async def test_openapi_v2_is_served_as_json_with_every_crd_schema(embedded: Embedded) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{embedded.url}/openapi/v2") as response:
+            assert response.status == 200
+            document = await response.json()
+        protobuf = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+        async with http.get(f"{embedded.url}/openapi/v2", headers={"Accept": protobuf}) as refused:
+            assert refused.status == 406
+    assert document["swagger"] == "2.0"
+    definitions = document["definitions"]
+    for name in ("dev.longshoreman.v1alpha1.Stage", "io.akuity.kargo.v1alpha1.Stage"):
+        stage = definitions[name]
+        assert stage["properties"]["metadata"] == {
+            "$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        }
+        assert "spec" in stage["properties"]
+    assert "/apis/kargo.akuity.io/v1alpha1/namespaces/{namespace}/stages" in document["paths"]
+
+
+async def test_an_alias_group_serves_the_same_objects_and_goes_with_its_crd() -> None:
+    async with running_apiserver(namespaces=[NS], group_aliases=KARGO_GROUP_ALIAS) as server:
+        ours = f"{server.url}/apis/longshoreman.dev/v1alpha1/namespaces/{NS}/stages"
+        kargos = f"{server.url}/apis/kargo.akuity.io/v1alpha1/namespaces/{NS}/stages"
+        async with aiohttp.ClientSession() as http:
+            uat = objects.served(objects.stage("uat", namespace=NS))
+            async with http.post(ours, json=uat) as created:
+                assert created.status == 201
+            async with http.get(kargos) as listed:
+                body = await listed.json()
+            assert [i["apiVersion"] for i in body["items"]] == ["kargo.akuity.io/v1alpha1"]
+            async with http.get(f"{server.url}/apis") as groups:
+                names = [g["name"] for g in (await groups.json())["groups"]]
+            # After ours, so a bare `kubectl get stages` means longshoreman.dev.
+            assert names.index("kargo.akuity.io") > names.index("longshoreman.dev")
+            crd = f"{server.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+            async with http.delete(f"{crd}/stages.longshoreman.dev") as deleted:
+                assert deleted.status == 200
+            async with http.get(kargos) as gone:
+                assert gone.status == 404
+            own = yaml.safe_load((ROOT / "deploy/crds/stages.longshoreman.dev.yaml").read_text())
+            own["metadata"]["name"] = "stages.kargo.akuity.io"
+            own["spec"]["group"] = "kargo.akuity.io"
+            async with http.post(crd, json=own) as refused:
+                assert refused.status == 422
