@@ -17,8 +17,12 @@ from typing import Any
 
 import yaml
 
+from app.admission import problems_of, step_kinds
 from app.apiserver import create_apiserver_app, serve_apiserver, write_kubeconfig
+from app.apiserver.admission import Admission, AdmissionRequest, AdmissionResponse
+from app.apiserver.errors import FieldCause
 from app.controller import kube as k
+from promoter.clock import SYSTEM, Clock
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +55,29 @@ class EmbeddedCluster:
     kubeconfig: Path
 
 
+def admission(clock: Clock) -> Admission:
+    """Our kinds' admission (``app/admission.py``), in-process, as a real cluster's webhook
+    configuration from deploy/ gets it over HTTP."""
+    kinds = step_kinds()
+
+    def admit(request: AdmissionRequest) -> AdmissionResponse:
+        if request.stage != "validate" or request.group != k.STAGES.group:
+            return AdmissionResponse()
+
+        def read(plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+            return request.lookup(k.STAGES.group, plural, namespace, name)
+
+        problems = problems_of(request.obj, request.old, read, kinds, clock.now())
+        return AdmissionResponse(
+            causes=[FieldCause(p.reason, p.message, p.field) for p in problems]
+        )
+
+    return admit
+
+
 @contextlib.asynccontextmanager
 async def embedded_cluster(
-    kubeconfig_path: Path, *, state_file: Path | None = None
+    kubeconfig_path: Path, *, state_file: Path | None = None, clock: Clock = SYSTEM
 ) -> AsyncIterator[EmbeddedCluster]:
     """Start the emulator on 127.0.0.1 and write a kubeconfig pointing at it."""
     app = create_apiserver_app(
@@ -62,6 +86,7 @@ async def embedded_cluster(
         require_namespaces=True,
         namespaces=("default", "kube-system", "kube-public", "kube-node-lease", "argocd"),
         group_aliases=KARGO_GROUP_ALIAS,
+        admission=admission(clock),
     )
     async with serve_apiserver(app) as url:
         kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from app.admission import review_response
 from app.controller import kube as k
 from app.controller.credentials import ClusterCredentials
 from app.controller.leader import LeaderElector
@@ -107,6 +108,36 @@ async def readyz(request: web.Request) -> web.Response:
     return web.Response(status=200 if ok else 503, text=f"{reason}\n")
 
 
+async def admission_validate(request: web.Request) -> web.Response:
+    """``POST /admission/validate``: a validating webhook's AdmissionReview, decided by
+    ``app.admission`` over the controller's caches. Until they are synced it answers 503, so
+    the API server applies the webhook's failurePolicy rather than a guess from empty caches."""
+    state = request.app[SERVER]
+    controller = state.controller
+    if controller is None or not controller.synced():
+        return web.Response(status=503, text="caches are not synced yet\n")
+    try:
+        review = await request.json()
+    except ValueError:
+        return web.Response(status=400, text="the body must be an AdmissionReview (JSON)\n")
+    if not isinstance(review, dict):
+        return web.Response(status=400, text="the body must be an AdmissionReview (JSON)\n")
+    caches = controller.caches
+    informers = {
+        "stages": caches.stages,
+        "freights": caches.freight,
+        "promotiontasks": caches.tasks,
+        "clusterpromotiontasks": caches.cluster_tasks,
+    }
+
+    def read(plural: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        informer = informers.get(plural)
+        return None if informer is None else informer.get(namespace or None, name)
+
+    kinds = frozenset(state.registry or builtin_registry())
+    return web.json_response(review_response(review, read, kinds, state.clock.now()))
+
+
 async def metrics(request: web.Request) -> web.Response:
     state = request.app[SERVER]
     if state.controller is not None:
@@ -136,6 +167,7 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    app.router.add_post("/admission/validate", admission_validate)
     pages = setup_pages(
         app, settings.ui, lambda: state.controller, secrets=settings.secrets(), clock=clock
     )
@@ -221,7 +253,7 @@ async def _start(
     if settings.embedded:
         kubeconfig = settings.embedded_kubeconfig or settings.work_dir / "kubeconfig"
         state.cluster = await stack.enter_async_context(
-            embedded_cluster(kubeconfig, state_file=settings.embedded_state_file)
+            embedded_cluster(kubeconfig, state_file=settings.embedded_state_file, clock=state.clock)
         )
         log.info(
             "no cluster configured: started the embedded API server at %s; kubeconfig written "

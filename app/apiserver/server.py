@@ -29,6 +29,7 @@ from multidict import CIMultiDict
 
 from app import fastjson
 from app.apiserver import discovery, errors, negotiation, openapi, tables
+from app.apiserver.admission import Admission
 from app.apiserver.errors import StatusError
 from app.apiserver.faults import FaultInjector, RequestInfo
 from app.apiserver.negotiation import Conversion
@@ -189,6 +190,12 @@ def _filters(request: web.Request, target: Target) -> Filters:
     except SelectorError as exc:
         raise errors.bad_request(str(exc)) from exc
     return Filters(namespace=target.namespace, labels=labels, fields=fields)
+
+
+def _user(request: web.Request) -> str:
+    """Who is asking. The emulator authenticates nobody; a client may say who it acts as with
+    kubectl's ``--as`` (the ``Impersonate-User`` header), which it trusts as it trusts all."""
+    return request.headers.get("Impersonate-User", "")
 
 
 def _field_validation(request: web.Request) -> FieldValidation:
@@ -352,6 +359,7 @@ class _Handlers:
                     await _read_body(request),
                     dry_run=dry_run,
                     field_validation=_field_validation(request),
+                    user=_user(request),
                 )
                 return _json_response(result.code, result.body, result.warnings)
             if method == "DELETE":
@@ -375,6 +383,7 @@ class _Handlers:
                 await _read_body(request),
                 dry_run=dry_run,
                 field_validation=_field_validation(request),
+                user=_user(request),
             )
             return _json_response(result.code, result.body, result.warnings)
         if method == "PATCH":
@@ -388,6 +397,7 @@ class _Handlers:
                 dry_run=dry_run,
                 field_manager=request.query.get("fieldManager"),
                 field_validation=_field_validation(request),
+                user=_user(request),
             )
             return _json_response(result.code, result.body, result.warnings)
         if method == "DELETE" and target.subresource is None:
@@ -654,6 +664,7 @@ def create_apiserver_app(
     namespaces: Iterable[str] = DEFAULT_NAMESPACES,
     strategic_merge_for_custom_resources: bool = False,
     group_aliases: Mapping[str, str] | None = None,
+    admission: Admission | None = None,
     seed: int | None = 0,
     clock: Callable[[], datetime] | None = None,
     persist_debounce: float = 0.05,
@@ -665,7 +676,8 @@ def create_apiserver_app(
     refuses namespaced writes into namespaces that do not exist (NamespaceLifecycle);
     ``strategic_merge_for_custom_resources`` relaxes the real server's 415 for strategic merge
     patches of custom resources into a plain merge; ``group_aliases`` (alias -> group) serves
-    each custom resource of a group under the alias group as well (see ``ResourceRegistry``).
+    each custom resource of a group under the alias group as well (see ``ResourceRegistry``);
+    ``admission`` decides writes of custom resources as webhooks would (see ``admission.py``).
     """
     store = Store(
         event_window=event_window,
@@ -675,6 +687,7 @@ def create_apiserver_app(
         initial_namespaces=namespaces,
         strategic_merge_for_custom_resources=strategic_merge_for_custom_resources,
         group_aliases=group_aliases,
+        admission=admission,
     )
     persisted: StateFile | None = None
     if state_file is not None:

@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from app.apiserver import errors
+from app.apiserver.admission import Admission, AdmissionRequest
+from app.apiserver.admission import Stage as AdmissionStage
 from app.apiserver.errors import FieldCause, ResourceRef, StatusError
 from app.apiserver.patching import (
     PatchError,
@@ -161,8 +163,10 @@ class Store:
         initial_namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         strategic_merge_for_custom_resources: bool = False,
         group_aliases: Mapping[str, str] | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.registry = ResourceRegistry(builtin_resource_types(), group_aliases=group_aliases)
+        self.admission = admission
         self.resource_version = 1
         self.event_window = event_window
         self.require_namespaces = require_namespaces
@@ -560,6 +564,41 @@ class Store:
                 status["conditions"] = old.get("status", {}).get("conditions", status["conditions"])
                 obj["status"] = status
 
+    def _lookup(self, group: str, plural: str, namespace: str, name: str) -> JsonObject | None:
+        resource = self.registry.get(group, plural)
+        if resource is None:
+            return None
+        return self._objects.get(resource.key, {}).get((namespace, name))
+
+    def _admit(
+        self,
+        stage: AdmissionStage,
+        target: Target,
+        obj: JsonObject,
+        old: JsonObject | None,
+        user: str,
+    ) -> JsonObject:
+        """Run admission's ``stage`` on a write of a custom resource's main endpoint."""
+        resource = target.resource
+        if self.admission is None or resource.builtin or target.subresource is not None:
+            return obj
+        response = self.admission(
+            AdmissionRequest(
+                stage=stage,
+                operation="CREATE" if old is None else "UPDATE",
+                group=resource.key[0],
+                plural=resource.plural,
+                kind=resource.kind,
+                obj=obj,
+                old=old,
+                user=user,
+                lookup=self._lookup,
+            )
+        )
+        if response.causes:
+            raise errors.invalid(resource.ref, obj["metadata"].get("name", ""), response.causes)
+        return obj if response.obj is None else response.obj
+
     def create(
         self,
         target: Target,
@@ -567,6 +606,7 @@ class Store:
         *,
         dry_run: bool = False,
         field_validation: FieldValidation = "Warn",
+        user: str = "",
     ) -> WriteResult:
         resource = target.resource
         obj = self._decode(target, body)
@@ -620,7 +660,9 @@ class Store:
             obj.pop("status", None)
         if resource.builtin:
             self._prepare_builtin(resource, obj, None)
+        obj = self._admit("mutate", target, obj, None, user)
         obj, warnings = self._apply_schema(target, obj, field_validation)
+        obj = self._admit("validate", target, obj, None, user)
         if dry_run:
             return WriteResult(201, self.present(resource, target.version, obj), warnings)
         metadata = obj["metadata"]
@@ -637,6 +679,7 @@ class Store:
         *,
         dry_run: bool = False,
         field_validation: FieldValidation = "Warn",
+        user: str = "",
     ) -> WriteResult:
         current = self._require(target)
         obj = self._decode(target, body)
@@ -647,6 +690,7 @@ class Store:
             unconditional_ok=False,
             dry_run=dry_run,
             field_validation=field_validation,
+            user=user,
         )
 
     def patch(
@@ -658,6 +702,7 @@ class Store:
         dry_run: bool = False,
         field_manager: str | None = None,
         field_validation: FieldValidation = "Warn",
+        user: str = "",
     ) -> WriteResult:
         """Apply a patch. The store takes ``patch`` over: parts of it may become part of the
         stored object (it is normally what was just decoded from the request)."""
@@ -683,7 +728,9 @@ class Store:
                     body.setdefault("metadata", {})
                     if isinstance(body["metadata"], dict):
                         body["metadata"].setdefault("name", target.name)
-                return self.create(target, body, dry_run=dry_run, field_validation=field_validation)
+                return self.create(
+                    target, body, dry_run=dry_run, field_validation=field_validation, user=user
+                )
             raise errors.not_found(resource.ref, target.name or "")
         shown = self.present(resource, target.version, current)
         try:
@@ -728,6 +775,7 @@ class Store:
             unconditional_ok=True,
             dry_run=dry_run,
             field_validation=field_validation,
+            user=user,
         )
 
     def _update(
@@ -739,6 +787,7 @@ class Store:
         unconditional_ok: bool,
         dry_run: bool,
         field_validation: FieldValidation,
+        user: str = "",
     ) -> WriteResult:
         resource = target.resource
         name = target.name or ""
@@ -830,7 +879,9 @@ class Store:
                 )
         if resource.builtin and target.subresource is None:
             self._prepare_builtin(resource, obj, current)
+        obj = self._admit("mutate", target, obj, current, user)
         obj, warnings = self._apply_schema(target, obj, field_validation, current)
+        obj = self._admit("validate", target, obj, current, user)
 
         if resource.has_generation and target.subresource is None:
 

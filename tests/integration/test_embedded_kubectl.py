@@ -161,3 +161,96 @@ async def test_an_alias_group_serves_the_same_objects_and_goes_with_its_crd() ->
             own["spec"]["group"] = "kargo.akuity.io"
             async with http.post(crd, json=own) as refused:
                 assert refused.status == 422
+
+
+async def applied_project(embedded: Embedded) -> None:
+    await embedded.kubectl("create", "namespace", NS)
+    result = await embedded.kubectl("apply", "-f", str(PROJECT))
+    assert result.code == 0, result.stderr
+
+
+async def refusal(embedded: Embedded, obj: dict[str, object]) -> str:
+    result = await embedded.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(obj))
+    assert result.code != 0, result.stdout
+    return result.stderr
+
+
+async def test_kubectl_apply_refuses_a_bad_stage_naming_every_problem_at_once(
+    embedded: Embedded,
+) -> None:
+    await applied_project(embedded)
+    stage = objects.stage(
+        "broken",
+        namespace=NS,
+        warehouse="kargo-demo",
+        steps=[
+            {"uses": "git-clonee"},
+            {"uses": "git-commit", "config": {"path": "./out"}},
+            {"uses": "compose-output", "config": {"x": "${{ vars.a + }}"}},
+            {"task": {"name": "no-such-task"}},
+            {"task": {"name": "update-image-and-push"}},
+        ],
+    )
+    stderr = await refusal(embedded, stage)
+    steps = "spec.promotionTemplate.spec.steps"
+    assert 'The Stage "broken" is invalid' in stderr
+    assert f'{steps}[0].uses: Unsupported value: "git-clonee"' in stderr
+    assert 'did you mean "git-clone"' in stderr
+    assert f"{steps}[1].config.message: Required value" in stderr
+    assert f"{steps}[2].config.x: Invalid value" in stderr
+    assert f'{steps}[3].task.name: Not found: "no-such-task"' in stderr
+    assert f"{steps}[4]" not in stderr
+
+
+async def test_kubectl_apply_refuses_bad_warehouse_urls(embedded: Embedded) -> None:
+    await applied_project(embedded)
+    warehouse = objects.warehouse(
+        "broken",
+        namespace=NS,
+        subscriptions=[
+            {"image": {"repoURL": "https://ghcr.io/acme/app"}},
+            {"image": {"repoURL": "ghcr.io/Acme/My App"}},
+        ],
+    )
+    stderr = await refusal(embedded, warehouse)
+    assert (
+        'spec.subscriptions[0].image.repoURL: Invalid value: "https://ghcr.io/acme/app"' in stderr
+    )
+    assert 'spec.subscriptions[1].image.repoURL: Invalid value: "ghcr.io/Acme/My App"' in stderr
+    assert "must be lower case" in stderr
+
+
+async def test_kubectl_apply_refuses_a_promotion_of_freight_not_available_or_not_there(
+    embedded: Embedded,
+) -> None:
+    await applied_project(embedded)
+    freight = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"
+    # uat takes Freight verified in test; this one was never there.
+    unverified = await refusal(
+        embedded, objects.promotion("p1", "uat", namespace=NS, freight=freight)
+    )
+    assert f'spec.freight: Invalid value: "{freight}": Freight is not available' in unverified
+    missing = await refusal(embedded, objects.promotion("p2", "test", namespace=NS, freight="gone"))
+    assert 'spec.freight: Invalid value: "gone": could not find Freight "gone"' in missing
+    direct = await embedded.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump(objects.promotion("p3", "test", namespace=NS, freight=freight)),
+    )
+    assert direct.code == 0, direct.stderr
+
+
+async def test_freight_cannot_change_what_it_carries(embedded: Embedded) -> None:
+    await applied_project(embedded)
+    freight = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"
+    patch = '{"images":[{"repoURL":"public.ecr.aws/nginx/nginx","tag":"1.28.0"}]}'
+    result = await embedded.kubectl(
+        "patch", "freight", freight, "-n", NS, "--type", "merge", "-p", patch
+    )
+    assert result.code != 0
+    assert "images: Invalid value" in result.stderr and "Freight is immutable" in result.stderr
+    alias = await embedded.kubectl(
+        "patch", "freight", freight, "-n", NS, "--type", "merge", "-p", '{"alias":"new-name"}'
+    )
+    assert alias.code == 0, alias.stderr
