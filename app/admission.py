@@ -2,9 +2,10 @@
 
 - the embedded cluster's emulator calls :func:`problems_of` in-process on every write
   (``app/embedded.py``);
-- a real kube-apiserver calls ``POST /admission/validate`` with an
-  ``admission.k8s.io/v1`` ``AdmissionReview`` (deploy/'s ValidatingWebhookConfiguration);
-  :func:`review_response` answers it.
+- a real kube-apiserver calls ``POST /admission/validate`` and ``POST /admission/mutate`` with
+  an ``admission.k8s.io/v1`` ``AdmissionReview`` (deploy/'s Validating- and
+  MutatingWebhookConfiguration); :func:`review_response` and :func:`mutation_response`
+  answer them.
 
 Both ask the one pure decision, ``promoter.admission.validate``; this module only gathers its
 facts (the objects it reads, the step kinds, the time) and puts its problems in the
@@ -15,12 +16,14 @@ manager's cache.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
 from promoter.admission import Facts, Problem, validate
+from promoter.admission.mutation import mutated_annotations
 from promoter.steps.registry import builtin_registry
 
 JsonObject = dict[str, Any]
@@ -98,6 +101,32 @@ def review_response(
                 ],
             },
         }
+    return {
+        "apiVersion": str(review.get("apiVersion") or "admission.k8s.io/v1"),
+        "kind": "AdmissionReview",
+        "response": response,
+    }
+
+
+def mutation_response(review: Mapping[str, Any], control_plane_users: frozenset[str]) -> JsonObject:
+    """The ``AdmissionReview`` answering a mutating call: allowed, with a JSONPatch replacing
+    the Promotion's annotations when ``promoter.admission.mutation`` changes them."""
+    request = review.get("request") or {}
+    response: JsonObject = {"uid": str(request.get("uid") or ""), "allowed": True}
+    obj = request.get("object")
+    old = request.get("oldObject")
+    user = str((request.get("userInfo") or {}).get("username") or "")
+    if isinstance(obj, Mapping) and request.get("operation") in ("CREATE", "UPDATE"):
+        annotations = mutated_annotations(
+            obj,
+            old if isinstance(old, Mapping) else None,
+            user,
+            control_plane=user in control_plane_users,
+        )
+        if annotations is not None:
+            patch = [{"op": "add", "path": "/metadata/annotations", "value": annotations}]
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
     return {
         "apiVersion": str(review.get("apiVersion") or "admission.k8s.io/v1"),
         "kind": "AdmissionReview",

@@ -9,6 +9,7 @@ scripts can look at everything), and seeds it with manifests (the examples by de
 from __future__ import annotations
 
 import contextlib
+import getpass
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from app.apiserver import create_apiserver_app, serve_apiserver, write_kubeconfi
 from app.apiserver.admission import Admission, AdmissionRequest, AdmissionResponse
 from app.apiserver.errors import FieldCause
 from app.controller import kube as k
+from promoter.admission.mutation import mutated_annotations
 from promoter.clock import SYSTEM, Clock
 
 log = logging.getLogger(__name__)
@@ -61,8 +63,18 @@ def admission(clock: Clock) -> Admission:
     kinds = step_kinds()
 
     def admit(request: AdmissionRequest) -> AdmissionResponse:
-        if request.stage != "validate" or request.group != k.STAGES.group:
+        if request.group != k.STAGES.group:
             return AdmissionResponse()
+        if request.stage == "mutate":
+            # Anonymous writes are the server's own (its client sends no identity); kubectl
+            # says who it acts as through the kubeconfig the cluster wrote.
+            annotations = mutated_annotations(
+                request.obj, request.old, request.user, control_plane=not request.user
+            )
+            if annotations is None:
+                return AdmissionResponse()
+            metadata = {**request.obj["metadata"], "annotations": annotations}
+            return AdmissionResponse(obj={**request.obj, "metadata": metadata})
 
         def read(plural: str, namespace: str, name: str) -> dict[str, Any] | None:
             return request.lookup(k.STAGES.group, plural, namespace, name)
@@ -90,8 +102,17 @@ async def embedded_cluster(
     )
     async with serve_apiserver(app) as url:
         kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)
-        write_kubeconfig(kubeconfig_path, url)
+        write_kubeconfig(kubeconfig_path, url, impersonate=_local_user())
         yield EmbeddedCluster(url=url, kubeconfig=kubeconfig_path)
+
+
+def _local_user() -> str:
+    """Who kubectl acts as on the embedded cluster: the local account, as Kargo records a
+    Kubernetes user (``kubernetes:<name>``) on what they create."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return "kubectl"
 
 
 def _documents(paths: Iterable[Path]) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from app.admission import review_response
+from app.admission import mutation_response, review_response
 from app.controller import kube as k
 from app.controller.credentials import ClusterCredentials
 from app.controller.leader import LeaderElector
@@ -138,6 +138,20 @@ async def admission_validate(request: web.Request) -> web.Response:
     return web.json_response(review_response(review, read, kinds, state.clock.now()))
 
 
+async def admission_mutate(request: web.Request) -> web.Response:
+    """``POST /admission/mutate``: a mutating webhook's AdmissionReview (a Promotion's
+    creator and abort requester, ``app.admission``). Needs no cache, so it answers at once."""
+    state = request.app[SERVER]
+    try:
+        review = await request.json()
+    except ValueError:
+        review = None
+    if not isinstance(review, dict):
+        return web.Response(status=400, text="the body must be an AdmissionReview (JSON)\n")
+    users = frozenset(state.settings.control_plane_users)
+    return web.json_response(mutation_response(review, users))
+
+
 async def metrics(request: web.Request) -> web.Response:
     state = request.app[SERVER]
     if state.controller is not None:
@@ -168,6 +182,7 @@ def create_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/admission/validate", admission_validate)
+    app.router.add_post("/admission/mutate", admission_mutate)
     pages = setup_pages(
         app, settings.ui, lambda: state.controller, secrets=settings.secrets(), clock=clock
     )

@@ -192,6 +192,9 @@ class Settings:
     retry_period: float = 2.0
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     max_concurrent_reconciles: int = 16
+    # Who Longshoreman itself writes as: the mutating admission webhook leaves its writes be
+    # (it records the real actor itself) and stamps everyone else's as Kargo does.
+    control_plane_users: tuple[str, ...] = ("system:serviceaccount:longshoreman:longshoreman",)
     # Requeue a Running step after this long when nothing wakes it earlier (Kargo: 5 minutes).
     default_requeue: float = 300.0
     min_requeue: float = 10.0
@@ -338,6 +341,13 @@ class Settings:
             renew_deadline=renew_deadline,
             retry_period=retry_period,
             identity=env.get("POD_NAME") or defaults.identity,
+            control_plane_users=tuple(
+                u.strip()
+                for u in env.get(
+                    "LONGSHOREMAN_CONTROL_PLANE_USERS", ",".join(defaults.control_plane_users)
+                ).split(",")
+                if u.strip()
+            ),
             max_concurrent_reconciles=_int(
                 env,
                 "LONGSHOREMAN_MAX_CONCURRENT_RECONCILES",

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -118,3 +120,24 @@ async def test_freight_updates_that_change_artifacts_are_refused(
 async def test_a_body_that_is_not_json_is_a_bad_request(client: TestClient[Any, Any]) -> None:
     response = await client.post("/admission/validate", data=b"not json")
     assert response.status == 400
+
+
+async def test_the_mutating_webhook_records_who_created_a_promotion(
+    client: TestClient[Any, Any],
+) -> None:
+    body = review(objects.promotion("p", "test", namespace=NS, freight=FREIGHT))
+    response = await client.post("/admission/mutate", json=body)
+    assert response.status == 200
+    answered = (await response.json())["response"]
+    assert answered["allowed"] is True and answered["patchType"] == "JSONPatch"
+    assert json.loads(base64.b64decode(answered["patch"])) == [
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {"kargo.akuity.io/create-actor": "kubernetes:jane"},
+        }
+    ]
+    # Longshoreman's own service account writes its actor itself.
+    body["request"]["userInfo"]["username"] = "system:serviceaccount:longshoreman:longshoreman"
+    response = await client.post("/admission/mutate", json=body)
+    assert (await response.json())["response"] == {"uid": body["request"]["uid"], "allowed": True}

@@ -6,6 +6,8 @@ built from the CRD schemas), and ``kubectl explain`` reads those schemas.
 from __future__ import annotations
 
 import asyncio
+import getpass
+import json
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -254,3 +256,42 @@ async def test_freight_cannot_change_what_it_carries(embedded: Embedded) -> None
         "patch", "freight", freight, "-n", NS, "--type", "merge", "-p", '{"alias":"new-name"}'
     )
     assert alias.code == 0, alias.stderr
+
+
+async def test_the_kubectl_user_is_recorded_as_creator_and_as_who_aborted(
+    embedded: Embedded,
+) -> None:
+    await applied_project(embedded)
+    freight = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"
+    created = await embedded.kubectl(
+        "create",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump(objects.promotion("p1", "test", namespace=NS, freight=freight)),
+    )
+    assert created.code == 0, created.stderr
+    user = getpass.getuser()
+    actor = await embedded.kubectl(
+        "get",
+        "promotion",
+        "p1",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.metadata.annotations.kargo\\.akuity\\.io/create-actor}",
+    )
+    assert actor.stdout == f"kubernetes:{user}"
+    aborted = await embedded.kubectl(
+        "annotate", "promotion", "p1", "-n", NS, "kargo.akuity.io/abort=terminate"
+    )
+    assert aborted.code == 0, aborted.stderr
+    request = await embedded.kubectl(
+        "get",
+        "promotion",
+        "p1",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.metadata.annotations.kargo\\.akuity\\.io/abort}",
+    )
+    assert json.loads(request.stdout) == {"action": "terminate", "actor": f"kubernetes:{user}"}
