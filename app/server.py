@@ -124,18 +124,39 @@ async def admission_validate(request: web.Request) -> web.Response:
         return web.Response(status=400, text="the body must be an AdmissionReview (JSON)\n")
     caches = controller.caches
     informers = {
-        "stages": caches.stages,
-        "freights": caches.freight,
-        "promotiontasks": caches.tasks,
-        "clusterpromotiontasks": caches.cluster_tasks,
+        "stages": (caches.stages, k.STAGES),
+        "freights": (caches.freight, k.FREIGHT),
+        "promotiontasks": (caches.tasks, k.PROMOTION_TASKS),
+        "clusterpromotiontasks": (caches.cluster_tasks, k.CLUSTER_PROMOTION_TASKS),
     }
+    # What the caches did not have. An object created a moment ago (a PromotionTask applied
+    # just before the Stage naming it, in one kubectl apply) may not have reached the watch
+    # yet: a miss is asked of the API server before it refuses anything.
+    fetched: dict[tuple[str, str, str], Mapping[str, Any] | None] = {}
+    missed: set[tuple[str, str, str]] = set()
 
     def read(plural: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        key = (plural, namespace, name)
+        if key in fetched:
+            return fetched[key]
         informer = informers.get(plural)
-        return None if informer is None else informer.get(namespace or None, name)
+        found = None if informer is None else informer[0].get(namespace or None, name)
+        if found is None and informer is not None:
+            missed.add(key)
+        return found
 
     kinds = frozenset(state.registry or builtin_registry())
-    return web.json_response(review_response(review, read, kinds, state.clock.now()))
+    answer = review_response(review, read, kinds, state.clock.now())
+    if not answer["response"]["allowed"] and missed and state.kube is not None:
+        for plural, namespace, name in missed:
+            try:
+                fetched[(plural, namespace, name)] = await state.kube.get(
+                    informers[plural][1], namespace or None, name
+                )
+            except k.NotFound:
+                fetched[(plural, namespace, name)] = None
+        answer = review_response(review, read, kinds, state.clock.now())
+    return web.json_response(answer)
 
 
 async def admission_mutate(request: web.Request) -> web.Response:

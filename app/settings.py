@@ -161,6 +161,10 @@ class Settings:
 
     host: str = "127.0.0.1"
     port: int = 8080
+    # The admission webhooks' HTTPS listener (the API server calls webhooks over TLS only):
+    # a directory holding tls.crt and tls.key (cert-manager's or the operator's Secret).
+    webhook_cert_dir: Path | None = None
+    webhook_port: int = 9443
     # Cluster access: a kubeconfig, the in-cluster service account, or (neither) the embedded
     # API server on 127.0.0.1.
     kubeconfig: Path | None = None
@@ -320,6 +324,8 @@ class Settings:
             renamed=tuple(renamed_in_use(given, every_renamed)),
             host=env.get("LONGSHOREMAN_HOST", defaults.host),
             port=_int(env, "LONGSHOREMAN_PORT", defaults.port, minimum=0),
+            webhook_cert_dir=_path(env, "LONGSHOREMAN_WEBHOOK_CERT_DIR", must_exist=True),
+            webhook_port=_int(env, "LONGSHOREMAN_WEBHOOK_PORT", defaults.webhook_port, minimum=0),
             kubeconfig=kubeconfig,
             in_cluster=in_cluster,
             embedded_kubeconfig=_path(env, "LONGSHOREMAN_EMBEDDED_KUBECONFIG"),
