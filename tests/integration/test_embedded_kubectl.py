@@ -295,3 +295,23 @@ async def test_the_kubectl_user_is_recorded_as_creator_and_as_who_aborted(
         "jsonpath={.metadata.annotations.kargo\\.akuity\\.io/abort}",
     )
     assert json.loads(request.stdout) == {"action": "terminate", "actor": f"kubernetes:{user}"}
+
+
+async def test_a_project_config_names_every_problem_in_one_apply(embedded: Embedded) -> None:
+    await embedded.kubectl("create", "namespace", NS)
+    config = objects.project_config(
+        NS,
+        windows=[
+            {
+                "name": "freeze",
+                "kind": "Deny",
+                "dtstart": "TZID=Mars/Olympus:20260102T180000",
+                "dtend": "20260105T090000Z",
+                "rrule": "FREQ=SOMETIMES;BYDAY=XX",
+            }
+        ],
+    )
+    stderr = await refusal(embedded, config)
+    assert 'The ProjectConfig "kargo-demo" is invalid' in stderr
+    for problem in ("unknown time zone 'Mars/Olympus'", "'FREQ': SOMETIMES", "'BYDAY': XX"):
+        assert problem in stderr, stderr
