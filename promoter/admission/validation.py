@@ -78,6 +78,10 @@ REQUIRED_CONFIG: Mapping[str, tuple[str, ...]] = {
     "yaml-update": ("path", "updates"),
 }
 
+# Where a step still accepts another field in place of a required one (Kargo's deprecated
+# forms our steps keep), that field stands in for it.
+_STANDS_IN: Mapping[tuple[str, str], str] = {("git-commit", "message"): "messageFromSteps"}
+
 _FREIGHT_CONTENT = ("origin", "commits", "images", "charts")
 
 
@@ -205,7 +209,7 @@ def _step_kind(uses: str, config: Any, path: str, facts: Facts) -> list[Problem]
     return [
         _required(f"{path}.config.{key}", f"{uses} needs {key}")
         for key in REQUIRED_CONFIG.get(uses, ())
-        if given.get(key) is None
+        if given.get(key) is None and given.get(_STANDS_IN.get((uses, key), "")) is None
     ]
 
 

@@ -162,23 +162,19 @@ def parse_window(spec: Mapping[str, Any]) -> Window:
     errors: list[str] = []
     if kind not in (ALLOW, DENY):
         errors.append(f"kind must be Allow or Deny, not {kind!r}")
-    start: datetime | None = None
-    end: datetime | None = None
-    zone = "UTC"
-    if not spec.get("dtstart"):
-        errors.append("dtstart is required")
-    else:
+
+    def read_time(key: str, missing: str) -> tuple[datetime | None, str]:
+        if not spec.get(key):
+            errors.append(missing)
+            return None, "UTC"
         try:
-            start, zone = parse_ical_time(str(spec["dtstart"]))
+            return parse_ical_time(str(spec[key]))
         except WindowError as e:
             errors.append(str(e))
-    if not spec.get("dtend"):
-        errors.append("dtend is required (dtend - dtstart is each occurrence's length)")
-    else:
-        try:
-            end, _ = parse_ical_time(str(spec["dtend"]))
-        except WindowError as e:
-            errors.append(str(e))
+            return None, "UTC"
+
+    start, zone = read_time("dtstart", "dtstart is required")
+    end, _ = read_time("dtend", "dtend is required (dtend - dtstart is each occurrence's length)")
     duration = timedelta(0)
     if start is not None and end is not None:
         if end.tzinfo is start.tzinfo or end.utcoffset() == start.utcoffset():

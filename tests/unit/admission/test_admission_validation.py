@@ -82,6 +82,11 @@ def test_every_problem_of_a_stage_comes_in_one_answer() -> None:
     ]
 
 
+def test_a_deprecated_field_the_step_still_reads_stands_in_for_the_required_one() -> None:
+    step = {"uses": "git-commit", "config": {"path": ".", "messageFromSteps": ["update"]}}
+    assert validate(objects.stage("s", steps=[step]), None, facts()) == []
+
+
 def test_task_references_resolve_in_the_namespace_or_the_cluster() -> None:
     task = objects.promotion_task("t", [{"uses": "git-push", "config": {"path": "."}}])
     cluster_task = objects.promotion_task("ct", [], kind="ClusterPromotionTask")
