@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -56,18 +56,24 @@ def problems_of(
     read: Reader,
     kinds: frozenset[str],
     now: datetime,
+    aliased: Callable[[str, str], Sequence[Mapping[str, Any]]],
 ) -> list[Problem]:
-    """``promoter.admission.validate`` over objects read with ``read``."""
+    """``promoter.admission.validate`` over objects read with ``read`` (and Freight by alias
+    with ``aliased(namespace, alias)``)."""
 
     def lookup(kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         plural = READ_PLURALS.get(kind)
         return None if plural is None else read(plural, namespace, name)
 
-    return validate(obj, old, Facts(lookup=lookup, step_kinds=kinds, now=now))
+    return validate(obj, old, Facts(lookup=lookup, step_kinds=kinds, now=now, aliased=aliased))
 
 
 def review_response(
-    review: Mapping[str, Any], read: Reader, kinds: frozenset[str], now: datetime
+    review: Mapping[str, Any],
+    read: Reader,
+    kinds: frozenset[str],
+    now: datetime,
+    aliased: Callable[[str, str], Sequence[Mapping[str, Any]]],
 ) -> JsonObject:
     """The ``AdmissionReview`` answering ``review``: allowed, or refused with every problem
     (``status.details.causes``, one per field) in a 422 Invalid status, as Kargo's webhooks
@@ -78,7 +84,8 @@ def review_response(
     old = request.get("oldObject")
     problems: list[Problem] = []
     if isinstance(obj, Mapping) and request.get("operation") in ("CREATE", "UPDATE"):
-        problems = problems_of(obj, old if isinstance(old, Mapping) else None, read, kinds, now)
+        before = old if isinstance(old, Mapping) else None
+        problems = problems_of(obj, before, read, kinds, now, aliased)
     response: JsonObject = {"uid": uid, "allowed": not problems}
     if problems:
         kind = str(request.get("kind", {}).get("kind") or (obj or {}).get("kind") or "")

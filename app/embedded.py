@@ -25,6 +25,7 @@ from app.apiserver.errors import FieldCause
 from app.controller import kube as k
 from promoter.admission.mutation import mutated_annotations
 from promoter.clock import SYSTEM, Clock
+from promoter.resources.freight_refs import aliases_of
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,11 @@ def admission(clock: Clock) -> Admission:
         def read(plural: str, namespace: str, name: str) -> dict[str, Any] | None:
             return request.lookup(k.STAGES.group, plural, namespace, name)
 
-        problems = problems_of(request.obj, request.old, read, kinds, clock.now())
+        def aliased(namespace: str, alias: str) -> list[dict[str, Any]]:
+            every = request.list(k.FREIGHT.group, k.FREIGHT.plural, namespace)
+            return [f for f in every if alias in aliases_of(f)]
+
+        problems = problems_of(request.obj, request.old, read, kinds, clock.now(), aliased)
         return AdmissionResponse(
             causes=[FieldCause(p.reason, p.message, p.field) for p in problems]
         )

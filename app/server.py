@@ -19,6 +19,7 @@ from aiohttp import web
 from app.admission import mutation_response, review_response
 from app.controller import kube as k
 from app.controller.credentials import ClusterCredentials
+from app.controller.informer import FreightRefs
 from app.controller.leader import LeaderElector
 from app.controller.oci import Registries
 from app.controller.promotions import ClusterPromotions, DeferredPromotions
@@ -145,8 +146,11 @@ async def admission_validate(request: web.Request) -> web.Response:
             missed.add(key)
         return found
 
+    def aliased(namespace: str, alias: str) -> list[dict[str, Any]]:
+        return caches.freight.by_index(FreightRefs.INDEX, f"{namespace}/{alias}")
+
     kinds = frozenset(state.registry or builtin_registry())
-    answer = review_response(review, read, kinds, state.clock.now())
+    answer = review_response(review, read, kinds, state.clock.now(), aliased)
     if not answer["response"]["allowed"] and missed and state.kube is not None:
         for plural, namespace, name in missed:
             try:
@@ -155,7 +159,7 @@ async def admission_validate(request: web.Request) -> web.Response:
                 )
             except k.NotFound:
                 fetched[(plural, namespace, name)] = None
-        answer = review_response(review, read, kinds, state.clock.now())
+        answer = review_response(review, read, kinds, state.clock.now(), aliased)
     return web.json_response(answer)
 
 

@@ -30,7 +30,8 @@ Stage = Literal["mutate", "validate"]
 @dataclass(frozen=True)
 class AdmissionRequest:
     """One write as admission sees it. ``lookup(group, plural, namespace, name)`` reads a
-    stored object (namespace empty for cluster-scoped kinds), as a webhook reads its cache."""
+    stored object (namespace empty for cluster-scoped kinds) and ``list(group, plural,
+    namespace)`` a namespace's, as a webhook reads its cache."""
 
     stage: Stage
     operation: Operation
@@ -41,6 +42,7 @@ class AdmissionRequest:
     old: JsonObject | None
     user: str
     lookup: Callable[[str, str, str, str], JsonObject | None]
+    list: Callable[[str, str, str], list[JsonObject]]
 
 
 @dataclass(frozen=True)

@@ -570,6 +570,10 @@ class Store:
             return None
         return self._objects.get(resource.key, {}).get((namespace, name))
 
+    def _list(self, group: str, plural: str, namespace: str) -> list[JsonObject]:
+        resource = self.registry.get(group, plural)
+        return [] if resource is None else self.objects(resource, Filters(namespace=namespace))
+
     def _admit(
         self,
         stage: AdmissionStage,
@@ -593,6 +597,7 @@ class Store:
                 old=old,
                 user=user,
                 lookup=self._lookup,
+                list=self._list,
             )
         )
         if response.causes:

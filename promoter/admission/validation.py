@@ -15,10 +15,17 @@ and its CRDs; the rule itself lives once, here or in the module named):
 - **Promotion** (create): the Stage exists, the Freight exists in the namespace and is
   available to the Stage (``promoter.resources.stages.available_to``: approved, direct, or
   verified upstream, soak time included), as Kargo's promotion webhook refuses.
-- **Freight** (update): ``origin``, ``commits``, ``images`` and ``charts`` never change
-  (Kargo: "Freight is immutable").
+- **Freight**: ``origin``, ``commits``, ``images`` and ``charts`` never change (Kargo:
+  "Freight is immutable"); an alias (the ``alias`` field or the ``kargo.akuity.io/alias``
+  label) another Freight of the namespace answers to is refused, as Kargo's webhook refuses it
+  (so two ``set-freight-alias`` steps racing for one alias cannot both win).
 - **ProjectConfig / ClusterConfig**: what ``promoter.control.policies`` reports on their
   status, all of it.
+
+Not here yet: the size and count limits (steps per Promotion, object size, a Warehouse URL
+that is local or ``file://``, a Promotion that brings its own steps) belong to
+``promoter/rules/limits.py`` (hardening, issue 34); when it lands, :func:`validate` calls it
+for every kind, in one place, rather than restating them.
 
 A problem's ``message`` reads as kube-apiserver's field errors do (``Invalid value: "x": ...``,
 ``Required value``, ``Unsupported value``, ``Not found``, ``Forbidden``), so a refusal from the
@@ -29,7 +36,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -37,7 +44,8 @@ from typing import Any, Protocol
 from promoter.control.policies import cluster_config, project_config
 from promoter.expressions.errors import ExpressionSyntaxError
 from promoter.expressions.templates import check_syntax
-from promoter.resources.model import namespace_of
+from promoter.resources.freight_refs import aliases_of
+from promoter.resources.model import name_of, namespace_of
 from promoter.resources.stages import available_to
 from promoter.warehouses.spec import SpecError, parse_subscription, repo_url_problems
 
@@ -105,11 +113,18 @@ class Lookup(Protocol):
     def __call__(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
 
+def _no_aliases(namespace: str, alias: str) -> Sequence[Mapping[str, Any]]:
+    return ()
+
+
 @dataclass(frozen=True, slots=True)
 class Facts:
+    """``aliased(namespace, alias)``: the Freight answering to an alias there."""
+
     lookup: Lookup
     step_kinds: frozenset[str]
     now: datetime
+    aliased: Callable[[str, str], Sequence[Mapping[str, Any]]] = _no_aliases
 
 
 def _invalid(path: str, value: Any, detail: str) -> Problem:
@@ -287,6 +302,29 @@ def _freight_update(obj: Mapping[str, Any], old: Mapping[str, Any]) -> list[Prob
     ]
 
 
+def _alias_taken(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, facts: Facts
+) -> list[Problem]:
+    namespace = namespace_of(obj) or ""
+    before = set(aliases_of(old)) if old is not None else set()
+    problems = []
+    for alias in aliases_of(obj):
+        if alias in before:
+            continue  # kept as it was admitted
+        others = sorted(name_of(f) for f in facts.aliased(namespace, alias))
+        others = [n for n in others if n != name_of(obj)]
+        if others:
+            problems.append(
+                _invalid(
+                    "alias",
+                    alias,
+                    f"already used by Freight {json.dumps(others[0])} in namespace "
+                    f"{json.dumps(namespace)}",
+                )
+            )
+    return problems
+
+
 def _config_problems(problems: Iterable[str]) -> list[Problem]:
     out = []
     for text in problems:
@@ -308,7 +346,8 @@ def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None, facts: Facts
     """
     kind = str(obj.get("kind") or "")
     if kind == "Freight":
-        return _freight_update(obj, old) if old is not None else []
+        content = _freight_update(obj, old) if old is not None else []
+        return content + _alias_taken(obj, old, facts)
     if kind == "Promotion":
         # Kargo checks a Promotion's Stage and Freight when it is created; what happens to
         # them later must not make the Promotion itself unwritable (aborts, annotations).

@@ -315,3 +315,16 @@ async def test_a_project_config_names_every_problem_in_one_apply(embedded: Embed
     assert 'The ProjectConfig "kargo-demo" is invalid' in stderr
     for problem in ("unknown time zone 'Mars/Olympus'", "'FREQ': SOMETIMES", "'BYDAY': XX"):
         assert problem in stderr, stderr
+
+
+async def test_an_alias_in_use_is_refused(embedded: Embedded) -> None:
+    await applied_project(embedded)
+    second = objects.freight(
+        "0123456789abcdef0123456789abcdef01234567",
+        namespace=NS,
+        alias="frozen-tauntaun",
+        warehouse="kargo-demo",
+        images=[{"repoURL": "public.ecr.aws/nginx/nginx", "tag": "1.28.0"}],
+    )
+    stderr = await refusal(embedded, second)
+    assert 'alias: Invalid value: "frozen-tauntaun": already used by Freight' in stderr

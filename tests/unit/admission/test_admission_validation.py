@@ -209,3 +209,25 @@ def test_project_config_problems_come_all_at_once() -> None:
         "spec.promotionWindows[1]",
         "spec.promotionWindows[2]",
     ]
+
+
+def test_an_alias_another_freight_answers_to_is_refused() -> None:
+    taken = objects.freight("other", alias="frozen-tauntaun")
+    by_label = objects.freight("third", labels={"kargo.akuity.io/alias": "wise-wombat"})
+    stored = {"frozen-tauntaun": [taken], "wise-wombat": [by_label]}
+    with_aliases = Facts(
+        lookup=lambda kind, namespace, name: None,
+        step_kinds=KINDS,
+        now=NOW,
+        aliased=lambda namespace, alias: stored.get(alias, []),
+    )
+    mine = objects.freight("mine", alias="frozen-tauntaun")
+    refused = validate(mine, None, with_aliases)
+    assert fields(refused) == ["alias"]
+    assert 'already used by Freight "other"' in refused[0].message
+    assert fields(validate(objects.freight("mine", alias="wise-wombat"), None, with_aliases)) == [
+        "alias"
+    ]
+    # Its own alias, or one kept from before, is no conflict.
+    assert validate(taken, None, with_aliases) == []
+    assert validate(mine, mine, with_aliases) == []
