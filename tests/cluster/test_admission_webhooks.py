@@ -165,6 +165,26 @@ async def test_bad_manifests_are_refused_by_the_webhook_naming_every_problem(
     )
     assert "spec.subscriptions[0].image.repoURL" in refused.stderr, refused.stderr
     assert "spec.subscriptions[1].image.repoURL" in refused.stderr
+    config = objects.served(
+        objects.project_config(
+            NS,
+            windows=[
+                {
+                    "name": "freeze",
+                    "kind": "Deny",
+                    "dtstart": "TZID=Mars/Olympus:20260102T180000",
+                    "dtend": "20260105T090000Z",
+                    "rrule": "FREQ=SOMETIMES;BYDAY=XX",
+                }
+            ],
+        )
+    )
+    refused = await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(config), check=False)
+    for problem in ("unknown time zone 'Mars/Olympus'", "'FREQ': SOMETIMES", "'BYDAY': XX"):
+        assert problem in refused.stderr, refused.stderr
+    missing = objects.served(objects.promotion("p0", "test", namespace=NS, freight="gone"))
+    refused = await cluster.kubectl("create", "-f", "-", stdin=yaml.safe_dump(missing), check=False)
+    assert 'could not find Freight "gone"' in refused.stderr, refused.stderr
 
 
 async def test_a_promotion_of_unverified_freight_is_refused_and_the_creator_recorded(
