@@ -208,8 +208,19 @@ def create_app(
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/admission/validate", admission_validate)
     app.router.add_post("/admission/mutate", admission_mutate)
+
+    async def may_read(login: str, namespace: str) -> bool:
+        # LONGSHOREMAN_UI_GITHUB_ACCESS=project: who may act on the project from GitHub.
+        return state.github is not None and await state.github.deps.may_read(login, namespace)
+
+    per_project = settings.ui.auth == "github" and settings.ui.github_access == "project"
     pages = setup_pages(
-        app, settings.ui, lambda: state.controller, secrets=settings.secrets(), clock=clock
+        app,
+        settings.ui,
+        lambda: state.controller,
+        secrets=settings.secrets(),
+        clock=clock,
+        readers=may_read if per_project else None,
     )
     state.listeners.append(pages.on_promotion)
     extra = dict(extra_services or {})
@@ -353,6 +364,8 @@ async def _start(
         clock=state.clock,
         # Where the projects' webhook receivers are reached (their status says so).
         receiver_base_url=settings.ui.public_url or "",
+        limits=settings.limits,
+        receiver_min_secret=settings.receivers.min_secret_length,
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller

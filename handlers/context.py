@@ -16,7 +16,7 @@ import gidgethub
 from cachetools import TTLCache
 
 from handlers.authors import freight_authors
-from handlers.client import GitHubAPI, GitHubClient
+from handlers.client import GitHubAPI, GitHubClient, GitHubUnreachable
 from handlers.promoters import github_may_act
 from handlers.settings import GitHubSettings
 from promoter.chat.grammar import Command
@@ -140,10 +140,47 @@ class Deps:
         return await self.client.repo_api(repo)
 
     def namespace_for(self, data: Mapping[str, Any]) -> str:
+        """The project (namespace) an event's repository may act on, and the only one.
+
+        Every command from GitHub (a comment, a check-run button, a re-run) acts on the project
+        the repository is mapped to, never on one the event itself names: a check run's
+        ``external_id`` is our own claim, and a repository that merely appears in another
+        project's Freight carries that project's check runs without being allowed to act on it.
+        """
         return self.settings.project_for(event_repo(data))
+
+    def refuses_project(self, data: Mapping[str, Any], claimed: str) -> str | None:
+        """Why an action on ``claimed`` from this event's repository is refused, or None."""
+        project = self.namespace_for(data)
+        if claimed == project:
+            return None
+        return (
+            f"`{event_repo(data)}` acts on project `{project}`, and this check run belongs to "
+            f"project `{claimed}`"
+        )
 
     def actor(self, login: str) -> str:
         return f"github:{login}"
+
+    async def may_read(self, login: str, namespace: str) -> bool:
+        """Whether ``login`` may act on project ``namespace`` from GitHub, which is who may read
+        its status pages (``LONGSHOREMAN_UI_GITHUB_ACCESS=project``): write access to a
+        repository mapped to it. The fallback project, which every other repository of the
+        installations acts on, is every signed-in member's."""
+        if namespace == self.settings.project:
+            return True
+        for repo, project in sorted(self.settings.repo_projects.items()):
+            if project != namespace:
+                continue
+            try:
+                gh = await self.client.repo_api(repo)
+                permission = await self.permissions.permission(gh, repo, login)
+            except (gidgethub.GitHubException, GitHubUnreachable) as e:
+                log.info("pages: permission of %s on %s unknown (%s)", login, repo, e)
+                continue
+            if github_may_act({}, login, permission).allowed:
+                return True
+        return False
 
 
 async def github_facts(
@@ -169,7 +206,7 @@ async def github_facts(
     }
     teams = await deps.permissions.teams(gh, user, sorted(slugs))
     now = deps.clock.now()
-    authors: dict[str, set[str]] = {}
+    authors: dict[str, set[str] | None] = {}
     freight = freight_to_approve(command, snapshot, now)
     if freight is not None:
         authors[name_of(freight)] = await freight_authors(deps.client, freight)
@@ -181,7 +218,8 @@ async def github_facts(
         return github_may_act(stage or {}, user, permission, teams, approve=True)
 
     def authored(freight: Mapping[str, Any]) -> bool | None:
-        return user.lower() in authors.get(name_of(freight), set())
+        people = authors.get(name_of(freight), set())
+        return None if people is None else user.lower() in people
 
     return Facts(
         snapshot,

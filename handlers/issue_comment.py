@@ -27,6 +27,7 @@ from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo, github_facts
 from handlers.markdown import markdown_table
+from promoter.chat import neutral
 from promoter.chat.freight_refs import freight_for_commit
 from promoter.chat.grammar import USAGE, Command, help_text, parse_comment
 from promoter.chat.planner import (
@@ -88,7 +89,7 @@ async def on_comment_created(event: sansio.Event, deps: Deps) -> None:
     )
     for line in parsed:
         if line.command is None:
-            await session.reply(f"@{session.user}: {checks.quiet(line.error or '')}")
+            await session.reply(f"@{session.user}: {neutral.quiet(line.error or '')}")
             continue
         try:
             await session.run(line.command)
@@ -148,7 +149,8 @@ class CommandSession:
             await self._carry_out(command, decision)
         except LongshoremanError as e:
             # The service refused (a name not found, an invalid object): tell the user.
-            await self.reply(f"@{self.user}: `{checks.quiet(command.raw)}`: {checks.quiet(str(e))}")
+            said = f"`{neutral.code(command.raw)}`: {neutral.quiet(str(e))}"
+            await self.reply(f"@{self.user}: {said}")
 
     async def _facts(self, command: Command) -> Facts:
         """Everything :func:`promoter.chat.planner.plan` needs, looked up now (the I/O is here)."""
@@ -183,7 +185,7 @@ class CommandSession:
     async def _carry_out(self, command: Command, decision: Plan) -> None:
         actor = self.deps.actor(self.user)
         if isinstance(decision, Refusal):
-            await self.refuse(checks.quiet(decision.reason))
+            await self.refuse(neutral.quiet(decision.reason))
         elif isinstance(decision, DoPromote):  # GitHub never asks to confirm (Facts.confirm)
             await self._promote(command, decision)
         elif isinstance(decision, DoApprove):

@@ -3,6 +3,9 @@
 ``setup_slack(app, settings, service)`` mounts a slack-bolt :class:`AsyncApp` at
 ``POST /slack/events`` (slash commands and interactivity share it). Bolt verifies every request
 (``v0`` HMAC signature, timestamp within 5 minutes; 401 otherwise, before any listener runs).
+Before bolt sees a verified request, two things a signature cannot say are checked here: that
+it is not a replay (a signature seen within the window is answered with an empty 200 and does
+nothing), and, with ``LONGSHOREMAN_SLACK_TEAM_ID``, that it comes from that workspace (403).
 Every listener acks at once and hands the work to a tracked background task; what it decides
 comes from :mod:`slack.commands` and what it says from :mod:`slack.messages`. Anything that goes
 wrong after the ack is told to the user as an ephemeral message.
@@ -21,12 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from cachetools import TTLCache
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from promoter.chat.grammar import (
@@ -51,7 +56,6 @@ from promoter.chat.planner import (
     Refusal,
     ShowHelp,
     ShowStatus,
-    freight_to_approve,
     plan,
     stages_to_authorize,
 )
@@ -62,13 +66,14 @@ from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
 from promoter.tasks import stop_tasks
+from slack import blocks as b
 from slack import messages as m
 from slack.announcements import stages_to_announce
 from slack.api import SlackApi, SlackError
 from slack.blocks import Message
 from slack.commands import (
     PendingPromotion,
-    authored_by,
+    authored_on_slack,
     authorizer,
     groups_to_resolve,
     needs_confirmation,
@@ -99,6 +104,10 @@ EVENTS_PATH = "/slack/events"
 # Slash commands and button clicks are a few kilobytes; refuse anything far bigger before
 # reading it (the app's own limit is sized for GitHub's 25 MB webhooks).
 MAX_BODY = 1024 * 1024
+# Slack refuses a request older than 5 minutes (as bolt does); a signature is remembered a
+# little longer, so a replay is recognised for as long as its timestamp would pass.
+REPLAY_WINDOW = 6 * 60.0
+REPLAY_MEMORY = 100_000
 # Metric labels for what a verified request was (Slack's payload types we may see).
 _KINDS = frozenset(
     {"block_actions", "view_submission", "view_closed", "shortcut", "message_action"}
@@ -139,6 +148,14 @@ class Requester:
         )
 
 
+def _team_of(body: Mapping[str, Any]) -> str:
+    """The workspace a slash command (``team_id``) or an interaction (``team.id``) came from."""
+    team = body.get("team")
+    if isinstance(team, Mapping) and team.get("id"):
+        return str(team["id"])
+    return str(body.get("team_id") or "")
+
+
 def _kind(body: Mapping[str, Any]) -> str:
     """What a verified request was, as a metric label from a fixed set."""
     if body.get("command"):
@@ -167,6 +184,10 @@ class SlackIntegration:
         self.service = service
         self.clock = clock
         self.telemetry = telemetry
+        self._verifier = SignatureVerifier(settings.signing_secret)
+        self._signatures: TTLCache[str, bool] = TTLCache(
+            maxsize=REPLAY_MEMORY, ttl=REPLAY_WINDOW, timer=clock.monotonic
+        )
         self.api: SlackApi | None = None
         self.groups: UserGroups | None = None
         self.live = LiveMessages(
@@ -314,6 +335,9 @@ class SlackIntegration:
             # are not JSON objects (payload=null): that is a bad request, not our crash.
             count("slack", "unverified", "bad_request")
             return web.Response(status=400, text="malformed request\n")
+        screened = self._screen(request, bolt_request)
+        if screened is not None:
+            return screened
         response = await self.bolt.async_dispatch(bolt_request)
         if response.status >= 500:
             # Bolt answers 500 when its own matching trips on a payload of an unexpected shape
@@ -327,6 +351,26 @@ class SlackIntegration:
             outcome = {200: "accepted", 404: "unhandled"}.get(response.status, "error")
             count("slack", _kind(bolt_request.body), outcome)
         return await to_aiohttp_response(response)
+
+    def _screen(self, request: web.Request, bolt_request: AsyncBoltRequest) -> web.Response | None:
+        """A verified request that is a replay, or from another workspace, answered here."""
+        signature = request.headers.get("X-Slack-Signature")
+        timestamp = request.headers.get("X-Slack-Request-Timestamp")
+        body = bolt_request.raw_body
+        if signature is None or not self._verifier.is_valid(body, timestamp, signature):
+            return None  # bolt answers 401
+        kind = _kind(bolt_request.body)
+        if signature in self._signatures:
+            log.warning("Slack request replayed within its signature window; ignored")
+            self.telemetry.webhook_delivery("slack", kind, "duplicate")
+            return web.Response(status=200, text="")
+        self._signatures[signature] = True
+        team = _team_of(bolt_request.body)
+        if self.settings.team_id is not None and team != self.settings.team_id:
+            log.warning("Slack request from workspace %r refused (not the configured one)", team)
+            self.telemetry.webhook_delivery("slack", kind, "refused")
+            return web.Response(status=403, text="this app serves another Slack workspace\n")
+        return None
 
     async def _check_token(self) -> None:
         assert self.api is not None
@@ -428,19 +472,13 @@ class SlackIntegration:
             assert self.groups is not None
             groups = await self.groups.of(who.user, wanted)
         now = self.clock.now()
-        email: str | None = None
-        if freight_to_approve(command, snapshot, now) is not None:
-            # The Stage forbids self-approval: whose change the Freight carries is told by
-            # the commits' e-mail addresses, matched against the user's Slack profile.
-            assert self.api is not None
-            email = await self.api.user_email(who.user)
         facts = Facts(
             snapshot,
             authorizer(who.user, groups, defaults),
             now=now,
             confirm=needs_confirmation,
             may_approve=authorizer(who.user, groups, defaults, approve=True),
-            authored=authored_by(email),
+            authored=authored_on_slack,
         )
         return plan(command, facts)
 
@@ -458,16 +496,18 @@ class SlackIntegration:
             await self._tell(
                 who,
                 m.say(
-                    f":warning: Could not check your user groups with Slack ({e}). "
+                    f":warning: Could not check your user groups with Slack ({b.escape(str(e))}). "
                     "Nothing was changed; try again in a moment."
                 ),
                 replace=command.confirmed,
             )
         except PermanentError as e:  # not found, refused, invalid: the user must change it
-            await self._tell(who, m.refused(str(e)), replace=command.confirmed)
+            await self._tell(who, m.refused(b.escape(str(e))), replace=command.confirmed)
         except TemporaryError as e:
             await self._tell(
-                who, m.say(f":warning: {e}. Nothing was changed."), replace=command.confirmed
+                who,
+                m.say(f":warning: {b.escape(str(e))}. Nothing was changed."),
+                replace=command.confirmed,
             )
         except asyncio.CancelledError:
             raise
@@ -539,7 +579,7 @@ class SlackIntegration:
                 text = f":rocket: Confirmed: Promotion `{ref.name}` to *{decision.stage}* created."
             else:
                 text = (
-                    f":rocket: Promotion `{ref.name}` of *{decision.label.short}* to "
+                    f":rocket: Promotion `{ref.name}` of *{b.escape(decision.label.short)}* to "
                     f"*{decision.stage}* created."
                 )
             await self._tell(who, m.say(text), replace=confirmed)
@@ -565,7 +605,8 @@ class SlackIntegration:
             await self._tell(who, m.refused("that confirmation is for another project"))
             return
         if pending.user != who.user:
-            await self._tell(who, m.refused(f"only <@{pending.user}> can confirm this"))
+            only = f":no_entry: only <@{pending.user}> can confirm this. Nothing was changed."
+            await self._tell(who, m.say(only))
             return
         if pending.expired(now):
             await self._tell(
@@ -605,7 +646,9 @@ class SlackIntegration:
                 if isinstance(e, PermanentError | TemporaryError | SlackError)
                 else type(e).__name__
             )
-            await self._tell(who, m.say(f":warning: Promotion failed: {reason}"), replace=True)
+            await self._tell(
+                who, m.say(f":warning: Promotion failed: {b.escape(reason)}"), replace=True
+            )
 
     async def _tell(self, who: Requester, message: Message, *, replace: bool = False) -> None:
         """An ephemeral answer: through response_url, else chat.postEphemeral."""
