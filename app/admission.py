@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from promoter.admission import Facts, Problem, validate
 from promoter.admission.mutation import mutated_annotations
+from promoter.rules.limits import Limits
 from promoter.steps.registry import builtin_registry
 
 JsonObject = dict[str, Any]
@@ -57,6 +58,7 @@ def problems_of(
     kinds: frozenset[str],
     now: datetime,
     aliased: Callable[[str, str], Sequence[Mapping[str, Any]]],
+    limits: Limits,
 ) -> list[Problem]:
     """``promoter.admission.validate`` over objects read with ``read`` (and Freight by alias
     with ``aliased(namespace, alias)``)."""
@@ -65,7 +67,8 @@ def problems_of(
         plural = READ_PLURALS.get(kind)
         return None if plural is None else read(plural, namespace, name)
 
-    return validate(obj, old, Facts(lookup=lookup, step_kinds=kinds, now=now, aliased=aliased))
+    facts = Facts(lookup=lookup, step_kinds=kinds, now=now, aliased=aliased, limits=limits)
+    return validate(obj, old, facts)
 
 
 def review_response(
@@ -74,6 +77,7 @@ def review_response(
     kinds: frozenset[str],
     now: datetime,
     aliased: Callable[[str, str], Sequence[Mapping[str, Any]]],
+    limits: Limits,
 ) -> JsonObject:
     """The ``AdmissionReview`` answering ``review``: allowed, or refused with every problem
     (``status.details.causes``, one per field) in a 422 Invalid status, as Kargo's webhooks
@@ -85,7 +89,7 @@ def review_response(
     problems: list[Problem] = []
     if isinstance(obj, Mapping) and request.get("operation") in ("CREATE", "UPDATE"):
         before = old if isinstance(old, Mapping) else None
-        problems = problems_of(obj, before, read, kinds, now, aliased)
+        problems = problems_of(obj, before, read, kinds, now, aliased, limits)
     response: JsonObject = {"uid": uid, "allowed": not problems}
     if problems:
         kind = str(request.get("kind", {}).get("kind") or (obj or {}).get("kind") or "")

@@ -26,6 +26,7 @@ from app.controller import kube as k
 from promoter.admission.mutation import mutated_annotations
 from promoter.clock import SYSTEM, Clock
 from promoter.resources.freight_refs import aliases_of
+from promoter.rules.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class EmbeddedCluster:
     kubeconfig: Path
 
 
-def admission(clock: Clock) -> Admission:
+def admission(clock: Clock, limits: Limits = DEFAULT_LIMITS) -> Admission:
     """Our kinds' admission (``app/admission.py``), in-process, as a real cluster's webhook
     configuration from deploy/ gets it over HTTP."""
     kinds = step_kinds()
@@ -84,7 +85,7 @@ def admission(clock: Clock) -> Admission:
             every = request.list(k.FREIGHT.group, k.FREIGHT.plural, namespace)
             return [f for f in every if alias in aliases_of(f)]
 
-        problems = problems_of(request.obj, request.old, read, kinds, clock.now(), aliased)
+        problems = problems_of(request.obj, request.old, read, kinds, clock.now(), aliased, limits)
         return AdmissionResponse(
             causes=[FieldCause(p.reason, p.message, p.field) for p in problems]
         )
@@ -94,7 +95,11 @@ def admission(clock: Clock) -> Admission:
 
 @contextlib.asynccontextmanager
 async def embedded_cluster(
-    kubeconfig_path: Path, *, state_file: Path | None = None, clock: Clock = SYSTEM
+    kubeconfig_path: Path,
+    *,
+    state_file: Path | None = None,
+    clock: Clock = SYSTEM,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> AsyncIterator[EmbeddedCluster]:
     """Start the emulator on 127.0.0.1 and write a kubeconfig pointing at it."""
     app = create_apiserver_app(
@@ -103,7 +108,7 @@ async def embedded_cluster(
         require_namespaces=True,
         namespaces=("default", "kube-system", "kube-public", "kube-node-lease", "argocd"),
         group_aliases=KARGO_GROUP_ALIAS,
-        admission=admission(clock),
+        admission=admission(clock, limits),
     )
     async with serve_apiserver(app) as url:
         kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)

@@ -150,7 +150,8 @@ async def admission_validate(request: web.Request) -> web.Response:
         return caches.freight.by_index(FreightRefs.INDEX, f"{namespace}/{alias}")
 
     kinds = frozenset(state.registry or builtin_registry())
-    answer = review_response(review, read, kinds, state.clock.now(), aliased)
+    limits = state.settings.limits
+    answer = review_response(review, read, kinds, state.clock.now(), aliased, limits)
     if not answer["response"]["allowed"] and missed and state.kube is not None:
         for plural, namespace, name in missed:
             try:
@@ -159,7 +160,8 @@ async def admission_validate(request: web.Request) -> web.Response:
                 )
             except k.NotFound:
                 fetched[(plural, namespace, name)] = None
-        answer = review_response(review, read, kinds, state.clock.now(), aliased)
+        limits = state.settings.limits
+    answer = review_response(review, read, kinds, state.clock.now(), aliased, limits)
     return web.json_response(answer)
 
 
@@ -304,7 +306,12 @@ async def _start(
     if settings.embedded:
         kubeconfig = settings.embedded_kubeconfig or settings.work_dir / "kubeconfig"
         state.cluster = await stack.enter_async_context(
-            embedded_cluster(kubeconfig, state_file=settings.embedded_state_file, clock=state.clock)
+            embedded_cluster(
+                kubeconfig,
+                state_file=settings.embedded_state_file,
+                clock=state.clock,
+                limits=settings.limits,
+            )
         )
         log.info(
             "no cluster configured: started the embedded API server at %s; kubeconfig written "

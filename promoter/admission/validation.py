@@ -22,10 +22,9 @@ and its CRDs; the rule itself lives once, here or in the module named):
 - **ProjectConfig / ClusterConfig**: what ``promoter.control.policies`` reports on their
   status, all of it.
 
-Not here yet: the size and count limits (steps per Promotion, object size, a Warehouse URL
-that is local or ``file://``, a Promotion that brings its own steps) belong to
-``promoter/rules/limits.py`` (hardening, issue 34); when it lands, :func:`validate` calls it
-for every kind, in one place, rather than restating them.
+- **every kind**: the limits of ``promoter.rules.limits`` (an object's size; a Promotion's
+  steps), called here as the controller calls them. Whether a Promotion may bring steps of its
+  own is decided where its Stage's template is inflated (the controller), not here.
 
 A problem's ``message`` reads as kube-apiserver's field errors do (``Invalid value: "x": ...``,
 ``Required value``, ``Unsupported value``, ``Not found``, ``Forbidden``), so a refusal from the
@@ -47,6 +46,7 @@ from promoter.expressions.templates import check_syntax
 from promoter.resources.freight_refs import aliases_of
 from promoter.resources.model import name_of, namespace_of
 from promoter.resources.stages import available_to
+from promoter.rules.limits import DEFAULT_LIMITS, Limits, object_size_problems, promotion_problems
 from promoter.warehouses.spec import SpecError, parse_subscription, repo_url_problems
 
 __all__ = ["REQUIRED_CONFIG", "Facts", "Lookup", "Problem", "validate"]
@@ -125,6 +125,7 @@ class Facts:
     step_kinds: frozenset[str]
     now: datetime
     aliased: Callable[[str, str], Sequence[Mapping[str, Any]]] = _no_aliases
+    limits: Limits = DEFAULT_LIMITS
 
 
 def _invalid(path: str, value: Any, detail: str) -> Problem:
@@ -345,6 +346,17 @@ def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None, facts: Facts
     PromotionTask deleted under its Stage), as Kubernetes' validation ratcheting does.
     """
     kind = str(obj.get("kind") or "")
+    limited = (
+        promotion_problems(obj, facts.limits)
+        if kind == "Promotion"
+        else object_size_problems(obj, facts.limits)
+    )
+    return _config_problems(limited) + _judged(kind, obj, old, facts)
+
+
+def _judged(
+    kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None, facts: Facts
+) -> list[Problem]:
     if kind == "Freight":
         content = _freight_update(obj, old) if old is not None else []
         return content + _alias_taken(obj, old, facts)

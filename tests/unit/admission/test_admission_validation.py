@@ -231,3 +231,21 @@ def test_an_alias_another_freight_answers_to_is_refused() -> None:
     # Its own alias, or one kept from before, is no conflict.
     assert validate(taken, None, with_aliases) == []
     assert validate(mine, mine, with_aliases) == []
+
+
+def test_the_limits_are_admissions_too() -> None:
+    from promoter.rules.limits import Limits
+
+    small = Facts(
+        lookup=lambda kind, namespace, name: None,
+        step_kinds=KINDS,
+        now=NOW,
+        limits=Limits(max_steps=2, max_object_bytes=4096),
+    )
+    steps = [{"uses": "git-push", "config": {"path": "."}}] * 3
+    many = objects.promotion("p", steps=steps)
+    problems = validate(many, None, small)
+    assert [p.field for p in problems][:1] == ["spec.steps"]
+    assert "LONGSHOREMAN_MAX_PROMOTION_STEPS" in problems[0].message
+    big = objects.stage("s", vars=[{"name": "v", "value": "x" * 5000}])
+    assert "LONGSHOREMAN_MAX_OBJECT_BYTES" in str(validate(big, None, small))
