@@ -22,6 +22,13 @@ from app.controller import kube as k
 from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
 from tests.support import objects
+from tests.support.admission import (
+    BROKEN_STAGE_FIELDS,
+    BROKEN_WINDOW_PROBLEMS,
+    broken_project_config,
+    broken_stage,
+    broken_warehouse,
+)
 from tests.support.processes import ServerProcess, server_processes
 from tests.support.realcluster import ADMIN, free_port
 
@@ -129,58 +136,22 @@ def as_jane(*args: str) -> list[str]:
 async def test_bad_manifests_are_refused_by_the_webhook_naming_every_problem(
     cluster: Cluster, webhooks: ServerProcess
 ) -> None:
-    stage = objects.served(
-        objects.stage(
-            "broken",
-            namespace=NS,
-            warehouse="kargo-demo",
-            steps=[
-                {"uses": "git-clonee"},
-                {"uses": "git-commit", "config": {"path": "./out"}},
-                {"uses": "compose-output", "config": {"x": "${{ vars.a + }}"}},
-                {"task": {"name": "update-image-and-push"}},
-            ],
-        )
-    )
+    stage = objects.served(broken_stage(NS, "kargo-demo"))
     refused = await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(stage), check=False)
-    assert refused.code != 0
     # The API server relays the webhook's Invalid status as it is: kubectl shows it as it
     # shows its own validation (and as the embedded cluster's).
     assert 'The Stage "broken" is invalid' in refused.stderr
-    steps = "spec.promotionTemplate.spec.steps"
-    for field in (f"{steps}[0].uses", f"{steps}[1].config.message", f"{steps}[2].config.x"):
-        assert field in refused.stderr, refused.stderr
-    warehouse = objects.served(
-        objects.warehouse(
-            "broken",
-            namespace=NS,
-            subscriptions=[
-                {"image": {"repoURL": "https://ghcr.io/acme/app"}},
-                {"image": {"repoURL": "ghcr.io/Acme/My App"}},
-            ],
-        )
-    )
+    for field in BROKEN_STAGE_FIELDS:
+        assert f"{field}: " in refused.stderr, refused.stderr
+    warehouse = objects.served(broken_warehouse(NS))
     refused = await cluster.kubectl(
         "apply", "-f", "-", stdin=yaml.safe_dump(warehouse), check=False
     )
     assert "spec.subscriptions[0].image.repoURL" in refused.stderr, refused.stderr
     assert "spec.subscriptions[1].image.repoURL" in refused.stderr
-    config = objects.served(
-        objects.project_config(
-            NS,
-            windows=[
-                {
-                    "name": "freeze",
-                    "kind": "Deny",
-                    "dtstart": "TZID=Mars/Olympus:20260102T180000",
-                    "dtend": "20260105T090000Z",
-                    "rrule": "FREQ=SOMETIMES;BYDAY=XX",
-                }
-            ],
-        )
-    )
+    config = objects.served(broken_project_config(NS))
     refused = await cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(config), check=False)
-    for problem in ("unknown time zone 'Mars/Olympus'", "'FREQ': SOMETIMES", "'BYDAY': XX"):
+    for problem in BROKEN_WINDOW_PROBLEMS:
         assert problem in refused.stderr, refused.stderr
     missing = objects.served(objects.promotion("p0", "test", namespace=NS, freight="gone"))
     refused = await cluster.kubectl("create", "-f", "-", stdin=yaml.safe_dump(missing), check=False)

@@ -5,7 +5,6 @@ built from the CRD schemas), and ``kubectl explain`` reads those schemas.
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 import os
@@ -22,7 +21,16 @@ import yaml
 from app.controller import kube as k
 from app.embedded import KARGO_GROUP_ALIAS, ROOT, embedded_cluster
 from tests.support import objects
+from tests.support.admission import (
+    BROKEN_STAGE_FIELDS,
+    BROKEN_WINDOW_PROBLEMS,
+    STEPS,
+    broken_project_config,
+    broken_stage,
+    broken_warehouse,
+)
 from tests.support.kube import running_apiserver
+from tests.support.kubectl import KubectlResult, run_kubectl
 
 pytestmark = pytest.mark.skipif(
     shutil.which("kubectl") is None and not os.environ.get("CI"),
@@ -34,31 +42,17 @@ PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"
 
 
 @dataclass(frozen=True)
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-
-@dataclass(frozen=True)
 class Embedded:
     url: str
     kubeconfig: Path
 
-    async def kubectl(self, *args: str, stdin: str = "") -> Result:
-        process = await asyncio.create_subprocess_exec(
-            "kubectl",
-            "--kubeconfig",
-            str(self.kubeconfig),
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            # kubectl caches discovery per host:port; each test's server is new.
-            env={**os.environ, "KUBECACHEDIR": str(self.kubeconfig.parent / "cache")},
-        )
-        out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 30)
-        return Result(process.returncode or 0, out.decode(), err.decode())
+    async def kubectl(self, *args: str, stdin: str = "") -> KubectlResult:
+        return await run_kubectl(self.kubeconfig, *args, stdin=stdin)
+
+    async def annotation(self, kind: str, name: str, key: str) -> str:
+        jsonpath = "{.metadata.annotations." + key.replace(".", "\\.") + "}"
+        got = await self.kubectl("get", kind, name, "-n", NS, "-o", f"jsonpath={jsonpath}")
+        return got.stdout
 
 
 @pytest_asyncio.fixture
@@ -181,40 +175,17 @@ async def test_kubectl_apply_refuses_a_bad_stage_naming_every_problem_at_once(
     embedded: Embedded,
 ) -> None:
     await applied_project(embedded)
-    stage = objects.stage(
-        "broken",
-        namespace=NS,
-        warehouse="kargo-demo",
-        steps=[
-            {"uses": "git-clonee"},
-            {"uses": "git-commit", "config": {"path": "./out"}},
-            {"uses": "compose-output", "config": {"x": "${{ vars.a + }}"}},
-            {"task": {"name": "no-such-task"}},
-            {"task": {"name": "update-image-and-push"}},
-        ],
-    )
-    stderr = await refusal(embedded, stage)
-    steps = "spec.promotionTemplate.spec.steps"
+    stderr = await refusal(embedded, broken_stage(NS, "kargo-demo"))
     assert 'The Stage "broken" is invalid' in stderr
-    assert f'{steps}[0].uses: Unsupported value: "git-clonee"' in stderr
-    assert 'did you mean "git-clone"' in stderr
-    assert f"{steps}[1].config.message: Required value" in stderr
-    assert f"{steps}[2].config.x: Invalid value" in stderr
-    assert f'{steps}[3].task.name: Not found: "no-such-task"' in stderr
-    assert f"{steps}[4]" not in stderr
+    for field in BROKEN_STAGE_FIELDS:
+        assert f"{field}: " in stderr, stderr
+    assert 'Unsupported value: "git-clonee"' in stderr and 'did you mean "git-clone"' in stderr
+    assert f"{STEPS}[4]" not in stderr
 
 
 async def test_kubectl_apply_refuses_bad_warehouse_urls(embedded: Embedded) -> None:
     await applied_project(embedded)
-    warehouse = objects.warehouse(
-        "broken",
-        namespace=NS,
-        subscriptions=[
-            {"image": {"repoURL": "https://ghcr.io/acme/app"}},
-            {"image": {"repoURL": "ghcr.io/Acme/My App"}},
-        ],
-    )
-    stderr = await refusal(embedded, warehouse)
+    stderr = await refusal(embedded, broken_warehouse(NS))
     assert (
         'spec.subscriptions[0].image.repoURL: Invalid value: "https://ghcr.io/acme/app"' in stderr
     )
@@ -271,49 +242,21 @@ async def test_the_kubectl_user_is_recorded_as_creator_and_as_who_aborted(
     )
     assert created.code == 0, created.stderr
     user = getpass.getuser()
-    actor = await embedded.kubectl(
-        "get",
-        "promotion",
-        "p1",
-        "-n",
-        NS,
-        "-o",
-        "jsonpath={.metadata.annotations.kargo\\.akuity\\.io/create-actor}",
-    )
-    assert actor.stdout == f"kubernetes:{user}"
+    actor = await embedded.annotation("promotion", "p1", "kargo.akuity.io/create-actor")
+    assert actor == f"kubernetes:{user}"
     aborted = await embedded.kubectl(
         "annotate", "promotion", "p1", "-n", NS, "kargo.akuity.io/abort=terminate"
     )
     assert aborted.code == 0, aborted.stderr
-    request = await embedded.kubectl(
-        "get",
-        "promotion",
-        "p1",
-        "-n",
-        NS,
-        "-o",
-        "jsonpath={.metadata.annotations.kargo\\.akuity\\.io/abort}",
-    )
-    assert json.loads(request.stdout) == {"action": "terminate", "actor": f"kubernetes:{user}"}
+    request = await embedded.annotation("promotion", "p1", "kargo.akuity.io/abort")
+    assert json.loads(request) == {"action": "terminate", "actor": f"kubernetes:{user}"}
 
 
 async def test_a_project_config_names_every_problem_in_one_apply(embedded: Embedded) -> None:
     await embedded.kubectl("create", "namespace", NS)
-    config = objects.project_config(
-        NS,
-        windows=[
-            {
-                "name": "freeze",
-                "kind": "Deny",
-                "dtstart": "TZID=Mars/Olympus:20260102T180000",
-                "dtend": "20260105T090000Z",
-                "rrule": "FREQ=SOMETIMES;BYDAY=XX",
-            }
-        ],
-    )
-    stderr = await refusal(embedded, config)
+    stderr = await refusal(embedded, broken_project_config(NS))
     assert 'The ProjectConfig "kargo-demo" is invalid' in stderr
-    for problem in ("unknown time zone 'Mars/Olympus'", "'FREQ': SOMETIMES", "'BYDAY': XX"):
+    for problem in BROKEN_WINDOW_PROBLEMS:
         assert problem in stderr, stderr
 
 

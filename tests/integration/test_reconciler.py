@@ -34,6 +34,7 @@ from tests.support.controller import (
 )
 from tests.support.github import fixture
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
+from tests.support.kubectl import run_kubectl
 from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -289,8 +290,10 @@ async def test_queued_promotions_show_pending_and_what_they_wait_for(env: Env) -
             lambda o: (o.get("status") or {}).get("phase") == "Pending",
         )
         assert queued["status"]["message"] == "waiting for Promotion a1 to finish"
-        rows = await kubectl(env, "get", "promotions", "-n", NS, "--no-headers")
-        phases = {line.split()[0]: line.split()[1] for line in rows.splitlines()}
+        rows = await run_kubectl(
+            env.server.kubeconfig_path, "get", "promotions", "-n", NS, "--no-headers"
+        )
+        phases = {line.split()[0]: line.split()[1] for line in rows.stdout.splitlines()}
         assert phases == {"a1": "Running", "a2": "Pending"}
         for name in ("a1", "a2"):
             gate.open(name)
@@ -311,20 +314,6 @@ async def test_freight_says_which_stages_it_is_currently_in(env: Env) -> None:
             lambda f: "test" in ((f.get("status") or {}).get("currentlyIn") or {}),
         )
         assert freight["status"]["currentlyIn"]["test"]["since"]
-
-
-async def kubectl(env: Env, *args: str) -> str:
-    process = await asyncio.create_subprocess_exec(
-        "kubectl",
-        "--kubeconfig",
-        str(env.server.kubeconfig_path),
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 30)
-    assert process.returncode == 0, err.decode()
-    return out.decode()
 
 
 async def test_abort_annotation_aborts_with_the_actor(env: Env) -> None:
