@@ -39,6 +39,7 @@ pytestmark = pytest.mark.skipif(
 
 NS = "kargo-demo"
 PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"
+FREIGHT = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,13 @@ async def applied_project(embedded: Embedded) -> None:
     assert result.code == 0, result.stderr
 
 
+async def promote(embedded: Embedded, name: str, stage: str) -> None:
+    """Create a Promotion of the example Freight with kubectl; it must be admitted."""
+    promotion = objects.promotion(name, stage, namespace=NS, freight=FREIGHT)
+    created = await embedded.kubectl("create", "-f", "-", stdin=yaml.safe_dump(promotion))
+    assert created.code == 0, created.stderr
+
+
 async def refusal(embedded: Embedded, obj: dict[str, object]) -> str:
     result = await embedded.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(obj))
     assert result.code != 0, result.stdout
@@ -205,13 +213,7 @@ async def test_kubectl_apply_refuses_a_promotion_of_freight_not_available_or_not
     assert f'spec.freight: Invalid value: "{freight}": Freight is not available' in unverified
     missing = await refusal(embedded, objects.promotion("p2", "test", namespace=NS, freight="gone"))
     assert 'spec.freight: Invalid value: "gone": could not find Freight "gone"' in missing
-    direct = await embedded.kubectl(
-        "apply",
-        "-f",
-        "-",
-        stdin=yaml.safe_dump(objects.promotion("p3", "test", namespace=NS, freight=freight)),
-    )
-    assert direct.code == 0, direct.stderr
+    await promote(embedded, "p3", "test")
 
 
 async def test_freight_cannot_change_what_it_carries(embedded: Embedded) -> None:
@@ -233,14 +235,7 @@ async def test_the_kubectl_user_is_recorded_as_creator_and_as_who_aborted(
     embedded: Embedded,
 ) -> None:
     await applied_project(embedded)
-    freight = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"
-    created = await embedded.kubectl(
-        "create",
-        "-f",
-        "-",
-        stdin=yaml.safe_dump(objects.promotion("p1", "test", namespace=NS, freight=freight)),
-    )
-    assert created.code == 0, created.stderr
+    await promote(embedded, "p1", "test")
     user = getpass.getuser()
     actor = await embedded.annotation("promotion", "p1", "kargo.akuity.io/create-actor")
     assert actor == f"kubernetes:{user}"
