@@ -362,6 +362,7 @@ async def _start(
         services=services,
         work_dir=settings.work_dir,
         namespace=settings.watch_namespace,
+        projects=settings.projects,
         max_concurrent=settings.max_concurrent_reconciles,
         min_requeue=settings.min_requeue,
         default_requeue=settings.default_requeue,
@@ -391,7 +392,9 @@ async def _start(
         git_config=settings.git_config,
         clock=state.clock,
         on_reconcile=state.metrics.on_warehouse_reconcile,
+        serves=controller.served.serves,
     )
+    controller.served.on_change.append(warehouses.enqueue_namespace)
     state.warehouses = warehouses
     cluster.warehouse_source = warehouses.all_warehouses
     if not settings.warehouse_discovery:

@@ -28,7 +28,8 @@ from promoter.chat.planner import (
     listed,
     stages_to_authorize,
 )
-from promoter.chat.port import PromotionService, Snapshot
+from promoter.chat.port import PromotionService, Snapshot, projects_of
+from promoter.chat.projects import Defaults, projects_of_repository
 from promoter.clock import SYSTEM, Clock
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of
@@ -139,24 +140,32 @@ class Deps:
             return await self.client.installation_api(int(installation))
         return await self.client.repo_api(repo)
 
+    def projects_for(self, data: Mapping[str, Any]) -> tuple[str, ...]:
+        """The projects the event's repository belongs to: those whose namespace names it (or
+        whose Warehouses subscribe to it), else the operator's defaults
+        (``LONGSHOREMAN_GITHUB_REPO_PROJECTS``, ``LONGSHOREMAN_GITHUB_PROJECT``)."""
+        defaults = Defaults(self.settings.repo_projects, self.settings.project)
+        return projects_of_repository(event_repo(data), projects_of(self.service), defaults)
+
     def namespace_for(self, data: Mapping[str, Any]) -> str:
-        """The project (namespace) an event's repository may act on, and the only one.
+        """The project (namespace) an event's repository acts on: the first of :meth:`projects_for`.
 
         Every command from GitHub (a comment, a check-run button, a re-run) acts on the project
         the repository is mapped to, never on one the event itself names: a check run's
         ``external_id`` is our own claim, and a repository that merely appears in another
         project's Freight carries that project's check runs without being allowed to act on it.
         """
-        return self.settings.project_for(event_repo(data))
+        found = self.projects_for(data)
+        return found[0] if found else self.settings.project
 
     def refuses_project(self, data: Mapping[str, Any], claimed: str) -> str | None:
         """Why an action on ``claimed`` from this event's repository is refused, or None."""
-        project = self.namespace_for(data)
-        if claimed == project:
+        projects = self.projects_for(data) or (self.settings.project,)
+        if claimed in projects:
             return None
         return (
-            f"`{event_repo(data)}` acts on project `{project}`, and this check run belongs to "
-            f"project `{claimed}`"
+            f"`{event_repo(data)}` acts on project {', '.join(f'`{p}`' for p in projects)}, "
+            f"and this check run belongs to project `{claimed}`"
         )
 
     def actor(self, login: str) -> str:

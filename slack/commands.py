@@ -18,7 +18,7 @@ from typing import Any
 
 from promoter.chat.planner import Decision, deciding_list, listed, stage_annotation
 from promoter.resources import annotations as ann
-from promoter.resources.model import meta, name_of
+from promoter.resources.model import meta, name_of, namespace_of
 
 # ---- confirmations ----------------------------------------------------------------------------
 
@@ -108,7 +108,9 @@ def slack_may_act(
     for entry in allowed:
         if entry == user_id or entry in groups:
             return Decision(True, "listed as an approver" if approve else "listed as a promoter")
-    return Decision(False, f"<@{user_id}> may not {what} Stage {name_of(stage)}")
+    project = namespace_of(stage)
+    where = f" in project {project}" if project else ""
+    return Decision(False, f"<@{user_id}> may not {what} Stage {name_of(stage)}{where}")
 
 
 def promoters_of(stage: Mapping[str, Any] | None, defaults: Sequence[str]) -> list[str]:

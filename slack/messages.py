@@ -410,6 +410,28 @@ def refused(reason: str) -> Message:
     return say(f":no_entry: {reason}. Nothing was changed.")
 
 
+def unmapped_channel(channel: str | None, projects: Sequence[str]) -> Message:
+    """A command typed in a channel no project names (and no default project is set)."""
+    where = f"`{b.escape(channel)}`" if channel else "this conversation"
+    listed = ", ".join(f"`{b.escape(p)}`" for p in projects) or "none yet"
+    example = projects[0] if projects else "PROJECT"
+    return say(
+        f":compass: No project is mapped to this channel. Projects: {listed}. To map it, "
+        f"annotate the project's namespace: `kubectl annotate namespace {b.escape(example)} "
+        f"longshoreman.dev/slack-channels={where.strip('`')}`. Nothing was changed."
+    )
+
+
+def several_projects(projects: Sequence[str]) -> Message:
+    """A command typed in a channel that several projects name."""
+    listed = ", ".join(f"`{b.escape(p)}`" for p in projects)
+    return say(
+        f":compass: This channel belongs to several projects ({listed}); name the Stage with "
+        f"its project, as in `/promote latest to {b.escape(projects[0])}/STAGE`. "
+        "Nothing was changed."
+    )
+
+
 def _environment(link: EnvironmentLink | None) -> str:
     """`` · environment <page|name>`` for a Stage that is a GitHub environment."""
     if link is None:

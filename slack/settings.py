@@ -61,8 +61,11 @@ class SlackSettings:
     # Who may act when a Stage lists nobody in longshoreman.dev/slack-promoters (user and
     # user-group IDs); empty allows every member of the workspace.
     default_promoters: tuple[str, ...] = ()
-    # The Kargo project (namespace) slash commands act on.
+    # The Kargo project (namespace) slash commands act on in channels no project names
+    # (longshoreman.dev/slack-channels on its namespace); when projects are labelled, only if
+    # set (project_set), so an unmapped channel says how to map it instead.
     namespace: str = "default"
+    project_set: bool = False
     # How long a Confirm button stays valid.
     confirm_ttl: float = 300.0
     # At most one chat.update per message per this many seconds (Slack's chat.update is rate
@@ -142,6 +145,7 @@ class SlackSettings:
             api_url=api_url,
             default_promoters=promoters,
             namespace=namespace,
+            project_set=bool(env.get("LONGSHOREMAN_SLACK_PROJECT", "").strip()),
             confirm_ttl=_float(env, "LONGSHOREMAN_SLACK_CONFIRM_TTL", cls.confirm_ttl, 1.0),
             update_interval=_float(
                 env, "LONGSHOREMAN_SLACK_UPDATE_INTERVAL", cls.update_interval, 0.0

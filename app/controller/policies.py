@@ -72,8 +72,11 @@ class ProjectRules:
         enqueue_namespace: Callable[[str | None], None],
         receiver_base_url: str = "",
         receiver_min_secret: int = MIN_SECRET_LENGTH,
+        project_labels: Callable[[str], Mapping[str, str]] = lambda namespace: {},
     ) -> None:
         self.kube = kube
+        # The labels of a project's namespace: what a ClusterConfig projectSelector matches.
+        self.project_labels = project_labels
         self.stages = stages
         self.clock = clock
         # Wakes every Stage of a namespace (None: of every namespace).
@@ -148,7 +151,10 @@ class ProjectRules:
         return auto_rollback(stage, self.project(namespace_of(stage) or "default"))
 
     def schedule(self, stage: Mapping[str, Any]) -> Schedule:
-        return schedule_for(stage, self.project(namespace_of(stage) or "default"), self.cluster())
+        namespace = namespace_of(stage) or "default"
+        return schedule_for(
+            stage, self.project(namespace), self.cluster(), self.project_labels(namespace)
+        )
 
     # ---- events -------------------------------------------------------------------------------
 
