@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -81,6 +82,19 @@ async def serve(settings: Settings, *, demo: bool, keep_running: bool, out: Text
         site = web.TCPSite(runner, settings.host, settings.port)
         await site.start()
         host, port = runner.addresses[0][:2]
+        if settings.webhook_cert_dir is not None:
+            # The admission webhooks, over TLS as the API server requires (same app, so
+            # /admission/validate and /admission/mutate; the rest answers there too).
+            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            tls.load_cert_chain(
+                settings.webhook_cert_dir / "tls.crt", settings.webhook_cert_dir / "tls.key"
+            )
+            webhooks = web.TCPSite(runner, settings.host, settings.webhook_port, ssl_context=tls)
+            await webhooks.start()
+            logging.getLogger("longshoreman").info(
+                "serving /admission/validate and /admission/mutate on https://%s:%s",
+                *runner.addresses[-1][:2],
+            )
         front_ends = "".join(
             f", {path}"
             for path, on in (

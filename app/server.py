@@ -16,8 +16,10 @@ from typing import Any
 
 from aiohttp import web
 
+from app.admission import mutation_response, review_response
 from app.controller import kube as k
 from app.controller.credentials import ClusterCredentials
+from app.controller.informer import FreightRefs
 from app.controller.leader import LeaderElector
 from app.controller.oci import Registries
 from app.controller.promotions import ClusterPromotions, DeferredPromotions
@@ -107,6 +109,76 @@ async def readyz(request: web.Request) -> web.Response:
     return web.Response(status=200 if ok else 503, text=f"{reason}\n")
 
 
+async def admission_validate(request: web.Request) -> web.Response:
+    """``POST /admission/validate``: a validating webhook's AdmissionReview, decided by
+    ``app.admission`` over the controller's caches. Until they are synced it answers 503, so
+    the API server applies the webhook's failurePolicy rather than a guess from empty caches."""
+    state = request.app[SERVER]
+    controller = state.controller
+    if controller is None or not controller.synced():
+        return web.Response(status=503, text="caches are not synced yet\n")
+    try:
+        review = await request.json()
+    except ValueError:
+        return web.Response(status=400, text="the body must be an AdmissionReview (JSON)\n")
+    if not isinstance(review, dict):
+        return web.Response(status=400, text="the body must be an AdmissionReview (JSON)\n")
+    caches = controller.caches
+    informers = {
+        "stages": (caches.stages, k.STAGES),
+        "freights": (caches.freight, k.FREIGHT),
+        "promotiontasks": (caches.tasks, k.PROMOTION_TASKS),
+        "clusterpromotiontasks": (caches.cluster_tasks, k.CLUSTER_PROMOTION_TASKS),
+    }
+    # What the caches did not have. An object created a moment ago (a PromotionTask applied
+    # just before the Stage naming it, in one kubectl apply) may not have reached the watch
+    # yet: a miss is asked of the API server before it refuses anything.
+    fetched: dict[tuple[str, str, str], Mapping[str, Any] | None] = {}
+    missed: set[tuple[str, str, str]] = set()
+
+    def read(plural: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        key = (plural, namespace, name)
+        if key in fetched:
+            return fetched[key]
+        informer = informers.get(plural)
+        found = None if informer is None else informer[0].get(namespace or None, name)
+        if found is None and informer is not None:
+            missed.add(key)
+        return found
+
+    def aliased(namespace: str, alias: str) -> list[dict[str, Any]]:
+        return caches.freight.by_index(FreightRefs.INDEX, f"{namespace}/{alias}")
+
+    kinds = frozenset(state.registry or builtin_registry())
+    limits = state.settings.limits
+    answer = review_response(review, read, kinds, state.clock.now(), aliased, limits)
+    if not answer["response"]["allowed"] and missed and state.kube is not None:
+        for plural, namespace, name in missed:
+            try:
+                fetched[(plural, namespace, name)] = await state.kube.get(
+                    informers[plural][1], namespace or None, name
+                )
+            except k.NotFound:
+                fetched[(plural, namespace, name)] = None
+        limits = state.settings.limits
+    answer = review_response(review, read, kinds, state.clock.now(), aliased, limits)
+    return web.json_response(answer)
+
+
+async def admission_mutate(request: web.Request) -> web.Response:
+    """``POST /admission/mutate``: a mutating webhook's AdmissionReview (a Promotion's
+    creator and abort requester, ``app.admission``). Needs no cache, so it answers at once."""
+    state = request.app[SERVER]
+    try:
+        review = await request.json()
+    except ValueError:
+        review = None
+    if not isinstance(review, dict):
+        return web.Response(status=400, text="the body must be an AdmissionReview (JSON)\n")
+    users = frozenset(state.settings.control_plane_users)
+    return web.json_response(mutation_response(review, users))
+
+
 async def metrics(request: web.Request) -> web.Response:
     state = request.app[SERVER]
     if state.controller is not None:
@@ -136,6 +208,8 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    app.router.add_post("/admission/validate", admission_validate)
+    app.router.add_post("/admission/mutate", admission_mutate)
 
     async def may_read(login: str, namespace: str) -> bool:
         # LONGSHOREMAN_UI_GITHUB_ACCESS=project: who may act on the project from GitHub.
@@ -232,7 +306,12 @@ async def _start(
     if settings.embedded:
         kubeconfig = settings.embedded_kubeconfig or settings.work_dir / "kubeconfig"
         state.cluster = await stack.enter_async_context(
-            embedded_cluster(kubeconfig, state_file=settings.embedded_state_file)
+            embedded_cluster(
+                kubeconfig,
+                state_file=settings.embedded_state_file,
+                clock=state.clock,
+                limits=settings.limits,
+            )
         )
         log.info(
             "no cluster configured: started the embedded API server at %s; kubeconfig written "

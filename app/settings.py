@@ -173,6 +173,10 @@ class Settings:
 
     host: str = "127.0.0.1"
     port: int = 8080
+    # The admission webhooks' HTTPS listener (the API server calls webhooks over TLS only):
+    # a directory holding tls.crt and tls.key (cert-manager's or the operator's Secret).
+    webhook_cert_dir: Path | None = None
+    webhook_port: int = 9443
     # Cluster access: a kubeconfig, the in-cluster service account, or (neither) the embedded
     # API server on 127.0.0.1.
     kubeconfig: Path | None = None
@@ -207,6 +211,9 @@ class Settings:
     retry_period: float = 2.0
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     max_concurrent_reconciles: int = 16
+    # Who Longshoreman itself writes as: the mutating admission webhook leaves its writes be
+    # (it records the real actor itself) and stamps everyone else's as Kargo does.
+    control_plane_users: tuple[str, ...] = ("system:serviceaccount:longshoreman:longshoreman",)
     # Requeue a Running step after this long when nothing wakes it earlier (Kargo: 5 minutes).
     default_requeue: float = 300.0
     min_requeue: float = 10.0
@@ -335,6 +342,8 @@ class Settings:
             renamed=tuple(renamed_in_use(given, every_renamed)),
             host=env.get("LONGSHOREMAN_HOST", defaults.host),
             port=_int(env, "LONGSHOREMAN_PORT", defaults.port, minimum=0),
+            webhook_cert_dir=_path(env, "LONGSHOREMAN_WEBHOOK_CERT_DIR", must_exist=True),
+            webhook_port=_int(env, "LONGSHOREMAN_WEBHOOK_PORT", defaults.webhook_port, minimum=0),
             kubeconfig=kubeconfig,
             in_cluster=in_cluster,
             embedded_kubeconfig=_path(env, "LONGSHOREMAN_EMBEDDED_KUBECONFIG"),
@@ -357,6 +366,13 @@ class Settings:
             renew_deadline=renew_deadline,
             retry_period=retry_period,
             identity=env.get("POD_NAME") or defaults.identity,
+            control_plane_users=tuple(
+                u.strip()
+                for u in env.get(
+                    "LONGSHOREMAN_CONTROL_PLANE_USERS", ",".join(defaults.control_plane_users)
+                ).split(",")
+                if u.strip()
+            ),
             max_concurrent_reconciles=_int(
                 env,
                 "LONGSHOREMAN_MAX_CONCURRENT_RECONCILES",

@@ -47,7 +47,7 @@ def api_group_list(registry: ResourceRegistry) -> JsonObject:
     return {
         "kind": "APIGroupList",
         "apiVersion": "v1",
-        "groups": [_group_entry(g, groups[g]) for g in sorted(groups) if g],
+        "groups": [_group_entry(g, versions) for g, versions in groups.items() if g],
     }
 
 
@@ -94,79 +94,4 @@ def api_resource_list(registry: ResourceRegistry, group: str, version: str) -> J
         "apiVersion": "v1",
         "groupVersion": group_version,
         "resources": [e for r in resources for e in _resource_entries(r, version)],
-    }
-
-
-def _gv_path(group: str, version: str) -> str:
-    return f"api/{version}" if not group else f"apis/{group}/{version}"
-
-
-def openapi_v3_index(registry: ResourceRegistry) -> JsonObject:
-    """``/openapi/v3``: where each group-version's document lives."""
-    paths: JsonObject = {}
-    for group, versions in registry.groups().items():
-        for version in versions:
-            path = _gv_path(group, version)
-            paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}"}
-    return {"paths": paths}
-
-
-_QUERY_PARAMETERS = ("dryRun", "fieldManager", "fieldValidation", "pretty")
-
-
-def openapi_v3_group_version(
-    registry: ResourceRegistry, group: str, version: str
-) -> JsonObject | None:
-    """A skeletal OpenAPI v3 document for one group-version.
-
-    It lists paths and operations with ``x-kubernetes-group-version-kind`` and the write query
-    parameters, which is what kubectl reads to decide that the server validates fields itself
-    (so ``kubectl create/apply`` work); it carries no schemas, so ``kubectl explain`` does not.
-    """
-    resources = registry.in_group_version(group, version)
-    if not resources:
-        return None
-    parameters = [
-        {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
-        for name in _QUERY_PARAMETERS
-    ]
-    ok = {"200": {"description": "OK"}}
-    paths: JsonObject = {}
-    for resource in resources:
-        gvk = {"group": group, "version": version, "kind": resource.kind}
-        base = "/" + _gv_path(group, version)
-        if resource.namespaced:
-            base += "/namespaces/{namespace}"
-        base += f"/{resource.plural}"
-
-        def operation(action: str, gvk: JsonObject = gvk) -> JsonObject:
-            return {
-                "x-kubernetes-action": action,
-                "x-kubernetes-group-version-kind": gvk,
-                "parameters": parameters,
-                "responses": ok,
-            }
-
-        paths[base] = {
-            "get": operation("list"),
-            "post": operation("post"),
-            "delete": operation("deletecollection"),
-        }
-        paths[base + "/{name}"] = {
-            "get": operation("get"),
-            "put": operation("put"),
-            "patch": operation("patch"),
-            "delete": operation("delete"),
-        }
-        if resource.has_status(version):
-            paths[base + "/{name}/status"] = {
-                "get": operation("get"),
-                "put": operation("put"),
-                "patch": operation("patch"),
-            }
-    return {
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION["gitVersion"]},
-        "paths": paths,
-        "components": {"schemas": {}},
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.apiserver.errors import FieldCause, ResourceRef, StatusError, invalid
@@ -45,10 +45,33 @@ class ResourceType:
     extra_field_labels: frozenset[str] = frozenset()
     # version -> the CRD version's additionalPrinterColumns, as written (see tables.py).
     printer_columns: Mapping[str, tuple[JsonObject, ...]] = field(default_factory=dict)
+    # Set on an alias (``alias_of``): the group whose objects this type serves under its own
+    # group name. Both share one store and one watch log; only apiVersion differs.
+    storage_group: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
+        """Where the objects live: an alias shares its target's objects and events."""
+        return (self.storage_group or self.group, self.plural)
+
+    @property
+    def served_key(self) -> tuple[str, str]:
+        """Where the type is served: its own group, alias or not."""
         return (self.group, self.plural)
+
+    @property
+    def is_alias(self) -> bool:
+        return bool(self.storage_group)
+
+    @property
+    def storage_api_version(self) -> str:
+        """The apiVersion objects are stored with (the target group's, for an alias)."""
+        group = self.storage_group or self.group
+        return f"{group}/{self.storage_version}" if group else self.storage_version
+
+    def alias_of(self, group: str) -> ResourceType:
+        """The same resource served under ``group`` as well (see ``ResourceRegistry``)."""
+        return replace(self, group=group, storage_group=self.group)
 
     @property
     def ref(self) -> ResourceRef:
@@ -336,18 +359,42 @@ def crd_status(resource: ResourceType, now: str) -> JsonObject:
 
 
 class ResourceRegistry:
-    """Lookup of served resource types by group/plural, by group/version and by kind."""
+    """Lookup of served resource types by group/plural, by group/version and by kind.
 
-    def __init__(self, types: Iterable[ResourceType] = ()) -> None:
+    ``group_aliases`` (alias group -> target group) serves every custom resource of the target
+    group under the alias group too, the same objects under two apiVersions: how the embedded
+    cluster serves Kargo's ``kargo.akuity.io`` beside ``longshoreman.dev``. A real server has
+    no such thing (there, one group or the other is installed); aliases come after every
+    other group in discovery, so a bare ``kubectl get stages`` means the target group.
+    """
+
+    def __init__(
+        self,
+        types: Iterable[ResourceType] = (),
+        *,
+        group_aliases: Mapping[str, str] | None = None,
+    ) -> None:
         self._types: dict[tuple[str, str], ResourceType] = {}
+        self.group_aliases = dict(group_aliases or {})
         for resource in types:
             self.add(resource)
 
     def add(self, resource: ResourceType) -> None:
-        self._types[resource.key] = resource
+        self._types[resource.served_key] = resource
+        if resource.is_alias:
+            return
+        for alias, target in self.group_aliases.items():
+            if target == resource.group:
+                self._types[(alias, resource.plural)] = resource.alias_of(alias)
 
     def remove(self, key: tuple[str, str]) -> None:
-        self._types.pop(key, None)
+        """Stop serving the type stored at ``key`` under every group it is served in."""
+        for served, resource in list(self._types.items()):
+            if resource.key == key:
+                del self._types[served]
+
+    def is_alias_group(self, group: str) -> bool:
+        return group in self.group_aliases
 
     def get(self, group: str, plural: str) -> ResourceType | None:
         return self._types.get((group, plural))
@@ -362,11 +409,13 @@ class ResourceRegistry:
         return iter(list(self._types.values()))
 
     def groups(self) -> dict[str, list[str]]:
-        """Group name -> served versions, preferred first."""
+        """Group name -> served versions, preferred first; in discovery's order (by name,
+        alias groups last)."""
         found: dict[str, set[str]] = {}
         for resource in self._types.values():
             found.setdefault(resource.group, set()).update(resource.versions)
-        return {group: sort_versions(versions) for group, versions in found.items()}
+        order = sorted(found, key=lambda group: (self.is_alias_group(group), group))
+        return {group: sort_versions(found[group]) for group in order}
 
     def in_group_version(self, group: str, version: str) -> list[ResourceType]:
         return sorted(

@@ -28,7 +28,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from app import fastjson
-from app.apiserver import discovery, errors, negotiation, tables
+from app.apiserver import discovery, errors, negotiation, openapi, tables
+from app.apiserver.admission import Admission
 from app.apiserver.errors import StatusError
 from app.apiserver.faults import FaultInjector, RequestInfo
 from app.apiserver.negotiation import Conversion
@@ -191,6 +192,12 @@ def _filters(request: web.Request, target: Target) -> Filters:
     return Filters(namespace=target.namespace, labels=labels, fields=fields)
 
 
+def _user(request: web.Request) -> str:
+    """Who is asking. The emulator authenticates nobody; a client may say who it acts as with
+    kubectl's ``--as`` (the ``Impersonate-User`` header), which it trusts as it trusts all."""
+    return request.headers.get("Impersonate-User", "")
+
+
 def _field_validation(request: web.Request) -> FieldValidation:
     value = request.query.get("fieldValidation", "Warn")
     if value not in ("Ignore", "Warn", "Strict"):
@@ -282,17 +289,26 @@ class _Handlers:
         return web.json_response(body)
 
     async def openapi_index(self, request: web.Request) -> web.Response:
-        return web.json_response(discovery.openapi_v3_index(self.store.registry))
+        return web.json_response(openapi.v3_index(self.store.registry))
 
     async def openapi_group_version(self, request: web.Request) -> web.Response:
-        body = discovery.openapi_v3_group_version(
+        body = openapi.v3_group_version(
             self.store.registry,
             request.match_info.get("group", ""),
             request.match_info.get("version", "v1"),
+            discovery.KUBERNETES_VERSION["gitVersion"],
         )
         if body is None:
             raise errors.unknown_resource()
-        return web.json_response(body)
+        return _json_response(200, body)
+
+    async def openapi_v2(self, request: web.Request) -> web.Response:
+        if not openapi.accepts_json(request.headers.get("Accept")):
+            raise negotiation.not_acceptable("only application/json is served for /openapi/v2")
+        document = openapi.v2_document(
+            self.store.registry, discovery.KUBERNETES_VERSION["gitVersion"]
+        )
+        return _json_response(200, document)
 
     async def resource(self, request: web.Request) -> web.StreamResponse:
         target = self.server.resolve(request)
@@ -343,6 +359,7 @@ class _Handlers:
                     await _read_body(request),
                     dry_run=dry_run,
                     field_validation=_field_validation(request),
+                    user=_user(request),
                 )
                 return _json_response(result.code, result.body, result.warnings)
             if method == "DELETE":
@@ -366,6 +383,7 @@ class _Handlers:
                 await _read_body(request),
                 dry_run=dry_run,
                 field_validation=_field_validation(request),
+                user=_user(request),
             )
             return _json_response(result.code, result.body, result.warnings)
         if method == "PATCH":
@@ -379,6 +397,7 @@ class _Handlers:
                 dry_run=dry_run,
                 field_manager=request.query.get("fieldManager"),
                 field_validation=_field_validation(request),
+                user=_user(request),
             )
             return _json_response(result.code, result.body, result.warnings)
         if method == "DELETE" and target.subresource is None:
@@ -644,6 +663,8 @@ def create_apiserver_app(
     require_namespaces: bool = True,
     namespaces: Iterable[str] = DEFAULT_NAMESPACES,
     strategic_merge_for_custom_resources: bool = False,
+    group_aliases: Mapping[str, str] | None = None,
+    admission: Admission | None = None,
     seed: int | None = 0,
     clock: Callable[[], datetime] | None = None,
     persist_debounce: float = 0.05,
@@ -654,7 +675,9 @@ def create_apiserver_app(
     gets 410 Expired; ``bookmark_interval`` spaces BOOKMARK events; ``require_namespaces``
     refuses namespaced writes into namespaces that do not exist (NamespaceLifecycle);
     ``strategic_merge_for_custom_resources`` relaxes the real server's 415 for strategic merge
-    patches of custom resources into a plain merge.
+    patches of custom resources into a plain merge; ``group_aliases`` (alias -> group) serves
+    each custom resource of a group under the alias group as well (see ``ResourceRegistry``);
+    ``admission`` decides writes of custom resources as webhooks would (see ``admission.py``).
     """
     store = Store(
         event_window=event_window,
@@ -663,6 +686,8 @@ def create_apiserver_app(
         require_namespaces=require_namespaces,
         initial_namespaces=namespaces,
         strategic_merge_for_custom_resources=strategic_merge_for_custom_resources,
+        group_aliases=group_aliases,
+        admission=admission,
     )
     persisted: StateFile | None = None
     if state_file is not None:
@@ -698,6 +723,7 @@ def create_apiserver_app(
         ("/apis", handlers.groups),
         ("/apis/{group}", handlers.group),
         ("/apis/{group}/{version}", handlers.resource_list),
+        ("/openapi/v2", handlers.openapi_v2),
         ("/openapi/v3", handlers.openapi_index),
         ("/openapi/v3/api/{version}", handlers.openapi_group_version),
         ("/openapi/v3/apis/{group}/{version}", handlers.openapi_group_version),

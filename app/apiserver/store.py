@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from app.apiserver import errors
+from app.apiserver.admission import Admission, AdmissionRequest
+from app.apiserver.admission import Stage as AdmissionStage
 from app.apiserver.errors import FieldCause, ResourceRef, StatusError
 from app.apiserver.patching import (
     PatchError,
@@ -160,8 +162,11 @@ class Store:
         require_namespaces: bool = True,
         initial_namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         strategic_merge_for_custom_resources: bool = False,
+        group_aliases: Mapping[str, str] | None = None,
+        admission: Admission | None = None,
     ) -> None:
-        self.registry = ResourceRegistry(builtin_resource_types())
+        self.registry = ResourceRegistry(builtin_resource_types(), group_aliases=group_aliases)
+        self.admission = admission
         self.resource_version = 1
         self.event_window = event_window
         self.require_namespaces = require_namespaces
@@ -432,7 +437,7 @@ class Store:
         metadata = obj.setdefault("metadata", {})
         if not isinstance(metadata, dict):
             raise errors.bad_request("metadata must be an object")
-        obj["apiVersion"] = resource.api_version(resource.storage_version)
+        obj["apiVersion"] = resource.storage_api_version
         obj["kind"] = resource.kind
         return obj
 
@@ -536,7 +541,9 @@ class Store:
         elif resource.key == (CRD_GROUP, CRD_PLURAL):
             defined = resource_type_from_crd(obj)
             existing = self.registry.get(defined.group, defined.plural)
-            if existing is not None and existing.builtin:
+            if (existing is not None and existing.builtin) or self.registry.is_alias_group(
+                defined.group
+            ):
                 raise errors.invalid(
                     resource.ref,
                     obj["metadata"]["name"],
@@ -557,6 +564,46 @@ class Store:
                 status["conditions"] = old.get("status", {}).get("conditions", status["conditions"])
                 obj["status"] = status
 
+    def _lookup(self, group: str, plural: str, namespace: str, name: str) -> JsonObject | None:
+        resource = self.registry.get(group, plural)
+        if resource is None:
+            return None
+        return self._objects.get(resource.key, {}).get((namespace, name))
+
+    def _list(self, group: str, plural: str, namespace: str) -> list[JsonObject]:
+        resource = self.registry.get(group, plural)
+        return [] if resource is None else self.objects(resource, Filters(namespace=namespace))
+
+    def _admit(
+        self,
+        stage: AdmissionStage,
+        target: Target,
+        obj: JsonObject,
+        old: JsonObject | None,
+        user: str,
+    ) -> JsonObject:
+        """Run admission's ``stage`` on a write of a custom resource's main endpoint."""
+        resource = target.resource
+        if self.admission is None or resource.builtin or target.subresource is not None:
+            return obj
+        response = self.admission(
+            AdmissionRequest(
+                stage=stage,
+                operation="CREATE" if old is None else "UPDATE",
+                group=resource.key[0],
+                plural=resource.plural,
+                kind=resource.kind,
+                obj=obj,
+                old=old,
+                user=user,
+                lookup=self._lookup,
+                list=self._list,
+            )
+        )
+        if response.causes:
+            raise errors.invalid(resource.ref, obj["metadata"].get("name", ""), response.causes)
+        return obj if response.obj is None else response.obj
+
     def create(
         self,
         target: Target,
@@ -564,6 +611,7 @@ class Store:
         *,
         dry_run: bool = False,
         field_validation: FieldValidation = "Warn",
+        user: str = "",
     ) -> WriteResult:
         resource = target.resource
         obj = self._decode(target, body)
@@ -617,7 +665,9 @@ class Store:
             obj.pop("status", None)
         if resource.builtin:
             self._prepare_builtin(resource, obj, None)
+        obj = self._admit("mutate", target, obj, None, user)
         obj, warnings = self._apply_schema(target, obj, field_validation)
+        obj = self._admit("validate", target, obj, None, user)
         if dry_run:
             return WriteResult(201, self.present(resource, target.version, obj), warnings)
         metadata = obj["metadata"]
@@ -634,6 +684,7 @@ class Store:
         *,
         dry_run: bool = False,
         field_validation: FieldValidation = "Warn",
+        user: str = "",
     ) -> WriteResult:
         current = self._require(target)
         obj = self._decode(target, body)
@@ -644,6 +695,7 @@ class Store:
             unconditional_ok=False,
             dry_run=dry_run,
             field_validation=field_validation,
+            user=user,
         )
 
     def patch(
@@ -655,6 +707,7 @@ class Store:
         dry_run: bool = False,
         field_manager: str | None = None,
         field_validation: FieldValidation = "Warn",
+        user: str = "",
     ) -> WriteResult:
         """Apply a patch. The store takes ``patch`` over: parts of it may become part of the
         stored object (it is normally what was just decoded from the request)."""
@@ -680,7 +733,9 @@ class Store:
                     body.setdefault("metadata", {})
                     if isinstance(body["metadata"], dict):
                         body["metadata"].setdefault("name", target.name)
-                return self.create(target, body, dry_run=dry_run, field_validation=field_validation)
+                return self.create(
+                    target, body, dry_run=dry_run, field_validation=field_validation, user=user
+                )
             raise errors.not_found(resource.ref, target.name or "")
         shown = self.present(resource, target.version, current)
         try:
@@ -725,6 +780,7 @@ class Store:
             unconditional_ok=True,
             dry_run=dry_run,
             field_validation=field_validation,
+            user=user,
         )
 
     def _update(
@@ -736,6 +792,7 @@ class Store:
         unconditional_ok: bool,
         dry_run: bool,
         field_validation: FieldValidation,
+        user: str = "",
     ) -> WriteResult:
         resource = target.resource
         name = target.name or ""
@@ -827,7 +884,9 @@ class Store:
                 )
         if resource.builtin and target.subresource is None:
             self._prepare_builtin(resource, obj, current)
+        obj = self._admit("mutate", target, obj, current, user)
         obj, warnings = self._apply_schema(target, obj, field_validation, current)
+        obj = self._admit("validate", target, obj, current, user)
 
         if resource.has_generation and target.subresource is None:
 
@@ -972,7 +1031,7 @@ class Store:
         self._sweeping.add(namespace)
         try:
             for resource in self.registry:
-                if resource.namespaced:
+                if resource.namespaced and not resource.is_alias:
                     for obj in self.objects(resource, Filters(namespace=namespace)):
                         if not obj["metadata"].get("deletionTimestamp"):
                             self._delete_object(resource, obj)
@@ -981,7 +1040,7 @@ class Store:
         remaining = any(
             self.objects(resource, Filters(namespace=namespace))
             for resource in self.registry
-            if resource.namespaced
+            if resource.namespaced and not resource.is_alias
         )
         ns = self._objects.get(NAMESPACES, {}).get(("", namespace))
         namespaces = self.registry.get(*NAMESPACES)

@@ -89,6 +89,12 @@ def _freight_index(obj: Mapping[str, Any]) -> list[str]:
     return [f"{namespace_of(obj) or 'default'}/{freight}"] if freight else []
 
 
+def _currently_in_index(obj: Mapping[str, Any]) -> list[str]:
+    stages = (obj.get("status") or {}).get("currentlyIn") or {}
+    namespace = namespace_of(obj) or "default"
+    return [f"{namespace}/{stage}" for stage in stages] if isinstance(stages, Mapping) else []
+
+
 def _auto_promote_index(obj: Mapping[str, Any]) -> list[str]:
     return [namespace_of(obj) or "default"] if auto_promote_enabled(obj) else []
 
@@ -118,6 +124,8 @@ class Caches:
         self.promotions.add_index("health-app", health_apps)
         self.promotions.add_index("waiting-pr", waiting_prs)
         self.promotions.add_index("freight", _freight_index)
+        # Freight by the Stages it says it is currently in (Kargo's field index of the same).
+        self.freight.add_index("currently-in", _currently_in_index)
         # Namespaces of the Stages that auto-promote: a Freight change looks at those only,
         # not at every Stage (which made each Freight write cost O(Stages)).
         self.stages.add_index("auto-promote", _auto_promote_index)

@@ -312,6 +312,7 @@ class Controller:
             )
             if plan.held is not None:
                 await self.writer.hold(plan.queued, plan.held.held_message(now))
+            await self.writer.mark_waiting(plan.waiting)
             if plan.run is None:
                 break
             requeue, finished = await self._run(plan.run, stage_obj, wake=wake)
@@ -329,6 +330,7 @@ class Controller:
                 stage_obj, succeeded_freight, finished_last
             )
             if written is not None:
+                await self.writer.sync_freight(written)
                 await self.automatic.roll_back(written)
                 later = await self.verifier.auto_promote(
                     written,

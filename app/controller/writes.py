@@ -25,7 +25,12 @@ from promoter.clock import Clock
 from promoter.control.stage_planner import apps_to_refresh, plan_status
 from promoter.resources import annotations as ann
 from promoter.resources.model import Phase, Promotion, format_time, meta, name_of, namespace_of
-from promoter.resources.stages import phase_of, stage_status
+from promoter.resources.stages import (
+    current_freight_names,
+    currently_in_patches,
+    phase_of,
+    stage_status,
+)
 from promoter.rules.argocd import REFRESH_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -200,20 +205,48 @@ class StatusWriter:
 
     async def hold(self, queued: Sequence[Mapping[str, Any]], message: str) -> None:
         """Say on each queued Promotion what it waits for (a closed promotion window)."""
-        for promotion in queued:
-            if (promotion.get("status") or {}).get("message") == message:
+        await self.mark_waiting([(promotion, message) for promotion in queued])
+
+    async def mark_waiting(self, waiting: Sequence[tuple[Mapping[str, Any], str]]) -> None:
+        """Show each queued Promotion as Kargo does: phase Pending, and what it waits for.
+        Written only when it differs, so a queue that stands still costs no writes."""
+        for promotion, message in waiting:
+            status = promotion.get("status") or {}
+            if status.get("phase") == "Pending" and status.get("message") == message:
                 continue
             try:
                 written = await self.kube.patch_status(
                     k.PROMOTIONS,
                     namespace_of(promotion),
                     name_of(promotion),
-                    {"message": message},
+                    {"phase": "Pending", "message": message},
                     resource_version=str(meta(promotion).get("resourceVersion")),
                 )
             except (k.Conflict, k.NotFound):
                 continue  # it moved on (aborted?): the next pass decides again
             self._observe(written)
+
+    async def sync_freight(self, stage: Mapping[str, Any]) -> None:
+        """Keep Freight ``status.currentlyIn`` as Kargo does for the Stage as it now stands:
+        the Freight it uses say so since now, those that no longer are its drop it. Read from
+        the Freight informer (an index on currentlyIn), written only where it changes."""
+        namespace, name = namespace_of(stage) or "default", name_of(stage)
+        marked = self.caches.freight.by_index("currently-in", f"{namespace}/{name}")
+        current = [
+            found
+            for ref in sorted(current_freight_names(stage))
+            if (found := self.caches.freight.get(namespace, ref)) is not None
+        ]
+        for freight, patch in currently_in_patches(stage, marked, current, self.clock.now()):
+            try:
+                # A merge of this Stage's key only: other writers' keys stay, so no
+                # resourceVersion guard is needed.
+                written = await self.kube.patch_status(
+                    k.FREIGHT, namespace, name_of(freight), patch, resource_version=None
+                )
+            except k.NotFound:
+                continue  # deleted meanwhile: nothing left to keep
+            self.caches.freight.observe(written)
 
     async def write_stage_status(
         self,

@@ -58,6 +58,15 @@ class QueuePlan:
     # The Stage's promotion windows are closed: the queued Promotions wait, in their order.
     held: WindowState | None = None
     queued: tuple[Mapping[str, Any], ...] = ()  # the Pending ones a hold keeps waiting
+    # Every other queued Promotion, with what it waits for (its status says so, phase Pending,
+    # as Kargo shows a queued Promotion).
+    waiting: tuple[tuple[Mapping[str, Any], str], ...] = ()
+
+
+def _waiting(
+    queue: StageQueue, head: Mapping[str, Any] | None, reason: str
+) -> tuple[tuple[Mapping[str, Any], str], ...]:
+    return tuple((p, reason) for p in queue.pending() if head is None or p is not head)
 
 
 def plan_queue(
@@ -106,8 +115,16 @@ def plan_queue(
         and verification_in_progress(stage)
     ):
         # The verification's end wakes the Stage again.
-        return QueuePlan(announce, tuple(aborts), None, waiting_for_verification=True)
-    return QueuePlan(announce, tuple(aborts), head)
+        reason = f"waiting for the verification of Stage {name_of(stage)}'s Freight to finish"
+        return QueuePlan(
+            announce,
+            tuple(aborts),
+            None,
+            waiting_for_verification=True,
+            waiting=_waiting(queue, None, reason),
+        )
+    reason = f"waiting for Promotion {name_of(head)} to finish" if head is not None else ""
+    return QueuePlan(announce, tuple(aborts), head, waiting=_waiting(queue, head, reason))
 
 
 def latest_verification(stage: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -139,38 +139,66 @@ class Window:
         return latest is not None and at < latest + self.duration
 
 
+def _rrule_problems(text: str, anchor: datetime) -> list[str]:
+    """Each part of a rule that does not parse on its own (a bad FREQ and a bad BYDAY are two
+    problems, named together); empty when only the parts' combination fails."""
+    problems = []
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        alone = part if part.upper().startswith("FREQ=") else f"FREQ=DAILY;{part}"
+        try:
+            rrulestr(alone, dtstart=anchor)
+        except (ValueError, TypeError) as e:
+            problems.append(f"rrule {part!r}: {e}")
+    return problems
+
+
 def parse_window(spec: Mapping[str, Any]) -> Window:
-    """A window from its Kargo shape. Never raises: what does not parse is the ``error``."""
+    """A window from its Kargo shape. Never raises: what does not parse is the ``error``,
+    every problem of the window in it (a bad time zone and a bad rule are fixed in one go)."""
     name = str(spec.get("name") or "")
     kind = str(spec.get("kind") or "")
-    try:
-        if kind not in (ALLOW, DENY):
-            raise WindowError(f"kind must be Allow or Deny, not {kind!r}")
-        if not spec.get("dtstart"):
-            raise WindowError("dtstart is required")
-        if not spec.get("dtend"):
-            raise WindowError("dtend is required (dtend - dtstart is each occurrence's length)")
-        start, zone = parse_ical_time(str(spec["dtstart"]))
-        end, _ = parse_ical_time(str(spec["dtend"]))
+    errors: list[str] = []
+    if kind not in (ALLOW, DENY):
+        errors.append(f"kind must be Allow or Deny, not {kind!r}")
+
+    def read_time(key: str, missing: str) -> tuple[datetime | None, str]:
+        if not spec.get(key):
+            errors.append(missing)
+            return None, "UTC"
+        try:
+            return parse_ical_time(str(spec[key]))
+        except WindowError as e:
+            errors.append(str(e))
+            return None, "UTC"
+
+    start, zone = read_time("dtstart", "dtstart is required")
+    end, _ = read_time("dtend", "dtend is required (dtend - dtstart is each occurrence's length)")
+    duration = timedelta(0)
+    if start is not None and end is not None:
         if end.tzinfo is start.tzinfo or end.utcoffset() == start.utcoffset():
             duration = end.replace(tzinfo=None) - start.replace(tzinfo=None)
         else:
             duration = end - start
         if duration <= timedelta(0):
-            raise WindowError("dtend must be after dtstart")
-        rule: rrule | None = None
-        text = str(spec.get("rrule") or "").strip()
-        if text:
-            try:
-                parsed = rrulestr(text, dtstart=start, cache=True)
-            except (ValueError, TypeError) as e:
-                raise WindowError(f"rrule {text!r}: {e}") from None
-            if not isinstance(parsed, rrule):
-                raise WindowError(f"rrule {text!r} must be a single RRULE")
-            rule = parsed
-        return Window(name, kind, start, duration, zone, rule)
-    except WindowError as e:
-        return Window(name, kind if kind in (ALLOW, DENY) else DENY, error=str(e))
+            errors.append("dtend must be after dtstart")
+    rule: rrule | None = None
+    text = str(spec.get("rrule") or "").strip()
+    if text:
+        anchor = start or datetime(2000, 1, 1, tzinfo=UTC)
+        try:
+            parsed = rrulestr(text, dtstart=anchor, cache=True)
+        except (ValueError, TypeError) as e:
+            errors.extend(_rrule_problems(text, anchor) or [f"rrule {text!r}: {e}"])
+        else:
+            if isinstance(parsed, rrule):
+                rule = parsed
+            else:
+                errors.append(f"rrule {text!r} must be a single RRULE")
+    if errors:
+        return Window(name, kind if kind in (ALLOW, DENY) else DENY, error="; ".join(errors))
+    return Window(name, kind, start, duration, zone, rule)
 
 
 # ---- the schedule ---------------------------------------------------------------------------

@@ -366,6 +366,35 @@ def soaked_since(freight: Mapping[str, Any], upstream: str) -> datetime | None:
     return since
 
 
+def current_freight_names(stage: Mapping[str, Any]) -> set[str]:
+    """The Freight the Stage uses now: its newest FreightCollection's items."""
+    history = (stage.get("status") or {}).get("freightHistory") or []
+    items = (history[0].get("items") or {}) if history and isinstance(history[0], Mapping) else {}
+    return {str(ref.get("name")) for ref in items.values() if isinstance(ref, Mapping)}
+
+
+def currently_in_patches(
+    stage: Mapping[str, Any],
+    marked: Iterable[Mapping[str, Any]],
+    current: Iterable[Mapping[str, Any]],
+    now: datetime,
+) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
+    """Freight ``status.currentlyIn`` as Kargo's ``syncFreight`` keeps it: the Freight the
+    Stage uses (``current``) are in it since now, the others that still say so (``marked``)
+    no longer are. (Freight, status merge patch) pairs; none when all is as it should be."""
+    stage_name = name_of(stage)
+    using = current_freight_names(stage)
+    patches: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
+    for freight in marked:
+        if name_of(freight) not in using:
+            patches.append((freight, {"currentlyIn": {stage_name: None}}))
+    for freight in current:
+        if stage_name not in ((freight.get("status") or {}).get("currentlyIn") or {}):
+            since = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            patches.append((freight, {"currentlyIn": {stage_name: {"since": since}}}))
+    return patches
+
+
 # ---- approval -----------------------------------------------------------------------------------
 #
 # Kargo's Freight ``status.approvedFor.<stage>`` (``ApprovedStage{approvedAt}``): a person let the

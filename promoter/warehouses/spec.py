@@ -33,6 +33,7 @@ __all__ = [
     "WarehouseSpec",
     "parse_duration",
     "parse_spec",
+    "repo_url_problems",
 ]
 
 DEFAULT_INTERVAL = 300.0
@@ -44,6 +45,41 @@ COMMIT_STRATEGIES = ("NewestFromBranch", "SemVer", "Lexical", "NewestTag")
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+# Kargo's repository URL rules, per subscription type (pkg/subscription/image.go, chart.go and
+# git.go; git's is also the CRD's pattern). ASCII, as Go's \w and \d are.
+_IMAGE_REPO_URL = re.compile(
+    r"^(\w+([\.-]\w+)*(:[\d]+)?/)?(\w+([\.-]\w+)*)(/\w+([\.-]\w+)*)*$", re.ASCII
+)
+_GIT_REPO_URL = re.compile(
+    r"(?:^(ssh|https?)://(?:([\w-]+)(:(.+))?@)?([\w-]+(?:\.[\w-]+)*)(?::(\d{1,5}))?(/.*)$)"
+    r"|(?:^([\w-]+)@([\w+]+(?:\.[\w-]+)*):(/?.*))",
+    re.ASCII,
+)
+_CHART_REPO_URL = re.compile(r"^(((https?)|(oci))://)([\w\d\.\-]+)(:[\d]+)?(/.*)*$", re.ASCII)
+
+
+def repo_url_problems(kind: str, url: str) -> list[str]:
+    """What Kargo refuses in a ``kind`` (image, git, chart) subscription's ``repoURL``, each a
+    sentence for the field; empty when it is fine. An image reference is also refused in
+    upper case: the registry API's repository names are lower case, so Docker's reference
+    grammar (and every registry) refuses it later, at discovery."""
+    if not url:
+        return ["must not be empty"]
+    if kind == "image":
+        problems = []
+        if not _IMAGE_REPO_URL.match(url):
+            hint = " (no scheme: a registry host and path)" if "://" in url else ""
+            problems.append(f"must be a valid image repository URL{hint}")
+        if url != url.lower():
+            problems.append("must be lower case")
+        return problems
+    if kind == "git" and not _GIT_REPO_URL.match(url):
+        return ["must be a valid Git repository URL"]
+    if kind == "chart" and not _CHART_REPO_URL.match(url):
+        return ["must be a valid Helm repository URL"]
+    return []
 
 
 class SpecError(ValueError):

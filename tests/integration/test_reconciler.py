@@ -34,6 +34,7 @@ from tests.support.controller import (
 )
 from tests.support.github import fixture
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
+from tests.support.kubectl import run_kubectl
 from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,6 +201,13 @@ async def test_a_promotions_outcome_and_its_verification_reach_the_stage_in_one_
                 break
         await stream.aclose()
         freight = await env.freight()
+        freight = await wait_for_object(
+            env.kube,
+            k.FREIGHT,
+            NS,
+            freight["metadata"]["name"],
+            lambda f: "quick" in ((f.get("status") or {}).get("currentlyIn") or {}),
+        )
     writes = [
         r.path.rsplit("/", 3)[-3:]
         for r in list(env.server.server.requests)[before:]
@@ -216,10 +224,11 @@ async def test_a_promotions_outcome_and_its_verification_reach_the_stage_in_one_
         "Ready": "True",
     }
     assert "quick" in freight["status"]["verifiedIn"]
-    # One status write for the step, one for the Stage, one for the Freight's verifiedIn.
+    # One status write for the step, one for the Stage; the Freight gets two, its verifiedIn
+    # and (Kargo's syncFreight, after the Stage's write) its currentlyIn.
     assert writes.count(["promotions", name, "status"]) == 1
     assert writes.count(["stages", "quick", "status"]) == 1
-    assert writes.count(["freights", freight["metadata"]["name"], "status"]) == 1
+    assert writes.count(["freights", freight["metadata"]["name"], "status"]) == 2
     assert await events_for(env.kube, name) == ["PromotionCreated", "PromotionSucceeded"]
 
 
@@ -264,6 +273,47 @@ async def test_one_promotion_per_stage_oldest_first_and_stages_in_parallel(env: 
             "a2",
             "a3",
         ]
+
+
+async def test_queued_promotions_show_pending_and_what_they_wait_for(env: Env) -> None:
+    gate = Gate()
+    await env.add_stage("one", [{"uses": "gate", "config": {"name": "${{ ctx.promotion }}"}}])
+    async with running_controller(env.server, env.work, registry=registry_with(gate=gate)):
+        await env.bare_promotion("a1", "one")
+        env.clock.advance(1)  # creationTimestamp has second precision
+        await env.bare_promotion("a2", "one")
+        queued = await wait_for_object(
+            env.kube,
+            k.PROMOTIONS,
+            NS,
+            "a2",
+            lambda o: (o.get("status") or {}).get("phase") == "Pending",
+        )
+        assert queued["status"]["message"] == "waiting for Promotion a1 to finish"
+        rows = await run_kubectl(
+            env.server.kubeconfig_path, "get", "promotions", "-n", NS, "--no-headers"
+        )
+        phases = {line.split()[0]: line.split()[1] for line in rows.stdout.splitlines()}
+        assert phases == {"a1": "Running", "a2": "Pending"}
+        for name in ("a1", "a2"):
+            gate.open(name)
+            await wait_terminal(env.kube, NS, name)
+
+
+async def test_freight_says_which_stages_it_is_currently_in(env: Env) -> None:
+    async with running_controller(env.server, env.work, services=env.services) as controller:
+        created = await create_promotion(
+            env.kube, await env.stage(), await env.freight(), controller.task_source, actor="alice"
+        )
+        await wait_terminal(env.kube, NS, created["metadata"]["name"])
+        freight = await wait_for_object(
+            env.kube,
+            k.FREIGHT,
+            NS,
+            "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b",
+            lambda f: "test" in ((f.get("status") or {}).get("currentlyIn") or {}),
+        )
+        assert freight["status"]["currentlyIn"]["test"]["since"]
 
 
 async def test_abort_annotation_aborts_with_the_actor(env: Env) -> None:

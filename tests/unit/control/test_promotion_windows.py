@@ -338,3 +338,20 @@ def test_a_rule_that_repeats_every_minute_is_evaluated_without_walking_its_histo
         "reason": "Deny window `flicker` is in effect",
         "nextOpen": "2026-01-01T01:01:00Z",
     }
+
+
+def test_every_problem_of_a_window_is_named_at_once() -> None:
+    window = parse_window(
+        {
+            "name": "freeze",
+            "kind": "Deny",
+            "dtstart": "TZID=Mars/Olympus:20260102T180000",
+            "dtend": "20260105T090000Z",
+            "rrule": "FREQ=SOMETIMES;BYDAY=XX",
+        }
+    )
+    assert window.error.split("; ") == [
+        "unknown time zone 'Mars/Olympus' in 'TZID=Mars/Olympus:20260102T180000'",
+        "rrule 'FREQ=SOMETIMES': invalid 'FREQ': SOMETIMES",
+        "rrule 'BYDAY=XX': invalid 'BYDAY': XX",
+    ]

@@ -22,6 +22,7 @@ from promoter.control.stage_planner import (
     verification_in_progress,
 )
 from promoter.resources import annotations as ann
+from promoter.resources.model import name_of
 from tests.support import objects
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
@@ -263,3 +264,22 @@ def test_the_status_records_health_in_kargos_words() -> None:
     (view,) = stage_views([{**stage_obj, "status": status}], [])
     assert view.health == "Progressing"
     assert Health("Progressing", "").condition == "False"
+
+
+def test_queued_promotions_say_what_they_wait_for() -> None:
+    queue = [
+        promotion("a", "Running", created="01", **BY_CHAT),
+        promotion("b", "Pending", created="02", **BY_CHAT),
+        promotion("c", "Pending", created="03", **BY_CHAT),
+    ]
+    waiting = plan_queue(stage(), queue).waiting
+    assert [(name_of(p), why) for p, why in waiting] == [
+        ("b", "waiting for Promotion a to finish"),
+        ("c", "waiting for Promotion a to finish"),
+    ]
+    # The head of a queue about to start waits for nothing; the rest wait for it.
+    assert [name_of(p) for p, _ in plan_queue(stage(), queue[1:]).waiting] == ["c"]
+    verifying = plan_queue(stage("Running"), queue[1:]).waiting
+    assert [why for _, why in verifying] == [
+        "waiting for the verification of Stage test's Freight to finish"
+    ] * 2

@@ -61,3 +61,25 @@ def test_the_last_promotion_is_the_one_that_finished_last(
 ) -> None:
     status = stage_status(stage(recorded), promotions, NOW, finished_last=finished_last)
     assert status["lastPromotion"]["name"] == expected
+
+
+def test_freight_currently_in_follows_the_stages_current_freight() -> None:
+    from datetime import UTC, datetime
+
+    from promoter.resources.stages import currently_in_patches
+
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    stage = objects.stage(
+        "test",
+        status={"freightHistory": [{"items": {"Warehouse/w": {"name": "new"}}}]},
+    )
+    old = objects.freight(
+        "old", status={"currentlyIn": {"test": {"since": "2026-01-01T00:00:00Z"}}}
+    )
+    new = objects.freight("new")
+    assert currently_in_patches(stage, [old], [new], now) == [
+        (old, {"currentlyIn": {"test": None}}),
+        (new, {"currentlyIn": {"test": {"since": "2026-01-02T03:04:05Z"}}}),
+    ]
+    settled = objects.freight("new", status={"currentlyIn": {"test": {"since": "x"}}})
+    assert currently_in_patches(stage, [settled], [settled], now) == []

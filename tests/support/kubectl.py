@@ -1,0 +1,34 @@
+"""kubectl as a child process against a kubeconfig, for tests that check what a user sees."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class KubectlResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+async def run_kubectl(
+    kubeconfig: Path, *args: str, stdin: str = "", within: float = 30
+) -> KubectlResult:
+    """``kubectl --kubeconfig <kubeconfig> args...``; its discovery cache beside the kubeconfig
+    (kubectl caches per host:port, and each test's server is new)."""
+    process = await asyncio.create_subprocess_exec(
+        "kubectl",
+        "--kubeconfig",
+        str(kubeconfig),
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "KUBECACHEDIR": str(kubeconfig.parent / "kubectl-cache")},
+    )
+    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), within)
+    return KubectlResult(process.returncode or 0, out.decode(), err.decode())
