@@ -16,9 +16,12 @@ which this module keeps (``promotions.go``, ``freight.go``):
 
 Longshoreman keeps more than Kargo, because deleting those would break what it shows or does
 next: a Freight in any entry of a Stage's ``freightHistory`` (auto-rollback's stable Freight and
-the pages' history point there), and one a Pending or Running Promotion names (by name or alias:
-a chat ``/promote`` of an old Freight must not lose it under its feet). Those never count
-towards the boundary, which stays Kargo's.
+the pages' history point there), one a Pending or Running Promotion names (by name or alias:
+a chat ``/promote`` of an old Freight must not lose it under its feet), and the Freight of each
+Stage's newest Succeeded Promotion (its current Freight even before the Stage's status says so:
+Promotions of a Stage run one at a time, in order, and the Stage's status is written after the
+Promotion's, so a pass in between must not take it). Those never count towards the boundary,
+which stays Kargo's.
 
 An object without a ``creationTimestamp`` (never one the API server returned) is of unknown age
 and kept; Kargo reads its zero time as "very old", which a hand-built object would not mean.
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from promoter.resources.model import meta, name_of, namespace_of, parse_time
+from promoter.resources.model import Phase, meta, name_of, namespace_of, parse_time
 from promoter.resources.stages import freight_created, phase_of, queue_key
 from promoter.rules.freight_alias import ALIAS_LABEL, alias_of
 
@@ -203,11 +206,16 @@ def collect(
         namespace = namespace_of(s) or ""
         in_use[namespace] |= current_freight(s)
         protected[namespace] |= _names((s.get("status") or {}).get("freightHistory") or [])
-    for p in promotions:
-        if not phase_of(p).terminal:
-            named = (p.get("spec") or {}).get("freight")
-            if named:
-                protected[namespace_of(p) or ""].add(str(named))
+    for (namespace, _), of_stage in by_stage.items():
+        for p in of_stage:
+            if not phase_of(p).terminal:
+                protected[namespace].add(str((p.get("spec") or {}).get("freight") or ""))
+        succeeded = [p for p in of_stage if phase_of(p) is Phase.SUCCEEDED]
+        if succeeded:
+            # The Stage's Freight as soon as its status catches up with the Promotion: the
+            # Stage's own status, written right after, may not be in the cache yet.
+            latest = max(succeeded, key=queue_key)
+            protected[namespace].add(str((latest.get("spec") or {}).get("freight") or ""))
     by_origin: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for f in freight:
         by_origin[(namespace_of(f) or "", *_origin(f))].append(f)

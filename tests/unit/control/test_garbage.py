@@ -278,7 +278,7 @@ def test_the_freight_of_an_unfinished_promotion_is_never_deleted() -> None:
     promotions = [
         _promotion("pending", HOUR, phase=None, freight="f3"),
         _promotion("running", HOUR, phase="Running", freight="f2", stage_name="uat"),
-        _promotion("done", 2 * HOUR, freight="f1", stage_name="prod"),
+        _promotion("done", 2 * HOUR, phase="Failed", freight="f1", stage_name="prod"),
     ]
     garbage = collect(
         stages=[_holding(["f0"])],
@@ -289,6 +289,24 @@ def test_the_freight_of_an_unfinished_promotion_is_never_deleted() -> None:
     )
     assert _doomed_names(garbage.freight) == [("p", "f1")]
     assert _doomed_names(garbage.promotions) == [("p", "done")]
+
+
+def test_the_freight_of_a_stages_newest_success_is_kept_before_the_stage_says_so() -> None:
+    # p2 has just succeeded; the Stage's status (f1 current) is written next.
+    freight = [_freight(f"f{i}", i * HOUR) for i in range(4)]
+    promotions = [
+        _promotion("p3", 1 * HOUR, phase="Failed", freight="f0"),
+        _promotion("p2", 2 * HOUR, freight="f3"),
+        _promotion("p1", 3 * HOUR, freight="f1"),
+    ]
+    garbage = collect(
+        stages=[_holding(["f1"])],
+        promotions=promotions,
+        freight=freight,
+        retention=NOTHING_KEPT,
+        now=NOW,
+    )
+    assert _doomed_names(garbage.freight) == [("p", "f2")]
 
 
 def test_another_projects_stage_protects_nothing_here() -> None:
