@@ -21,6 +21,7 @@ from app.controller import kube as k
 from app.controller.informer import Informer
 from promoter.clock import SYSTEM, Clock
 from promoter.control.garbage import Doomed, Garbage, Retention, collect
+from promoter.control.shards import NO_SHARD, Shard
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class GarbageCollector:
         retention: Retention,
         interval: float,
         clock: Clock = SYSTEM,
+        shard: Shard = NO_SHARD,
         on_deleted: Callable[[str], None] | None = None,
     ) -> None:
         self.kube = kube
@@ -56,6 +58,7 @@ class GarbageCollector:
         self.retention = retention
         self.interval = interval
         self.clock = clock
+        self.shard = shard
         # Called with the kind ("Promotion", "Freight") of every object deleted: the metric.
         self.on_deleted = on_deleted
 
@@ -65,19 +68,41 @@ class GarbageCollector:
             await self.sweep()
             await asyncio.sleep(self.interval)
 
-    def decide(self) -> Garbage:
-        return collect(
-            stages=self.stages.items(),
-            promotions=self.promotions.items(),
+    async def decide(self) -> Garbage:
+        """What goes now. Promotions: those of the Stages this shard runs. Freight: only the
+        default controller collects it (Freight belongs to no shard), and it must know every
+        Stage and Promotion for that, so when its caches hold one shard only it lists them."""
+        now = self.clock.now()
+        stages = [s for s in self.stages.items() if self.shard.responsible_for(s)]
+        promotions = [p for p in self.promotions.items() if self.shard.responsible_for(p)]
+        mine = collect(
+            stages=stages, promotions=promotions, freight=(), retention=self.retention, now=now
+        )
+        if not (self.shard.is_default or not self.shard.name):
+            return mine
+        if self.shard.label_selector() is not None:
+            namespace = self.stages.namespace
+            stages, _ = await self.kube.list(k.STAGES, namespace)
+            promotions, _ = await self.kube.list(k.PROMOTIONS, namespace)
+        else:
+            stages, promotions = self.stages.items(), self.promotions.items()
+        freight = collect(
+            stages=stages,
+            promotions=promotions,
             freight=self.freight.items(),
             retention=self.retention,
-            now=self.clock.now(),
+            now=now,
         )
+        return Garbage(mine.promotions, freight.freight)
 
     async def sweep(self) -> Swept:
         """One pass: decide from the caches, then delete (Promotions first: a Freight's last
         Promotions go before it, as Kargo's ``cleanProject`` orders them)."""
-        garbage = self.decide()
+        try:
+            garbage = await self.decide()
+        except k.KubeError as e:
+            log.warning("garbage collection skipped this pass: %s", e)
+            return Swept()
         promotions = freight = failed = 0
         for doomed in garbage.promotions:
             if await self._delete(k.PROMOTIONS, doomed):

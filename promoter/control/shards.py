@@ -53,6 +53,10 @@ class Shard:
         return f"{base}-{self.name}" if self.name else base
 
 
+# An unsharded install: the one controller is responsible for every object without a label.
+NO_SHARD = Shard()
+
+
 def shard_of(obj: Mapping[str, Any]) -> str:
     """The shard an object is labelled for ("" when none)."""
     return str((meta(obj).get("labels") or {}).get(SHARD_LABEL) or "")
