@@ -33,13 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app", description="Longshoreman server.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the reconciler and the HTTP endpoints")
-    serve.add_argument("--host", help="listen address (env HOST, default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="listen port (env PORT, default 8080)")
+    serve.add_argument("--host", help="listen address (env LONGSHOREMAN_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (env LONGSHOREMAN_PORT, default 8080)")
     serve.add_argument(
         "--embedded-kubeconfig",
         type=Path,
         metavar="PATH",
-        help="where to write the embedded cluster's kubeconfig (env EMBEDDED_KUBECONFIG)",
+        help=(
+            "where to write the embedded cluster's kubeconfig "
+            "(env LONGSHOREMAN_EMBEDDED_KUBECONFIG)"
+        ),
     )
     serve.add_argument(
         "--demo",
@@ -115,10 +118,7 @@ async def run_demo(app: web.Application, out: TextIO, limit: float = 120.0) -> i
     async with asyncio.timeout(30):
         await controller.wait_synced()
     stage = controller.stages.get("kargo-demo", "test")
-    freight = next(
-        (f for f in controller.freight.items("kargo-demo") if f.get("alias") == "frozen-tauntaun"),
-        None,
-    )
+    freight = controller.freight_refs.find("kargo-demo", "frozen-tauntaun")
     if stage is None or freight is None:
         print("error: the example Stage or Freight is missing from the cluster", file=out)
         return 1
@@ -170,6 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     configure_logging(settings.log_format, settings.log_level, settings.secrets())
+    for old, new in settings.renamed:
+        logging.getLogger("longshoreman").warning(
+            "%s is deprecated and still read for now: rename it to %s", old, new
+        )
     try:
         return asyncio.run(
             serve(settings, demo=args.demo, keep_running=args.keep_running, out=sys.stdout)

@@ -38,7 +38,7 @@ from handlers.progress import Progress
 from handlers.pull_requests import GitHubPullRequests
 from handlers.queue import KeyedQueue
 from handlers.settings import GitHubSettings
-from promoter.chat.chatops import PromotionService
+from promoter.chat.port import PromotionService
 from promoter.clock import SYSTEM, Clock
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry, log_context
 
@@ -70,7 +70,10 @@ class GitHubIntegration:
         clock: Clock = SYSTEM,
     ) -> None:
         if not settings.enabled or not settings.webhook_secret:
-            raise ValueError("GitHub is not configured: GITHUB_APP_ID and GITHUB_WEBHOOK_SECRET")
+            raise ValueError(
+                "GitHub is not configured: LONGSHOREMAN_GITHUB_APP_ID and "
+                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET"
+            )
         self.settings = settings
         self.telemetry = telemetry
         self.client = client or GitHubClient(

@@ -13,7 +13,6 @@ The app layer appends :meth:`SlackIntegration.on_promotion` to the controller's 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -30,21 +29,16 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from promoter.chat.chatops import (
+from promoter.chat.grammar import (
     APPROVE_SLASH,
     SLASH,
     Command,
     CommandError,
-    FreightAnnotator,
-    PromotionService,
-    Refusal,
     parse_command,
     parse_slash,
-    promote_decided,
     reason_of,
-    stages_to_announce,
 )
-from promoter.chat.commands import (
+from promoter.chat.planner import (
     AlreadyApproved,
     AskConfirm,
     Cancelled,
@@ -54,18 +48,22 @@ from promoter.chat.commands import (
     DoReverify,
     Facts,
     Plan,
+    Refusal,
     ShowHelp,
     ShowStatus,
     freight_to_approve,
     plan,
     stages_to_authorize,
 )
+from promoter.chat.port import FreightAnnotator, PromotionService, promote_decided
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import PermanentError, TemporaryError
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
+from promoter.tasks import stop_tasks
 from slack import messages as m
+from slack.announcements import stages_to_announce
 from slack.api import SlackApi, SlackError
 from slack.blocks import Message
 from slack.commands import (
@@ -239,12 +237,7 @@ class SlackIntegration:
 
     async def close(self) -> None:
         await self.live.close()
-        jobs = list(self._jobs)
-        for job in jobs:
-            job.cancel()
-        for job in jobs:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await job
+        await stop_tasks(self._jobs, "Slack jobs")
         if self.api is not None:
             await self.api.close()
 
@@ -340,7 +333,7 @@ class SlackIntegration:
         try:
             who = await self.api.auth_test()
         except SlackError as e:
-            log.error("Slack: auth.test failed; is SLACK_BOT_TOKEN right? (%s)", e)
+            log.error("Slack: auth.test failed; is LONGSHOREMAN_SLACK_BOT_TOKEN right? (%s)", e)
             return
         log.info(
             "Slack: connected as %s in %s", who.get("user"), who.get("team"), extra={"slack": who}
