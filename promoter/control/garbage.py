@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from promoter.resources.freight_refs import FreightList, find_freight
 from promoter.resources.model import Phase, meta, name_of, namespace_of, parse_time
 from promoter.resources.stages import freight_created, phase_of, queue_key
-from promoter.rules.freight_alias import ALIAS_LABEL, alias_of
 
 # Kargo's defaults (CollectorConfig): 20 of each, two weeks.
 DEFAULT_MAX_RETAINED = 20
@@ -136,7 +136,7 @@ def freight_to_delete(
     ``cleanWarehouseFreight``), oldest first.
 
     ``in_use``: the names of the Freight some Stage holds now (Kargo's boundary);
-    ``protected``: names and aliases never deleted whatever their place (see the module)."""
+    ``protected``: the names of those never deleted whatever their place (see the module)."""
     newest_first = sorted(freight, key=lambda f: (discovered_at(f), name_of(f)), reverse=True)
     if len(newest_first) <= retention.max_freight:
         return []
@@ -148,15 +148,10 @@ def freight_to_delete(
     doomed = [
         f
         for f in newest_first[first:]
-        if not _protected(f, protected)
+        if name_of(f) not in protected
         and _old_enough(parse_time(discovered_at(f)), retention.min_freight_age, now)
     ]
     return doomed[::-1]
-
-
-def _protected(freight: Mapping[str, Any], protected: frozenset[str]) -> bool:
-    alias = alias_of(freight) or (meta(freight).get("labels") or {}).get(ALIAS_LABEL)
-    return name_of(freight) in protected or (bool(alias) and alias in protected)
 
 
 def current_freight(stage: Mapping[str, Any]) -> set[str]:
@@ -216,18 +211,30 @@ def collect(
             # Stage's own status, written right after, may not be in the cache yet.
             latest = max(succeeded, key=queue_key)
             protected[namespace].add(str((latest.get("spec") or {}).get("freight") or ""))
-    by_origin: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    by_namespace: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for f in freight:
-        by_origin[(namespace_of(f) or "", *_origin(f))].append(f)
-    doomed_freight = [
-        Doomed.of(f)
-        for key in sorted(by_origin)
-        for f in freight_to_delete(
-            by_origin[key],
-            in_use=frozenset(in_use[key[0]]),
-            protected=frozenset(protected[key[0]] | in_use[key[0]]),
-            retention=retention,
-            now=now,
-        )
-    ]
+        by_namespace[namespace_of(f) or ""].append(f)
+    doomed_freight: list[Doomed] = []
+    for namespace in sorted(by_namespace):
+        # References name a Freight or its alias; the one resolver says which Freight they mean.
+        lookup = FreightList(by_namespace[namespace])
+        kept = {
+            name_of(found)
+            for ref in protected[namespace] | in_use[namespace]
+            if (found := find_freight(ref, lookup)) is not None
+        }
+        by_origin: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+        for f in lookup:
+            by_origin[_origin(f)].append(f)
+        for origin in sorted(by_origin):
+            doomed_freight += [
+                Doomed.of(f)
+                for f in freight_to_delete(
+                    by_origin[origin],
+                    in_use=frozenset(in_use[namespace]),
+                    protected=frozenset(kept),
+                    retention=retention,
+                    now=now,
+                )
+            ]
     return Garbage(tuple(doomed_promotions), tuple(doomed_freight))

@@ -176,14 +176,6 @@ FREIGHT_CASES = [
         id="a protected Freight (history, a pending Promotion) beyond the boundary is kept",
     ),
     pytest.param(
-        Retention(max_freight=0, min_freight_age=timedelta(0)),
-        [_freight("f0", 0 * HOUR), _freight("f1", HOUR, alias="frozen-tauntaun")],
-        {"f0"},
-        {"f0", "frozen-tauntaun"},
-        [],
-        id="protected by its alias",
-    ),
-    pytest.param(
         Retention(max_freight=1, min_freight_age=timedelta(0)),
         [
             {**_freight("found-late", 5 * HOUR), "discoveredAt": _ago(HOUR)},
@@ -289,6 +281,28 @@ def test_the_freight_of_an_unfinished_promotion_is_never_deleted() -> None:
     )
     assert _doomed_names(garbage.freight) == [("p", "f1")]
     assert _doomed_names(garbage.promotions) == [("p", "done")]
+
+
+def test_a_pending_promotion_naming_an_alias_keeps_the_freight_the_resolver_finds() -> None:
+    # Kargo's rule (promoter.resources.freight_refs): a name wins over an alias.
+    freight = [
+        _freight("f0", 0 * HOUR),
+        _freight("f1", 1 * HOUR, alias="frozen-tauntaun"),
+        _freight("f2", 2 * HOUR, alias="f3"),
+        _freight("f3", 3 * HOUR),
+    ]
+    promotions = [
+        _promotion("by-alias", HOUR, phase=None, freight="frozen-tauntaun", stage_name="uat"),
+        _promotion("by-name", HOUR, phase=None, freight="f3", stage_name="prod"),
+    ]
+    garbage = collect(
+        stages=[_holding(["f0"])],
+        promotions=promotions,
+        freight=freight,
+        retention=NOTHING_KEPT,
+        now=NOW,
+    )
+    assert _doomed_names(garbage.freight) == [("p", "f2")]
 
 
 def test_the_freight_of_a_stages_newest_success_is_kept_before_the_stage_says_so() -> None:
