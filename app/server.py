@@ -281,6 +281,9 @@ async def _start(
         clock=state.clock,
         # Where the projects' webhook receivers are reached (their status says so).
         receiver_base_url=settings.ui.public_url or "",
+        retention=settings.retention if settings.gc_enabled else None,
+        gc_interval=settings.gc_interval,
+        on_garbage_collected=state.metrics.on_garbage_collected,
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller

@@ -23,6 +23,7 @@ from app.controller import kube as k
 from app.controller.automatic import AutomaticPromotions
 from app.controller.caches import Caches, waiting_apps
 from app.controller.creation import announce_created
+from app.controller.garbage import GarbageCollector
 from app.controller.informer import Informer
 from app.controller.policies import ProjectRules
 from app.controller.routing import EventRouter, Waker
@@ -31,6 +32,7 @@ from app.controller.verification import Verifier
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
+from promoter.control.garbage import Retention
 from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
@@ -83,6 +85,9 @@ class Controller:
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
         on_reconcile: Callable[[float], None] | None = None,
         receiver_base_url: str = "",
+        retention: Retention | None = None,
+        gc_interval: float = 3600.0,
+        on_garbage_collected: Callable[[str], None] | None = None,
     ) -> None:
         self.kube = kube
         self.max_concurrent = max_concurrent
@@ -129,6 +134,21 @@ class Controller:
             work_dirs=work_dirs,
             clock=clock,
             on_promotion_finished=on_promotion_finished,
+        )
+        # Kargo's garbage collector, on the leader (None: switched off).
+        self.garbage = (
+            None
+            if retention is None
+            else GarbageCollector(
+                kube,
+                stages=self.caches.stages,
+                promotions=self.caches.promotions,
+                freight=self.caches.freight,
+                retention=retention,
+                interval=gc_interval,
+                clock=clock,
+                on_deleted=on_garbage_collected,
+            )
         )
         # What the front ends and the wiring read (app.server, app.controller.promotions).
         self.promotions = self.caches.promotions
@@ -226,6 +246,8 @@ class Controller:
                 )
                 group.create_task(self._health_loop())
                 group.create_task(self.rules.write_statuses())
+                if self.garbage is not None:
+                    group.create_task(self.garbage.run())
         finally:
             if self._generation == generation:
                 self.waker.leading = False

@@ -23,6 +23,7 @@ from app.controller import kube as k
 from app.controller.reconciler import Controller
 from app.embedded import seed
 from promoter.clock import SYSTEM, Clock
+from promoter.control.garbage import Retention
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
 from tests.support.kube import RunningApiServer, running_apiserver
@@ -95,6 +96,9 @@ async def running_controller(
     on_request: Callable[[str, str, int | None], None] | None = None,
     on_reconcile: Callable[[float], None] | None = None,
     clock: Clock = SYSTEM,
+    retention: Retention | None = None,
+    gc_interval: float = 3600.0,
+    on_garbage_collected: Callable[[str], None] | None = None,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
@@ -107,6 +111,9 @@ async def running_controller(
         health_interval=health_interval,
         on_reconcile=on_reconcile,
         clock=clock,
+        retention=retention,
+        gc_interval=gc_interval,
+        on_garbage_collected=on_garbage_collected,
     )
     informers = asyncio.create_task(controller.run_informers())
     leader = asyncio.create_task(controller.lead())
