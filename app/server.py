@@ -284,6 +284,7 @@ async def _start(
         retention=settings.retention if settings.gc_enabled else None,
         gc_interval=settings.gc_interval,
         on_garbage_collected=state.metrics.on_garbage_collected,
+        shard=settings.shard,
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller
@@ -302,6 +303,7 @@ async def _start(
         git_config=settings.git_config,
         clock=state.clock,
         on_reconcile=state.metrics.on_warehouse_reconcile,
+        shard=settings.shard,
     )
     state.warehouses = warehouses
     cluster.warehouse_source = warehouses.all_warehouses
@@ -330,7 +332,8 @@ async def _start(
         elector = LeaderElector(
             kube,
             namespace=settings.lease_namespace,
-            name=settings.lease_name,
+            # One Lease per shard: each shard elects its own leader.
+            name=settings.shard.lease_name(settings.lease_name),
             identity=settings.identity,
             lease_duration=settings.lease_duration,
             renew_deadline=settings.renew_deadline,

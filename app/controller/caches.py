@@ -16,6 +16,7 @@ from app.controller import kube as k
 from app.controller.creation import InformerTasks
 from app.controller.informer import FreightRefs, Informer, OnEvent
 from app.controller.verification import auto_promote_enabled
+from promoter.control.shards import NO_SHARD, Shard
 from promoter.engine.builder import TaskSource
 from promoter.resources.model import Phase, namespace_of
 from promoter.resources.stages import phase_of
@@ -76,9 +77,15 @@ def _auto_promote_index(obj: Mapping[str, Any]) -> list[str]:
 class Caches:
     """The informers of Promotions, Stages, Freight, Warehouses, tasks and Applications."""
 
-    def __init__(self, kube: k.Kube, *, namespace: str | None = None) -> None:
-        self.promotions = Informer(kube, k.PROMOTIONS, namespace=namespace)
-        self.stages = Informer(kube, k.STAGES, namespace=namespace)
+    def __init__(
+        self, kube: k.Kube, *, namespace: str | None = None, shard: Shard = NO_SHARD
+    ) -> None:
+        # Stages and Promotions are cached for this controller's shard only (Kargo's cache
+        # options); everything else every shard reads.
+        self.shard = shard
+        selector = shard.label_selector()
+        self.promotions = Informer(kube, k.PROMOTIONS, namespace=namespace, label_selector=selector)
+        self.stages = Informer(kube, k.STAGES, namespace=namespace, label_selector=selector)
         self.freight = Informer(kube, k.FREIGHT, namespace=namespace)
         # Freight by name, then by alias (an index on the alias label): chat, pages, kubectl.
         self.freight_refs = FreightRefs(self.freight)

@@ -28,12 +28,14 @@ from app.controller.informer import Informer
 from app.controller.policies import ProjectRules
 from app.controller.routing import EventRouter, Waker
 from app.controller.runtimes import Runtimes, WorkDirs, cluster_services
+from app.controller.shards import ShardLabels
 from app.controller.verification import Verifier
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
 from promoter.control.garbage import Retention
 from promoter.control.policies import ClusterConfig, ProjectConfig
+from promoter.control.shards import NO_SHARD, Shard
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
 from promoter.engine.builder import ensure_inflated
@@ -88,8 +90,10 @@ class Controller:
         retention: Retention | None = None,
         gc_interval: float = 3600.0,
         on_garbage_collected: Callable[[str], None] | None = None,
+        shard: Shard = NO_SHARD,
     ) -> None:
         self.kube = kube
+        self.shard = shard
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue
         self.health_interval = health_interval
@@ -97,7 +101,7 @@ class Controller:
         # Called with the seconds each Stage reconcile took (the reconcile latency metric).
         self.on_reconcile = on_reconcile
         self.queue = WorkQueue(clock=clock)
-        self.caches = Caches(kube, namespace=namespace)
+        self.caches = Caches(kube, namespace=namespace, shard=shard)
         self.waker = Waker(self.queue, self.caches)
         # ProjectConfigs and the ClusterConfig: policies, windows, links (app.controller.policies).
         self.rules = ProjectRules(
@@ -147,9 +151,14 @@ class Controller:
                 retention=retention,
                 interval=gc_interval,
                 clock=clock,
+                shard=shard,
                 on_deleted=on_garbage_collected,
             )
         )
+        # spec.shard into the shard label, for what this controller is responsible for.
+        self.labels = ShardLabels(kube, shard, stage=self._stage_anywhere)
+        self.router.stage_listeners.append(self.labels.listener("Stage"))
+        self.router.listeners.append(self.labels.listener("Promotion"))
         # What the front ends and the wiring read (app.server, app.controller.promotions).
         self.promotions = self.caches.promotions
         self.stages = self.caches.stages
@@ -246,6 +255,7 @@ class Controller:
                 )
                 group.create_task(self._health_loop())
                 group.create_task(self.rules.write_statuses())
+                group.create_task(self.labels.run())
                 if self.garbage is not None:
                     group.create_task(self.garbage.run())
         finally:
@@ -270,12 +280,29 @@ class Controller:
                 if self.on_reconcile is not None:
                     self.on_reconcile(time.perf_counter() - started)
 
+    async def _stage_anywhere(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Stage from the cache, else from the API server: with shards, another shard's Stage
+        is not in this controller's cache."""
+        cached = self.caches.stages.get(namespace, name)
+        if cached is not None or self.shard.label_selector() is None:
+            return cached
+        try:
+            return await self.kube.get(k.STAGES, namespace, name)
+        except k.NotFound:
+            return None
+
     # ---- the reconcile ------------------------------------------------------------------------
 
     async def reconcile_stage(
         self, namespace: str, stage_name: str, *, wake: bool = False
     ) -> float | None:
         stage_obj = self.caches.stages.get(namespace, stage_name)
+        if stage_obj is None and self.caches.of_stage(namespace, stage_name):
+            # A Promotion without a shard label for a Stage this shard does not cache: if the
+            # Stage is another shard's, its Promotion moves there (ShardLabels), not fails here.
+            stage_obj = await self._stage_anywhere(namespace, stage_name)
+        if stage_obj is not None and not self.shard.responsible_for(stage_obj):
+            return None
         now = self.clock.now()
         # The Stage's promotion windows now: a closed schedule holds the queue (every path
         # that creates Promotions ends in this queue), and its next boundary wakes the Stage.

@@ -86,6 +86,8 @@ class EventRouter:
         return woken
 
     def on_promotion(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if not self.caches.shard.responsible_for(obj):
+            return  # another shard's (a default controller caches every shard's)
         _tell(self.listeners, obj, old, "promotion")
         stage = (obj.get("spec") or {}).get("stage")
         if not stage:
@@ -96,6 +98,8 @@ class EventRouter:
         self.waker.enqueue_stage(namespace_of(obj) or "default", stage, wake=wake)
 
     def on_stage(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if not self.caches.shard.responsible_for(obj):
+            return
         _tell(self.stage_listeners, obj, old, "stage")
         if old is None or kind == "DELETED" or meta(obj).get("labels") != meta(old).get("labels"):
             # Policies may select Stages by label: what the ProjectConfig says is in force moves.

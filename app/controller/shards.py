@@ -49,20 +49,19 @@ class ShardLabels:
 
     # ---- informer callbacks (no I/O) ---------------------------------------------------------
 
-    def watcher(
-        self, kind: str
-    ) -> Callable[[str, Mapping[str, Any], Mapping[str, Any] | None], None]:
-        """The informer callback for ``kind`` (Stage, Warehouse, Promotion)."""
+    def listener(self, kind: str) -> Callable[[Mapping[str, Any], Mapping[str, Any] | None], None]:
+        """A listener of the router for ``kind`` (Stage, Promotion), which hears only what this
+        controller is responsible for; a Warehouse's informer calls :meth:`observe` itself."""
+        return lambda obj, old: self.observe(kind, obj)
 
-        def observe(event: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
-            if event == "DELETED" or not self.shard.responsible_for(obj):
-                return
-            if kind != "Promotion" and label_patch(obj, declared_shard(obj)) is None:
-                return  # the common case, decided without queueing anything
-            self._pending[(kind, namespace_of(obj) or "", name_of(obj))] = obj
-            self._wake.set()
-
-        return observe
+    def observe(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """Queue a label check of ``obj`` when it is this controller's (no I/O here)."""
+        if not self.shard.responsible_for(obj):
+            return
+        if kind != "Promotion" and label_patch(obj, declared_shard(obj)) is None:
+            return  # the common case, decided without queueing anything
+        self._pending[(kind, namespace_of(obj) or "", name_of(obj))] = obj
+        self._wake.set()
 
     # ---- the leader's writer -----------------------------------------------------------------
 

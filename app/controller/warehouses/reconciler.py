@@ -26,6 +26,7 @@ first): one write, and the conditions say what happened.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import random
@@ -39,12 +40,14 @@ import aiohttp
 
 from app.controller import kube as k
 from app.controller.informer import Backoff, Informer, ObjectKey, object_key
+from app.controller.shards import ShardLabels
 from app.controller.warehouses.charts import ChartClient
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitError, GitSource
 from app.controller.warehouses.registry import OCIClient, RateLimited, RegistryError
 from app.controller.workqueue import RetryLater, WorkQueue
 from promoter.clock import SYSTEM, Clock
+from promoter.control.shards import NO_SHARD, Shard
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.ports.credentials import NO_CREDENTIALS, Credentials
 from promoter.resources import annotations as ann
@@ -76,16 +79,27 @@ class WarehouseController:
         clock: Clock = SYSTEM,
         rand: Callable[[], float] = random.random,
         on_reconcile: Callable[[float], None] | None = None,
+        shard: Shard = NO_SHARD,
     ) -> None:
         self.kube = kube
         self.discoverer = discoverer
+        # Only this shard's Warehouses are cached and discovered (promoter.control.shards), and
+        # their spec.shard is mirrored into the shard label here.
+        self.shard = shard
+        self.labels = ShardLabels(kube, shard, stage=_no_stage)
         self.max_concurrent = max_concurrent
         self.min_interval = min_interval
         self.clock = clock
         self.rand = rand
         # Called with the seconds each Warehouse reconcile took (the reconcile latency metric).
         self.on_reconcile = on_reconcile
-        self.informer = Informer(kube, k.WAREHOUSES, namespace=namespace, on_event=self._on_event)
+        self.informer = Informer(
+            kube,
+            k.WAREHOUSES,
+            namespace=namespace,
+            label_selector=shard.label_selector(),
+            on_event=self._on_event,
+        )
         self.queue = WorkQueue(
             clock=clock,
             backoff=lambda: Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP, rand=rand),
@@ -95,9 +109,10 @@ class WarehouseController:
 
     def _on_event(self, kind: str, obj: k.JsonObject, old: k.JsonObject | None) -> None:
         key = object_key(obj)
-        if kind == "DELETED":
+        if kind == "DELETED" or not self.shard.responsible_for(obj):
             self.queue.forget(key)
             return
+        self.labels.observe("Warehouse", obj)
         meta, old_meta = obj.get("metadata") or {}, (old or {}).get("metadata") or {}
         if (
             old is None
@@ -141,7 +156,9 @@ class WarehouseController:
     async def lead(self) -> None:
         """Run due reconciles until cancelled (the leader only)."""
         await self.informer.synced.wait()
-        await self.queue.run(self._reconcile_key, concurrency=self.max_concurrent)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.queue.run(self._reconcile_key, concurrency=self.max_concurrent))
+            group.create_task(self.labels.run())
 
     async def _reconcile_key(self, key: Hashable, wake: bool) -> float | RetryLater | None:
         started = time.perf_counter()
@@ -392,6 +409,10 @@ async def request_refresh(kube: k.Kube, namespace: str, name: str, now: datetime
         await kube.patch(k.WAREHOUSES, namespace, name, patch)
 
 
+async def _no_stage(namespace: str, name: str) -> None:
+    return None  # Warehouses take their shard from their own spec, never from a Stage
+
+
 async def start_warehouse_controller(
     kube: k.Kube,
     work_dir: Path,
@@ -402,6 +423,7 @@ async def start_warehouse_controller(
     git_config: Path | None = None,
     clock: Clock = SYSTEM,
     on_reconcile: Callable[[float], None] | None = None,
+    shard: Shard = NO_SHARD,
 ) -> WarehouseController:
     """The controller with its HTTP session and git cache, closed with ``stack``; every
     subscription reads with what ``credentials`` (the one port the steps ask too) finds for
@@ -413,5 +435,5 @@ async def start_warehouse_controller(
     git = GitSource(work_dir / "warehouses", git_config=git_config)
     discoverer = Discoverer(oci, ChartClient(session, oci), git, credentials)
     return WarehouseController(
-        kube, discoverer, namespace=namespace, clock=clock, on_reconcile=on_reconcile
+        kube, discoverer, namespace=namespace, clock=clock, on_reconcile=on_reconcile, shard=shard
     )
