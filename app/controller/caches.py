@@ -80,10 +80,10 @@ class Caches:
     def __init__(
         self, kube: k.Kube, *, namespace: str | None = None, shard: Shard = NO_SHARD
     ) -> None:
-        # Stages and Promotions are cached for this controller's shard only (Kargo's cache
+        # A shard's controller caches its shard's Stages and Promotions only (Kargo's cache
         # options); everything else every shard reads.
         self.shard = shard
-        selector = shard.label_selector()
+        selector = shard.cache_selector()
         self.promotions = Informer(kube, k.PROMOTIONS, namespace=namespace, label_selector=selector)
         self.stages = Informer(kube, k.STAGES, namespace=namespace, label_selector=selector)
         self.freight = Informer(kube, k.FREIGHT, namespace=namespace)

@@ -68,27 +68,21 @@ class GarbageCollector:
             await self.sweep()
             await asyncio.sleep(self.interval)
 
-    async def decide(self) -> Garbage:
+    def decide(self) -> Garbage:
         """What goes now. Promotions: those of the Stages this shard runs. Freight: only the
-        default controller collects it (Freight belongs to no shard), and it must know every
-        Stage and Promotion for that, so when its caches hold one shard only it lists them."""
+        default controller collects it (Freight belongs to no shard), from caches that hold
+        every Stage and Promotion (:meth:`Shard.cache_selector`)."""
         now = self.clock.now()
         stages = [s for s in self.stages.items() if self.shard.responsible_for(s)]
         promotions = [p for p in self.promotions.items() if self.shard.responsible_for(p)]
         mine = collect(
             stages=stages, promotions=promotions, freight=(), retention=self.retention, now=now
         )
-        if not (self.shard.is_default or not self.shard.name):
+        if self.shard.cache_selector() is not None:
             return mine
-        if self.shard.label_selector() is not None:
-            namespace = self.stages.namespace
-            stages, _ = await self.kube.list(k.STAGES, namespace)
-            promotions, _ = await self.kube.list(k.PROMOTIONS, namespace)
-        else:
-            stages, promotions = self.stages.items(), self.promotions.items()
         freight = collect(
-            stages=stages,
-            promotions=promotions,
+            stages=self.stages.items(),
+            promotions=self.promotions.items(),
             freight=self.freight.items(),
             retention=self.retention,
             now=now,
@@ -98,11 +92,7 @@ class GarbageCollector:
     async def sweep(self) -> Swept:
         """One pass: decide from the caches, then delete (Promotions first: a Freight's last
         Promotions go before it, as Kargo's ``cleanProject`` orders them)."""
-        try:
-            garbage = await self.decide()
-        except k.KubeError as e:
-            log.warning("garbage collection skipped this pass: %s", e)
-            return Swept()
+        garbage = self.decide()
         promotions = freight = failed = 0
         for doomed in garbage.promotions:
             if await self._delete(k.PROMOTIONS, doomed):

@@ -284,7 +284,7 @@ class Controller:
         """A Stage from the cache, else from the API server: with shards, another shard's Stage
         is not in this controller's cache."""
         cached = self.caches.stages.get(namespace, name)
-        if cached is not None or self.shard.label_selector() is None:
+        if cached is not None or self.shard.cache_selector() is None:
             return cached
         try:
             return await self.kube.get(k.STAGES, namespace, name)

@@ -7,12 +7,12 @@ Promotion. Kargo scales out with shards, and this module keeps its semantics:
   (Kargo's admission webhooks do it; here the controller responsible for the object does,
   see :func:`label_patch`), and a Promotion carries its Stage's shard in the same label.
 - A controller runs with a shard name and whether it is the default controller
-  (``SHARD_NAME``, ``IS_DEFAULT_CONTROLLER``). It caches only what its label selector matches
-  (:meth:`Shard.label_selector`, Kargo's ``GetShardRequirement``) and acts only on what it is
-  responsible for (:meth:`Shard.responsible_for`, Kargo's ``ResponsibleFor`` predicate): objects
-  labelled with its name, and, for the default controller (or one with no name), objects with
-  no shard label. A default controller with a name cannot say "this label or none" in one
-  selector, so it caches everything and filters (as Kargo's does).
+  (``SHARD_NAME``, ``IS_DEFAULT_CONTROLLER``) and acts only on what it is responsible for
+  (:meth:`Shard.responsible_for`, Kargo's ``ResponsibleFor`` predicate): objects labelled with
+  its name, and, for the default controller (or one with no name), objects with no shard label.
+  A shard's controller caches only its shard (:meth:`Shard.label_selector`, Kargo's
+  ``GetShardRequirement``); the default controller caches everything and filters
+  (:meth:`Shard.cache_selector`: it collects the Freight, which needs every Stage).
 - Each shard elects its own leader (:meth:`Shard.lease_name`), so shards run side by side.
 """
 
@@ -40,6 +40,14 @@ class Shard:
         if self.name:
             return None if self.is_default else f"{SHARD_LABEL}={self.name}"
         return f"!{SHARD_LABEL}"
+
+    def cache_selector(self) -> str | None:
+        """The label selector this controller's informers of Stages, Promotions and Warehouses
+        use. A default controller (or one without a name) caches everything and filters with
+        :meth:`responsible_for`, even where Kargo's selector could say "unlabelled only": it
+        collects Freight, which belongs to no shard, and must know every Stage that holds one
+        (an unsharded install, where nothing is labelled, loses nothing by it)."""
+        return None if self.is_default or not self.name else self.label_selector()
 
     def responsible_for(self, obj: Mapping[str, Any] | None) -> bool:
         """Whether this controller acts on ``obj`` (by its shard label)."""

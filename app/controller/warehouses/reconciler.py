@@ -97,7 +97,7 @@ class WarehouseController:
             kube,
             k.WAREHOUSES,
             namespace=namespace,
-            label_selector=shard.label_selector(),
+            label_selector=shard.cache_selector(),
             on_event=self._on_event,
         )
         self.queue = WorkQueue(

@@ -70,6 +70,13 @@ def test_which_objects_a_controller_is_responsible_for(
     assert Shard(name, is_default).responsible_for(_labelled(label)) is responsible
 
 
+def test_a_default_controller_caches_every_shard_and_a_shard_only_its_own() -> None:
+    # The default collects Freight, which needs every Stage; it filters by responsibility.
+    assert Shard().cache_selector() is None
+    assert Shard("b", is_default=True).cache_selector() is None
+    assert Shard("a").cache_selector() == f"{SHARD_LABEL}=a"
+
+
 def test_each_shard_elects_its_own_leader() -> None:
     assert Shard().lease_name("longshoreman-controller") == "longshoreman-controller"
     assert Shard("a").lease_name("longshoreman-controller") == "longshoreman-controller-a"
