@@ -54,6 +54,7 @@ bench: $(DEV)
 	$(BIN)/python bench/bench_pages.py
 	$(BIN)/python bench/bench_warehouses.py
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_idle.py
 
 # Every benchmark at a smoke size (a few runs, seconds each; CI runs this), so a behaviour
 # change that breaks one fails here instead of leaving it to hang: each is bounded too
@@ -72,6 +73,7 @@ bench-smoke: $(DEV)
 	$(SMOKE) bench/bench_pages.py --stages 10 --runs 5
 	$(SMOKE) bench/bench_warehouses.py --runs 3 --warehouses 20 --repositories 2 --rounds 1 --tags 200
 	$(SMOKE) bench/bench_pipeline.py --runs 2 --timeout 30
+	$(SMOKE) bench/bench_idle.py --stages 20 --idle 5 --churn-stages 5 --promotions 20 --settle 1 --gc-interval 1
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache
