@@ -6,6 +6,8 @@ on the next pass), and the minimum age read on the controller's clock against th
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,15 @@ async def _names(cluster: Cluster, rt: k.ResourceType) -> list[str]:
     return sorted(i["metadata"]["name"] for i in items)
 
 
+@contextlib.asynccontextmanager
+async def populated(tmp_path: Path) -> AsyncIterator[tuple[Cluster, FakeClock]]:
+    """The emulator on a fake clock, with what :func:`_populate` makes."""
+    clock = FakeClock()
+    async with running_cluster(tmp_path, [NS], clock=clock.now) as cluster:
+        await _populate(cluster, clock)
+        yield cluster, clock
+
+
 async def _populate(cluster: Cluster, clock: FakeClock) -> None:
     """A Stage holding f4 (held f3 before); f0..f5 made a day apart, and p0..p5 of them, finished
     (p5 Failed)."""
@@ -58,10 +69,8 @@ async def _populate(cluster: Cluster, clock: FakeClock) -> None:
 async def test_old_finished_promotions_and_unused_freight_go_and_are_counted(
     tmp_path: Path,
 ) -> None:
-    clock = FakeClock()
     deleted: list[str] = []
-    async with running_cluster(tmp_path, [NS], clock=clock.now) as cluster:
-        await _populate(cluster, clock)
+    async with populated(tmp_path) as (cluster, clock):
         retention = Retention(
             max_promotions=2,
             min_promotion_age=timedelta(0),
@@ -92,9 +101,7 @@ async def test_old_finished_promotions_and_unused_freight_go_and_are_counted(
 async def test_younger_than_the_minimum_age_is_kept_until_the_clock_passes_it(
     tmp_path: Path,
 ) -> None:
-    clock = FakeClock()
-    async with running_cluster(tmp_path, [NS], clock=clock.now) as cluster:
-        await _populate(cluster, clock)
+    async with populated(tmp_path) as (cluster, clock):
         # p0 is six days old, p1 five: with a minimum of five and a half days only p0 may go.
         retention = Retention(max_promotions=0, min_promotion_age=timedelta(days=5.5))
         async with running_controller(
@@ -119,10 +126,8 @@ async def test_younger_than_the_minimum_age_is_kept_until_the_clock_passes_it(
 async def test_a_delete_the_server_refuses_is_tried_again_on_the_next_pass(
     tmp_path: Path,
 ) -> None:
-    clock = FakeClock()
     deleted: list[str] = []
-    async with running_cluster(tmp_path, [NS], clock=clock.now) as cluster:
-        await _populate(cluster, clock)
+    async with populated(tmp_path) as (cluster, clock):
         cluster.server.faults.add("error", methods="DELETE", path_pattern="/promotions/p0$")
         retention = Retention(max_promotions=5, min_promotion_age=timedelta(0))
         async with running_controller(

@@ -15,6 +15,7 @@ import pytest
 
 from promoter.control.garbage import (
     Doomed,
+    Garbage,
     Retention,
     collect,
     freight_to_delete,
@@ -25,6 +26,7 @@ from tests.support import objects
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
+ZERO = timedelta(0)
 
 
 def _ago(delta: timedelta) -> str:
@@ -218,6 +220,17 @@ NOTHING_KEPT = Retention(
 )
 
 
+def _collect(
+    stages: Sequence[Any] = (),
+    promotions: Sequence[Any] = (),
+    freight: Sequence[Any] = (),
+    retention: Retention = NOTHING_KEPT,
+) -> Garbage:
+    return collect(
+        stages=stages, promotions=promotions, freight=freight, retention=retention, now=NOW
+    )
+
+
 def _doomed_names(doomed: Sequence[Doomed]) -> list[tuple[str, str]]:
     return [(d.namespace, d.name) for d in doomed]
 
@@ -229,13 +242,8 @@ def test_promotions_are_counted_per_stage_and_project() -> None:
         _promotion("u1", 3 * HOUR, stage_name="uat"),
         _promotion("q1", 4 * HOUR, stage_name="test", namespace="q"),
     ]
-    garbage = collect(
-        stages=[],
-        promotions=promotions,
-        freight=[],
-        retention=Retention(max_promotions=1, min_promotion_age=timedelta(0)),
-        now=NOW,
-    )
+    retention = Retention(max_promotions=1, min_promotion_age=timedelta(0))
+    garbage = _collect(promotions=promotions, retention=retention)
     assert _doomed_names(garbage.promotions) == [("p", "t2")]
 
 
@@ -246,22 +254,14 @@ def test_freight_is_counted_per_warehouse_and_project() -> None:
         _freight("b1", 3 * HOUR, warehouse="b"),
         _freight("q1", 4 * HOUR, warehouse="a", namespace="q"),
     ]
-    garbage = collect(
-        stages=[],
-        promotions=[],
-        freight=freight,
-        retention=Retention(max_freight=1, min_freight_age=timedelta(0)),
-        now=NOW,
-    )
+    garbage = _collect(freight=freight, retention=Retention(max_freight=1, min_freight_age=ZERO))
     assert _doomed_names(garbage.freight) == [("p", "a2")]
 
 
 def test_a_stages_current_freight_and_history_are_never_deleted() -> None:
     freight = [_freight(f"f{i}", i * HOUR) for i in range(6)]
     stage = _holding(["f1"], ["f3"], ["f4"])  # holds f1 now, held f3 and f4 before
-    garbage = collect(
-        stages=[stage], promotions=[], freight=freight, retention=NOTHING_KEPT, now=NOW
-    )
+    garbage = _collect(stages=[stage], freight=freight)
     assert _doomed_names(garbage.freight) == [("p", "f5"), ("p", "f2")]
 
 
@@ -272,13 +272,7 @@ def test_the_freight_of_an_unfinished_promotion_is_never_deleted() -> None:
         _promotion("running", HOUR, phase="Running", freight="f2", stage_name="uat"),
         _promotion("done", 2 * HOUR, phase="Failed", freight="f1", stage_name="prod"),
     ]
-    garbage = collect(
-        stages=[_holding(["f0"])],
-        promotions=promotions,
-        freight=freight,
-        retention=NOTHING_KEPT,
-        now=NOW,
-    )
+    garbage = _collect(stages=[_holding(["f0"])], promotions=promotions, freight=freight)
     assert _doomed_names(garbage.freight) == [("p", "f1")]
     assert _doomed_names(garbage.promotions) == [("p", "done")]
 
@@ -295,13 +289,7 @@ def test_a_pending_promotion_naming_an_alias_keeps_the_freight_the_resolver_find
         _promotion("by-alias", HOUR, phase=None, freight="frozen-tauntaun", stage_name="uat"),
         _promotion("by-name", HOUR, phase=None, freight="f3", stage_name="prod"),
     ]
-    garbage = collect(
-        stages=[_holding(["f0"])],
-        promotions=promotions,
-        freight=freight,
-        retention=NOTHING_KEPT,
-        now=NOW,
-    )
+    garbage = _collect(stages=[_holding(["f0"])], promotions=promotions, freight=freight)
     assert _doomed_names(garbage.freight) == [("p", "f2")]
 
 
@@ -313,37 +301,23 @@ def test_the_freight_of_a_stages_newest_success_is_kept_before_the_stage_says_so
         _promotion("p2", 2 * HOUR, freight="f3"),
         _promotion("p1", 3 * HOUR, freight="f1"),
     ]
-    garbage = collect(
-        stages=[_holding(["f1"])],
-        promotions=promotions,
-        freight=freight,
-        retention=NOTHING_KEPT,
-        now=NOW,
-    )
+    garbage = _collect(stages=[_holding(["f1"])], promotions=promotions, freight=freight)
     assert _doomed_names(garbage.freight) == [("p", "f2")]
 
 
 def test_another_projects_stage_protects_nothing_here() -> None:
     freight = [_freight("f0", 0 * HOUR), _freight("f1", HOUR)]
-    garbage = collect(
-        stages=[_holding(["f1"], namespace="q")],
-        promotions=[],
-        freight=freight,
-        retention=NOTHING_KEPT,
-        now=NOW,
-    )
+    garbage = _collect(stages=[_holding(["f1"], namespace="q")], freight=freight)
     assert _doomed_names(garbage.freight) == [("p", "f1"), ("p", "f0")]
 
 
 def test_a_delete_names_the_version_it_decided_on() -> None:
     promotion = _promotion("old", HOUR)
     promotion["metadata"] |= {"uid": "u-1", "resourceVersion": "42"}
-    garbage = collect(
-        stages=[], promotions=[promotion], freight=[], retention=NOTHING_KEPT, now=NOW
-    )
+    garbage = _collect(promotions=[promotion])
     assert garbage.promotions == (Doomed("p", "old", "u-1", "42"),)
     assert garbage
-    assert not collect(stages=[], promotions=[], freight=[], retention=NOTHING_KEPT, now=NOW)
+    assert not _collect()
 
 
 def test_sixty_promotions_and_forty_freight_through_one_stage_with_retention_ten() -> None:
@@ -359,12 +333,8 @@ def test_sixty_promotions_and_forty_freight_through_one_stage_with_retention_ten
         max_freight=10,
         min_freight_age=timedelta(0),
     )
-    garbage = collect(
-        stages=[_holding(*history)],
-        promotions=promotions,
-        freight=freight,
-        retention=retention,
-        now=NOW,
+    garbage = _collect(
+        stages=[_holding(*history)], promotions=promotions, freight=freight, retention=retention
     )
     assert _doomed_names(garbage.promotions) == [("p", f"p{i:02d}") for i in range(50)]
     # Kargo keeps f39 (in use) and the ten before it; f29 is the oldest of the eleven.
