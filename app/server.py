@@ -263,6 +263,13 @@ async def _start(
         ),
         on_secret=REDACTOR.add,
     )
+    argocd_kube = None
+    if settings.argocd_kubeconfig is not None:
+        log.info("Argo CD's Applications: the cluster of %s", settings.argocd_kubeconfig)
+        argocd_kube = await k.load_kube(
+            str(settings.argocd_kubeconfig), on_request=state.metrics.on_kube_request
+        )
+        stack.push_async_callback(argocd_kube.close)
     services = _services(settings, kube, extra, state.credentials, state.metrics)
     if isinstance(services.oci, Registries):
         stack.push_async_callback(services.oci.close)
@@ -285,6 +292,7 @@ async def _start(
         gc_interval=settings.gc_interval,
         on_garbage_collected=state.metrics.on_garbage_collected,
         shard=settings.shard,
+        argocd_kube=argocd_kube,
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller

@@ -271,6 +271,9 @@ class Settings:
     # This controller's shard (Kargo's SHARD_NAME and IS_DEFAULT_CONTROLLER): which Stages,
     # Warehouses and Promotions it caches and runs, and whose Lease it elects its leader with.
     shard: Shard = NO_SHARD
+    # Argo CD's cluster when it is not the control plane's (a shard running next to it): the
+    # Applications are read and written there, everything else in the control plane.
+    argocd_kubeconfig: Path | None = None
     # Old names still set, each with its new name: read, and logged once logging is set up (the
     # receivers' names carried the prefix from the start, so they have none).
     renamed: tuple[tuple[str, str], ...] = ()
@@ -446,6 +449,7 @@ class Settings:
                 ),
             ),
             shard=_shard(env),
+            argocd_kubeconfig=_path(env, "LONGSHOREMAN_ARGOCD_KUBECONFIG", must_exist=True),
             http_allow=_hosts(env, "LONGSHOREMAN_HTTP_ALLOW"),
             http_deny=_hosts(env, "LONGSHOREMAN_HTTP_DENY"),
             http_max_download_bytes=_int(

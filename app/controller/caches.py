@@ -78,7 +78,12 @@ class Caches:
     """The informers of Promotions, Stages, Freight, Warehouses, tasks and Applications."""
 
     def __init__(
-        self, kube: k.Kube, *, namespace: str | None = None, shard: Shard = NO_SHARD
+        self,
+        kube: k.Kube,
+        *,
+        namespace: str | None = None,
+        shard: Shard = NO_SHARD,
+        argocd: k.Kube | None = None,
     ) -> None:
         # A shard's controller caches its shard's Stages and Promotions only (Kargo's cache
         # options); everything else every shard reads.
@@ -93,7 +98,10 @@ class Caches:
         self.warehouses = Informer(kube, k.WAREHOUSES, namespace=namespace)
         self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
         self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
-        self.applications = Informer(kube, k.APPLICATIONS)
+        # Argo CD's Applications live in the cluster Argo CD runs in: this one, or the one a
+        # second kubeconfig names (a shard next to its Argo CD). Everything that reads or
+        # writes them goes through this informer's client.
+        self.applications = Informer(argocd or kube, k.APPLICATIONS)
         self.promotions.add_index("stage", _stage_index)
         self.promotions.add_index("waiting-app", waiting_apps)
         self.promotions.add_index("health-app", health_apps)

@@ -91,6 +91,7 @@ class Controller:
         gc_interval: float = 3600.0,
         on_garbage_collected: Callable[[str], None] | None = None,
         shard: Shard = NO_SHARD,
+        argocd_kube: k.Kube | None = None,
     ) -> None:
         self.kube = kube
         self.shard = shard
@@ -101,7 +102,7 @@ class Controller:
         # Called with the seconds each Stage reconcile took (the reconcile latency metric).
         self.on_reconcile = on_reconcile
         self.queue = WorkQueue(clock=clock)
-        self.caches = Caches(kube, namespace=namespace, shard=shard)
+        self.caches = Caches(kube, namespace=namespace, shard=shard, argocd=argocd_kube)
         self.waker = Waker(self.queue, self.caches)
         # ProjectConfigs and the ClusterConfig: policies, windows, links (app.controller.policies).
         self.rules = ProjectRules(
@@ -210,7 +211,7 @@ class Controller:
         await self.verifier.probe()
         await self.rules.probe()
         try:
-            await self.kube.list(k.APPLICATIONS)
+            await self.caches.applications.kube.list(k.APPLICATIONS)
         except k.NotFound:
             # Without Argo CD's CRD there is nothing to watch; argocd steps say so when used.
             self.argocd_missing = True
