@@ -1,6 +1,6 @@
 """Shard labels through the API server emulator: a Promotion Longshoreman creates (chat,
 auto-promotion, the CLI: the one builder) carries its Stage's shard from the start, so no
-default controller has to move it (kubectl-made ones are moved: tests/cluster/test_shards.py).
+default controller has to move it (kubectl-made ones are moved: tests/cluster/test_sharding.py).
 """
 
 from __future__ import annotations
