@@ -44,6 +44,7 @@ test-cluster: $(DEV) kube-apiserver
 bench: $(DEV)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_expressions.py
+	$(BIN)/python bench/bench_regex.py
 	$(BIN)/python bench/bench_git.py
 	$(BIN)/python bench/bench_runner.py
 	$(BIN)/python bench/bench_reaction.py
@@ -55,6 +56,8 @@ bench: $(DEV)
 	$(BIN)/python bench/bench_warehouses.py
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_idle.py
+	$(BIN)/python bench/bench_stalls.py
+	$(BIN)/python bench/bench_projects.py
 
 # Every benchmark at a smoke size (a few runs, seconds each; CI runs this), so a behaviour
 # change that breaks one fails here instead of leaving it to hang: each is bounded too
@@ -63,6 +66,7 @@ SMOKE := LONGSHOREMAN_BENCH_LIMIT=60 $(BIN)/python
 bench-smoke: $(DEV)
 	$(SMOKE) bench/bench_engine.py
 	$(SMOKE) bench/bench_expressions.py
+	$(SMOKE) bench/bench_regex.py --runs 5
 	$(SMOKE) bench/bench_git.py --runs 2 --files 20
 	$(SMOKE) bench/bench_runner.py --pairs 1 --files 20
 	$(SMOKE) bench/bench_reaction.py --runs 3
@@ -74,6 +78,8 @@ bench-smoke: $(DEV)
 	$(SMOKE) bench/bench_warehouses.py --runs 3 --warehouses 20 --repositories 2 --rounds 1 --tags 200
 	$(SMOKE) bench/bench_pipeline.py --runs 2 --timeout 30
 	$(SMOKE) bench/bench_idle.py --stages 20 --idle 5 --churn-stages 5 --promotions 20 --settle 1 --gc-interval 1
+	$(SMOKE) bench/bench_stalls.py --runs 1
+	$(SMOKE) bench/bench_projects.py --projects 2 --stages 5 --runs 5
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache

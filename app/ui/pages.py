@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import aiohttp_jinja2
+import jinja2
 from aiohttp import web
 
 from app.ui import html as h
@@ -63,6 +65,9 @@ class Caches(Protocol):
 
 
 log = logging.getLogger(__name__)
+
+# The pages' Jinja2 environment on the server's application (aiohttp-jinja2 keeps it there).
+TEMPLATES = web.AppKey("longshoreman_ui_templates", jinja2.Environment)
 
 STREAM_REFRESH_SECONDS = 5.0
 KEEPALIVE_SECONDS = 15.0
@@ -110,6 +115,13 @@ class NotFound(Exception):
     """The page's object does not exist; the message is safe to show."""
 
 
+# Whether a signed-in login may read a project's pages (LONGSHOREMAN_UI_GITHUB_ACCESS=project:
+# the GitHub front end's rule for who may act there).
+Readers = Callable[[str, str], Awaitable[bool]]
+# The projects the index may list for this request's user (absent: every project).
+_READABLE = web.RequestKey("readable", frozenset)
+
+
 class Pages:
     def __init__(
         self,
@@ -118,8 +130,10 @@ class Pages:
         *,
         secrets: Iterable[str | None],
         clock: Clock = SYSTEM,
+        readers: Readers | None = None,
     ) -> None:
         self.ui = ui
+        self.readers = readers
         self.controller = caches
         self.clock = clock
         self.auth = Auth(ui, clock)
@@ -127,11 +141,18 @@ class Pages:
         # Every secret the server holds, so no page can echo one (a step's message may quote
         # a URL with a token in it).
         self.masker = Masker([*secrets, ui.github_client_secret, ui.session_secret])
+        self.templates = h.DEFAULT  # until setup() gives the application's own
 
     def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         self.events.on_promotion(obj, old)
 
     def setup(self, app: web.Application) -> None:
+        # No default helpers: the templates build their URLs themselves (app.ui.html), and the
+        # application's routes are not theirs to name.
+        env = aiohttp_jinja2.setup(
+            app, app_key=TEMPLATES, loader=h.LOADER, default_helpers=False, **h.OPTIONS
+        )
+        self.templates = h.configure(env)
         r = app.router
         r.add_get("/ui", _to_index)
         pages: list[tuple[str, Callable[[web.Request], Rendered]]] = [
@@ -170,12 +191,19 @@ class Pages:
 
     def _index(self, request: web.Request) -> Rendered:
         c = self._controller()
-        namespaces = sorted({namespace_of(s) or "default" for s in c.stages.items()})
+        readable = request.get(_READABLE)
+        namespaces = sorted(
+            ns
+            for ns in {namespace_of(s) or "default" for s in c.stages.items()}
+            if readable is None or ns in readable
+        )
         projects = []
         for ns in namespaces:
             running = sum(1 for p in c.promotions.items(ns) if phase_of(p) is Phase.RUNNING)
             projects.append((ns, len(c.stages.items(ns)), running))
-        return Rendered("Projects", h.index_fragment(projects), (("Projects", None),), "*")
+        return Rendered(
+            "Projects", h.index_fragment(projects, env=self.templates), (("Projects", None),), "*"
+        )
 
     def _project(self, request: web.Request) -> Rendered:
         c = self._controller()
@@ -199,7 +227,7 @@ class Pages:
         )
         return Rendered(
             f"Project {ns}",
-            h.project_fragment(view),
+            h.project_fragment(view, env=self.templates),
             (("Projects", "/ui/"), (ns, None)),
             ns,
         )
@@ -221,7 +249,7 @@ class Pages:
         )
         return Rendered(
             f"Stage {name}",
-            h.stage_fragment(view),
+            h.stage_fragment(view, env=self.templates),
             (("Projects", "/ui/"), (ns, h.project_path(ns)), (name, None)),
             ns,
         )
@@ -243,7 +271,7 @@ class Pages:
         )
         return Rendered(
             f"Promotion {name}",
-            h.promotion_fragment(view),
+            h.promotion_fragment(view, env=self.templates),
             (
                 ("Projects", "/ui/"),
                 (ns, h.project_path(ns)),
@@ -254,22 +282,14 @@ class Pages:
         )
 
     def _footer(self, user: str) -> str:
-        mode = self.ui.auth
-        if mode == "none":
-            return (
-                "Access control is off: anyone who can reach this server can read these pages "
-                "(set LONGSHOREMAN_UI_AUTH to require sign-in)."
-            )
-        if mode == "header":
-            return (
-                f"Signed in as <strong>{h.e(user)}</strong> "
-                f"(from the {h.e(self.ui.auth_header)} header set by your proxy)."
-            )
-        return (
-            f"Signed in with GitHub as <strong>{h.e(user)}</strong> (members of "
-            f"{h.e(self.ui.github_org)}). "
-            f'<form method="post" action="{LOGOUT_PATH}"><button type="submit">Sign out'
-            "</button></form>"
+        ui = self.ui
+        return h.footer(
+            ui.auth,
+            user,
+            header=ui.auth_header,
+            org=ui.github_org or "",
+            logout_path=LOGOUT_PATH,
+            env=self.templates,
         )
 
     def _html(self, body: str, nonce: str, status: int = 200) -> web.Response:
@@ -306,9 +326,12 @@ class Pages:
             nonce = secrets.token_urlsafe(16)
             footer = self._footer(user)
             try:
+                await self._check_readable(request, user)
                 page = render(request)
             except NotFound as e:
-                body = h.message_page("Not found", str(e), footer=footer, nonce=nonce)
+                body = h.message_page(
+                    "Not found", str(e), footer=footer, nonce=nonce, env=self.templates
+                )
                 return self._html(body, nonce, status=404)
             events = _events_path(request.rel_url.raw_path)
             body = h.layout(
@@ -318,6 +341,7 @@ class Pages:
                 events=events,
                 footer=footer,
                 nonce=nonce,
+                env=self.templates,
             )
             return self._html(body, nonce)
 
@@ -327,9 +351,11 @@ class Pages:
         self, render: Callable[[web.Request], Rendered]
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
-            if self.auth.user(request) is None:
+            user = self.auth.user(request)
+            if user is None:
                 return self.auth.unauthenticated(request, page=False)
             try:
+                await self._check_readable(request, user)
                 first = render(request)
             except NotFound as e:
                 raise web.HTTPNotFound(text=f"{e}\n") from None
@@ -371,6 +397,20 @@ class Pages:
 
         return handler
 
+    async def _check_readable(self, request: web.Request, user: str) -> None:
+        """Per-project access: a project this user may not read is one that does not exist
+        (NotFound, so its name is not confirmed either); the index lists only readable ones."""
+        if self.readers is None or self.ui.auth != "github":
+            return
+        namespace = request.match_info.get("namespace")
+        if namespace is not None:
+            if not await self.readers(user, namespace):
+                raise NotFound(f"No project {namespace!r}: that namespace has no Stages.")
+            return
+        c = self._controller()
+        names = {namespace_of(s) or "default" for s in c.stages.items()}
+        request[_READABLE] = frozenset([ns for ns in names if await self.readers(user, ns)])
+
     async def _callback(self, request: web.Request) -> web.StreamResponse:
         if self.ui.auth != "github":
             raise web.HTTPNotFound()
@@ -383,6 +423,7 @@ class Pages:
                 str(e),
                 footer=f'<a href="{LOGIN_PATH}">Sign in again</a>',
                 nonce=nonce,
+                env=self.templates,
             )
             return self._html(body, nonce, status=403)
         log.info("signed in to the status pages", extra={"user": login})
@@ -416,8 +457,9 @@ def setup_pages(
     *,
     secrets: Iterable[str | None],
     clock: Clock = SYSTEM,
+    readers: Readers | None = None,
 ) -> Pages:
     """Mount the status pages; feed :meth:`Pages.on_promotion` from the controller."""
-    pages = Pages(ui, caches, secrets=secrets, clock=clock)
+    pages = Pages(ui, caches, secrets=secrets, clock=clock, readers=readers)
     pages.setup(app)
     return pages

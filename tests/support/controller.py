@@ -24,6 +24,8 @@ from app.controller.reconciler import Controller
 from app.embedded import seed
 from promoter.clock import SYSTEM, Clock
 from promoter.control.garbage import Retention
+from promoter.control.projects import ProjectSelection
+from promoter.rules.limits import DEFAULT_LIMITS, Limits
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
 from tests.support.kube import RunningApiServer, running_apiserver
@@ -99,10 +101,15 @@ async def running_controller(
     retention: Retention | None = None,
     gc_interval: float = 3600.0,
     on_garbage_collected: Callable[[str], None] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    projects: ProjectSelection | None = None,
+    namespace: str | None = None,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
         kube,
+        projects=projects,
+        namespace=namespace,
         registry=registry or builtin_registry(),
         services=services or StepServices(),
         work_dir=work_dir,
@@ -114,6 +121,7 @@ async def running_controller(
         retention=retention,
         gc_interval=gc_interval,
         on_garbage_collected=on_garbage_collected,
+        limits=limits,
     )
     informers = asyncio.create_task(controller.run_informers())
     leader = asyncio.create_task(controller.lead())

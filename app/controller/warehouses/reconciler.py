@@ -79,10 +79,13 @@ class WarehouseController:
         clock: Clock = SYSTEM,
         rand: Callable[[], float] = random.random,
         on_reconcile: Callable[[float], None] | None = None,
+        serves: Callable[[str], bool] = lambda namespace: True,
         shard: Shard = NO_SHARD,
     ) -> None:
         self.kube = kube
         self.discoverer = discoverer
+        # Only the served projects' Warehouses discover (app.controller.projects).
+        self.serves = serves
         # Only this shard's Warehouses are cached and discovered (promoter.control.shards), and
         # their spec.shard is mirrored into the shard label here.
         self.shard = shard
@@ -125,6 +128,11 @@ class WarehouseController:
             self._schedule_poll(key, obj)
 
     # ------------------------------------------------------ the receivers' port
+
+    def enqueue_namespace(self, namespace: str) -> None:
+        """A namespace became served: discover for its Warehouses now."""
+        for obj in self.informer.items(namespace):
+            self.queue.add(object_key(obj))
 
     def all_warehouses(self) -> list[k.JsonObject]:
         """Every watched Warehouse, from the informer (warm on every replica)."""
@@ -177,6 +185,8 @@ class WarehouseController:
         if obj is None:
             return None
         namespace, name = str(key[0] or ""), key[1]
+        if not self.serves(namespace):
+            return None  # enqueue_namespace() brings it back if its project becomes served
         meta = obj.get("metadata") or {}
         generation = int(meta.get("generation") or 0)
         now = self.clock.now()
@@ -423,6 +433,7 @@ async def start_warehouse_controller(
     git_config: Path | None = None,
     clock: Clock = SYSTEM,
     on_reconcile: Callable[[float], None] | None = None,
+    serves: Callable[[str], bool] = lambda namespace: True,
     shard: Shard = NO_SHARD,
 ) -> WarehouseController:
     """The controller with its HTTP session and git cache, closed with ``stack``; every
@@ -435,5 +446,11 @@ async def start_warehouse_controller(
     git = GitSource(work_dir / "warehouses", git_config=git_config)
     discoverer = Discoverer(oci, ChartClient(session, oci), git, credentials)
     return WarehouseController(
-        kube, discoverer, namespace=namespace, clock=clock, on_reconcile=on_reconcile, shard=shard
+        kube,
+        discoverer,
+        namespace=namespace,
+        clock=clock,
+        on_reconcile=on_reconcile,
+        serves=serves,
+        shard=shard,
     )
