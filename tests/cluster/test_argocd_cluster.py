@@ -15,9 +15,16 @@ from app.controller import kube as k
 from app.embedded import seed
 from promoter.control.shards import SHARD_LABEL
 from tests.cluster.support import ROOT, Cluster
-from tests.e2e.test_faults import DEMO_URL, FREIGHT, GitArgoCD, seed_files, sigkill_stage
+from tests.e2e.test_faults import (
+    DEMO_URL,
+    FREIGHT,
+    GitArgoCD,
+    seed_files,
+    sigkill_app,
+    sigkill_stage,
+)
 from tests.support import objects
-from tests.support.argocd import KubernetesApps, make_app
+from tests.support.argocd import KubernetesApps
 from tests.support.controller import wait_terminal
 from tests.support.gitrepo import git_env, make_remote
 from tests.support.processes import ServerProcess, server_processes
@@ -40,9 +47,7 @@ async def test_a_shard_syncs_an_application_in_its_argo_cd_cluster(
     await second_cluster.install_crds()
     await second_cluster.kubectl("create", "namespace", "argocd")
     apps = KubernetesApps(second_cluster.api_client())
-    await apps.put(
-        make_app("edge", authorized=f"{NS}:edge", repo_url=DEMO_URL, target_revision="stage/edge")
-    )
+    await apps.put(sigkill_app("edge"))
     remote = make_remote(tmp_path, files=seed_files())
     git_config = git_env(tmp_path, {remote.url: DEMO_URL})["GIT_CONFIG_GLOBAL"]
     env = {

@@ -20,10 +20,17 @@ from app.controller import kube as k
 from app.embedded import seed
 from promoter.control.shards import SHARD_LABEL
 from tests.cluster.support import ROOT, Cluster
-from tests.e2e.test_faults import DEMO_URL, FREIGHT, GitArgoCD, seed_files, sigkill_stage
+from tests.e2e.test_faults import (
+    DEMO_URL,
+    FREIGHT,
+    GitArgoCD,
+    seed_files,
+    sigkill_app,
+    sigkill_stage,
+)
 from tests.e2e.test_replicas import wait_until as eventually
 from tests.support import objects
-from tests.support.argocd import KubernetesApps, Outcome, make_app
+from tests.support.argocd import KubernetesApps, Outcome
 from tests.support.controller import wait_for_object, wait_terminal
 from tests.support.gitrepo import git_env, make_remote
 from tests.support.processes import ServerProcess, server_processes
@@ -82,14 +89,7 @@ async def test_each_shard_promotes_its_own_stages_and_a_second_replica_takes_ove
         if shard:
             made["spec"]["shard"] = shard
         await kube.create(k.STAGES, made)
-        await apps.put(
-            make_app(
-                stage,
-                authorized=f"{NS}:{stage}",
-                repo_url=DEMO_URL,
-                target_revision=f"stage/{stage}",
-            )
-        )
+        await apps.put(sigkill_app(stage))
     remote = make_remote(tmp_path, files=seed_files())
     git_config = git_env(tmp_path, {remote.url: DEMO_URL})["GIT_CONFIG_GLOBAL"]
 
