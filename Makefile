@@ -55,6 +55,7 @@ bench: $(DEV)
 	$(BIN)/python bench/bench_pages.py
 	$(BIN)/python bench/bench_warehouses.py
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_idle.py
 	$(BIN)/python bench/bench_stalls.py
 	$(BIN)/python bench/bench_projects.py
 
@@ -76,6 +77,7 @@ bench-smoke: $(DEV)
 	$(SMOKE) bench/bench_pages.py --stages 10 --runs 5
 	$(SMOKE) bench/bench_warehouses.py --runs 3 --warehouses 20 --repositories 2 --rounds 1 --tags 200
 	$(SMOKE) bench/bench_pipeline.py --runs 2 --timeout 30
+	$(SMOKE) bench/bench_idle.py --stages 20 --idle 5 --churn-stages 5 --promotions 20 --settle 1 --gc-interval 1
 	$(SMOKE) bench/bench_stalls.py --runs 1
 	$(SMOKE) bench/bench_projects.py --projects 2 --stages 5 --runs 5
 

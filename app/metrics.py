@@ -182,6 +182,12 @@ class Metrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120),
         )
+        self.garbage_collected = Counter(
+            "longshoreman_garbage_collected_total",
+            "Promotions and Freight the garbage collector deleted, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "longshoreman_leader",
             "1 while this replica holds the leader lease.",
@@ -189,6 +195,8 @@ class Metrics:
         )
         for api in ("github", "slack", "kubernetes"):
             self.api_errors.labels(api)
+        for kind in ("Promotion", "Freight"):
+            self.garbage_collected.labels(kind)
 
     def watch_promotions(self, source: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
         """Where the scrape-time series read Promotions from (the controller's cache)."""
@@ -229,6 +237,9 @@ class Metrics:
 
     def on_reconcile(self, seconds: float) -> None:
         self.reconcile_seconds.observe(seconds)
+
+    def on_garbage_collected(self, kind: str) -> None:
+        self.garbage_collected.labels(kind).inc()
 
     def on_warehouse_reconcile(self, seconds: float) -> None:
         self.warehouse_reconcile_seconds.observe(seconds)

@@ -353,6 +353,13 @@ async def _start(
         ),
         on_secret=REDACTOR.add,
     )
+    argocd_kube = None
+    if settings.argocd_kubeconfig is not None:
+        log.info("Argo CD's Applications: the cluster of %s", settings.argocd_kubeconfig)
+        argocd_kube = await k.load_kube(
+            str(settings.argocd_kubeconfig), on_request=state.metrics.on_kube_request
+        )
+        stack.push_async_callback(argocd_kube.close)
     services = _services(settings, kube, extra, state.credentials, state.metrics)
     if isinstance(services.oci, Registries):
         stack.push_async_callback(services.oci.close)
@@ -372,6 +379,11 @@ async def _start(
         clock=state.clock,
         # Where the projects' webhook receivers are reached (their status says so).
         receiver_base_url=settings.ui.public_url or "",
+        retention=settings.retention if settings.gc_enabled else None,
+        gc_interval=settings.gc_interval,
+        on_garbage_collected=state.metrics.on_garbage_collected,
+        shard=settings.shard,
+        argocd_kube=argocd_kube,
         limits=settings.limits,
         receiver_min_secret=settings.receivers.min_secret_length,
     )
@@ -392,6 +404,7 @@ async def _start(
         git_config=settings.git_config,
         clock=state.clock,
         on_reconcile=state.metrics.on_warehouse_reconcile,
+        shard=settings.shard,
         serves=controller.served.serves,
     )
     controller.served.on_change.append(warehouses.enqueue_namespace)
@@ -422,7 +435,8 @@ async def _start(
         elector = LeaderElector(
             kube,
             namespace=settings.lease_namespace,
-            name=settings.lease_name,
+            # One Lease per shard: each shard elects its own leader.
+            name=settings.shard.lease_name(settings.lease_name),
             identity=settings.identity,
             lease_duration=settings.lease_duration,
             renew_deadline=settings.renew_deadline,

@@ -12,6 +12,7 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,14 @@ from app.ui.settings import RENAMED as UI_RENAMED
 from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import RENAMED as GITHUB_RENAMED
 from handlers.settings import GitHubSettings, GitHubSettingsError
+from promoter.control.garbage import DEFAULT_MAX_RETAINED, DEFAULT_MIN_DELETION_AGE, Retention
 from promoter.control.policies import PolicyError
 from promoter.control.projects import ProjectSelection
+from promoter.control.shards import NO_SHARD, Shard
 from promoter.environment import renamed_in_use, with_new_names
+from promoter.errors import InvalidInput
 from promoter.ports.clusterdata import DEFAULT_SHARED_NAMESPACE
+from promoter.resources.model import parse_duration
 from promoter.rules.limits import DEFAULT_LIMITS, Limits
 from promoter.steps.base import PUSH_INTEGRATION_POLICIES
 from promoter.steps.http import HostRules
@@ -149,6 +154,41 @@ def _registry_auth(env: Mapping[str, str], name: str) -> Path | None:
     return path
 
 
+def _duration(env: Mapping[str, str], name: str, default: float) -> float:
+    """A Go duration (``336h``, ``90m``, ``1h30m``, ``0s``) in seconds, as Kargo reads them."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return parse_duration(raw, field_name=name)
+    except InvalidInput:
+        raise SettingsError(f"{name}={raw!r} is not a duration such as 30s, 90m or 336h") from None
+
+
+def _gc_interval(env: Mapping[str, str], default: float) -> float:
+    seconds = _duration(env, "LONGSHOREMAN_GC_INTERVAL", default)
+    if seconds <= 0:
+        raise SettingsError(
+            f"LONGSHOREMAN_GC_INTERVAL={env['LONGSHOREMAN_GC_INTERVAL']!r} must be more than 0 "
+            "(LONGSHOREMAN_GC_ENABLED=false switches the collector off)"
+        )
+    return seconds
+
+
+# A label value (the shard's name goes into the kargo.akuity.io/shard label).
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _shard(env: Mapping[str, str]) -> Shard:
+    name = env.get("LONGSHOREMAN_SHARD_NAME") or ""
+    if not _LABEL_VALUE.match(name):
+        raise SettingsError(
+            f"LONGSHOREMAN_SHARD_NAME={name!r} is not a label value (letters, digits, '-', '_' "
+            "and '.', at most 63, starting and ending with a letter or digit)"
+        )
+    return Shard(name, _bool(env, "LONGSHOREMAN_IS_DEFAULT_CONTROLLER", False))
+
+
 def _hosts(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     entries = tuple(e.strip() for e in (env.get(name) or "").split(",") if e.strip())
     try:
@@ -248,6 +288,17 @@ class Settings:
     registry_auth_file: Path | None = None
     # The registry webhook receivers (app/receivers): each on when its secret is set.
     receivers: ReceiverSettings = field(default_factory=ReceiverSettings)
+    # The garbage collector (Kargo's pkg/garbage, promoter.control.garbage): what it keeps, and
+    # how often the leader runs it (Kargo's chart: hourly). Off: nothing is ever deleted.
+    gc_enabled: bool = True
+    gc_interval: float = 3600.0
+    retention: Retention = field(default_factory=Retention)
+    # This controller's shard (Kargo's SHARD_NAME and IS_DEFAULT_CONTROLLER): which Stages,
+    # Warehouses and Promotions it caches and runs, and whose Lease it elects its leader with.
+    shard: Shard = NO_SHARD
+    # Argo CD's cluster when it is not the control plane's (a shard running next to it): the
+    # Applications are read and written there, everything else in the control plane.
+    argocd_kubeconfig: Path | None = None
     # Old names still set, each with its new name: read, and logged once logging is set up (the
     # receivers' names carried the prefix from the start, so they have none).
     renamed: tuple[tuple[str, str], ...] = ()
@@ -410,6 +461,30 @@ class Settings:
             ),
             log_level=log_level,
             log_format=log_format,
+            gc_enabled=_bool(env, "LONGSHOREMAN_GC_ENABLED", defaults.gc_enabled),
+            gc_interval=_gc_interval(env, defaults.gc_interval),
+            retention=Retention(
+                max_promotions=_int(
+                    env, "LONGSHOREMAN_MAX_RETAINED_PROMOTIONS", DEFAULT_MAX_RETAINED
+                ),
+                min_promotion_age=timedelta(
+                    seconds=_duration(
+                        env,
+                        "LONGSHOREMAN_MIN_PROMOTION_DELETION_AGE",
+                        DEFAULT_MIN_DELETION_AGE.total_seconds(),
+                    )
+                ),
+                max_freight=_int(env, "LONGSHOREMAN_MAX_RETAINED_FREIGHT", DEFAULT_MAX_RETAINED),
+                min_freight_age=timedelta(
+                    seconds=_duration(
+                        env,
+                        "LONGSHOREMAN_MIN_FREIGHT_DELETION_AGE",
+                        DEFAULT_MIN_DELETION_AGE.total_seconds(),
+                    )
+                ),
+            ),
+            shard=_shard(env),
+            argocd_kubeconfig=_path(env, "LONGSHOREMAN_ARGOCD_KUBECONFIG", must_exist=True),
             http_allow=_hosts(env, "LONGSHOREMAN_HTTP_ALLOW"),
             http_deny=_hosts(env, "LONGSHOREMAN_HTTP_DENY"),
             http_max_download_bytes=_int(

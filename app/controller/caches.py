@@ -16,6 +16,7 @@ from app.controller import kube as k
 from app.controller.creation import InformerTasks
 from app.controller.informer import FreightRefs, Informer, NamespacedInformers, OnEvent
 from app.controller.verification import auto_promote_enabled
+from promoter.control.shards import NO_SHARD, Shard
 from promoter.engine.builder import TaskSource
 from promoter.resources.model import Phase, namespace_of
 from promoter.resources.stages import phase_of
@@ -102,9 +103,20 @@ def _auto_promote_index(obj: Mapping[str, Any]) -> list[str]:
 class Caches:
     """The informers of Promotions, Stages, Freight, Warehouses, tasks and Applications."""
 
-    def __init__(self, kube: k.Kube, *, namespace: str | None = None) -> None:
-        self.promotions = Informer(kube, k.PROMOTIONS, namespace=namespace)
-        self.stages = Informer(kube, k.STAGES, namespace=namespace)
+    def __init__(
+        self,
+        kube: k.Kube,
+        *,
+        namespace: str | None = None,
+        shard: Shard = NO_SHARD,
+        argocd: k.Kube | None = None,
+    ) -> None:
+        # A shard's controller caches its shard's Stages and Promotions only (Kargo's cache
+        # options); everything else every shard reads.
+        self.shard = shard
+        selector = shard.cache_selector()
+        self.promotions = Informer(kube, k.PROMOTIONS, namespace=namespace, label_selector=selector)
+        self.stages = Informer(kube, k.STAGES, namespace=namespace, label_selector=selector)
         self.freight = Informer(kube, k.FREIGHT, namespace=namespace)
         # Freight by name, then by alias (an index on the alias label): chat, pages, kubectl.
         self.freight_refs = FreightRefs(self.freight)
@@ -113,11 +125,14 @@ class Caches:
         self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
         self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
         # Argo CD Applications: everywhere, or (one namespace served) only in that namespace,
-        # Argo CD's own and the namespaces the Stages' argocd-update steps name.
+        # Argo CD's own and the namespaces the Stages' argocd-update steps name. They live in
+        # the cluster Argo CD runs in: this one, or the one a second kubeconfig names (a shard
+        # next to its Argo CD); everything that reads or writes them uses this client.
+        argocd_kube = argocd or kube
         self.applications: Informer | NamespacedInformers = (
-            Informer(kube, k.APPLICATIONS)
+            Informer(argocd_kube, k.APPLICATIONS)
             if namespace is None
-            else NamespacedInformers(kube, k.APPLICATIONS, (namespace, ARGOCD_NAMESPACE))
+            else NamespacedInformers(argocd_kube, k.APPLICATIONS, (namespace, ARGOCD_NAMESPACE))
         )
         self.promotions.add_index("stage", _stage_index)
         self.promotions.add_index("waiting-app", waiting_apps)

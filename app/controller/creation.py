@@ -10,6 +10,7 @@ from typing import Any
 
 from app.controller import kube as k
 from app.controller.informer import Informer
+from promoter.control.shards import SHARD_LABEL, declared_shard
 from promoter.engine.builder import TaskSource, build_promotion
 from promoter.errors import InvalidInput
 from promoter.resources import annotations as ann
@@ -76,6 +77,9 @@ async def create_promotion(
     )
     obj = promotion.to_object()
     obj.pop("status", None)
+    if declared_shard(stage_obj):
+        # The Stage's shard runs it (Kargo's Promotion webhook sets the same label).
+        obj["metadata"].setdefault("labels", {})[SHARD_LABEL] = declared_shard(stage_obj)
     if annotations:
         # e.g. an automatic rollback's (ann.rollback): Kargo's flag, which the engine reads
         # back as ctx.meta.promotion.rollback, and the failure it answers.

@@ -724,8 +724,26 @@ class Kube:
             rt, await self._json("PATCH", rt, path, body=body, content_type=content_type)
         )
 
-    async def delete(self, rt: ResourceType, namespace: str | None, name: str) -> None:
-        await self._json("DELETE", rt, resource_path(rt, namespace, name))
+    async def delete(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str = "",
+        resource_version: str = "",
+    ) -> None:
+        """Delete the object; with ``uid``/``resource_version`` only that very object at that
+        version (the server answers ``Conflict`` otherwise: it changed since it was read)."""
+        preconditions = {
+            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v
+        }
+        body = (
+            {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
+            if preconditions
+            else None
+        )
+        await self._json("DELETE", rt, resource_path(rt, namespace, name), body=body)
 
     async def emit_event(
         self,

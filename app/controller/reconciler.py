@@ -23,17 +23,21 @@ from app.controller import kube as k
 from app.controller.automatic import AutomaticPromotions
 from app.controller.caches import Caches, waiting_apps
 from app.controller.creation import announce_created
+from app.controller.garbage import GarbageCollector
 from app.controller.informer import Informer, NamespacedInformers
 from app.controller.policies import ProjectRules
 from app.controller.projects import ServedProjects
 from app.controller.routing import EventRouter, Waker
 from app.controller.runtimes import Runtimes, WorkDirs, cluster_services
+from app.controller.shards import ShardLabels
 from app.controller.verification import Verifier
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
+from promoter.control.garbage import Retention
 from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.projects import ProjectSelection
+from promoter.control.shards import NO_SHARD, Shard
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
 from promoter.engine.builder import ensure_inflated, template_steps
@@ -94,10 +98,16 @@ class Controller:
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
         on_reconcile: Callable[[float], None] | None = None,
         receiver_base_url: str = "",
+        retention: Retention | None = None,
+        gc_interval: float = 3600.0,
+        on_garbage_collected: Callable[[str], None] | None = None,
+        shard: Shard = NO_SHARD,
+        argocd_kube: k.Kube | None = None,
         limits: Limits = DEFAULT_LIMITS,
         receiver_min_secret: int = MIN_SECRET_LENGTH,
     ) -> None:
         self.kube = kube
+        self.shard = shard
         # What one Promotion may ask for (promoter.rules.limits; the LONGSHOREMAN_MAX_* settings).
         self.limits = limits
         self.namespace = namespace
@@ -108,7 +118,7 @@ class Controller:
         # Called with the seconds each Stage reconcile took (the reconcile latency metric).
         self.on_reconcile = on_reconcile
         self.queue = WorkQueue(clock=clock)
-        self.caches = Caches(kube, namespace=namespace)
+        self.caches = Caches(kube, namespace=namespace, shard=shard, argocd=argocd_kube)
         # The projects served (all, a list, a label selector) and their routing.
         self.served = ServedProjects(
             kube,
@@ -157,6 +167,26 @@ class Controller:
             clock=clock,
             on_promotion_finished=on_promotion_finished,
         )
+        # Kargo's garbage collector, on the leader (None: switched off).
+        self.garbage = (
+            None
+            if retention is None
+            else GarbageCollector(
+                kube,
+                stages=self.caches.stages,
+                promotions=self.caches.promotions,
+                freight=self.caches.freight,
+                retention=retention,
+                interval=gc_interval,
+                clock=clock,
+                shard=shard,
+                on_deleted=on_garbage_collected,
+            )
+        )
+        # spec.shard into the shard label, for what this controller is responsible for.
+        self.labels = ShardLabels(kube, shard, stage=self._stage_anywhere)
+        self.router.stage_listeners.append(self.labels.listener("Stage"))
+        self.router.listeners.append(self.labels.listener("Promotion"))
         # What the front ends and the wiring read (app.server, app.controller.promotions).
         self.promotions = self.caches.promotions
         self.stages = self.caches.stages
@@ -209,7 +239,7 @@ class Controller:
         await self.verifier.probe()
         await self.rules.probe()
         try:
-            await self.kube.list(k.APPLICATIONS, self.namespace)
+            await self.caches.applications.kube.list(k.APPLICATIONS, self.namespace)
         except k.NotFound:
             # Without Argo CD's CRD there is nothing to watch; argocd steps say so when used.
             self.argocd_missing = True
@@ -254,6 +284,9 @@ class Controller:
                 )
                 group.create_task(self._health_loop())
                 group.create_task(self.rules.write_statuses())
+                group.create_task(self.labels.run())
+                if self.garbage is not None:
+                    group.create_task(self.garbage.run())
         finally:
             if self._generation == generation:
                 self.waker.leading = False
@@ -276,12 +309,29 @@ class Controller:
                 if self.on_reconcile is not None:
                     self.on_reconcile(time.perf_counter() - started)
 
+    async def _stage_anywhere(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Stage from the cache, else from the API server: with shards, another shard's Stage
+        is not in this controller's cache."""
+        cached = self.caches.stages.get(namespace, name)
+        if cached is not None or self.shard.cache_selector() is None:
+            return cached
+        try:
+            return await self.kube.get(k.STAGES, namespace, name)
+        except k.NotFound:
+            return None
+
     # ---- the reconcile ------------------------------------------------------------------------
 
     async def reconcile_stage(
         self, namespace: str, stage_name: str, *, wake: bool = False
     ) -> float | None:
         stage_obj = self.caches.stages.get(namespace, stage_name)
+        if stage_obj is None and self.caches.of_stage(namespace, stage_name):
+            # A Promotion without a shard label for a Stage this shard does not cache: if the
+            # Stage is another shard's, its Promotion moves there (ShardLabels), not fails here.
+            stage_obj = await self._stage_anywhere(namespace, stage_name)
+        if stage_obj is not None and not self.shard.responsible_for(stage_obj):
+            return None
         now = self.clock.now()
         # The Stage's promotion windows now: a closed schedule holds the queue (every path
         # that creates Promotions ends in this queue), and its next boundary wakes the Stage.

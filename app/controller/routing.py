@@ -93,6 +93,8 @@ class EventRouter:
         return woken
 
     def on_promotion(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if not self.caches.shard.responsible_for(obj):
+            return  # another shard's (a default controller caches every shard's)
         _tell(self.listeners, obj, old, "promotion")
         stage = (obj.get("spec") or {}).get("stage")
         if not stage:
@@ -103,6 +105,8 @@ class EventRouter:
         self.waker.enqueue_stage(namespace_of(obj) or "default", stage, wake=wake)
 
     def on_stage(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if not self.caches.shard.responsible_for(obj):
+            return
         _tell(self.stage_listeners, obj, old, "stage")
         if kind != "DELETED":
             self.caches.follow_applications_of(obj)

@@ -38,7 +38,7 @@ def cluster_services(kube: k.Kube, services: StepServices, caches: Caches) -> St
         cluster_data=services.cluster_data or KubeClusterData(kube, on_secret=REDACTOR.add),
         extra={
             # The Argo CD steps reach Applications through the Application watch.
-            "argocd": KubeArgoCDApps(kube, caches.applications),
+            "argocd": KubeArgoCDApps(caches.applications.kube, caches.applications),
             # set-metadata writes Stages' and Freight's status.metadata; stageMetadata() and
             # freightMetadata() read it from the informers.
             METADATA_PORT: KubeMetadataStore(kube, stages=caches.stages, freight=caches.freight),

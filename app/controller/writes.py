@@ -331,7 +331,7 @@ class StatusWriter:
             status, promotions, self.caches.applications.items()
         ):
             try:
-                written = await self.kube.patch(
+                written = await self.caches.applications.kube.patch(
                     k.APPLICATIONS,
                     namespace,
                     name,

@@ -16,6 +16,7 @@ would, so the emulator's CRD handling is exercised the same way the real server'
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator
 
@@ -51,11 +52,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("cluster", _backends(), indirect=True)
 
 
-@pytest_asyncio.fixture
-async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
-    if request.param == "real":
+@contextlib.asynccontextmanager
+async def _running(kind: str) -> AsyncIterator[Cluster]:
+    if kind == "real":
         async with running_real_apiserver() as real:
             yield RealCluster(real)
     else:
         async with running_apiserver(crd_dirs=[], bookmark_interval=0.5) as emulator:
             yield EmulatorCluster(emulator)
+
+
+@pytest_asyncio.fixture
+async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
+    async with _running(request.param) as running:
+        yield running
+
+
+@pytest_asyncio.fixture
+async def second_cluster(cluster: Cluster) -> AsyncIterator[Cluster]:
+    """Another API server of the same kind: a second cluster (Argo CD's, for a shard)."""
+    async with _running(cluster.kind) as running:
+        yield running

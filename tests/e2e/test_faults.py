@@ -47,6 +47,13 @@ FREIGHT = "frozen-tauntaun"
 # ---- (a) SIGKILL at random points --------------------------------------------------------------
 
 
+def sigkill_app(stage: str) -> dict[str, Any]:
+    """The Argo CD Application :func:`sigkill_stage` ``stage`` syncs (branch ``stage/<stage>``)."""
+    return make_app(
+        stage, authorized=f"{NS}:{stage}", repo_url=DEMO_URL, target_revision=f"stage/{stage}"
+    )
+
+
 def sigkill_stage(name: str) -> dict[str, Any]:
     """A Stage that commits an image change to ``stage/<name>`` and syncs its Application."""
     steps = [
@@ -187,14 +194,7 @@ async def test_sigkill_at_many_points_of_a_git_and_argocd_promotion_completes_it
         stages = [f"k{i:02d}" for i in range(len(points))]
         for stage in stages:
             await kube.create(k.STAGES, sigkill_stage(stage))
-            await apps.put(
-                make_app(
-                    stage,
-                    authorized=f"{NS}:{stage}",
-                    repo_url=DEMO_URL,
-                    target_revision=f"stage/{stage}",
-                )
-            )
+            await apps.put(sigkill_app(stage))
         argocd = GitArgoCD(apps, remote)
         env = {
             "KUBECONFIG": str(api.kubeconfig_path),

@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import aiohttp
@@ -16,6 +17,8 @@ import pytest
 
 from app.controller import kube as k
 from app.settings import Settings, SettingsError
+from promoter.control.garbage import Retention
+from promoter.control.shards import Shard
 from tests.support.processes import QUIET
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,12 +61,50 @@ ROOT = Path(__file__).resolve().parents[2]
             {"LONGSHOREMAN_GITHUB_PUSH_MAX_REVISIONS": "0"},
             "LONGSHOREMAN_GITHUB_PUSH_MAX_REVISIONS='0' must be at least 1",
         ),
+        (
+            {"LONGSHOREMAN_MIN_PROMOTION_DELETION_AGE": "2 weeks"},
+            "LONGSHOREMAN_MIN_PROMOTION_DELETION_AGE='2 weeks' is not a duration",
+        ),
+        (
+            {"LONGSHOREMAN_GC_INTERVAL": "0s"},
+            "LONGSHOREMAN_GC_INTERVAL='0s' must be more than 0",
+        ),
+        (
+            {"LONGSHOREMAN_MAX_RETAINED_FREIGHT": "-1"},
+            "LONGSHOREMAN_MAX_RETAINED_FREIGHT='-1' must be at least 0",
+        ),
+        (
+            {"LONGSHOREMAN_SHARD_NAME": "shard a"},
+            "LONGSHOREMAN_SHARD_NAME='shard a' is not a label value",
+        ),
     ],
 )
 def test_settings_errors_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError) as err:
         Settings.from_env(env)
     assert message in str(err.value)
+
+
+def test_the_collector_and_shard_settings_take_kargos_names_and_defaults() -> None:
+    defaults = Settings.from_env({})
+    assert defaults.gc_enabled and defaults.gc_interval == 3600
+    assert defaults.retention == Retention()  # 20 and 336h of each, Kargo's
+    assert defaults.shard == Shard()
+    settings = Settings.from_env(
+        {
+            "LONGSHOREMAN_GC_ENABLED": "false",
+            "LONGSHOREMAN_GC_INTERVAL": "90m",
+            "LONGSHOREMAN_MAX_RETAINED_PROMOTIONS": "10",
+            "LONGSHOREMAN_MIN_PROMOTION_DELETION_AGE": "0s",
+            "LONGSHOREMAN_MAX_RETAINED_FREIGHT": "5",
+            "LONGSHOREMAN_MIN_FREIGHT_DELETION_AGE": "1h30m",
+            "LONGSHOREMAN_SHARD_NAME": "eu-1",
+            "LONGSHOREMAN_IS_DEFAULT_CONTROLLER": "true",
+        }
+    )
+    assert not settings.gc_enabled and settings.gc_interval == 5400
+    assert settings.retention == Retention(10, timedelta(0), 5, timedelta(minutes=90))
+    assert settings.shard == Shard("eu-1", is_default=True)
 
 
 def test_settings_defaults_run_embedded_on_localhost() -> None:

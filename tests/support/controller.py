@@ -23,6 +23,7 @@ from app.controller import kube as k
 from app.controller.reconciler import Controller
 from app.embedded import seed
 from promoter.clock import SYSTEM, Clock
+from promoter.control.garbage import Retention
 from promoter.control.projects import ProjectSelection
 from promoter.rules.limits import DEFAULT_LIMITS, Limits
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
@@ -97,6 +98,9 @@ async def running_controller(
     on_request: Callable[[str, str, int | None], None] | None = None,
     on_reconcile: Callable[[float], None] | None = None,
     clock: Clock = SYSTEM,
+    retention: Retention | None = None,
+    gc_interval: float = 3600.0,
+    on_garbage_collected: Callable[[str], None] | None = None,
     limits: Limits = DEFAULT_LIMITS,
     projects: ProjectSelection | None = None,
     namespace: str | None = None,
@@ -114,6 +118,9 @@ async def running_controller(
         health_interval=health_interval,
         on_reconcile=on_reconcile,
         clock=clock,
+        retention=retention,
+        gc_interval=gc_interval,
+        on_garbage_collected=on_garbage_collected,
         limits=limits,
     )
     informers = asyncio.create_task(controller.run_informers())

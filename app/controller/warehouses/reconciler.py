@@ -26,6 +26,7 @@ first): one write, and the conditions say what happened.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import random
@@ -39,12 +40,14 @@ import aiohttp
 
 from app.controller import kube as k
 from app.controller.informer import Backoff, Informer, ObjectKey, object_key
+from app.controller.shards import ShardLabels
 from app.controller.warehouses.charts import ChartClient
 from app.controller.warehouses.discover import Discoverer
 from app.controller.warehouses.gitsource import GitError, GitSource
 from app.controller.warehouses.registry import OCIClient, RateLimited, RegistryError
 from app.controller.workqueue import RetryLater, WorkQueue
 from promoter.clock import SYSTEM, Clock
+from promoter.control.shards import NO_SHARD, Shard
 from promoter.expressions import ExpressionError, ExpressionSyntaxError, evaluate_expression
 from promoter.ports.credentials import NO_CREDENTIALS, Credentials
 from promoter.resources import annotations as ann
@@ -77,18 +80,29 @@ class WarehouseController:
         rand: Callable[[], float] = random.random,
         on_reconcile: Callable[[float], None] | None = None,
         serves: Callable[[str], bool] = lambda namespace: True,
+        shard: Shard = NO_SHARD,
     ) -> None:
         self.kube = kube
         self.discoverer = discoverer
         # Only the served projects' Warehouses discover (app.controller.projects).
         self.serves = serves
+        # Only this shard's Warehouses are cached and discovered (promoter.control.shards), and
+        # their spec.shard is mirrored into the shard label here.
+        self.shard = shard
+        self.labels = ShardLabels(kube, shard, stage=_no_stage)
         self.max_concurrent = max_concurrent
         self.min_interval = min_interval
         self.clock = clock
         self.rand = rand
         # Called with the seconds each Warehouse reconcile took (the reconcile latency metric).
         self.on_reconcile = on_reconcile
-        self.informer = Informer(kube, k.WAREHOUSES, namespace=namespace, on_event=self._on_event)
+        self.informer = Informer(
+            kube,
+            k.WAREHOUSES,
+            namespace=namespace,
+            label_selector=shard.cache_selector(),
+            on_event=self._on_event,
+        )
         self.queue = WorkQueue(
             clock=clock,
             backoff=lambda: Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP, rand=rand),
@@ -98,9 +112,10 @@ class WarehouseController:
 
     def _on_event(self, kind: str, obj: k.JsonObject, old: k.JsonObject | None) -> None:
         key = object_key(obj)
-        if kind == "DELETED":
+        if kind == "DELETED" or not self.shard.responsible_for(obj):
             self.queue.forget(key)
             return
+        self.labels.observe("Warehouse", obj)
         meta, old_meta = obj.get("metadata") or {}, (old or {}).get("metadata") or {}
         if (
             old is None
@@ -149,7 +164,9 @@ class WarehouseController:
     async def lead(self) -> None:
         """Run due reconciles until cancelled (the leader only)."""
         await self.informer.synced.wait()
-        await self.queue.run(self._reconcile_key, concurrency=self.max_concurrent)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.queue.run(self._reconcile_key, concurrency=self.max_concurrent))
+            group.create_task(self.labels.run())
 
     async def _reconcile_key(self, key: Hashable, wake: bool) -> float | RetryLater | None:
         started = time.perf_counter()
@@ -402,6 +419,10 @@ async def request_refresh(kube: k.Kube, namespace: str, name: str, now: datetime
         await kube.patch(k.WAREHOUSES, namespace, name, patch)
 
 
+async def _no_stage(namespace: str, name: str) -> None:
+    return None  # Warehouses take their shard from their own spec, never from a Stage
+
+
 async def start_warehouse_controller(
     kube: k.Kube,
     work_dir: Path,
@@ -413,6 +434,7 @@ async def start_warehouse_controller(
     clock: Clock = SYSTEM,
     on_reconcile: Callable[[float], None] | None = None,
     serves: Callable[[str], bool] = lambda namespace: True,
+    shard: Shard = NO_SHARD,
 ) -> WarehouseController:
     """The controller with its HTTP session and git cache, closed with ``stack``; every
     subscription reads with what ``credentials`` (the one port the steps ask too) finds for
@@ -430,4 +452,5 @@ async def start_warehouse_controller(
         clock=clock,
         on_reconcile=on_reconcile,
         serves=serves,
+        shard=shard,
     )
