@@ -102,6 +102,15 @@ footer form{{display:inline}}
 """
 # The pipeline graph and Freight timeline, and the dark theme (colour variables) they share.
 CSS += THEME_CSS + GRAPH_CSS + TIMELINE_CSS
+# The action forms (app.ui.actions): plain forms, so they work without JavaScript.
+CSS += """
+form.act{display:inline-flex;gap:.4rem;align-items:center;flex-wrap:wrap;margin:0 .6rem .3rem 0}
+div.action{margin:.4rem 0}
+form.act button{font:inherit;padding:.25rem .8rem;border-radius:6px;border:1px solid #1f883d;
+background:#1f883d;color:#fff;cursor:pointer}
+form.act button[disabled]{background:#94d3a2;border-color:#94d3a2;cursor:not-allowed}
+code.cmd{white-space:nowrap}
+"""
 
 SCRIPT = """
 (function () {
@@ -325,7 +334,7 @@ def _analysis_rows(runs: Sequence[AnalysisRunView]) -> list[str]:
 ANALYSIS_HEADERS = ("AnalysisRun", "Phase", "Started", "Finished", "Message")
 
 
-def stage_fragment(view: StageView) -> str:
+def stage_fragment(view: StageView, *, actions: str = "") -> str:
     ns, card = view.namespace, view.card
     conditions = [
         "<tr>"
@@ -341,6 +350,7 @@ def stage_fragment(view: StageView) -> str:
     return (
         f"<h1>Stage <code>{e(card.name)}</code></h1>"
         + table(STAGE_HEADERS, [_stage_row(ns, card)], cls="stages")
+        + actions
         + "<h2>Conditions</h2>"
         + table(("Type", "Status", "Reason", "Message", "Since"), conditions, cls="conditions")
         + (
@@ -397,7 +407,7 @@ def _step_rows(view: PromotionPage) -> list[str]:
     return rows
 
 
-def promotion_fragment(view: PromotionPage) -> str:
+def promotion_fragment(view: PromotionPage, *, actions: str = "") -> str:
     ns = view.namespace
     total = len(view.steps)
     where = ""
@@ -442,6 +452,7 @@ def promotion_fragment(view: PromotionPage) -> str:
         + f"<p>{badge(view.phase, id_='phase')}{where}</p>"
         + message
         + warning
+        + actions
         + '<dl class="facts">'
         + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
         + "</dl>"

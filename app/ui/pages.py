@@ -8,8 +8,9 @@ at least every :data:`STREAM_REFRESH_SECONDS` so Stage health and verification s
 Only changed fragments are sent.
 
 Routes: ``/ui/`` (projects, i.e. namespaces with Stages), ``/ui/projects/{ns}``,
-``/ui/stages/{ns}/{name}``, ``/ui/promotions/{ns}/{name}``, each with ``/events``; and for
-GitHub sign-in ``/ui/login``, ``/ui/oauth/callback``, ``/ui/logout``.
+``/ui/stages/{ns}/{name}``, ``/ui/promotions/{ns}/{name}``, each with ``/events``; the action
+forms' ``POST /ui/act/{ns}`` (:mod:`app.ui.actions`); and for GitHub sign-in ``/ui/login``,
+``/ui/oauth/callback``, ``/ui/logout``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from app.ui import html as h
+from app.ui.actions import ACT_PATH, PageActions, promotion_actions, stage_actions
 from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
 from app.ui.settings import UiSettings
 from app.ui.views import Masker, project_view, promotion_page, stage_view
@@ -124,6 +126,7 @@ class Pages:
         self.clock = clock
         self.auth = Auth(ui, clock)
         self.events = PageEvents()
+        self.actions = PageActions(ui, self.auth, self._message)
         # Every secret the server holds, so no page can echo one (a step's message may quote
         # a URL with a token in it).
         self.masker = Masker([*secrets, ui.github_client_secret, ui.session_secret])
@@ -144,6 +147,7 @@ class Pages:
             events = path.rstrip("/") + "/events"
             r.add_get(path, self._page(render, events_of=events))
             r.add_get(events, self._stream(render))
+        r.add_post(ACT_PATH, self.actions.handle)
         r.add_get(LOGIN_PATH, self.auth.login)
         r.add_get(CALLBACK_PATH, self._callback)
         r.add_post(LOGOUT_PATH, self._logout)
@@ -219,9 +223,17 @@ class Pages:
             project=project,
             cluster=cluster,
         )
+        actions = stage_actions(
+            ns,
+            stage,
+            c.freight.items(ns),
+            self.actions.context(request),
+            frozen=view.card.window,
+            now=self.clock.now(),
+        )
         return Rendered(
             f"Stage {name}",
-            h.stage_fragment(view),
+            h.stage_fragment(view, actions=actions),
             (("Projects", "/ui/"), (ns, h.project_path(ns)), (name, None)),
             ns,
         )
@@ -243,7 +255,9 @@ class Pages:
         )
         return Rendered(
             f"Promotion {name}",
-            h.promotion_fragment(view),
+            h.promotion_fragment(
+                view, actions=promotion_actions(ns, promotion, self.actions.context(request))
+            ),
             (
                 ("Projects", "/ui/"),
                 (ns, h.project_path(ns)),
@@ -271,6 +285,14 @@ class Pages:
             f'<form method="post" action="{LOGOUT_PATH}"><button type="submit">Sign out'
             "</button></form>"
         )
+
+    def _message(self, title: str, body: str, status: int) -> web.Response:
+        """A page of its own around ``body`` (HTML): what an action did, or asks."""
+        nonce = secrets.token_urlsafe(16)
+        page = h.layout(
+            title, f"<h1>{h.e(title)}</h1>{body}", crumbs=(("Projects", "/ui/"),), nonce=nonce
+        )
+        return self._html(page, nonce, status=status)
 
     def _html(self, body: str, nonce: str, status: int = 200) -> web.Response:
         return web.Response(
