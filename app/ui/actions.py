@@ -189,6 +189,42 @@ def stage_actions(
     return "".join(parts)
 
 
+def freight_actions(
+    ns: str,
+    freight: Mapping[str, Any],
+    promotable: Sequence[tuple[str, str]],
+    approvable: Sequence[str],
+    ctx: FormContext,
+) -> str:
+    """The Freight page's actions: Promote to each Stage it is available to (disabled, saying
+    why, while the Stage is frozen), Approve for each that requests it but may not take it."""
+    name = name_of(freight)
+    label = str(freight.get("alias") or name)
+    parts = ['<h2 id="actions">Actions</h2>']
+    if ctx.off:
+        parts.append(f'<p class="muted" id="actions-off">{h.e(ctx.off)}</p>')
+    for stage, frozen in promotable:
+        why = f"Stage {stage} is {frozen}" if frozen else ""
+        fields = {"stage": stage, "freight": name}
+        parts.append(
+            '<div class="action">'
+            + _form(ns, "promote", fields, f"Promote to {stage}", ctx, disabled=why)
+            + _command(f"/promote {label} to {stage}")
+            + "</div>"
+        )
+    for stage in approvable:
+        fields = {"stage": stage, "freight": name}
+        parts.append(
+            '<div class="action">'
+            + _form(ns, "approve", fields, f"Approve for {stage}", ctx)
+            + _command(f"/approve {label} for {stage}")
+            + "</div>"
+        )
+    if not promotable and not approvable:
+        parts.append('<p class="muted">No Stage can take this Freight now.</p>')
+    return "".join(parts)
+
+
 def promotion_actions(ns: str, promotion: Mapping[str, Any], ctx: FormContext) -> str:
     """The Promotion page's action: Abort, while it is pending or running."""
     if phase_of(promotion) not in (Phase.PENDING, Phase.RUNNING):

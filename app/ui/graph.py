@@ -52,6 +52,10 @@ def stage_href(namespace: str, name: str) -> str:
     return f"/ui/stages/{quote(namespace, safe='')}/{quote(name, safe='')}"
 
 
+def freight_href(namespace: str, name: str) -> str:
+    return f"/ui/freight/{quote(namespace, safe='')}/{quote(name, safe='')}"
+
+
 def promotion_href(namespace: str, name: str) -> str:
     return f"/ui/promotions/{quote(namespace, safe='')}/{quote(name, safe='')}"
 

@@ -16,7 +16,8 @@ import html
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
-from app.ui.graph import GRAPH_CSS, graph_html
+from app.ui.freight import FreightPage
+from app.ui.graph import GRAPH_CSS, freight_href, graph_html
 from app.ui.marks import THEME_CSS
 from app.ui.timeline import TIMELINE_CSS, timeline_html
 from app.ui.views import (
@@ -407,6 +408,12 @@ def _step_rows(view: PromotionPage) -> list[str]:
     return rows
 
 
+def _freight_link(ns: str, view: PromotionPage) -> str:
+    name = view.core.label.name if view.core is not None else ""
+    code = f"<code>{e(view.freight)}</code>"
+    return f'<a id="freight-link" href="{freight_path(ns, name)}">{code}</a>' if name else code
+
+
 def promotion_fragment(view: PromotionPage, *, actions: str = "") -> str:
     ns = view.namespace
     total = len(view.steps)
@@ -419,7 +426,7 @@ def promotion_fragment(view: PromotionPage, *, actions: str = "") -> str:
     facts = [
         ("Project", f'<a href="{project_path(ns)}">{e(ns)}</a>'),
         ("Stage", f'<a href="{stage_path(ns, view.stage)}">{e(view.stage)}</a>'),
-        ("Freight", f"<code>{e(view.freight)}</code>"),
+        ("Freight", _freight_link(ns, view)),
         ("By", e(view.actor or "-")),
         ("Created", e(view.created or "-")),
         ("Started", e(view.started or "-")),
@@ -473,4 +480,80 @@ def message_page(title: str, text: str, *, footer: str = "", nonce: str = "") ->
         crumbs=(("Projects", "/ui/"),),
         footer=footer,
         nonce=nonce,
+    )
+
+
+# ---- the Freight page ---------------------------------------------------------------------------
+
+ARTIFACT_HEADERS = ("Kind", "Repository", "Version", "Detail")
+
+
+def freight_path(namespace: str, name: str) -> str:
+    return freight_href(namespace, name)
+
+
+def _stage_links(ns: str, names: Iterable[str]) -> str:
+    return ", ".join(f'<a href="{stage_path(ns, n)}">{e(n)}</a>' for n in names) or "-"
+
+
+def freight_fragment(
+    view: FreightPage,
+    promotions: Sequence[PromotionItem],
+    *,
+    actions: str = "",
+    changes: str = "",
+) -> str:
+    """``changes``: what the Freight would change in each Stage it can go to (issue 39's diff);
+    until it is given, the section says so."""
+    ns, where = view.namespace, view.where
+    title = (
+        f"Freight <code>{e(view.alias)}</code>"
+        if view.alias
+        else f"Freight <code>{e(view.name)}</code>"
+    )
+    promoting = ", ".join(
+        f'<a href="{stage_path(ns, stage)}">{e(stage)}</a> ({e(what)})'
+        for stage, what in where.promoting
+    )
+    approved = ", ".join(
+        f'<a href="{stage_path(ns, a.stage)}">{e(a.stage)}</a>'
+        + (
+            f' <span class="muted">by {e(a.by)}{" at " + e(a.at) if a.at else ""}</span>'
+            if a.by
+            else ""
+        )
+        for a in view.approved
+    )
+    facts = [
+        ("Name", f"<code>{e(view.name)}</code>"),
+        ("Origin", e(view.origin)),
+        ("Created", e(view.created or "-")),
+        ("Now in", _stage_links(ns, where.now_in)),
+        ("Verified in", _stage_links(ns, where.verified_in)),
+        ("Approved for", approved or "-"),
+        ("Promoting to", promoting or "-"),
+        ("Waiting for", _stage_links(ns, where.waiting)),
+    ]
+    artifacts = [
+        f'<tr data-kind="{e(a.kind)}">'
+        + td("Kind", e(a.kind))
+        + td("Repository", f'<code class="name">{e(a.repo)}</code>')
+        + td("Version", f'<code class="name">{e(a.ref)}</code>')
+        + td("Detail", f"<code>{e(a.detail)}</code>" if a.detail else "")
+        + "</tr>"
+        for a in view.artifacts
+    ]
+    return (
+        f"<h1>{title}</h1>"
+        + '<dl class="facts" id="freight-facts">'
+        + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
+        + "</dl>"
+        + actions
+        + "<h2>Artifacts</h2>"
+        + table(ARTIFACT_HEADERS, artifacts, cls="artifacts")
+        + '<section id="changes"><h2>What it would change</h2>'
+        + (changes or '<p class="muted">Not shown yet.</p>')
+        + "</section>"
+        + "<h2>Promotions</h2>"
+        + table(PROMOTION_HEADERS, _promotion_rows(ns, promotions), cls="promotions")
     )

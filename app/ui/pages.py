@@ -26,13 +26,29 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from app.ui import html as h
-from app.ui.actions import ACT_PATH, PageActions, promotion_actions, stage_actions
+from app.ui.actions import (
+    ACT_PATH,
+    PageActions,
+    freight_actions,
+    promotion_actions,
+    stage_actions,
+)
 from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
+from app.ui.freight import freight_page
 from app.ui.settings import UiSettings
-from app.ui.views import Masker, project_view, promotion_page, stage_view
+from app.ui.views import (
+    Masker,
+    PromotionItem,
+    project_view,
+    promotion_items,
+    promotion_page,
+    stage_view,
+    window_text,
+)
 from promoter.clock import SYSTEM, Clock
 from promoter.control.policies import ClusterConfig, ProjectConfig
-from promoter.resources.model import Phase, namespace_of
+from promoter.resources.freight_refs import FreightList, find_freight
+from promoter.resources.model import Phase, name_of, namespace_of
 from promoter.resources.stages import phase_of
 
 
@@ -142,6 +158,7 @@ class Pages:
             ("/ui/projects/{namespace}", self._project),
             ("/ui/stages/{namespace}/{name}", self._stage),
             ("/ui/promotions/{namespace}/{name}", self._promotion),
+            ("/ui/freight/{namespace}/{name}", self._freight),
         ]
         for path, render in pages:
             events = path.rstrip("/") + "/events"
@@ -235,6 +252,50 @@ class Pages:
             f"Stage {name}",
             h.stage_fragment(view, actions=actions),
             (("Projects", "/ui/"), (ns, h.project_path(ns)), (name, None)),
+            ns,
+        )
+
+    def _freight(self, request: web.Request) -> Rendered:
+        c = self._controller()
+        ns, ref = request.match_info["namespace"], request.match_info["name"]
+        freights = FreightList.of(c.freight.items(ns))
+        freight = find_freight(ref, freights)
+        if freight is None:
+            raise NotFound(f"No Freight {ref!r} in project {ns!r}.")
+        stages = c.stages.items(ns)
+        promotions = c.promotions.items(ns)
+        order = sorted(name_of(s) for s in stages)
+        windows = {
+            name_of(s): window_text((s.get("status") or {}).get("promotionWindowStatus"))
+            for s in stages
+        }
+        view = freight_page(
+            ns,
+            freight,
+            stages,
+            promotions,
+            freights,
+            order=order,
+            windows=windows,
+            now=self.clock.now(),
+            mask=self.masker.text,
+        )
+        name = name_of(freight)
+        mine: list[PromotionItem] = promotion_items(
+            [
+                p
+                for p in promotions
+                if str((p.get("spec") or {}).get("freight") or "") in (name, view.alias)
+            ],
+            freights,
+        )
+        actions = freight_actions(
+            ns, freight, view.promotable, view.approvable, self.actions.context(request)
+        )
+        return Rendered(
+            f"Freight {view.alias or name}",
+            h.freight_fragment(view, mine, actions=actions),
+            (("Projects", "/ui/"), (ns, h.project_path(ns)), (view.alias or name, None)),
             ns,
         )
 

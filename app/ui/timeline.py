@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.ui.graph import stage_href
+from app.ui.graph import freight_href, stage_href
 from app.ui.marks import MarkKind, mark
 from promoter.chat.views import SHORT_NAME
 from promoter.resources.model import meta, name_of, parse_time
@@ -229,12 +229,13 @@ def _entry_html(namespace: str, entry: FreightEntry) -> str:
         rows.append('<li class="muted">Not in any Stage, and no Stage can take it yet.</li>')
     facts = [f"from {_e(entry.origin)}" if entry.origin else "", _e(entry.created)]
     facts += [f"<code>{_e(a)}</code>" for a in entry.artifacts]
+    page = _e(freight_href(namespace, entry.name))
     alias = (
-        f'<strong class="fr-alias">{_e(entry.alias)}</strong> '
+        f'<strong class="fr-alias"><a href="{page}">{_e(entry.alias)}</a></strong> '
         f'<code class="fr-name" title="{_e(entry.name)}">{_e(entry.name[:SHORT_NAME])}</code>'
         if entry.alias
-        else f'<strong class="fr-alias"><code title="{_e(entry.name)}">{_e(entry.label)}</code>'
-        "</strong>"
+        else f'<strong class="fr-alias"><a href="{page}"><code title="{_e(entry.name)}">'
+        f"{_e(entry.label)}</code></a></strong>"
     )
     return (
         f'<li class="freight" data-freight="{_e(entry.name)}" data-alias="{_e(entry.alias)}">'
