@@ -176,6 +176,7 @@ class SlackIntegration:
             verify_window=settings.verify_window,
             retry_delay=settings.retry_delay,
             promotion_url=settings.promotion_url,
+            freight_url=settings.freight_url,
             clock=clock,
         )
         self._jobs: set[asyncio.Task[None]] = set()

@@ -119,11 +119,13 @@ class LiveMessages:
         retry_delay: float = 1.0,
         promotion_url: str | None = None,
         clock: Clock = SYSTEM,
+        freight_url: str | None = None,
     ) -> None:
         self.service = service
         self.clock = clock  # its wall time is compared with Slack's message timestamps
         # {namespace}/{promotion} template of the Promotion's status page (None: no link).
         self.promotion_url = promotion_url
+        self.freight_url = freight_url  # {namespace}/{freight}: the Freight's page
         self.update_interval = update_interval
         self.verify_poll = verify_poll
         self.verify_window = verify_window
@@ -416,6 +418,7 @@ class LiveMessages:
             link=link,
             project=snapshot.project_config,
             cluster=snapshot.cluster_config,
+            freight_link=_page_of(self.freight_url, namespace, obj),
         )
         verification = view.verification
         message = render_promotion(view)
@@ -472,3 +475,11 @@ class LiveMessages:
         if final:
             return Outcome.FINAL
         return Outcome.WATCHING if phase_of(obj).terminal else Outcome.FOLLOWING
+
+
+def _page_of(template: str | None, namespace: str, promotion: Mapping[str, Any]) -> str | None:
+    """The page of the Promotion's Freight from a ``{namespace}``/``{freight}`` template."""
+    freight = str((promotion.get("spec") or {}).get("freight") or "")
+    if not template or not freight:
+        return None
+    return template.format(namespace=namespace, freight=freight)

@@ -77,6 +77,8 @@ class SlackSettings:
     # Link template for a Promotion's page ({namespace}, {promotion}); the app layer sets it
     # from LONGSHOREMAN_PUBLIC_URL. None: messages carry no link.
     promotion_url: str | None = None
+    # Link template for a Freight's page ({namespace}, {freight}); set from the public URL.
+    freight_url: str | None = None
 
     def link_for(self, namespace: str, promotion: str) -> str | None:
         if not self.promotion_url:

@@ -82,7 +82,12 @@ dl.facts dt{{color:#57606a}} dl.facts dd{{margin:0;overflow-wrap:anywhere}}
 table{{width:100%;border-collapse:collapse;background:#fff;border:1px solid #d0d7de}}
 th,td{{text-align:left;vertical-align:top;padding:.45rem .6rem;border-top:1px solid #d0d7de}}
 th{{background:#f6f8fa;font-size:.85rem}}
-td{{overflow-wrap:anywhere}}
+td{{overflow-wrap:normal}}
+/* Names (Stages, steps, Promotions, Freight, kinds) never break inside: a table too wide for the
+   window scrolls in its own box instead. Messages may break anywhere: they are prose. */
+td code,td a,td .badge,td[data-label="Kind"],td[data-label="#"]{{white-space:nowrap}}
+td .message{{overflow-wrap:anywhere}}
+.table-wrap{{overflow-x:auto;max-width:100%}}
 tr.outputs td{{border-top:0;padding-top:0}}
 ul.links{{padding-left:1.2rem}}
 footer{{max-width:72rem;margin:1.5rem auto;padding:0 1rem 1rem;color:#57606a;font-size:.8rem}}
@@ -99,6 +104,7 @@ footer form{{display:inline}}
   td[data-label]::before{{content:attr(data-label);font-size:.8rem;color:#57606a;
   font-weight:600;padding-top:.1rem}}
   td[data-label]:empty,td[data-label="#"]{{display:none}}
+  td code,td a,td[data-label="Kind"]{{white-space:normal;overflow-wrap:anywhere}}
 }}
 """
 # The pipeline graph and Freight timeline, and the dark theme (colour variables) they share.
@@ -190,7 +196,10 @@ def table(headers: Sequence[str], rows: Iterable[str], *, cls: str = "") -> str:
     body = "".join(rows)
     if not body:
         return '<p class="muted">None.</p>'
-    return f'<table class="{e(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (
+        f'<div class="table-wrap"><table class="{e(cls)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def layout(
@@ -539,7 +548,7 @@ def freight_fragment(
         + td("Kind", e(a.kind))
         + td("Repository", f'<code class="name">{e(a.repo)}</code>')
         + td("Version", f'<code class="name">{e(a.ref)}</code>')
-        + td("Detail", f"<code>{e(a.detail)}</code>" if a.detail else "")
+        + td("Detail", f'<div class="message">{e(a.detail)}</div>' if a.detail else "")
         + "</tr>"
         for a in view.artifacts
     ]
