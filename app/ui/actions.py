@@ -27,15 +27,18 @@ from aiohttp import web
 from app.ui import html as h
 from app.ui.auth import SESSION_COOKIE, Auth
 from app.ui.settings import UiSettings
+from app.ui.timeline import FreightTimeline
 from promoter.chat.acting import Acted, Acting
 from promoter.chat.grammar import CommandError, parse_command, reason_of
 from promoter.chat.planner import no_verification
+from promoter.chat.views import PromotionView
 from promoter.resources.model import Phase, name_of
 from promoter.resources.stages import approval_of, available_to, phase_of, requests_origin
 
 ACT_PATH = "/ui/act/{namespace}"
 CSRF_FIELD = "csrf"
 ACTIONS = ("promote", "approve", "abort", "verify")
+NEXT_LIMIT = 6  # the project page's "What next": the newest Freight's moves
 SIGN_IN_OFF = (
     "Actions on these pages need GitHub sign-in, which is off: set LONGSHOREMAN_UI_AUTH=github "
     "with LONGSHOREMAN_UI_GITHUB_CLIENT_ID, LONGSHOREMAN_UI_GITHUB_CLIENT_SECRET, "
@@ -225,18 +228,70 @@ def freight_actions(
     return "".join(parts)
 
 
-def promotion_actions(ns: str, promotion: Mapping[str, Any], ctx: FormContext) -> str:
-    """The Promotion page's action: Abort, while it is pending or running."""
-    if phase_of(promotion) not in (Phase.PENDING, Phase.RUNNING):
-        return ""
+def promotion_actions(
+    ns: str, promotion: Mapping[str, Any], ctx: FormContext, view: PromotionView | None = None
+) -> str:
+    """The Promotion page's next moves: Abort while it is pending or running; once it is over,
+    Promote to the Stages after it (verified here) or Approve for them, or promote again
+    (after a failure)."""
     name = name_of(promotion)
     off = f'<p class="muted" id="actions-off">{h.e(ctx.off)}</p>' if ctx.off else ""
-    return (
-        f'<h2 id="actions">Actions</h2>{off}<div class="action">'
-        + _form(ns, "abort", {"promotion": name}, "Abort", ctx)
-        + _command(f"/abort {name}")
-        + "</div>"
-    )
+    if phase_of(promotion) in (Phase.PENDING, Phase.RUNNING):
+        return (
+            f'<h2 id="actions">Actions</h2>{off}<div class="action">'
+            + _form(ns, "abort", {"promotion": name}, "Abort", ctx)
+            + _command(f"/abort {name}")
+            + "</div>"
+        )
+    if view is None:
+        return ""
+    label = view.label.short
+    parts = []
+    for stage in view.next_stages:
+        fields = {"stage": stage, "freight": view.freight}
+        parts.append(
+            '<div class="action">'
+            + _form(ns, "promote", fields, f"Promote to {stage}", ctx)
+            + _command(f"/promote {label} to {stage}")
+            + "</div>"
+        )
+    for stage in view.approve_stages:
+        fields = {"stage": stage, "freight": view.freight}
+        parts.append(
+            '<div class="action">'
+            + _form(ns, "approve", fields, f"Approve for {stage}", ctx)
+            + _command(f"/approve {label} for {stage}")
+            + "</div>"
+        )
+    if view.phase in ("Failed", "Errored", "Aborted"):
+        fields = {"stage": view.stage, "freight": view.freight}
+        parts.append(
+            '<div class="action">'
+            + _form(ns, "promote", fields, f"Promote {label} to {view.stage} again", ctx)
+            + _command(f"/promote {label} to {view.stage}")
+            + "</div>"
+        )
+    if not parts:
+        return ""
+    return f'<h2 id="actions">What next</h2>{off}' + "".join(parts)
+
+
+def project_actions(ns: str, timeline: FreightTimeline | None, ctx: FormContext) -> str:
+    """The project page's next moves: each Freight some Stage waits for, promoted there."""
+    waiting = [(e, s) for e in (timeline.entries if timeline else ()) for s in e.waiting]
+    if not waiting:
+        return ""
+    off = f'<p class="muted" id="actions-off">{h.e(ctx.off)}</p>' if ctx.off else ""
+    parts = []
+    for entry, stage in waiting[:NEXT_LIMIT]:
+        fields = {"stage": stage, "freight": entry.name}
+        parts.append(
+            '<div class="action">'
+            + _form(ns, "promote", fields, f"Promote {entry.label} to {stage}", ctx)
+            + _command(f"/promote {entry.alias or entry.name} to {stage}")
+            + "</div>"
+        )
+    return f'<h2 id="actions">What next</h2>{off}' + "".join(parts)
 
 
 # ---- the endpoint ----------------------------------------------------------------------------

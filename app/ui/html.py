@@ -309,7 +309,7 @@ STAGE_HEADERS = ("Stage", "Freight", "Health", "Verification", "Running", "Queue
 PROMOTION_HEADERS = ("Promotion", "Stage", "Freight", "Phase", "When")
 
 
-def project_fragment(view: ProjectView) -> str:
+def project_fragment(view: ProjectView, *, actions: str = "") -> str:
     ns = view.namespace
     pipeline = '<h2 id="pipeline">Pipeline</h2>' + graph_html(view.graph) if view.graph else ""
     freight = (
@@ -318,6 +318,7 @@ def project_fragment(view: ProjectView) -> str:
     return (
         f"<h1>Project <code>{e(ns)}</code></h1>"
         + pipeline
+        + actions
         + freight
         + "<h2>Stages</h2>"
         + table(STAGE_HEADERS, (_stage_row(ns, c) for c in view.stages), cls="stages")

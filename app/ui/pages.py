@@ -30,6 +30,7 @@ from app.ui.actions import (
     ACT_PATH,
     PageActions,
     freight_actions,
+    project_actions,
     promotion_actions,
     stage_actions,
 )
@@ -220,7 +221,9 @@ class Pages:
         )
         return Rendered(
             f"Project {ns}",
-            h.project_fragment(view),
+            h.project_fragment(
+                view, actions=project_actions(ns, view.timeline, self.actions.context(request))
+            ),
             (("Projects", "/ui/"), (ns, None)),
             ns,
         )
@@ -317,7 +320,8 @@ class Pages:
         return Rendered(
             f"Promotion {name}",
             h.promotion_fragment(
-                view, actions=promotion_actions(ns, promotion, self.actions.context(request))
+                view,
+                actions=promotion_actions(ns, promotion, self.actions.context(request), view.core),
             ),
             (
                 ("Projects", "/ui/"),

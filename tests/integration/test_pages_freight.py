@@ -67,5 +67,29 @@ async def test_the_freight_page_says_what_it_holds_where_it_is_and_what_to_do_ne
         assert "/promote web-1 to web-prod" in page
         assert "LONGSHOREMAN_UI_AUTH=github" in text
 
+        # The project page says what to do next: the Freight web-prod waits for.
+        assert "What next" in project and "/promote web-1 to web-prod" in project
+        # A Promotion that failed offers to run it again.
+        await state.kube.create(
+            k.PROMOTIONS,
+            objects.promotion(
+                "web-prod.bad",
+                "web-prod",
+                namespace=NS,
+                freight=FREIGHT,
+                steps=[{"uses": "fail", "as": "boom", "config": {"message": "no"}}],
+            ),
+        )
+        await wait_for_object(
+            state.kube,
+            k.PROMOTIONS,
+            NS,
+            "web-prod.bad",
+            lambda p: (p.get("status") or {}).get("phase") in ("Failed", "Errored"),
+        )
+        failed = await (await client.get(f"/ui/promotions/{NS}/web-prod.bad")).text()
+        assert "Promote web-1 to web-prod again" in failed
+        assert "/promote web-1 to web-prod" in failed
+
         missing = await client.get(f"/ui/freight/{NS}/nothing-like-it")
         assert missing.status == 404
