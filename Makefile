@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime-stamp
 DEV := $(VENV)/.dev-stamp
 
-.PHONY: demo test lint unit test-cluster kube-apiserver bench bench-smoke clean
+.PHONY: demo try test lint unit test-cluster kube-apiserver bench bench-smoke clean
 
 $(RUNTIME): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ $(DEV): $(RUNTIME)
 
 demo: $(RUNTIME)
 	$(BIN)/python -m app serve --demo --port 0
+
+try: $(RUNTIME)
+	$(BIN)/python -m app serve --demo --keep-running --port 0
 
 lint: $(DEV)
 	$(BIN)/ruff check .
