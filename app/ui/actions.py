@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -56,8 +57,16 @@ CSRF_REFUSED = (
 )
 
 
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def rich(text: str) -> str:
+    """Chat's words as HTML: escaped, with the names between backticks in ``<code>``."""
+    return _CODE.sub(r"<code>\1</code>", h.e(text))
+
+
 def act_path(namespace: str) -> str:
-    return h.path("ui", "act", namespace)
+    return f"/ui/act/{h.path(namespace)}"
 
 
 def csrf_token(secret: str, session: str) -> str:
@@ -375,7 +384,7 @@ class PageActions:
         if acted.outcome == "confirm":
             keep = {k: fields[k] for k in ("stage", "freight") if fields.get(k)}
             body = (
-                f'<p id="outcome">{h.e(acted.text)}</p>'
+                f'<p id="outcome">{rich(acted.text)}</p>'
                 + _form(ns, fields["action"], keep, "Confirm", ctx, confirmed=True)
                 + f'<a class="cancel" href="{back}">Cancel</a>'
             )
@@ -387,5 +396,5 @@ class PageActions:
         links.append(f'<a href="{back}">Back</a>')
         title = "Done" if acted.outcome == "done" else "Refused"
         status = 200 if acted.outcome == "done" else 403
-        body = f'<p id="outcome">{h.e(acted.text)}</p><p>{" · ".join(links)}</p>'
+        body = f'<p id="outcome">{rich(acted.text)}</p><p>{" · ".join(links)}</p>'
         return self._page(title, body, status)

@@ -85,7 +85,9 @@ th{{background:#f6f8fa;font-size:.85rem}}
 td{{overflow-wrap:normal}}
 /* Names (Stages, steps, Promotions, Freight, kinds) never break inside: a table too wide for the
    window scrolls in its own box instead. Messages may break anywhere: they are prose. */
-td code,td a,td .badge,td[data-label="Kind"],td[data-label="#"]{{white-space:nowrap}}
+td code,td a,td .badge,td[data-label="Kind"],td[data-label="#"],.nw{{white-space:nowrap}}
+td[data-label="When"],td[data-label="Started"],td[data-label="Finished"],
+td[data-label="Since"],td[data-label="Took"]{{white-space:nowrap}}
 td .message{{overflow-wrap:anywhere}}
 .table-wrap{{overflow-x:auto;max-width:100%}}
 tr.outputs td{{border-top:0;padding-top:0}}
@@ -184,6 +186,14 @@ def link(item: Link) -> str:
     return body + (f' <span class="muted">({e(item.note)})</span>' if item.note else "")
 
 
+def unbroken(text: str) -> str:
+    """Prose whose hyphenated words (dates, names) never break at their hyphens: each such
+    word in a ``nowrap`` span, the spaces between words still free to wrap."""
+    return " ".join(
+        f'<span class="nw">{e(word)}</span>' if "-" in word else e(word) for word in text.split(" ")
+    )
+
+
 def td(label: str, content: str) -> str:
     # Empty cells stay empty (no whitespace), so phone cards can hide them with :empty.
     if not content:
@@ -280,7 +290,11 @@ def _stage_row(namespace: str, card: StageCard) -> str:
         + td(
             "Stage",
             f'<a href="{stage_path(namespace, card.name)}">{e(card.name)}</a>'
-            + (f'<div class="muted" data-window>{e(card.window)}</div>' if card.window else ""),
+            + (
+                f'<div class="muted" data-window>{unbroken(card.window)}</div>'
+                if card.window
+                else ""
+            ),
         )
         + td("Freight", f"<code>{e(card.freight)}</code>")
         + td("Health", health)
