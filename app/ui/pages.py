@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import aiohttp_jinja2
+import jinja2
 from aiohttp import web
 
 from app.ui import html as h
@@ -82,6 +85,9 @@ class Caches(Protocol):
 
 
 log = logging.getLogger(__name__)
+
+# The pages' Jinja2 environment on the server's application (aiohttp-jinja2 keeps it there).
+TEMPLATES = web.AppKey("longshoreman_ui_templates", jinja2.Environment)
 
 STREAM_REFRESH_SECONDS = 5.0
 KEEPALIVE_SECONDS = 15.0
@@ -147,11 +153,18 @@ class Pages:
         # Every secret the server holds, so no page can echo one (a step's message may quote
         # a URL with a token in it).
         self.masker = Masker([*secrets, ui.github_client_secret, ui.session_secret])
+        self.templates = h.DEFAULT  # until setup() gives the application's own
 
     def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         self.events.on_promotion(obj, old)
 
     def setup(self, app: web.Application) -> None:
+        # No default helpers: the templates build their URLs themselves (app.ui.html), and the
+        # application's routes are not theirs to name.
+        env = aiohttp_jinja2.setup(
+            app, app_key=TEMPLATES, loader=h.LOADER, default_helpers=False, **h.OPTIONS
+        )
+        self.templates = h.configure(env)
         r = app.router
         r.add_get("/ui", _to_index)
         pages: list[tuple[str, Callable[[web.Request], Rendered]]] = [
@@ -197,7 +210,9 @@ class Pages:
         for ns in namespaces:
             running = sum(1 for p in c.promotions.items(ns) if phase_of(p) is Phase.RUNNING)
             projects.append((ns, len(c.stages.items(ns)), running))
-        return Rendered("Projects", h.index_fragment(projects), (("Projects", None),), "*")
+        return Rendered(
+            "Projects", h.index_fragment(projects, env=self.templates), (("Projects", None),), "*"
+        )
 
     def _project(self, request: web.Request) -> Rendered:
         c = self._controller()
@@ -222,7 +237,9 @@ class Pages:
         return Rendered(
             f"Project {ns}",
             h.project_fragment(
-                view, actions=project_actions(ns, view.timeline, self.actions.context(request))
+                view,
+                actions=project_actions(ns, view.timeline, self.actions.context(request)),
+                env=self.templates,
             ),
             (("Projects", "/ui/"), (ns, None)),
             ns,
@@ -253,7 +270,7 @@ class Pages:
         )
         return Rendered(
             f"Stage {name}",
-            h.stage_fragment(view, actions=actions),
+            h.stage_fragment(view, actions=actions, env=self.templates),
             (("Projects", "/ui/"), (ns, h.project_path(ns)), (name, None)),
             ns,
         )
@@ -297,7 +314,7 @@ class Pages:
         )
         return Rendered(
             f"Freight {view.alias or name}",
-            h.freight_fragment(view, mine, actions=actions),
+            h.freight_fragment(view, mine, actions=actions, env=self.templates),
             (("Projects", "/ui/"), (ns, h.project_path(ns)), (view.alias or name, None)),
             ns,
         )
@@ -322,6 +339,7 @@ class Pages:
             h.promotion_fragment(
                 view,
                 actions=promotion_actions(ns, promotion, self.actions.context(request), view.core),
+                env=self.templates,
             ),
             (
                 ("Projects", "/ui/"),
@@ -333,29 +351,25 @@ class Pages:
         )
 
     def _footer(self, user: str) -> str:
-        mode = self.ui.auth
-        if mode == "none":
-            return (
-                "Access control is off: anyone who can reach this server can read these pages "
-                "(set LONGSHOREMAN_UI_AUTH to require sign-in)."
-            )
-        if mode == "header":
-            return (
-                f"Signed in as <strong>{h.e(user)}</strong> "
-                f"(from the {h.e(self.ui.auth_header)} header set by your proxy)."
-            )
-        return (
-            f"Signed in with GitHub as <strong>{h.e(user)}</strong> (members of "
-            f"{h.e(self.ui.github_org)}). "
-            f'<form method="post" action="{LOGOUT_PATH}"><button type="submit">Sign out'
-            "</button></form>"
+        ui = self.ui
+        return h.footer(
+            ui.auth,
+            user,
+            header=ui.auth_header,
+            org=ui.github_org or "",
+            logout_path=LOGOUT_PATH,
+            env=self.templates,
         )
 
     def _message(self, title: str, body: str, status: int) -> web.Response:
         """A page of its own around ``body`` (HTML): what an action did, or asks."""
         nonce = secrets.token_urlsafe(16)
         page = h.layout(
-            title, f"<h1>{h.e(title)}</h1>{body}", crumbs=(("Projects", "/ui/"),), nonce=nonce
+            title,
+            f"<h1>{html.escape(title)}</h1>{body}",
+            crumbs=(("Projects", "/ui/"),),
+            nonce=nonce,
+            env=self.templates,
         )
         return self._html(page, nonce, status=status)
 
@@ -395,7 +409,9 @@ class Pages:
             try:
                 page = render(request)
             except NotFound as e:
-                body = h.message_page("Not found", str(e), footer=footer, nonce=nonce)
+                body = h.message_page(
+                    "Not found", str(e), footer=footer, nonce=nonce, env=self.templates
+                )
                 return self._html(body, nonce, status=404)
             events = _events_path(request.rel_url.raw_path)
             body = h.layout(
@@ -405,6 +421,7 @@ class Pages:
                 events=events,
                 footer=footer,
                 nonce=nonce,
+                env=self.templates,
             )
             return self._html(body, nonce)
 
@@ -470,6 +487,7 @@ class Pages:
                 str(e),
                 footer=f'<a href="{LOGIN_PATH}">Sign in again</a>',
                 nonce=nonce,
+                env=self.templates,
             )
             return self._html(body, nonce, status=403)
         log.info("signed in to the status pages", extra={"user": login})
