@@ -113,8 +113,12 @@ def _form(
     )
 
 
-def _command(text: str) -> str:
-    return f'<span class="muted">or comment <code class="cmd">{h.e(text)}</code></span>'
+def _action(form: str, command: str) -> str:
+    """One action: its form, and the chat command that does the same."""
+    return (
+        f'<div class="action">{form}<span class="muted">or comment '
+        f'<code class="cmd">{h.e(command)}</code></span></div>'
+    )
 
 
 def _freight_select(options: Sequence[Mapping[str, Any]], name: str = "freight") -> str:
@@ -158,18 +162,18 @@ def stage_actions(
         first = available[0].get("alias") or name_of(available[0])
         why = f"Stage {name} is {frozen}" if frozen else ""
         parts.append(
-            '<div class="action">'
-            + _form(
-                ns,
-                "promote",
-                {"stage": name},
-                "Promote",
-                ctx,
-                disabled=why,
-                select=_freight_select(available),
+            _action(
+                _form(
+                    ns,
+                    "promote",
+                    {"stage": name},
+                    "Promote",
+                    ctx,
+                    disabled=why,
+                    select=_freight_select(available),
+                ),
+                f"/promote {first} to {name}",
             )
-            + _command(f"/promote {first} to {name}")
-            + "</div>"
         )
     else:
         parts.append(
@@ -179,24 +183,24 @@ def stage_actions(
     if approvable:
         first = approvable[0].get("alias") or name_of(approvable[0])
         parts.append(
-            '<div class="action">'
-            + _form(
-                ns,
-                "approve",
-                {"stage": name},
-                "Approve",
-                ctx,
-                select=_freight_select(approvable),
+            _action(
+                _form(
+                    ns,
+                    "approve",
+                    {"stage": name},
+                    "Approve",
+                    ctx,
+                    select=_freight_select(approvable),
+                ),
+                f"/approve {first} for {name}",
             )
-            + _command(f"/approve {first} for {name}")
-            + "</div>"
         )
     if no_verification(stage) is None:
         parts.append(
-            '<div class="action">'
-            + _form(ns, "verify", {"stage": name}, "Re-verify", ctx)
-            + _command(f"/verify {name}")
-            + "</div>"
+            _action(
+                _form(ns, "verify", {"stage": name}, "Re-verify", ctx),
+                f"/verify {name}",
+            )
         )
     return "".join(parts)
 
@@ -219,18 +223,18 @@ def freight_actions(
         why = f"Stage {stage} is {frozen}" if frozen else ""
         fields = {"stage": stage, "freight": name}
         parts.append(
-            '<div class="action">'
-            + _form(ns, "promote", fields, f"Promote to {stage}", ctx, disabled=why)
-            + _command(f"/promote {label} to {stage}")
-            + "</div>"
+            _action(
+                _form(ns, "promote", fields, f"Promote to {stage}", ctx, disabled=why),
+                f"/promote {label} to {stage}",
+            )
         )
     for stage in approvable:
         fields = {"stage": stage, "freight": name}
         parts.append(
-            '<div class="action">'
-            + _form(ns, "approve", fields, f"Approve for {stage}", ctx)
-            + _command(f"/approve {label} for {stage}")
-            + "</div>"
+            _action(
+                _form(ns, "approve", fields, f"Approve for {stage}", ctx),
+                f"/approve {label} for {stage}",
+            )
         )
     if not promotable and not approvable:
         parts.append('<p class="muted">No Stage can take this Freight now.</p>')
@@ -246,12 +250,8 @@ def promotion_actions(
     name = name_of(promotion)
     off = f'<p class="muted" id="actions-off">{h.e(ctx.off)}</p>' if ctx.off else ""
     if phase_of(promotion) in (Phase.PENDING, Phase.RUNNING):
-        return (
-            f'<h2 id="actions">Actions</h2>{off}<div class="action">'
-            + _form(ns, "abort", {"promotion": name}, "Abort", ctx)
-            + _command(f"/abort {name}")
-            + "</div>"
-        )
+        abort = _form(ns, "abort", {"promotion": name}, "Abort", ctx)
+        return f'<h2 id="actions">Actions</h2>{off}' + _action(abort, f"/abort {name}")
     if view is None:
         return ""
     label = view.label.short
@@ -259,26 +259,26 @@ def promotion_actions(
     for stage in view.next_stages:
         fields = {"stage": stage, "freight": view.freight}
         parts.append(
-            '<div class="action">'
-            + _form(ns, "promote", fields, f"Promote to {stage}", ctx)
-            + _command(f"/promote {label} to {stage}")
-            + "</div>"
+            _action(
+                _form(ns, "promote", fields, f"Promote to {stage}", ctx),
+                f"/promote {label} to {stage}",
+            )
         )
     for stage in view.approve_stages:
         fields = {"stage": stage, "freight": view.freight}
         parts.append(
-            '<div class="action">'
-            + _form(ns, "approve", fields, f"Approve for {stage}", ctx)
-            + _command(f"/approve {label} for {stage}")
-            + "</div>"
+            _action(
+                _form(ns, "approve", fields, f"Approve for {stage}", ctx),
+                f"/approve {label} for {stage}",
+            )
         )
     if view.phase in ("Failed", "Errored", "Aborted"):
         fields = {"stage": view.stage, "freight": view.freight}
         parts.append(
-            '<div class="action">'
-            + _form(ns, "promote", fields, f"Promote {label} to {view.stage} again", ctx)
-            + _command(f"/promote {label} to {view.stage}")
-            + "</div>"
+            _action(
+                _form(ns, "promote", fields, f"Promote {label} to {view.stage} again", ctx),
+                f"/promote {label} to {view.stage}",
+            )
         )
     if not parts:
         return ""
@@ -295,10 +295,10 @@ def project_actions(ns: str, timeline: FreightTimeline | None, ctx: FormContext)
     for entry, stage in waiting[:NEXT_LIMIT]:
         fields = {"stage": stage, "freight": entry.name}
         parts.append(
-            '<div class="action">'
-            + _form(ns, "promote", fields, f"Promote {entry.label} to {stage}", ctx)
-            + _command(f"/promote {entry.alias or entry.name} to {stage}")
-            + "</div>"
+            _action(
+                _form(ns, "promote", fields, f"Promote {entry.label} to {stage}", ctx),
+                f"/promote {entry.alias or entry.name} to {stage}",
+            )
         )
     return f'<h2 id="actions">What next</h2>{off}' + "".join(parts)
 

@@ -22,20 +22,19 @@ from app.controller import kube as k
 from app.server import ServerState
 from promoter.resources import annotations as ann
 from tests.e2e.test_pages_browser import CHROMIUM, CHROMIUM_ARGS, _need_chromium
-from tests.integration.test_pages import NS, github_env, serving
+from tests.integration.test_pages import NS
 from tests.integration.test_pages_actions import (
     FREIGHT,
     HOOK_SECRET,
     REPO,
+    acting_server,
     gate,
     promotions_of,
-    seed_project,
 )
 from tests.support import objects
 from tests.support.clock import FakeClock
-from tests.support.controller import Gate, wait_for_object
-from tests.support.github import FakeGitHub, running_fake_github, webhook_request
-from tests.support.gitrepo import make_remote
+from tests.support.controller import wait_for_object
+from tests.support.github import FakeGitHub, webhook_request
 from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
@@ -81,24 +80,9 @@ BROKEN_WORDS_JS = """
 async def server(
     tmp_path: Path, login: str, permission: str = "write"
 ) -> AsyncIterator[tuple[str, ServerState, FakeGitHub]]:
-    async with running_fake_github() as fake:
-        remote = make_remote(tmp_path, {"a": "1\n"}, name="app")
-        fake.add_repo(REPO, remote)
-        fake.set_permission(REPO, login, permission)
-        fake.add_oauth_app("Iv1.pages", "oauth-client-secret")
-        fake.add_org_member("example", login)
-        fake.sign_in_as(login)
-        env = github_env(
-            fake,
-            LONGSHOREMAN_GITHUB_APP_ID=str(fake.app_id),
-            LONGSHOREMAN_GITHUB_PRIVATE_KEY=fake.private_key,
-            LONGSHOREMAN_GITHUB_WEBHOOK_SECRET=HOOK_SECRET,
-            LONGSHOREMAN_GITHUB_REPO_PROJECTS=f"{REPO}={NS}",
-        )
-        clock = FakeClock(datetime(2026, 1, 10, 12, tzinfo=UTC))  # a Saturday
-        async with serving(tmp_path, gate=Gate(), clock=clock, **env) as (client, state):
-            await seed_project(state, remote.git("rev-parse", "main"))
-            yield str(client.make_url("/")).rstrip("/"), state, fake
+    clock = FakeClock(datetime(2026, 1, 10, 12, tzinfo=UTC))  # a Saturday
+    async with acting_server(tmp_path, login, permission, clock) as (client, state, fake):
+        yield str(client.make_url("/")).rstrip("/"), state, fake
 
 
 @contextlib.asynccontextmanager

@@ -19,6 +19,7 @@ from aiohttp.test_utils import TestClient
 
 from app.controller import kube as k
 from app.server import ServerState
+from promoter.clock import SYSTEM, Clock
 from promoter.resources import annotations as ann
 from tests.integration.test_pages import NS, github_env, serving, sign_in, strip_tags
 from tests.support import objects
@@ -78,9 +79,11 @@ async def seed_project(state: ServerState, sha: str = "0" * 40) -> None:
 
 
 @contextlib.asynccontextmanager
-async def signed_in(
-    tmp_path: Path, login: str, permission: str = "write"
+async def acting_server(
+    tmp_path: Path, login: str, permission: str = "write", clock: Clock = SYSTEM
 ) -> AsyncIterator[tuple[TestClient[Any, Any], ServerState, FakeGitHub]]:
+    """The server with GitHub sign-in and the App on the fake GitHub, where ``login`` is an org
+    member with ``permission`` on the repository and is signed in to GitHub (not yet here)."""
     async with running_fake_github() as fake:
         remote = make_remote(tmp_path, {"a": "1\n"}, name="app")
         fake.add_repo(REPO, remote)
@@ -95,11 +98,19 @@ async def signed_in(
             LONGSHOREMAN_GITHUB_WEBHOOK_SECRET=HOOK_SECRET,
             LONGSHOREMAN_GITHUB_REPO_PROJECTS=f"{REPO}={NS}",
         )
-        async with serving(tmp_path, gate=Gate(), **env) as (client, state):
+        async with serving(tmp_path, gate=Gate(), clock=clock, **env) as (client, state):
             await seed_project(state, remote.git("rev-parse", "main"))
-            done = await sign_in(client, f"/ui/projects/{NS}")
-            assert done.status == 302
             yield client, state, fake
+
+
+@contextlib.asynccontextmanager
+async def signed_in(
+    tmp_path: Path, login: str, permission: str = "write"
+) -> AsyncIterator[tuple[TestClient[Any, Any], ServerState, FakeGitHub]]:
+    async with acting_server(tmp_path, login, permission) as (client, state, fake):
+        done = await sign_in(client, f"/ui/projects/{NS}")
+        assert done.status == 302
+        yield client, state, fake
 
 
 def forms_of(page: str) -> dict[str, dict[str, str]]:
