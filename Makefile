@@ -1,4 +1,4 @@
-# Two entry points (see README): `make demo` runs the main job, `make test` runs every check.
+# Entry points (see README): `make demo` runs the main job (`make try` keeps it running to try the CLI), `make test` runs every check.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
