@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from promoter.errors import StepError
-from promoter.steps.workdir.files import STEPS
+from promoter.steps.workdir.file_copy import STEPS
 from tests.support.runaway import comes_back
 from tests.support.steps import make_context
 
