@@ -97,6 +97,9 @@ async def acting_server(
             LONGSHOREMAN_GITHUB_PRIVATE_KEY=fake.private_key,
             LONGSHOREMAN_GITHUB_WEBHOOK_SECRET=HOOK_SECRET,
             LONGSHOREMAN_GITHUB_REPO_PROJECTS=f"{REPO}={NS}",
+            # Every org member reads every project's pages, so a reader without write access
+            # reaches the forms (and is refused there, as a comment would be).
+            LONGSHOREMAN_UI_GITHUB_ACCESS="org",
         )
         async with serving(tmp_path, gate=Gate(), clock=clock, **env) as (client, state):
             await seed_project(state, remote.git("rev-parse", "main"))
