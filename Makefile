@@ -1,4 +1,4 @@
-# Two entry points (see README): `make demo` runs the main job, `make test` runs every check.
+# Entry points (see README): `make demo` runs the main job (`make try` keeps it running to try the CLI), `make test` runs every check.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime-stamp
 DEV := $(VENV)/.dev-stamp
 
-.PHONY: demo test lint unit test-cluster kube-apiserver bench bench-smoke clean
+.PHONY: demo try test lint unit test-cluster kube-apiserver bench bench-smoke clean
 
 $(RUNTIME): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ $(DEV): $(RUNTIME)
 
 demo: $(RUNTIME)
 	$(BIN)/python -m app serve --demo --port 0
+
+try: $(RUNTIME)
+	$(BIN)/python -m app serve --demo --keep-running --port 0
 
 lint: $(DEV)
 	$(BIN)/ruff check .

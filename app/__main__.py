@@ -111,6 +111,8 @@ async def serve(settings: Settings, *, demo: bool, keep_running: bool, out: Text
             code = await run_demo(app, out)
             if not keep_running:
                 return code
+            if state.cluster is not None:
+                print(try_next(state.cluster.kubeconfig, f"http://{host}:{port}"), file=out)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -123,6 +125,23 @@ async def serve(settings: Settings, *, demo: bool, keep_running: bool, out: Text
         await runner.cleanup()
         if demo_dir is not None:
             demo_dir.cleanup()
+
+
+def try_next(kubeconfig: Path, url: str) -> str:
+    """What a newcomer can type next, against the embedded cluster: the chat commands' effect
+    without a GitHub or Slack app (the ``longshoreman`` command, through this kubeconfig)."""
+    cli = f"{Path(sys.executable).parent / 'longshoreman'}"
+    where = f"--project kargo-demo --kubeconfig {kubeconfig}"
+    return "\n".join(
+        [
+            "",
+            "Longshoreman keeps running. In another terminal, do what /promote does in chat:",
+            f"  {cli} status {where}",
+            f"  {cli} promote frozen-tauntaun --to uat {where}",
+            f"  {cli} get promotions {where}",
+            f"and watch it on {url}/ui/projects/kargo-demo (Ctrl-C here stops it).",
+        ]
+    )
 
 
 async def run_demo(app: web.Application, out: TextIO, limit: float = 120.0) -> int:

@@ -253,6 +253,7 @@ def create_app(
             clock=clock,
         )
         state.github = github
+        pages.actions.acting = github.acting
         extra.setdefault("github", github.pull_requests)
         extra.setdefault("github-git", github.git_database)
         state.github_app = github.git_credentials

@@ -385,6 +385,10 @@ class Settings:
             github = replace(github, promotion_url=ui.promotion_url_template)
         if ui.promotion_url_template and slack is not None and slack.promotion_url is None:
             slack = replace(slack, promotion_url=ui.promotion_url_template)
+        # And to the Freight's page.
+        github = replace(github, freight_url=ui.freight_url_template)
+        if slack is not None:
+            slack = replace(slack, freight_url=ui.freight_url_template)
         return cls(
             github=github if github.enabled else None,
             slack=slack,

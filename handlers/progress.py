@@ -222,6 +222,9 @@ class Progress:
             link=self.page(promotion),
             project=snapshot.project_config,
             cluster=snapshot.cluster_config,
+            freight_link=self.deps.settings.freight_link_for(
+                namespace, checks.freight_of(promotion)
+            ),
         )
         await self._sync_environment(
             promotion,

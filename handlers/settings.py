@@ -77,6 +77,8 @@ class GitHubSettings:
     repo_projects: Mapping[str, str] = field(default_factory=dict)
     webhook_workers: int = 8
     promotion_url: str | None = None
+    # Link template for a Freight's page ({namespace}, {freight}); set from the public URL.
+    freight_url: str | None = None
     # Accounts whose installation gets Deployments (lower case); None: all; empty: none.
     deployment_accounts: frozenset[str] | None = None
 
@@ -109,6 +111,13 @@ class GitHubSettings:
     def project_for(self, repo_full_name: str) -> str:
         """The namespace (Kargo project) commands in ``owner/repo`` act on."""
         return self.repo_projects.get(repo_full_name.lower(), self.project)
+
+    def freight_link_for(self, namespace: str, freight: str) -> str | None:
+        """The Freight's status page, when the app layer set ``freight_url`` (from
+        LONGSHOREMAN_PUBLIC_URL)."""
+        if not self.freight_url or not freight:
+            return None
+        return self.freight_url.format(namespace=namespace, freight=freight)
 
     def link_for(self, namespace: str, promotion: str) -> str | None:
         if not self.promotion_url:

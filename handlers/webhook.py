@@ -33,6 +33,7 @@ from cachetools import TTLCache
 from gidgethub import sansio
 
 from handlers import routing
+from handlers.acting import GitHubActing
 from handlers.client import GitHubClient, RetryPolicy
 from handlers.context import Deps, Permissions
 from handlers.git_credentials import GitHubGitCredentials
@@ -93,6 +94,8 @@ class GitHubIntegration:
         self.queue = KeyedQueue(workers=settings.webhook_workers, max_pending=max_pending)
         self.deps = Deps(settings, self.client, service, Permissions(clock=clock), clock=clock)
         self.progress = Progress(self.deps, self.queue)
+        # The status pages' actions for people signed in with GitHub (app.ui.actions).
+        self.acting = GitHubActing(self.deps)
         self.deps.forget_deployment = self.progress.environments.forget
         # The step port: put it at StepServices.extra["github"] when building the controller.
         self.pull_requests = GitHubPullRequests(self.client)

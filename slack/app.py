@@ -199,6 +199,7 @@ class SlackIntegration:
             verify_window=settings.verify_window,
             retry_delay=settings.retry_delay,
             promotion_url=settings.promotion_url,
+            freight_url=settings.freight_url,
             clock=clock,
             project_channel=self._project_channel,
         )

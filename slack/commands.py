@@ -143,7 +143,7 @@ def authored_on_slack(freight: Mapping[str, Any]) -> bool | None:
 
 
 def needs_confirmation(stage: Mapping[str, Any]) -> bool:
-    return str((meta(stage).get("annotations") or {}).get(ann.SLACK_CONFIRM, "")).lower() == "true"
+    return ann.confirm_required(stage)
 
 
 def authorizer(

@@ -119,6 +119,7 @@ class LiveMessages:
         retry_delay: float = 1.0,
         promotion_url: str | None = None,
         clock: Clock = SYSTEM,
+        freight_url: str | None = None,
         project_channel: Callable[[str], str | None] = lambda namespace: None,
     ) -> None:
         self.service = service
@@ -128,6 +129,7 @@ class LiveMessages:
         self.clock = clock  # its wall time is compared with Slack's message timestamps
         # {namespace}/{promotion} template of the Promotion's status page (None: no link).
         self.promotion_url = promotion_url
+        self.freight_url = freight_url  # {namespace}/{freight}: the Freight's page
         self.update_interval = update_interval
         self.verify_poll = verify_poll
         self.verify_window = verify_window
@@ -420,6 +422,7 @@ class LiveMessages:
             link=link,
             project=snapshot.project_config,
             cluster=snapshot.cluster_config,
+            freight_link=_page_of(self.freight_url, namespace, obj),
         )
         verification = view.verification
         message = render_promotion(view)
@@ -476,3 +479,11 @@ class LiveMessages:
         if final:
             return Outcome.FINAL
         return Outcome.WATCHING if phase_of(obj).terminal else Outcome.FOLLOWING
+
+
+def _page_of(template: str | None, namespace: str, promotion: Mapping[str, Any]) -> str | None:
+    """The page of the Promotion's Freight from a ``{namespace}``/``{freight}`` template."""
+    freight = str((promotion.get("spec") or {}).get("freight") or "")
+    if not template or not freight:
+        return None
+    return template.format(namespace=namespace, freight=freight)

@@ -81,6 +81,8 @@ class SlackSettings:
     # Link template for a Promotion's page ({namespace}, {promotion}); the app layer sets it
     # from LONGSHOREMAN_PUBLIC_URL. None: messages carry no link.
     promotion_url: str | None = None
+    # Link template for a Freight's page ({namespace}, {freight}); set from the public URL.
+    freight_url: str | None = None
     # The workspace (team ID, T…) the app serves (LONGSHOREMAN_SLACK_TEAM_ID): requests from
     # any other are refused. One signing secret signs for every workspace an app is installed
     # in, so the signature alone does not say which one is asking. None: not checked.

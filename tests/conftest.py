@@ -109,7 +109,10 @@ TESTS_DIR = Path(__file__).resolve().parent
 # A test's first folder under tests/ names its group.
 _FOLDER_MARKS = {"unit", "integration", "e2e", "cluster", "conformance"}
 # Tests that need a program from Debian's packages beyond git, by module.
-_MODULE_MARKS = {"test_pages_browser.py": ("browser",)}
+_MODULE_MARKS = {
+    "test_pages_browser.py": ("browser",),
+    "test_pages_actions_browser.py": ("browser",),
+}
 
 
 def _marks(path: Path) -> tuple[str, ...]:

@@ -782,6 +782,19 @@ class Kube:
         await self.api_client.close()  # type: ignore[no-untyped-call]
 
 
+def kubeconfig_user(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The user name of the kubeconfig's ``context`` (its current one when None), "" when the
+    file or the context cannot tell: who a command line acts as, for the record."""
+    try:
+        contexts, current = aio_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig
+        )
+    except Exception:  # a broken kubeconfig: load_kube reports it, better
+        return ""
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    return str(((chosen or {}).get("context") or {}).get("user") or "")
+
+
 async def load_kube(
     kubeconfig: str | None = None,
     in_cluster: bool = False,

@@ -52,6 +52,10 @@ def stage_href(namespace: str, name: str) -> str:
     return f"/ui/stages/{quote(namespace, safe='')}/{quote(name, safe='')}"
 
 
+def freight_href(namespace: str, name: str) -> str:
+    return f"/ui/freight/{quote(namespace, safe='')}/{quote(name, safe='')}"
+
+
 def promotion_href(namespace: str, name: str) -> str:
     return f"/ui/promotions/{quote(namespace, safe='')}/{quote(name, safe='')}"
 
@@ -89,10 +93,20 @@ class StageNode:
     verification: str  # the Verified condition's reason (Verified, Verifying...)
     running: str | None  # the running Promotion's name
     queued: int
+    # The last finished Promotion when it Failed or Errored (a Stage may still look Healthy on
+    # its old Freight): its name and phase.
+    failed: tuple[str, str] | None = None
+    # While its promotion windows are closed: "frozen until ...: Deny window `x` is in effect".
+    frozen: str = ""
 
     @property
     def id(self) -> str:
         return f"stage:{self.name}"
+
+    @property
+    def frozen_short(self) -> str:
+        """``frozen until 2026-01-12 08:00 UTC``: what fits on the node."""
+        return self.frozen.split(": ", 1)[0]
 
     @property
     def health_kind(self) -> MarkKind:
@@ -261,6 +275,12 @@ def pipeline_graph(
             verification=card.verification if card else "",
             running=card.running.name if card and card.running else None,
             queued=len(card.queued) if card else 0,
+            failed=(
+                (card.last.name, card.last.phase)
+                if card and card.last and card.last.phase in ("Failed", "Errored")
+                else None
+            ),
+            frozen=card.window if card else "",
         )
         nodes[stage_node.id] = stage_node
     for stage in stages:
@@ -354,18 +374,29 @@ def _stage_tooltip(node: StageNode) -> str:
         parts.append(f"Running: {node.running}")
     if node.queued:
         parts.append(f"Queued: {node.queued}")
+    if node.failed:
+        parts.append(f"Last Promotion {node.failed[0]}: {node.failed[1]}")
+    if node.frozen:
+        parts.append(node.frozen)
     return "\n".join(parts)
 
 
 def _stage_svg(namespace: str, node: StageNode, x: float, y: float, w: float, h: float) -> str:
     verification, vkind = node.verification_text
     hkind = node.health_kind
-    classes = f"node stage h-{hkind}" + (" running" if node.running else "")
+    classes = (
+        f"node stage h-{hkind}"
+        + (" running" if node.running else "")
+        + (" failed" if node.failed else "")
+        + (" frozen" if node.frozen else "")
+    )
     out = [
         f'<g class="{classes}" data-node="{_e(node.id)}" data-health="{_e(node.health)}" '
         f'data-verification="{_e(node.verification)}" '
         f'data-freight="{_e(", ".join(node.freight))}" '
-        f'data-running="{_e(node.running or "")}" data-queued="{node.queued}">',
+        f'data-running="{_e(node.running or "")}" data-queued="{node.queued}" '
+        f'data-failed="{_e(node.failed[0] if node.failed else "")}" '
+        f'data-frozen="{_e(node.frozen)}">',
         f'<a href="{_e(stage_href(namespace, node.name))}">',
         f"<title>{_e(_stage_tooltip(node))}</title>",
         f'<rect class="box" x="{_n(x)}" y="{_n(y)}" width="{_n(w)}" height="{_n(h)}" rx="8"/>',
@@ -384,8 +415,18 @@ def _stage_svg(namespace: str, node: StageNode, x: float, y: float, w: float, h:
     out.append(_mark_at(vkind, x + 14, y + 75, 13))
     out.append(_text(x + 32, y + 86, _fit(verification, NAME_CHARS + 2), f"state t-{vkind}"))
     right = x + w - 8
+    # On the bottom edge: what stops this Stage (a failed last Promotion, a closed window).
+    bottom = x + w - 8
+    if node.frozen:
+        pill, bottom = _pill(bottom, y + h - 9, "wait", node.frozen_short, "frozen-badge")
+        out.append(pill)
+        bottom -= 4
+    if node.failed:
+        pill, _ = _pill(bottom, y + h - 9, "bad", f"last {node.failed[1]}", "failed-badge")
+        out.append(pill)
     if node.queued:
-        pill, right = _pill(right, y - 9, None, f"+{node.queued} queued", "queued")
+        waits = f"+{node.queued} queued" + (", held" if node.frozen else "")
+        pill, right = _pill(right, y - 9, None, waits, "queued")
         out.append(pill)
         right -= 4
     if node.running:
@@ -522,11 +563,19 @@ def _list_item(graph: PipelineGraph, node: Node) -> str:
             else ""
         )
         queued = f" {node.queued} queued." if node.queued else ""
+        if node.frozen:
+            queued += f" It is {node.frozen}" + (": the queue waits." if node.queued else ".")
+        failed = (
+            f' Last Promotion <a href="{_e(promotion_href(ns, node.failed[0]))}">'
+            f"{_e(node.failed[0])}</a> {_e(node.failed[1])}."
+            if node.failed
+            else ""
+        )
         return (
             f'<li data-node="{_e(node.id)}"><a href="{_e(stage_href(ns, node.name))}">'
             f"{_e(node.name)}</a> (Stage).{_e(flow)} Freight: {_e(node.freight_full or 'none')}. "
             f"Health: {_e(node.health)}. "
-            f"Verification: {_e(verification)}.{running}{_e(queued)}</li>"
+            f"Verification: {_e(verification)}.{running}{_e(queued)}{failed}</li>"
         )
     if isinstance(node, WarehouseNode):
         found = (
@@ -609,6 +658,10 @@ svg.pipeline .arrowhead{fill:var(--edge)} svg.pipeline .arrowhead.run{fill:var(-
 svg.pipeline .pill rect{fill:var(--panel);stroke:var(--border)}
 svg.pipeline .pill-text{font-size:11px;font-weight:600}
 svg.pipeline .running-badge rect{fill:var(--run);stroke:var(--run)}
+svg.pipeline .failed-badge rect{fill:var(--bad);stroke:var(--bad)}
+svg.pipeline .frozen-badge rect{fill:var(--wait);stroke:var(--wait)}
+svg.pipeline .failed-badge .pill-text,svg.pipeline .frozen-badge .pill-text{fill:var(--on-mark)}
+svg.pipeline .failed-badge .mark,svg.pipeline .frozen-badge .mark{color:var(--on-mark)}
 svg.pipeline .running-badge .pill-text{fill:var(--on-mark)}
 svg.pipeline .running-badge .mark{color:var(--on-mark)}
 ul.legend{display:flex;flex-wrap:wrap;gap:.2rem 1rem;list-style:none;padding:0;margin:.4rem 0 0;

@@ -23,10 +23,11 @@ from urllib.parse import quote
 import jinja2
 from markupsafe import Markup
 
-from app.ui.graph import GRAPH_CSS, graph_html
+from app.ui.freight import FreightPage
+from app.ui.graph import GRAPH_CSS, freight_href, graph_html
 from app.ui.marks import THEME_CSS, mark
 from app.ui.timeline import TIMELINE_CSS, FreightTimeline
-from app.ui.views import ProjectView, PromotionPage, StageView
+from app.ui.views import ProjectView, PromotionItem, PromotionPage, StageView
 from promoter.chat.views import SHORT_NAME
 
 NO_JS_REFRESH_SECONDS = 15
@@ -81,7 +82,14 @@ dl.facts dt{{color:#57606a}} dl.facts dd{{margin:0;overflow-wrap:anywhere}}
 table{{width:100%;border-collapse:collapse;background:#fff;border:1px solid #d0d7de}}
 th,td{{text-align:left;vertical-align:top;padding:.45rem .6rem;border-top:1px solid #d0d7de}}
 th{{background:#f6f8fa;font-size:.85rem}}
-td{{overflow-wrap:anywhere}}
+td{{overflow-wrap:normal}}
+/* Names (Stages, steps, Promotions, Freight, kinds) and times never break inside: a table too
+   wide for the window scrolls in its own box instead. Messages may break anywhere: prose. */
+td code,td a,td .badge,td[data-label="Kind"],td[data-label="#"],.nw{{white-space:nowrap}}
+td[data-label="When"],td[data-label="Started"],td[data-label="Finished"],
+td[data-label="Since"],td[data-label="Took"]{{white-space:nowrap}}
+td .message{{overflow-wrap:anywhere}}
+.table-wrap{{overflow-x:auto;max-width:100%}}
 tr.outputs td{{border-top:0;padding-top:0}}
 ul.links{{padding-left:1.2rem}}
 footer{{max-width:72rem;margin:1.5rem auto;padding:0 1rem 1rem;color:#57606a;font-size:.8rem}}
@@ -98,10 +106,20 @@ footer form{{display:inline}}
   td[data-label]::before{{content:attr(data-label);font-size:.8rem;color:#57606a;
   font-weight:600;padding-top:.1rem}}
   td[data-label]:empty,td[data-label="#"]{{display:none}}
+  td code,td a,td[data-label="Kind"]{{white-space:normal;overflow-wrap:anywhere}}
 }}
 """
 # The pipeline graph and Freight timeline, and the dark theme (colour variables) they share.
 CSS += THEME_CSS + GRAPH_CSS + TIMELINE_CSS
+# The action forms (app.ui.actions): plain forms, so they work without JavaScript.
+CSS += """
+form.act{display:inline-flex;gap:.4rem;align-items:center;flex-wrap:wrap;margin:0 .6rem .3rem 0}
+div.action{margin:.4rem 0}
+form.act button{font:inherit;padding:.25rem .8rem;border-radius:6px;border:1px solid #1f883d;
+background:#1f883d;color:#fff;cursor:pointer}
+form.act button[disabled]{background:#94d3a2;border-color:#94d3a2;cursor:not-allowed}
+code.cmd{white-space:nowrap}
+"""
 
 
 def _escaped(value: object) -> Markup:
@@ -139,6 +157,26 @@ def project_path(namespace: str) -> str:
     return f"/ui/projects/{path(namespace)}"
 
 
+def freight_path(namespace: str, name: str) -> str:
+    return freight_href(namespace, name)
+
+
+def e(value: object) -> str:
+    """Escaped as the templates escape (for the few pieces built in Python: app.ui.actions)."""
+    return html.escape(str(value), quote=True)
+
+
+def unbroken(text: str) -> Markup:
+    """Prose whose hyphenated words (dates, names) never break at their hyphens: each such
+    word in a ``nowrap`` span, the spaces between words still free to wrap."""
+    return Markup(
+        " ".join(
+            f'<span class="nw">{e(word)}</span>' if "-" in word else e(word)
+            for word in str(text).split(" ")
+        )
+    )
+
+
 # The templates ship inside the package (pyproject's package data).
 LOADER = jinja2.PackageLoader("app.ui", "templates")
 # How every environment that renders these templates is made: autoescape on, a name the
@@ -155,11 +193,13 @@ OPTIONS: dict[str, Any] = {
 def configure(env: jinja2.Environment) -> jinja2.Environment:
     """Give an environment made with :data:`LOADER` and :data:`OPTIONS` what the templates call."""
     env.filters["badge_kind"] = lambda text: _KIND.get(str(text).strip().lower(), "none")
+    env.filters["unbroken"] = unbroken
     env.globals.update(
         href=href,
         project_path=project_path,
         stage_path=stage_path,
         promotion_path=promotion_path,
+        freight_path=freight_path,
         # The pipeline picture is SVG geometry, drawn in Python with its own escaping (graph.py);
         # the templates place it, and the marks it shares with the timeline.
         graph=lambda graph: Markup(graph_html(graph)),
@@ -232,16 +272,41 @@ def timeline_html(
     return _render(env, "timeline.html", ns=namespace, timeline=timeline)
 
 
-def project_fragment(view: ProjectView, *, env: jinja2.Environment = DEFAULT) -> str:
-    return _render(env, "project.html", view=view)
+def project_fragment(
+    view: ProjectView, *, actions: str = "", env: jinja2.Environment = DEFAULT
+) -> str:
+    """``actions``: what to do next (app.ui.actions), already rendered."""
+    return _render(env, "project.html", view=view, actions=Markup(actions))
 
 
-def stage_fragment(view: StageView, *, env: jinja2.Environment = DEFAULT) -> str:
-    return _render(env, "stage.html", view=view)
+def stage_fragment(view: StageView, *, actions: str = "", env: jinja2.Environment = DEFAULT) -> str:
+    return _render(env, "stage.html", view=view, actions=Markup(actions))
 
 
-def promotion_fragment(view: PromotionPage, *, env: jinja2.Environment = DEFAULT) -> str:
-    return _render(env, "promotion.html", view=view)
+def promotion_fragment(
+    view: PromotionPage, *, actions: str = "", env: jinja2.Environment = DEFAULT
+) -> str:
+    return _render(env, "promotion.html", view=view, actions=Markup(actions))
+
+
+def freight_fragment(
+    view: FreightPage,
+    promotions: Sequence[PromotionItem],
+    *,
+    actions: str = "",
+    changes: str = "",
+    env: jinja2.Environment = DEFAULT,
+) -> str:
+    """``changes``: what the Freight would change in each Stage it can go to (issue 39's diff),
+    rendered; until it is given, its section says so."""
+    return _render(
+        env,
+        "freight.html",
+        view=view,
+        promotions=promotions,
+        actions=Markup(actions),
+        changes=Markup(changes),
+    )
 
 
 def message_page(

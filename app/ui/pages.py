@@ -8,14 +8,16 @@ at least every :data:`STREAM_REFRESH_SECONDS` so Stage health and verification s
 Only changed fragments are sent.
 
 Routes: ``/ui/`` (projects, i.e. namespaces with Stages), ``/ui/projects/{ns}``,
-``/ui/stages/{ns}/{name}``, ``/ui/promotions/{ns}/{name}``, each with ``/events``; and for
-GitHub sign-in ``/ui/login``, ``/ui/oauth/callback``, ``/ui/logout``.
+``/ui/stages/{ns}/{name}``, ``/ui/promotions/{ns}/{name}``, each with ``/events``; the action
+forms' ``POST /ui/act/{ns}`` (:mod:`app.ui.actions`); and for GitHub sign-in ``/ui/login``,
+``/ui/oauth/callback``, ``/ui/logout``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -27,12 +29,30 @@ import jinja2
 from aiohttp import web
 
 from app.ui import html as h
+from app.ui.actions import (
+    ACT_PATH,
+    PageActions,
+    freight_actions,
+    project_actions,
+    promotion_actions,
+    stage_actions,
+)
 from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
+from app.ui.freight import freight_page
 from app.ui.settings import UiSettings
-from app.ui.views import Masker, project_view, promotion_page, stage_view
+from app.ui.views import (
+    Masker,
+    PromotionItem,
+    project_view,
+    promotion_items,
+    promotion_page,
+    stage_view,
+    window_text,
+)
 from promoter.clock import SYSTEM, Clock
 from promoter.control.policies import ClusterConfig, ProjectConfig
-from promoter.resources.model import Phase, namespace_of
+from promoter.resources.freight_refs import FreightList, find_freight
+from promoter.resources.model import Phase, name_of, namespace_of
 from promoter.resources.stages import phase_of
 
 
@@ -138,6 +158,7 @@ class Pages:
         self.clock = clock
         self.auth = Auth(ui, clock)
         self.events = PageEvents()
+        self.actions = PageActions(ui, self.auth, self._message)
         # Every secret the server holds, so no page can echo one (a step's message may quote
         # a URL with a token in it).
         self.masker = Masker([*secrets, ui.github_client_secret, ui.session_secret])
@@ -160,11 +181,13 @@ class Pages:
             ("/ui/projects/{namespace}", self._project),
             ("/ui/stages/{namespace}/{name}", self._stage),
             ("/ui/promotions/{namespace}/{name}", self._promotion),
+            ("/ui/freight/{namespace}/{name}", self._freight),
         ]
         for path, render in pages:
             events = path.rstrip("/") + "/events"
             r.add_get(path, self._page(render, events_of=events))
             r.add_get(events, self._stream(render))
+        r.add_post(ACT_PATH, self.actions.handle)
         r.add_get(LOGIN_PATH, self.auth.login)
         r.add_get(CALLBACK_PATH, self._callback)
         r.add_post(LOGOUT_PATH, self._logout)
@@ -227,7 +250,11 @@ class Pages:
         )
         return Rendered(
             f"Project {ns}",
-            h.project_fragment(view, env=self.templates),
+            h.project_fragment(
+                view,
+                actions=project_actions(ns, view.timeline, self.actions.context(request)),
+                env=self.templates,
+            ),
             (("Projects", "/ui/"), (ns, None)),
             ns,
         )
@@ -247,10 +274,62 @@ class Pages:
             project=project,
             cluster=cluster,
         )
+        actions = stage_actions(
+            ns,
+            stage,
+            c.freight.items(ns),
+            self.actions.context(request),
+            frozen=view.card.window,
+            now=self.clock.now(),
+        )
         return Rendered(
             f"Stage {name}",
-            h.stage_fragment(view, env=self.templates),
+            h.stage_fragment(view, actions=actions, env=self.templates),
             (("Projects", "/ui/"), (ns, h.project_path(ns)), (name, None)),
+            ns,
+        )
+
+    def _freight(self, request: web.Request) -> Rendered:
+        c = self._controller()
+        ns, ref = request.match_info["namespace"], request.match_info["name"]
+        freights = FreightList.of(c.freight.items(ns))
+        freight = find_freight(ref, freights)
+        if freight is None:
+            raise NotFound(f"No Freight {ref!r} in project {ns!r}.")
+        stages = c.stages.items(ns)
+        promotions = c.promotions.items(ns)
+        order = sorted(name_of(s) for s in stages)
+        windows = {
+            name_of(s): window_text((s.get("status") or {}).get("promotionWindowStatus"))
+            for s in stages
+        }
+        view = freight_page(
+            ns,
+            freight,
+            stages,
+            promotions,
+            freights,
+            order=order,
+            windows=windows,
+            now=self.clock.now(),
+            mask=self.masker.text,
+        )
+        name = name_of(freight)
+        mine: list[PromotionItem] = promotion_items(
+            [
+                p
+                for p in promotions
+                if str((p.get("spec") or {}).get("freight") or "") in (name, view.alias)
+            ],
+            freights,
+        )
+        actions = freight_actions(
+            ns, freight, view.promotable, view.approvable, self.actions.context(request)
+        )
+        return Rendered(
+            f"Freight {view.alias or name}",
+            h.freight_fragment(view, mine, actions=actions, env=self.templates),
+            (("Projects", "/ui/"), (ns, h.project_path(ns)), (view.alias or name, None)),
             ns,
         )
 
@@ -271,7 +350,11 @@ class Pages:
         )
         return Rendered(
             f"Promotion {name}",
-            h.promotion_fragment(view, env=self.templates),
+            h.promotion_fragment(
+                view,
+                actions=promotion_actions(ns, promotion, self.actions.context(request), view.core),
+                env=self.templates,
+            ),
             (
                 ("Projects", "/ui/"),
                 (ns, h.project_path(ns)),
@@ -291,6 +374,18 @@ class Pages:
             logout_path=LOGOUT_PATH,
             env=self.templates,
         )
+
+    def _message(self, title: str, body: str, status: int) -> web.Response:
+        """A page of its own around ``body`` (HTML): what an action did, or asks."""
+        nonce = secrets.token_urlsafe(16)
+        page = h.layout(
+            title,
+            f"<h1>{html.escape(title)}</h1>{body}",
+            crumbs=(("Projects", "/ui/"),),
+            nonce=nonce,
+            env=self.templates,
+        )
+        return self._html(page, nonce, status=status)
 
     def _html(self, body: str, nonce: str, status: int = 200) -> web.Response:
         return web.Response(

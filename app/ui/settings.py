@@ -108,6 +108,14 @@ class UiSettings:
         base = self.public_url.replace("{", "{{").replace("}", "}}")
         return base + "/ui/promotions/{namespace}/{promotion}"
 
+    @property
+    def freight_url_template(self) -> str | None:
+        """The Freight page's link as a ``{namespace}``/``{freight}`` template."""
+        if not self.public_url:
+            return None
+        base = self.public_url.replace("{", "{{").replace("}", "}}")
+        return base + "/ui/freight/{namespace}/{freight}"
+
     @classmethod
     def from_env(
         cls,

@@ -408,6 +408,13 @@ def _item(promotion: Mapping[str, Any], freights: Sequence[Mapping[str, Any]]) -
     )
 
 
+def promotion_items(
+    promotions: Sequence[Mapping[str, Any]], freights: Sequence[Mapping[str, Any]]
+) -> list[PromotionItem]:
+    """The rows of a Promotions table, newest first."""
+    return [_item(p, freights) for p in sorted(promotions, key=_recency, reverse=True)]
+
+
 def _recency(promotion: Mapping[str, Any]) -> str:
     status = promotion.get("status") or {}
     return str(

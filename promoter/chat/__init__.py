@@ -9,6 +9,8 @@ Here, one module per kind of thing:
   with the rules it applies (availability, what ``/abort`` aborts, the shared pieces of who may
   act);
 - ``port``: what the front ends may do to the cluster (``PromotionService``, the ``Snapshot``);
+- ``acting``: the port the status pages' forms ask to carry out a command for a signed-in
+  person (GitHub implements it with its comments' facts and rules, ``handlers/acting.py``);
 - ``views``: one read model of a Promotion and of a Stage that check runs, Slack blocks and the
   pages all format; ``shown``: write a rendered message only when it changed.
 

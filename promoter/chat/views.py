@@ -347,6 +347,7 @@ def promotion_view(
     link: str | None = None,
     project: ProjectConfig | None = None,
     cluster: ClusterConfig | None = None,
+    freight_link: str | None = None,
 ) -> PromotionView:
     """The view of ``promotion``, built once from the objects a front end has at hand: its
     ``stage`` (verification), the project's ``stages`` (what follows this one) and ``freights``
@@ -363,7 +364,11 @@ def promotion_view(
     downstream = tuple(
         downstream_stages(stage_name, stages, origin if isinstance(origin, Mapping) else None)
     )
-    links: list[ResolvedLink] = []
+    label = freight_label(ref, (), fallback=freight)
+    # The Freight's status page first, when the server has a public URL.
+    links: list[ResolvedLink] = (
+        [ResolvedLink(f"Freight {label.short}", freight_link)] if freight_link else []
+    )
     if project is not None or cluster is not None:
         # A link that does not render is left out (its error is the ProjectConfig owner's to
         # see on the pages, not every chat message's).
@@ -382,7 +387,7 @@ def promotion_view(
         started_at=parse_time(status.get("startedAt")),
         finished_at=parse_time(status.get("finishedAt")),
         steps=step_lines(promotion),
-        label=freight_label(ref, (), fallback=freight),
+        label=label,
         actor=created_by(promotion) or "",
         downstream=downstream,
         verifiable=has_verification(stage),

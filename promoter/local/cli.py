@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="longshoreman",
         description="Run Kargo-compatible promotions locally (no cluster needed).",
+        epilog="Against a cluster, through your kubeconfig: longshoreman promote | approve | "
+        "abort | verify | status | get (each with --help).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(

@@ -286,6 +286,12 @@ def self_approval_allowed(stage: Mapping[str, Any]) -> bool:
     return str(annotations_of(stage).get(SELF_APPROVAL) or "").strip().lower() != "false"
 
 
+def confirm_required(stage: Mapping[str, Any]) -> bool:
+    """Whether acting on the Stage asks for a confirmation first (``SLACK_CONFIRM``: "true";
+    Slack's buttons and the status pages' forms both ask)."""
+    return str(annotations_of(stage).get(SLACK_CONFIRM) or "").strip().lower() == "true"
+
+
 def announced_to(freight: Mapping[str, Any]) -> set[str]:
     """The Stages already told about this Freight (``SLACK_ANNOUNCED``, comma-separated)."""
     raw = str(annotations_of(freight).get(SLACK_ANNOUNCED) or "")

@@ -125,6 +125,13 @@ def test_public_url_links_check_runs_and_slack_messages_to_the_promotion_page() 
     assert fields["details_url"] == page
     message = render_promotion(promotion_view(obj, link=settings.slack.link_for(NS, "test.01abc")))
     assert f"<{page}|Details>" in str(message)
+    # And both to the Freight's page.
+    freight_page = f"https://ship.example.com/ui/freight/kargo-demo/{FREIGHT}"
+    assert settings.github.freight_link_for(NS, FREIGHT) == freight_page
+    assert settings.slack.freight_url == "https://ship.example.com/ui/freight/{namespace}/{freight}"
+    view = promotion_view(obj, link=page, freight_link=freight_page)
+    assert f"]({freight_page})" in str(check_run_fields(view)["output"]["summary"])
+    assert f"<{freight_page}|Freight " in str(render_promotion(view))
 
     # An explicit LONGSHOREMAN_GITHUB_PROMOTION_URL (a Kargo UI, a dashboard) still wins for GitHub.
     explicit = Settings.from_env(

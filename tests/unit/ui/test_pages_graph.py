@@ -170,6 +170,40 @@ def test_stage_nodes_show_the_freight_alias_health_in_words_verification_and_the
     assert ">True<" not in svg
 
 
+def test_a_failed_last_promotion_and_a_frozen_stage_show_on_the_node_with_what_waits() -> None:
+    stages, freights = pipeline_objects()
+    stages[2]["status"]["promotionWindowStatus"] = {
+        "closed": True,
+        "reason": "Deny window `weekend-freeze` is in effect",
+        "nextOpen": "2026-01-12T08:00:00Z",
+    }
+    promotions = [
+        p.promotion("uat.bad", "uat", freights[1], "Failed"),
+        p.promotion("prod-eu.held", "prod-eu", freights[0], "Pending"),
+    ]
+    view = project_view(p.NS, stages, promotions, freights, now=NOW)
+    assert view.graph is not None
+    nodes = {n.name: n for n in view.graph.nodes if isinstance(n, StageNode)}
+    # Still Healthy on its old Freight, but its last Promotion failed: the node says so.
+    assert nodes["uat"].health == "Healthy" and nodes["uat"].failed == ("uat.bad", "Failed")
+    assert nodes["prod-eu"].frozen == (
+        "frozen until 2026-01-12 08:00 UTC: Deny window `weekend-freeze` is in effect"
+    )
+
+    svg = graph_html(view.graph)
+    uat = re.search(r'<g class="node stage[^"]*" data-node="stage:uat".*?</a></g>', svg, re.S)
+    assert uat is not None and "failed" in uat[0].split('"')[1]
+    assert ">last Failed<" in uat[0]
+    eu = re.search(r'<g class="node stage[^"]*" data-node="stage:prod-eu".*?</a></g>', svg, re.S)
+    assert eu is not None
+    assert ">frozen until 2026-01-12 08:00 UTC<" in eu[0] and ">+1 queued, held<" in eu[0]
+    assert "weekend-freeze" in eu[0]  # the window, in the tooltip
+    listed = re.sub(r"<[^>]+>", "", svg)
+    assert "Last Promotion uat.bad Failed." in listed
+    assert "It is frozen until 2026-01-12 08:00 UTC: Deny window" in listed
+    assert "the queue waits." in listed
+
+
 def test_warehouse_nodes_show_the_latest_artifacts_when_warehouses_are_kept() -> None:
     stages, freights = pipeline_objects()
     bare = pipeline_graph(p.NS, stages, [], freights)  # no Warehouse cache: the name only
