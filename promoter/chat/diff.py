@@ -1,0 +1,265 @@
+"""What a Freight changes in a Stage: the one diff view every promotion message formats.
+
+A promotion moves a Stage from the Freight it runs now to another one. What people want to know
+before they confirm (akuity/kargo#821, #5113, #6349) is what that brings: for each git artifact
+the commits between the two and the pull requests they came from; for each image the old and new
+tag, and, where the image names its source (the OCI labels ``org.opencontainers.image.source``
+and ``org.opencontainers.image.revision``, recorded on the Freight's image ``annotations`` at
+discovery), the same commit list for that repository; for each chart the old and new version.
+
+This module decides in two pure steps, with the fetching in between left to an adapter
+(``handlers/diff_facts.py``, over GitHub's compare API):
+
+1. :func:`ranges_to_fetch` names the commit ranges worth asking about, as :class:`RangeKey`
+   (repository URL, base, head). Nothing changed -> no range -> no request.
+2. :func:`freight_diff` builds the :class:`FreightDiff` from both Freights and whatever facts
+   came back; a range with no facts (the App is not installed there, GitHub did not answer)
+   shows the old and new revision without commits, never an error.
+
+A rollback (the new Freight is older than the Stage's, or the caller knows the Promotion is one)
+goes backwards: its ranges run from the new Freight's revision to the current one, so their
+commits are what the promotion *removes*, and the view says so (:attr:`FreightDiff.backwards`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from promoter.resources.model import meta, name_of, parse_time
+
+# The OCI image-spec's pre-defined annotation keys for where an image was built from
+# (https://github.com/opencontainers/image-spec/blob/main/annotations.md).
+SOURCE_LABEL = "org.opencontainers.image.source"
+REVISION_LABEL = "org.opencontainers.image.revision"
+# GitHub's compare lists at most this many commits of a range (and counts them all in
+# ``total_commits``); a diff shows the newest this many and the count.
+MAX_COMMITS = 250
+
+Kind = Literal["git", "image", "chart"]
+
+
+@dataclass(frozen=True, slots=True)
+class RangeKey:
+    """One commit range of one repository: what GitHub's compare is asked about, and the key
+    the answer is cached under."""
+
+    repo_url: str
+    base: str
+    head: str
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    number: int
+    title: str
+    url: str
+    author: str
+    merged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    sha: str
+    summary: str  # the first line of the message
+    author: str  # the GitHub login when GitHub knows it, else the git author's name
+    url: str
+    pulls: tuple[PullRequest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RangeFacts:
+    """What GitHub said about a range: the newest commits (at most :data:`MAX_COMMITS`, oldest
+    first as GitHub lists them), how many there are in all, and the compare page."""
+
+    commits: tuple[Commit, ...]
+    total: int
+    compare_url: str
+
+    @property
+    def truncated(self) -> int:
+        """How many commits of the range are not listed."""
+        return max(0, self.total - len(self.commits))
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One artifact of the new Freight against the Stage's: old -> new, and its commits when a
+    range was looked up. ``old`` is ``""`` for an artifact the Stage does not run yet, ``new``
+    is ``""`` for one the new Freight no longer carries."""
+
+    kind: Kind
+    name: str  # repository URL (git, image) or ``repoURL`` + chart name
+    old: str
+    new: str
+    source: RangeKey | None = None
+    facts: RangeFacts | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+
+@dataclass(frozen=True, slots=True)
+class FreightDiff:
+    """What promoting ``freight`` into ``stage`` changes, against ``current`` (the Freight the
+    Stage runs now; ``""`` when it runs none)."""
+
+    stage: str
+    freight: str
+    current: str
+    backwards: bool
+    changes: tuple[Change, ...]
+
+    @property
+    def unchanged(self) -> bool:
+        return not any(change.changed for change in self.changes)
+
+    @property
+    def commits(self) -> tuple[Commit, ...]:
+        """Every commit listed, each once, in the order the changes list them."""
+        seen: dict[str, Commit] = {}
+        for change in self.changes:
+            for commit in change.facts.commits if change.facts else ():
+                seen.setdefault(commit.sha, commit)
+        return tuple(seen.values())
+
+    @property
+    def pulls(self) -> tuple[PullRequest, ...]:
+        """Every pull request the listed commits came from, each once, by URL."""
+        seen: dict[str, PullRequest] = {}
+        for commit in self.commits:
+            for pull in commit.pulls:
+                seen.setdefault(pull.url, pull)
+        return tuple(seen.values())
+
+
+def _items(freight: Mapping[str, Any] | None, key: str) -> list[Mapping[str, Any]]:
+    values = (freight or {}).get(key)
+    return [v for v in values if isinstance(v, Mapping)] if isinstance(values, list) else []
+
+
+def _commit_id(commit: Mapping[str, Any]) -> str:
+    return str(commit.get("id") or commit.get("tag") or "")
+
+
+def _image_version(image: Mapping[str, Any]) -> str:
+    tag, digest = str(image.get("tag") or ""), str(image.get("digest") or "")
+    if tag and digest:
+        return f"{tag}@{digest}"
+    return tag or digest
+
+
+def _labels(image: Mapping[str, Any] | None) -> tuple[str, str]:
+    annotations = (image or {}).get("annotations")
+    if not isinstance(annotations, Mapping):
+        return "", ""
+    return str(annotations.get(SOURCE_LABEL) or ""), str(annotations.get(REVISION_LABEL) or "")
+
+
+def is_backwards(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """True when ``new`` is older than ``current`` (by creation time): promoting it rolls the
+    Stage back."""
+    if not current or name_of(current) == name_of(new):
+        return False
+    then = parse_time(meta(current).get("creationTimestamp"))
+    now = parse_time(meta(new).get("creationTimestamp"))
+    return then is not None and now is not None and now < then
+
+
+def _range(repo_url: str, old: str, new: str, backwards: bool) -> RangeKey | None:
+    if not repo_url or not old or not new or old == new:
+        return None
+    # Backwards, the range is the one the Stage leaves: what the promotion removes.
+    return RangeKey(repo_url, new, old) if backwards else RangeKey(repo_url, old, new)
+
+
+def _changes(
+    current: Mapping[str, Any] | None, new: Mapping[str, Any], backwards: bool
+) -> list[Change]:
+    changes: list[Change] = []
+    old_commits = {str(c.get("repoURL") or ""): c for c in _items(current, "commits")}
+    new_commits = {str(c.get("repoURL") or ""): c for c in _items(new, "commits")}
+    for url in [*new_commits, *(u for u in old_commits if u not in new_commits)]:
+        old_id = _commit_id(old_commits[url]) if url in old_commits else ""
+        new_id = _commit_id(new_commits[url]) if url in new_commits else ""
+        changes.append(Change("git", url, old_id, new_id, _range(url, old_id, new_id, backwards)))
+    old_images = {str(i.get("repoURL") or ""): i for i in _items(current, "images")}
+    new_images = {str(i.get("repoURL") or ""): i for i in _items(new, "images")}
+    for url in [*new_images, *(u for u in old_images if u not in new_images)]:
+        before, after = old_images.get(url), new_images.get(url)
+        source, old_rev = _labels(before)
+        new_source, new_rev = _labels(after)
+        # Only a range within one source repository means anything.
+        key = _range(source, old_rev, new_rev, backwards) if source == new_source else None
+        changes.append(
+            Change(
+                "image",
+                url,
+                _image_version(before) if before else "",
+                _image_version(after) if after else "",
+                key,
+            )
+        )
+
+    def chart_name(chart: Mapping[str, Any]) -> str:
+        repo, name = str(chart.get("repoURL") or ""), str(chart.get("name") or "")
+        return f"{repo.rstrip('/')}/{name}" if name else repo
+
+    old_charts = {chart_name(c): c for c in _items(current, "charts")}
+    new_charts = {chart_name(c): c for c in _items(new, "charts")}
+    for name in [*new_charts, *(n for n in old_charts if n not in new_charts)]:
+        changes.append(
+            Change(
+                "chart",
+                name,
+                str((old_charts.get(name) or {}).get("version") or ""),
+                str((new_charts.get(name) or {}).get("version") or ""),
+            )
+        )
+    return changes
+
+
+def ranges_to_fetch(
+    current: Mapping[str, Any] | None, new: Mapping[str, Any], *, backwards: bool | None = None
+) -> tuple[RangeKey, ...]:
+    """The commit ranges :func:`freight_diff` can use facts about, each once: none when nothing
+    changed, when the Stage runs no Freight yet, or for an artifact without a known revision."""
+    back = is_backwards(current, new) if backwards is None else backwards
+    keys = (change.source for change in _changes(current, new, back))
+    return tuple(dict.fromkeys(key for key in keys if key is not None))
+
+
+def freight_diff(
+    stage: str,
+    current: Mapping[str, Any] | None,
+    new: Mapping[str, Any],
+    facts: Mapping[RangeKey, RangeFacts] | None = None,
+    *,
+    backwards: bool | None = None,
+) -> FreightDiff:
+    """The diff of promoting ``new`` into ``stage``, which runs ``current`` now (None: nothing).
+
+    ``facts`` are what the adapter learned about :func:`ranges_to_fetch`'s ranges; a range
+    missing from it is shown without commits. ``backwards`` overrides the creation-time rule
+    (a Promotion annotated as a rollback knows it is one).
+    """
+    back = is_backwards(current, new) if backwards is None else backwards
+    known = facts or {}
+    changes = tuple(
+        Change(c.kind, c.name, c.old, c.new, c.source, known.get(c.source) if c.source else None)
+        for c in _changes(current, new, back)
+    )
+    return FreightDiff(
+        stage=stage,
+        freight=name_of(new),
+        current=name_of(current) if current else "",
+        backwards=back,
+        changes=changes,
+    )
+
+
+def merged_pulls(diff: FreightDiff) -> tuple[PullRequest, ...]:
+    """The merged pull requests of the diff, in the order their commits came."""
+    return tuple(pull for pull in diff.pulls if pull.merged)
