@@ -28,11 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from promoter.resources.model import meta, name_of, parse_time
+from promoter.warehouses.selection import REVISION_LABEL, SOURCE_LABEL
 
-# The OCI image-spec's pre-defined annotation keys for where an image was built from
-# (https://github.com/opencontainers/image-spec/blob/main/annotations.md).
-SOURCE_LABEL = "org.opencontainers.image.source"
-REVISION_LABEL = "org.opencontainers.image.revision"
 # GitHub's compare lists at most this many commits of a range (and counts them all in
 # ``total_commits``); a diff shows the newest this many and the count.
 MAX_COMMITS = 250

@@ -7,8 +7,6 @@ from typing import Any
 import pytest
 
 from promoter.chat.diff import (
-    REVISION_LABEL,
-    SOURCE_LABEL,
     Commit,
     PullRequest,
     RangeFacts,
@@ -16,6 +14,7 @@ from promoter.chat.diff import (
     freight_diff,
     ranges_to_fetch,
 )
+from promoter.warehouses.selection import REVISION_LABEL, SOURCE_LABEL
 
 APP = "https://github.com/acme/app"
 IMAGE = "ghcr.io/acme/app"
