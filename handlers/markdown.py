@@ -1,14 +1,24 @@
-"""GitHub Markdown for chat replies: ``/status`` as a table, a Stage's environment as links.
+"""GitHub Markdown for chat replies: ``/status`` as a table, a Stage's environment as links,
+a Freight diff as a list.
 
 Pure: the rows are :class:`promoter.chat.views.StageView`, the read model ``/status`` shows
-everywhere; Slack formats the same rows as blocks (:mod:`slack.messages`).
+everywhere; Slack formats the same rows as blocks (:mod:`slack.messages`). A diff is
+:class:`promoter.chat.diff.FreightDiff`; commit messages and pull-request titles are other
+people's text, so mentions in them are broken (:func:`handlers.checks.quiet`) and authors are
+named without an ``@``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from promoter.chat.views import EnvironmentLink, StageView
+from handlers.checks import quiet
+from promoter.chat.diff import Change, Commit, FreightDiff
+from promoter.chat.views import EnvironmentLink, FreightLabel, StageView
+
+# Commits listed per range in a comment; the rest are counted (the compare link has them all).
+DIFF_COMMITS = 20
+SHORT_SHA = 7
 
 
 def environment_markdown(link: EnvironmentLink | None) -> str:
@@ -36,4 +46,61 @@ def markdown_table(rows: Sequence[StageView]) -> str:
         if environments:
             cells.append(environment_markdown(r.environment))
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _plain(text: str) -> str:
+    flat = " ".join(text.split()).replace("[", "(").replace("]", ")").replace("`", "'")
+    return quiet(flat)
+
+
+def _version(change: Change, value: str) -> str:
+    if change.kind == "git" and len(value) == 40:
+        value = value[:SHORT_SHA]
+    return f"`{value}`" if value else "(none)"
+
+
+def _commit_line(commit: Commit) -> str:
+    pulls = ", ".join(f"[#{p.number}]({p.url})" for p in commit.pulls)
+    by = f" by {_plain(commit.author)}" if commit.author else ""
+    return f"  - [`{commit.sha[:SHORT_SHA]}`]({commit.url}) {_plain(commit.summary)}{by}" + (
+        f" ({pulls})" if pulls else ""
+    )
+
+
+def diff_markdown(diff: FreightDiff, label: FreightLabel) -> str:
+    """What promoting the Freight into the Stage changes, as a Markdown list."""
+    direction = (
+        " (a rollback: it goes backwards and removes what is listed)" if diff.backwards else ""
+    )
+    lines = [f"Freight `{label.short}` into Stage `{diff.stage}`{direction}:"]
+    if diff.unchanged:
+        return lines[0] + " nothing changes: the Stage runs it already."
+    for change in diff.changes:
+        if not change.changed:
+            continue
+        head = (
+            f"- {change.kind} `{change.name}`: {_version(change, change.old)} -> "
+            f"{_version(change, change.new)}"
+        )
+        facts = change.facts
+        if facts is None:
+            lines.append(head)
+            continue
+        word = "removed" if diff.backwards else "new"
+        count = f"{facts.total} {word} commit{'s' if facts.total != 1 else ''}"
+        lines.append(f"{head}, {count} ([compare]({facts.compare_url}))")
+        shown = facts.commits[-DIFF_COMMITS:]
+        lines += [_commit_line(c) for c in reversed(shown)]  # newest first
+        if facts.total > len(shown):
+            lines.append(f"  - ... and {facts.total - len(shown)} more")
+    pulls = [p for p in diff.pulls if p.merged]
+    if pulls:
+        listed = ", ".join(
+            f"[#{p.number}]({p.url}) {_plain(p.title)}"
+            + (f" by {_plain(p.author)}" if p.author else "")
+            for p in pulls[:DIFF_COMMITS]
+        )
+        more = f" and {len(pulls) - DIFF_COMMITS} more" if len(pulls) > DIFF_COMMITS else ""
+        lines.append(f"\nPull requests: {listed}{more}")
     return "\n".join(lines)

@@ -29,6 +29,7 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from promoter.chat.diff import RangeSource, freight_diff, ranges_to_fetch
 from promoter.chat.grammar import (
     APPROVE_SLASH,
     SLASH,
@@ -49,6 +50,7 @@ from promoter.chat.planner import (
     Facts,
     Plan,
     Refusal,
+    ShowDiff,
     ShowHelp,
     ShowStatus,
     freight_to_approve,
@@ -162,9 +164,13 @@ class SlackIntegration:
         *,
         clock: Clock = SYSTEM,
         telemetry: Telemetry = NO_TELEMETRY,
+        diffs: RangeSource | None = None,
     ) -> None:
         self.settings = settings
         self.service = service
+        # Where Freight diffs' commits come from (the GitHub App's, wired in by the app);
+        # without it a diff shows versions only.
+        self.diffs = diffs
         self.clock = clock
         self.telemetry = telemetry
         self.api: SlackApi | None = None
@@ -508,6 +514,11 @@ class SlackIntegration:
             )
         elif isinstance(decision, ShowStatus):
             await self._tell(who, m.status_table(decision.rows, ns))
+        elif isinstance(decision, ShowDiff):
+            keys = ranges_to_fetch(decision.current, decision.freight)
+            facts = await self.diffs.facts(keys) if self.diffs is not None and keys else {}
+            diff = freight_diff(decision.stage, decision.current, decision.freight, facts)
+            await self._tell(who, m.freight_diff_message(diff, decision.label))
         elif isinstance(decision, Cancelled):
             await self._tell(who, m.say("Cancelled. Nothing was changed."), replace=True)
         elif isinstance(decision, AskConfirm):
@@ -632,12 +643,13 @@ def setup_slack(
     *,
     clock: Clock = SYSTEM,
     telemetry: Telemetry = NO_TELEMETRY,
+    diffs: RangeSource | None = None,
 ) -> SlackIntegration:
     """Mount Slack on ``app`` (``POST /slack/events``); start and stop it with the app.
 
     The caller appends ``integration.on_promotion`` to the controller's listeners.
     """
-    integration = SlackIntegration(settings, service, clock=clock, telemetry=telemetry)
+    integration = SlackIntegration(settings, service, clock=clock, telemetry=telemetry, diffs=diffs)
     app.router.add_post(EVENTS_PATH, integration.handle)
     app.cleanup_ctx.append(integration.lifecycle)
     return integration

@@ -10,11 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from promoter.chat.diff import Change, FreightDiff
 from promoter.chat.grammar import FREIGHT_HELP, usage_lines
 from promoter.chat.shown import digest
 from promoter.chat.views import (
     SHORT_NAME,
     EnvironmentLink,
+    FreightLabel,
     PromotionView,
     StageView,
     StepLine,
@@ -421,6 +423,70 @@ def status_table(rows: Sequence[StageView], namespace: str) -> Message:
     ]
     text = header + "\n" + "\n".join(lines)
     return b.message(text, [b.section(header), *b.chunked_sections(lines)])
+
+
+# Commits listed per range in a Slack message; the rest are counted (the compare link has them).
+DIFF_COMMITS = 10
+
+
+def _diff_version(change: Change, value: str) -> str:
+    if change.kind == "git" and len(value) == 40:
+        value = value[:7]
+    return f"`{b.escape(value)}`" if value else "(none)"
+
+
+def _link(url: str, text: str) -> str:
+    return (
+        f"<{url}|{b.escape(text)}>" if url.startswith(("https://", "http://")) else b.escape(text)
+    )
+
+
+def freight_diff_lines(diff: FreightDiff, label: FreightLabel) -> list[str]:
+    """A Freight diff as mrkdwn lines: a header, each changed artifact old -> new, the newest
+    commits of each range (the rest counted) and the merged pull requests."""
+    back = " (a rollback: it goes backwards and removes what is listed)" if diff.backwards else ""
+    header = f"*Freight `{b.escape(label.short)}` into Stage `{b.escape(diff.stage)}`*{back}"
+    if diff.unchanged:
+        return [header, "Nothing changes: the Stage runs it already."]
+    lines = [header]
+    for change in diff.changes:
+        if not change.changed:
+            continue
+        head = (
+            f"• {change.kind} `{b.escape(change.name)}`: {_diff_version(change, change.old)} → "
+            f"{_diff_version(change, change.new)}"
+        )
+        facts = change.facts
+        if facts is None:
+            lines.append(head)
+            continue
+        word = "removed" if diff.backwards else "new"
+        count = f"{facts.total} {word} commit{'s' if facts.total != 1 else ''}"
+        lines.append(f"{head}, {_link(facts.compare_url, count)}")
+        shown = facts.commits[-DIFF_COMMITS:]
+        for commit in reversed(shown):  # newest first
+            refs = " ".join(_link(p.url, f"#{p.number}") for p in commit.pulls)
+            by = f" · {b.escape(commit.author)}" if commit.author else ""
+            lines.append(
+                f"    {_link(commit.url, commit.sha[:7])} {b.escape(commit.summary)}{by}"
+                + (f" {refs}" if refs else "")
+            )
+        if facts.total > len(shown):
+            lines.append(f"    … and {facts.total - len(shown)} more")
+    merged = [p for p in diff.pulls if p.merged]
+    if merged:
+        listed = [
+            f"{_link(p.url, f'#{p.number}')} {b.escape(p.title)}" for p in merged[:DIFF_COMMITS]
+        ]
+        more = f" and {len(merged) - DIFF_COMMITS} more" if len(merged) > DIFF_COMMITS else ""
+        lines.append("Pull requests: " + ", ".join(listed) + more)
+    return lines
+
+
+def freight_diff_message(diff: FreightDiff, label: FreightLabel) -> Message:
+    """``/diff``'s answer: :func:`freight_diff_lines` within Block Kit's limits."""
+    lines = freight_diff_lines(diff, label)
+    return b.message("\n".join(lines), b.chunked_sections(lines))
 
 
 def duration_text(seconds: float) -> str:

@@ -23,9 +23,9 @@ commits are what the promotion *removes*, and the view says so (:attr:`FreightDi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from promoter.resources.model import meta, name_of, parse_time
 from promoter.warehouses.selection import REVISION_LABEL, SOURCE_LABEL
@@ -255,6 +255,34 @@ def freight_diff(
         backwards=back,
         changes=changes,
     )
+
+
+def current_freight(
+    stage: Mapping[str, Any], new: Mapping[str, Any], freights: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The Freight ``stage`` runs now from ``new``'s origin (the newest ``freightHistory``
+    entry), as the project's Freight list has it, else as the Stage recorded it; None when the
+    Stage runs none from that origin."""
+    history = (stage.get("status") or {}).get("freightHistory") or []
+    items = history[0].get("items") if history and isinstance(history[0], Mapping) else None
+    origin = (new.get("origin") or {}).get("name")
+    for ref in items.values() if isinstance(items, Mapping) else ():
+        if not isinstance(ref, Mapping):
+            continue
+        theirs = (ref.get("origin") or {}).get("name")
+        if origin and theirs and theirs != origin:
+            continue
+        name = str(ref.get("name") or "")
+        found = next((f for f in freights if name_of(f) == name), None)
+        return found if found is not None else {"metadata": {"name": name}, **ref}
+    return None
+
+
+class RangeSource(Protocol):
+    """Where the facts of commit ranges come from (GitHub's compare: ``handlers/diff_facts.py``);
+    wired in by the app, so both front ends show the same diff from one cache."""
+
+    async def facts(self, keys: Iterable[RangeKey]) -> Mapping[RangeKey, RangeFacts]: ...
 
 
 def merged_pulls(diff: FreightDiff) -> tuple[PullRequest, ...]:

@@ -352,3 +352,54 @@ async def test_echoed_arguments_never_mention_anyone(env: GitHubEnv) -> None:
     assert len(replies) == 1
     assert "@octocat" not in replies[0]["body"] and "@\u200boctocat" in replies[0]["body"]
     assert env.service.asked("promote") == []
+
+
+async def test_diff_lists_the_commits_and_pull_requests_a_freight_brings_to_a_stage(
+    env: GitHubEnv,
+) -> None:
+    repo_url = f"{env.fake.url}/{REPO}"
+    initial, _ = env.git.log("main")[-1]
+    head = env.head()
+    running = objects.freight(
+        "e" * 40,
+        namespace=NS,
+        alias="old-otter",
+        warehouse="app",
+        created="2026-01-01T00:00:00Z",
+        commits=[{"repoURL": repo_url, "id": initial}],
+        charts=[{"repoURL": "https://charts.example", "name": "app", "version": "1.0.0"}],
+    )
+    new = objects.freight(
+        "d" * 40,
+        namespace=NS,
+        alias="new-newt",
+        warehouse="app",
+        created="2026-01-02T00:00:00Z",
+        commits=[{"repoURL": repo_url, "id": head}],
+        charts=[{"repoURL": "https://charts.example", "name": "app", "version": "1.1.0"}],
+    )
+    env.service.freight += [running, new]
+    env.service.stages[0]["status"] = {
+        "freightHistory": [
+            {"items": {"Warehouse/app": {"name": "e" * 40, "origin": running["origin"]}}}
+        ]
+    }
+
+    (reply,) = await env.comment("/diff new-newt to staging")
+    body = reply["body"]
+    assert body.startswith("@alice: Freight `new-newt` into Stage `staging`:")
+    assert f"`{initial[:7]}` -> `{head[:7]}`, 2 new commits" in body
+    assert f"/compare/{initial}...{head}" in body
+    assert "Feature" in body and "[#1](" in body
+    assert "- chart `https://charts.example/app`: `1.0.0` -> `1.1.0`" in body
+
+    # The other way is a rollback: it says so, and lists what it removes; `to` is optional.
+    env.service.stages[0]["status"]["freightHistory"][0]["items"]["Warehouse/app"]["name"] = (
+        "d" * 40
+    )
+    (reply,) = await env.comment("/diff old-otter staging")
+    assert "a rollback: it goes backwards and removes what is listed" in reply["body"]
+    assert "2 removed commits" in reply["body"]
+    # Each range was compared once, whichever way it was shown.
+    assert len(env.fake.requests("GET", "/compare/")) == 1
+    assert env.fake.contract_problems == []

@@ -195,6 +195,24 @@ async def test_help_and_status(rig: Rig) -> None:
     assert "*prod*" in answer["text"] and "*test*" in answer["text"]
 
 
+async def test_diff_shows_what_a_freight_changes_in_a_stage(rig: Rig) -> None:
+    rig.service.add_freight(
+        "0ld0ld0ld0ld",
+        "old-otter",
+        commits=[{"repoURL": "https://git.example/app", "id": "1111111"}],
+    )
+    rig.service.freight[0]["commits"][0]["repoURL"] = "https://git.example/app"
+    rig.service.stage("prod")["status"] = {
+        "freightHistory": [{"items": {"Warehouse/app": {"name": "0ld0ld0ld0ld"}}}]
+    }
+    await rig.command("diff frozen-tauntaun to prod", user="U2")
+    [answer] = await rig.answers()
+    # No GitHub App wired in: the versions, without commits.
+    assert "*Freight `frozen-tauntaun` into Stage `prod`*" in answer["text"]
+    assert "• git `https://git.example/app`: `1111111` → `7c9e6b1f3a4d5e`" in answer["text"]
+    assert rig.service.actions == []
+
+
 async def test_unauthorized_user_is_refused_with_reason(rig: Rig) -> None:
     rig.service.stage("prod")["metadata"]["annotations"].pop(ann.SLACK_CONFIRM)
     await rig.command("frozen-tauntaun to prod", user="U2")
