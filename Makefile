@@ -44,6 +44,7 @@ test-cluster: $(DEV) kube-apiserver
 bench: $(DEV)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_expressions.py
+	$(BIN)/python bench/bench_regex.py
 	$(BIN)/python bench/bench_git.py
 	$(BIN)/python bench/bench_runner.py
 	$(BIN)/python bench/bench_reaction.py
@@ -54,6 +55,7 @@ bench: $(DEV)
 	$(BIN)/python bench/bench_pages.py
 	$(BIN)/python bench/bench_warehouses.py
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_stalls.py
 
 # Every benchmark at a smoke size (a few runs, seconds each; CI runs this), so a behaviour
 # change that breaks one fails here instead of leaving it to hang: each is bounded too
@@ -62,6 +64,7 @@ SMOKE := LONGSHOREMAN_BENCH_LIMIT=60 $(BIN)/python
 bench-smoke: $(DEV)
 	$(SMOKE) bench/bench_engine.py
 	$(SMOKE) bench/bench_expressions.py
+	$(SMOKE) bench/bench_regex.py --runs 5
 	$(SMOKE) bench/bench_git.py --runs 2 --files 20
 	$(SMOKE) bench/bench_runner.py --pairs 1 --files 20
 	$(SMOKE) bench/bench_reaction.py --runs 3
@@ -72,6 +75,7 @@ bench-smoke: $(DEV)
 	$(SMOKE) bench/bench_pages.py --stages 10 --runs 5
 	$(SMOKE) bench/bench_warehouses.py --runs 3 --warehouses 20 --repositories 2 --rounds 1 --tags 200
 	$(SMOKE) bench/bench_pipeline.py --runs 2 --timeout 30
+	$(SMOKE) bench/bench_stalls.py --runs 1
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache

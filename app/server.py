@@ -287,6 +287,7 @@ async def _start(
         clock=state.clock,
         # Where the projects' webhook receivers are reached (their status says so).
         receiver_base_url=settings.ui.public_url or "",
+        limits=settings.limits,
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller

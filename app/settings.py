@@ -22,6 +22,7 @@ from handlers.settings import RENAMED as GITHUB_RENAMED
 from handlers.settings import GitHubSettings, GitHubSettingsError
 from promoter.environment import renamed_in_use, with_new_names
 from promoter.ports.clusterdata import DEFAULT_SHARED_NAMESPACE
+from promoter.rules.limits import DEFAULT_LIMITS, Limits
 from promoter.steps.base import PUSH_INTEGRATION_POLICIES
 from promoter.steps.http import HostRules
 from slack.settings import RENAMED as SLACK_RENAMED
@@ -213,6 +214,9 @@ class Settings:
     http_deny: tuple[str, ...] = ()
     # The largest body http-download writes (Kargo: 100 MiB).
     http_max_download_bytes: int = 100 * 1024 * 1024
+    # What one Promotion may ask for: steps after inflation, bytes of JSON, and whether one may
+    # bring steps of its own instead of its Stage's template (promoter/rules/limits.py).
+    limits: Limits = DEFAULT_LIMITS
     # The chat front ends: each on when its credentials are set.
     github: GitHubSettings | None = None
     slack: SlackSettings | None = None
@@ -382,5 +386,22 @@ class Settings:
                 "LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES",
                 defaults.http_max_download_bytes,
                 minimum=1,
+            ),
+            limits=Limits(
+                max_steps=_int(
+                    env,
+                    "LONGSHOREMAN_MAX_PROMOTION_STEPS",
+                    defaults.limits.max_steps,
+                    minimum=1,
+                ),
+                max_object_bytes=_int(
+                    env,
+                    "LONGSHOREMAN_MAX_OBJECT_BYTES",
+                    defaults.limits.max_object_bytes,
+                    minimum=1024,
+                ),
+                allow_own_steps=_bool(
+                    env, "LONGSHOREMAN_ALLOW_PROMOTION_STEPS", defaults.limits.allow_own_steps
+                ),
             ),
         )

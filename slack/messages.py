@@ -26,6 +26,7 @@ from promoter.chat.views import (
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta
 from promoter.resources.stages import phase_of
+from promoter.urls import without_credentials
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion
@@ -503,19 +504,25 @@ def duration_text(seconds: float) -> str:
 
 
 def _artifacts(freight: Mapping[str, Any]) -> list[str]:
+    """What the Freight holds, its URLs without credentials (Freight written with kubectl may
+    carry them)."""
+
+    def url(artifact: Mapping[str, Any]) -> str:
+        return without_credentials(str(artifact.get("repoURL") or ""))
+
     out = [
-        f"`{image.get('repoURL', '')}:{image.get('tag', '')}`"
+        f"`{url(image)}:{image.get('tag', '')}`"
         for image in freight.get("images") or ()
         if isinstance(image, Mapping)
     ]
     out += [
-        f"`{chart.get('repoURL', '')}{'/' + str(chart['name']) if chart.get('name') else ''}"
+        f"`{url(chart)}{'/' + str(chart['name']) if chart.get('name') else ''}"
         f":{chart.get('version', '')}`"
         for chart in freight.get("charts") or ()
         if isinstance(chart, Mapping)
     ]
     out += [
-        f"`{commit.get('repoURL', '')}` @ `{str(commit.get('tag') or commit.get('id', ''))[:12]}`"
+        f"`{url(commit)}` @ `{str(commit.get('tag') or commit.get('id', ''))[:12]}`"
         for commit in freight.get("commits") or ()
         if isinstance(commit, Mapping)
     ]

@@ -88,6 +88,7 @@ class ClusterPromotions:
                 self.controller.task_source,
                 actor=actor,
                 now=self.controller.clock.now(),
+                limits=self.controller.limits,
             )
         except k.KubeError as e:
             raise _translated(e, "the Promotion", namespace) from e

@@ -34,8 +34,8 @@ from promoter.clock import SYSTEM, Clock
 from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
-from promoter.engine.builder import ensure_inflated
-from promoter.errors import InvalidInput
+from promoter.engine.builder import ensure_inflated, template_steps
+from promoter.errors import InvalidInput, Refused
 from promoter.ports.telemetry import log_context, set_log_context
 from promoter.resources.model import (
     Phase,
@@ -47,6 +47,13 @@ from promoter.resources.model import (
 )
 from promoter.resources.stages import (
     phase_of,
+)
+from promoter.rules.limits import (
+    DEFAULT_LIMITS,
+    Limits,
+    object_size_problems,
+    own_steps_problem,
+    promotion_problems,
 )
 from promoter.steps.base import Effect, StepServices
 from promoter.steps.registry import StepRegistry
@@ -83,8 +90,11 @@ class Controller:
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
         on_reconcile: Callable[[float], None] | None = None,
         receiver_base_url: str = "",
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.kube = kube
+        # What one Promotion may ask for (promoter.rules.limits; the LONGSHOREMAN_MAX_* settings).
+        self.limits = limits
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue
         self.health_interval = health_interval
@@ -104,7 +114,7 @@ class Controller:
             receiver_base_url=receiver_base_url,
         )
         self.router = EventRouter(self.caches, self.waker, self.rules)
-        self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock)
+        self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock, limits)
         self.verifier = Verifier(
             kube,
             clock=clock,
@@ -322,6 +332,10 @@ class Controller:
         namespace = namespace_of(obj) or "default"
         set_log_context(promotion=name_of(obj))
         spec = obj.get("spec") or {}
+        # Before anything reads its steps: a huge Promotion costs no more than measuring it.
+        problems = promotion_problems(obj, self.limits)
+        if problems and not phase_of(obj).terminal:
+            return 0.0, await self.writer.fail(obj, "; ".join(problems))
         try:
             promotion = Promotion.from_object(obj)
         except InvalidInput as e:
@@ -337,8 +351,14 @@ class Controller:
             )
         try:
             stage = parse_stage(stage_obj)
-            inflated = ensure_inflated(promotion, stage, self.task_source)
-        except InvalidInput as e:
+            inflated = ensure_inflated(promotion, stage, self.task_source, self.limits)
+            if promotion.steps and not _started(promotion):
+                # Steps come from the Stage: one that brought its own runs none of them.
+                template = template_steps(promotion, stage, self.task_source, self.limits)
+                refusal = own_steps_problem(inflated.steps, template, stage.name, self.limits)
+                if refusal is not None:
+                    raise Refused(refusal)
+        except (InvalidInput, Refused) as e:
             return 0.0, await self.writer.fail(obj, str(e))
         if inflated.steps != promotion.steps or inflated.vars != promotion.vars:
             # Record the inflated steps on the object (kubectl shows what will run), once.
@@ -357,8 +377,22 @@ class Controller:
                 # them). A step that reaches out is always preceded and followed by a write, so
                 # a replay reproduces exactly what it pushed or synced.
                 promotion = outcome.promotion
+                # Steps that never wait (compose-output, yaml-update) would otherwise run back
+                # to back: let the other Stages, webhooks and /healthz in between them.
+                await asyncio.sleep(0)
                 continue
-            written = await self.writer.write_status(obj, promotion, outcome.promotion)
+            # A status that cannot be stored ends the Promotion, instead of a write that is
+            # refused again on every retry while the Stage's queue waits behind it.
+            too_large = object_size_problems(
+                {"status": outcome.promotion.status.to_dict()}, self.limits
+            )
+            if too_large:
+                return 0.0, await self.writer.fail(obj, f"{too_large[0]}: {_TOO_LARGE}")
+            try:
+                written = await self.writer.write_status(obj, promotion, outcome.promotion)
+            except k.TooLarge as e:
+                message = f"the API server refused the status as too large ({e.server_message})"
+                return 0.0, await self.writer.fail(obj, f"{message}: {_TOO_LARGE}")
             if written is None:
                 return 0.0, None  # someone else changed it (abort?): the next event re-decides
             obj, promotion = written, outcome.promotion
@@ -412,3 +446,12 @@ class Controller:
         if written is None:
             return
         await self.writer.finished(written, aborted)
+
+
+_TOO_LARGE = "a step's outputs are too large to record; make them smaller"
+
+
+def _started(promotion: Promotion) -> bool:
+    """Whether a step of the Promotion ran (its steps are then the ones recorded at start)."""
+    status = promotion.status
+    return status.phase is not Phase.PENDING or bool(status.steps) or status.current_step > 0

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from promoter.expressions.regex import Regex
+from promoter.urls import repo_url_problem
 from promoter.warehouses.patterns import PathMatcher, compile_regexes, path_matcher
 from promoter.warehouses.semver import Constraint, ConstraintError
 
@@ -79,8 +81,8 @@ class ImageSubscription(_Base):
     strategy: str = "SemVer"
     constraint: str = ""
     semver_constraint: Constraint | None = None
-    allow_tags: tuple[re.Pattern[str], ...] = ()
-    ignore_tags: tuple[re.Pattern[str], ...] = ()
+    allow_tags: tuple[Regex, ...] = ()
+    ignore_tags: tuple[Regex, ...] = ()
     strict_semvers: bool = True
     platform: tuple[str, str, str] | None = None  # os, arch, variant
     cache_by_tag: bool = False
@@ -105,8 +107,8 @@ class GitSubscription(_Base):
     branch: str = ""
     strategy: str = "NewestFromBranch"
     semver_constraint: Constraint | None = None
-    allow_tags: tuple[re.Pattern[str], ...] = ()
-    ignore_tags: tuple[re.Pattern[str], ...] = ()
+    allow_tags: tuple[Regex, ...] = ()
+    ignore_tags: tuple[Regex, ...] = ()
     include_paths: PathMatcher | None = None
     exclude_paths: PathMatcher | None = None
     strict_semvers: bool = True
@@ -181,7 +183,7 @@ def _platform(text: str, where: str) -> tuple[str, str, str] | None:
     return tokens[0], tokens[1], tokens[2] if len(tokens) == 3 else ""
 
 
-def _regexes(body: Mapping[str, Any], where: str) -> tuple[Any, Any]:
+def _regexes(body: Mapping[str, Any], where: str) -> tuple[tuple[Regex, ...], tuple[Regex, ...]]:
     if body.get("allowTags"):
         raise SpecError(
             f"{where}: AllowTags is deprecated and unsupported as of v1.11.0; "
@@ -261,6 +263,10 @@ def _git(body: Mapping[str, Any], name: str, where: str) -> GitSubscription:
     repo = str(body.get("repoURL") or "").strip()
     if not repo:
         raise SpecError(f"{where}.repoURL: required")
+    # The git steps' rule: no local paths or file:// (another project's mirror is a path).
+    problem = repo_url_problem(repo)
+    if problem:
+        raise SpecError(f"{where}.repoURL: {problem}")
     strategy = str(body.get("commitSelectionStrategy") or "NewestFromBranch")
     if strategy not in COMMIT_STRATEGIES:
         raise SpecError(

@@ -48,6 +48,8 @@ async def serving(
             **QUIET,
             "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
             "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+            # The pages' Promotions bring their steps (outputs, gates) instead of a template.
+            "LONGSHOREMAN_ALLOW_PROMOTION_STEPS": "true",
             **env,
         }
     )

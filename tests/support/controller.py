@@ -23,6 +23,7 @@ from app.controller import kube as k
 from app.controller.reconciler import Controller
 from app.embedded import seed
 from promoter.clock import SYSTEM, Clock
+from promoter.rules.limits import DEFAULT_LIMITS, Limits
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
 from tests.support.kube import RunningApiServer, running_apiserver
@@ -95,6 +96,7 @@ async def running_controller(
     on_request: Callable[[str, str, int | None], None] | None = None,
     on_reconcile: Callable[[float], None] | None = None,
     clock: Clock = SYSTEM,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
@@ -107,6 +109,7 @@ async def running_controller(
         health_interval=health_interval,
         on_reconcile=on_reconcile,
         clock=clock,
+        limits=limits,
     )
     informers = asyncio.create_task(controller.run_informers())
     leader = asyncio.create_task(controller.lead())
