@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from promoter.resources.model import meta, name_of, parse_time
+from promoter.urls import without_credentials
 from promoter.warehouses.selection import REVISION_LABEL, SOURCE_LABEL
 
 # GitHub's compare lists at most this many commits of a range (and counts them all in
@@ -152,7 +153,7 @@ def _labels(image: Mapping[str, Any] | None) -> tuple[str, str]:
     annotations = (image or {}).get("annotations")
     if not isinstance(annotations, Mapping):
         return "", ""
-    return str(annotations.get(SOURCE_LABEL) or ""), str(annotations.get(REVISION_LABEL) or "")
+    return _url(annotations, SOURCE_LABEL), str(annotations.get(REVISION_LABEL) or "")
 
 
 def is_backwards(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
@@ -172,18 +173,23 @@ def _range(repo_url: str, old: str, new: str, backwards: bool) -> RangeKey | Non
     return RangeKey(repo_url, new, old) if backwards else RangeKey(repo_url, old, new)
 
 
+def _url(artifact: Mapping[str, Any], key: str = "repoURL") -> str:
+    # Freight written with kubectl may carry a password in a URL: never shown, never a key.
+    return without_credentials(str(artifact.get(key) or ""))
+
+
 def _changes(
     current: Mapping[str, Any] | None, new: Mapping[str, Any], backwards: bool
 ) -> list[Change]:
     changes: list[Change] = []
-    old_commits = {str(c.get("repoURL") or ""): c for c in _items(current, "commits")}
-    new_commits = {str(c.get("repoURL") or ""): c for c in _items(new, "commits")}
+    old_commits = {_url(c): c for c in _items(current, "commits")}
+    new_commits = {_url(c): c for c in _items(new, "commits")}
     for url in [*new_commits, *(u for u in old_commits if u not in new_commits)]:
         old_id = _commit_id(old_commits[url]) if url in old_commits else ""
         new_id = _commit_id(new_commits[url]) if url in new_commits else ""
         changes.append(Change("git", url, old_id, new_id, _range(url, old_id, new_id, backwards)))
-    old_images = {str(i.get("repoURL") or ""): i for i in _items(current, "images")}
-    new_images = {str(i.get("repoURL") or ""): i for i in _items(new, "images")}
+    old_images = {_url(i): i for i in _items(current, "images")}
+    new_images = {_url(i): i for i in _items(new, "images")}
     for url in [*new_images, *(u for u in old_images if u not in new_images)]:
         before, after = old_images.get(url), new_images.get(url)
         source, old_rev = _labels(before)
@@ -201,7 +207,7 @@ def _changes(
         )
 
     def chart_name(chart: Mapping[str, Any]) -> str:
-        repo, name = str(chart.get("repoURL") or ""), str(chart.get("name") or "")
+        repo, name = _url(chart), str(chart.get("name") or "")
         return f"{repo.rstrip('/')}/{name}" if name else repo
 
     old_charts = {chart_name(c): c for c in _items(current, "charts")}

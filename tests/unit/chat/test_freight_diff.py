@@ -131,3 +131,11 @@ def test_a_rollback_says_it_goes_backwards_and_a_caller_may_say_so() -> None:
 def test_the_same_freight_changes_nothing() -> None:
     same = freight("a", commit="c1", chart="1.0.0")
     assert freight_diff("prod", same, same).unchanged
+
+
+def test_urls_with_credentials_are_neither_shown_nor_asked_about() -> None:
+    secret = "https://robot:pa55word@github.com/acme/app"
+    current = {"metadata": {"name": "a"}, "commits": [{"repoURL": secret, "id": "c1"}]}
+    new = {"metadata": {"name": "b"}, "commits": [{"repoURL": secret, "id": "c2"}]}
+    (change,) = freight_diff("prod", current, new).changes
+    assert change.name == APP and change.source == RangeKey(APP, "c1", "c2")
