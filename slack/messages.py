@@ -490,6 +490,21 @@ def freight_diff_message(diff: FreightDiff, label: FreightLabel) -> Message:
     return b.message("\n".join(lines), b.chunked_sections(lines))
 
 
+# Sections a diff may take inside another message (a confirmation, an announcement), so its
+# own blocks and buttons always fit beside it.
+DIFF_BLOCKS = 10
+
+
+def diff_blocks(diff: FreightDiff | None, label: FreightLabel) -> list[b.Block]:
+    """A diff's sections for a message that shows it beside its own blocks."""
+    if diff is None:
+        return []
+    sections = b.chunked_sections(freight_diff_lines(diff, label))
+    if len(sections) > DIFF_BLOCKS:
+        sections = [*sections[: DIFF_BLOCKS - 1], b.context("… (see `/promote diff`)")]
+    return sections
+
+
 def duration_text(seconds: float) -> str:
     """``30 seconds``, ``5 minutes``, ``1 minute 30 seconds``: the real time, not a rounding."""
     total = max(1, round(seconds))
@@ -529,9 +544,12 @@ def _artifacts(freight: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def freight_available(namespace: str, stage: str, freight: Mapping[str, Any]) -> Message:
-    """ "New Freight X is available to STAGE", what it holds, and a Promote button (which goes
-    through the usual authorization and confirmation, as ``/promote X to STAGE`` would)."""
+def freight_available(
+    namespace: str, stage: str, freight: Mapping[str, Any], diff: FreightDiff | None = None
+) -> Message:
+    """ "New Freight X is available to STAGE", what it holds, what it changes there (``diff``),
+    and a Promote button (which goes through the usual authorization and confirmation, as
+    ``/promote X to STAGE`` would)."""
     name = str(meta(freight).get("name") or "")
     label = str(freight.get("alias") or "") or name[:SHORT_NAME]
     text = f"New Freight {b.escape(label)} is available to {b.escape(stage)}"
@@ -541,6 +559,7 @@ def freight_available(namespace: str, stage: str, freight: Mapping[str, Any]) ->
     artifacts = _artifacts(freight)
     facts = [f"Freight `{b.escape(name)}`", *(b.escape(a) for a in artifacts[:10])]
     blocks.append(b.context(b.clip(" · ".join(facts), 2900)))
+    blocks += diff_blocks(diff, FreightLabel(name, str(freight.get("alias") or "")))
     blocks.append(
         b.actions(
             [
@@ -557,7 +576,12 @@ def freight_available(namespace: str, stage: str, freight: Mapping[str, Any]) ->
     return b.message(text, blocks)
 
 
-def confirm_prompt(pending: PendingPromotion, freight_label: str, ttl: float) -> Message:
+def confirm_prompt(
+    pending: PendingPromotion,
+    freight_label: str,
+    ttl: float,
+    diff: FreightDiff | None = None,
+) -> Message:
     text = (
         f"Promote *{b.escape(freight_label)}* to *{b.escape(pending.stage)}*? Stage "
         f"`{b.escape(pending.stage)}` asks for confirmation. This prompt expires in "
@@ -568,6 +592,7 @@ def confirm_prompt(pending: PendingPromotion, freight_label: str, ttl: float) ->
         text,
         [
             b.section(text),
+            *diff_blocks(diff, FreightLabel(pending.freight, freight_label)),
             b.actions(
                 [
                     b.button(
