@@ -284,6 +284,37 @@ def current_freight(
     return None
 
 
+def promotion_base(
+    stage: Mapping[str, Any] | None,
+    promoted: Mapping[str, Any],
+    freights: Sequence[Mapping[str, Any]],
+) -> Mapping[str, Any] | None:
+    """The Freight a Promotion of ``promoted`` moves ``stage`` away from, for as long as the
+    Promotion is shown: before it lands, what the Stage runs now; once it is in the Stage's
+    ``freightHistory``, the entry after it (so the diff does not drift when the Stage moves on).
+    None when the Stage ran nothing from that origin before."""
+    history = ((stage or {}).get("status") or {}).get("freightHistory") or []
+    name = name_of(promoted)
+    origin = (promoted.get("origin") or {}).get("name")
+
+    def named(entry: Any) -> tuple[str, Mapping[str, Any]] | None:
+        items = entry.get("items") if isinstance(entry, Mapping) else None
+        for ref in items.values() if isinstance(items, Mapping) else ():
+            theirs = (ref.get("origin") or {}).get("name") if isinstance(ref, Mapping) else None
+            if isinstance(ref, Mapping) and not (origin and theirs and theirs != origin):
+                return str(ref.get("name") or ""), ref
+        return None
+
+    refs = [found for found in map(named, history) if found is not None]
+    landed = next((i for i, (n, _) in enumerate(refs) if n == name), None)
+    older = refs if landed is None else refs[landed + 1 :]
+    for other, ref in older:
+        if other != name:
+            found = next((f for f in freights if name_of(f) == other), None)
+            return found if found is not None else {"metadata": {"name": other}, **ref}
+    return None
+
+
 class RangeSource(Protocol):
     """Where the facts of commit ranges come from (GitHub's compare: ``handlers/diff_facts.py``);
     wired in by the app, so both front ends show the same diff from one cache."""

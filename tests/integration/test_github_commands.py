@@ -5,6 +5,7 @@ with a real merged pull request behind it."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -400,6 +401,23 @@ async def test_diff_lists_the_commits_and_pull_requests_a_freight_brings_to_a_st
     (reply,) = await env.comment("/diff old-otter staging")
     assert "a rollback: it goes backwards and removes what is listed" in reply["body"]
     assert "2 removed commits" in reply["body"]
-    # Each range was compared once, whichever way it was shown.
+
+    # Promoting it: the reply and the promote: check run say the same.
+    env.service.stages[0]["status"]["freightHistory"][0]["items"]["Warehouse/app"]["name"] = (
+        "e" * 40
+    )
+    await env.comment("/promote new-newt to staging")
+    promotion = env.service.promotions[-1]
+    await env.change(copy.deepcopy(promotion))
+    reply = [
+        c
+        for c in env.fake.comments(REPO, env.pr)
+        if str(c["body"]).startswith("@alice: `/promote new-newt")
+    ][-1]
+    assert f"`{initial[:7]}` -> `{head[:7]}`, 2 new commits" in reply["body"]
+    (run,) = [r for r in env.fake.check_runs(REPO, head) if r["name"] == "promote: staging"]
+    assert f"`{initial[:7]}` -> `{head[:7]}`, 2 new commits" in run["output"]["summary"]
+    assert "[#1](" in run["output"]["summary"]
+    # Each range was compared once, wherever and whichever way it was shown.
     assert len(env.fake.requests("GET", "/compare/")) == 1
     assert env.fake.contract_problems == []

@@ -139,3 +139,34 @@ def test_urls_with_credentials_are_neither_shown_nor_asked_about() -> None:
     new = {"metadata": {"name": "b"}, "commits": [{"repoURL": secret, "id": "c2"}]}
     (change,) = freight_diff("prod", current, new).changes
     assert change.name == APP and change.source == RangeKey(APP, "c1", "c2")
+
+
+def _stage(*history: str) -> dict[str, Any]:
+    entries = [
+        {"items": {"Warehouse/app": {"name": n, "origin": {"kind": "Warehouse", "name": "app"}}}}
+        for n in history
+    ]
+    return {"metadata": {"name": "prod"}, "status": {"freightHistory": entries}}
+
+
+@pytest.mark.parametrize(
+    ("history", "expected"),
+    [
+        (["x"], "x"),  # not landed yet: what the Stage runs now
+        (["f", "x"], "x"),  # landed: the one it replaced
+        (["y", "f", "x"], "x"),  # the Stage moved on since: still the one it replaced
+        ([], None),  # the Stage ran nothing before
+        (["f"], None),
+    ],
+)
+def test_a_promotion_is_shown_against_the_freight_it_replaces(
+    history: list[str], expected: str | None
+) -> None:
+    from promoter.chat.diff import promotion_base
+
+    promoted = {"metadata": {"name": "f"}, "origin": {"kind": "Warehouse", "name": "app"}}
+    known = [{"metadata": {"name": "x"}, "commits": [{"repoURL": APP, "id": "c1"}]}]
+    base = promotion_base(_stage(*history), promoted, known)
+    assert (base and base["metadata"]["name"]) == expected
+    if expected == "x":
+        assert base is known[0]  # the project's Freight, with its artifacts
