@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from promoter.resources import annotations as ann
+from promoter.warehouses.selection import REVISION_LABEL, SOURCE_LABEL
 from tests.support import objects
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.gitrepo import RemoteRepo, make_remote
@@ -361,6 +362,11 @@ async def test_diff_lists_the_commits_and_pull_requests_a_freight_brings_to_a_st
     repo_url = f"{env.fake.url}/{REPO}"
     initial, _ = env.git.log("main")[-1]
     head = env.head()
+
+    def image(tag: str, revision: str) -> dict[str, Any]:
+        # As discovery records an image whose OCI labels name its source.
+        labels = {SOURCE_LABEL: repo_url, REVISION_LABEL: revision}
+        return {"repoURL": "ghcr.io/example/app", "tag": tag, "annotations": labels}
     running = objects.freight(
         "e" * 40,
         namespace=NS,
@@ -368,6 +374,7 @@ async def test_diff_lists_the_commits_and_pull_requests_a_freight_brings_to_a_st
         warehouse="app",
         created="2026-01-01T00:00:00Z",
         commits=[{"repoURL": repo_url, "id": initial}],
+        images=[image("1.0.0", initial)],
         charts=[{"repoURL": "https://charts.example", "name": "app", "version": "1.0.0"}],
     )
     new = objects.freight(
@@ -377,6 +384,7 @@ async def test_diff_lists_the_commits_and_pull_requests_a_freight_brings_to_a_st
         warehouse="app",
         created="2026-01-02T00:00:00Z",
         commits=[{"repoURL": repo_url, "id": head}],
+        images=[image("1.1.0", head)],
         charts=[{"repoURL": "https://charts.example", "name": "app", "version": "1.1.0"}],
     )
     env.service.freight += [running, new]
@@ -393,6 +401,7 @@ async def test_diff_lists_the_commits_and_pull_requests_a_freight_brings_to_a_st
     assert f"/compare/{initial}...{head}" in body
     assert "Feature" in body and "[#1](" in body
     assert "- chart `https://charts.example/app`: `1.0.0` -> `1.1.0`" in body
+    assert "- image `ghcr.io/example/app`: `1.0.0` -> `1.1.0`, 2 new commits" in body
 
     # The other way is a rollback: it says so, and lists what it removes; `to` is optional.
     env.service.stages[0]["status"]["freightHistory"][0]["items"]["Warehouse/app"]["name"] = (
