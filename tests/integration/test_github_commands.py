@@ -367,6 +367,7 @@ async def test_diff_lists_the_commits_and_pull_requests_a_freight_brings_to_a_st
         # As discovery records an image whose OCI labels name its source.
         labels = {SOURCE_LABEL: repo_url, REVISION_LABEL: revision}
         return {"repoURL": "ghcr.io/example/app", "tag": tag, "annotations": labels}
+
     running = objects.freight(
         "e" * 40,
         namespace=NS,
