@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from handlers.checks import quiet
-from promoter.chat.diff import Change, Commit, FreightDiff
+from promoter.chat.diff import Commit, FreightDiff, merged_pulls, rows
 from promoter.chat.views import EnvironmentLink, FreightLabel, StageView
 
 # Commits listed per range in a comment; the rest are counted (the compare link has them all).
@@ -54,12 +54,6 @@ def _plain(text: str) -> str:
     return quiet(flat)
 
 
-def _version(change: Change, value: str) -> str:
-    if change.kind == "git" and len(value) == 40:
-        value = value[:SHORT_SHA]
-    return f"`{value}`" if value else "(none)"
-
-
 def _commit_line(commit: Commit) -> str:
     pulls = ", ".join(f"[#{p.number}]({p.url})" for p in commit.pulls)
     by = f" by {_plain(commit.author)}" if commit.author else ""
@@ -76,25 +70,14 @@ def diff_markdown(diff: FreightDiff, label: FreightLabel) -> str:
     lines = [f"Freight `{label.short}` into Stage `{diff.stage}`{direction}:"]
     if diff.unchanged:
         return lines[0] + " nothing changes: the Stage runs it already."
-    for change in diff.changes:
-        if not change.changed:
-            continue
-        head = (
-            f"- {change.kind} `{change.name}`: {_version(change, change.old)} -> "
-            f"{_version(change, change.new)}"
-        )
-        facts = change.facts
-        if facts is None:
-            lines.append(head)
-            continue
-        word = "removed" if diff.backwards else "new"
-        count = f"{facts.total} {word} commit{'s' if facts.total != 1 else ''}"
-        lines.append(f"{head}, {count} ([compare]({facts.compare_url}))")
-        shown = facts.commits[-DIFF_COMMITS:]
-        lines += [_commit_line(c) for c in reversed(shown)]  # newest first
-        if facts.total > len(shown):
-            lines.append(f"  - ... and {facts.total - len(shown)} more")
-    pulls = [p for p in diff.pulls if p.merged]
+    for row in rows(diff, DIFF_COMMITS):
+        old, new = (f"`{v}`" if v else "(none)" for v in (row.old, row.new))
+        count = f", {row.count} ([compare]({row.compare_url}))" if row.count else ""
+        lines.append(f"- {row.kind} `{row.name}`: {old} -> {new}{count}")
+        lines += [_commit_line(c) for c in row.commits]
+        if row.more:
+            lines.append(f"  - ... and {row.more} more")
+    pulls = merged_pulls(diff)
     if pulls:
         listed = ", ".join(
             f"[#{p.number}]({p.url}) {_plain(p.title)}"

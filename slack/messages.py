@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from promoter.chat.diff import Change, FreightDiff
+from promoter.chat.diff import FreightDiff, merged_pulls, rows
 from promoter.chat.grammar import FREIGHT_HELP, usage_lines
 from promoter.chat.shown import digest
 from promoter.chat.views import (
@@ -430,12 +430,6 @@ def status_table(rows: Sequence[StageView], namespace: str) -> Message:
 DIFF_COMMITS = 10
 
 
-def _diff_version(change: Change, value: str) -> str:
-    if change.kind == "git" and len(value) == 40:
-        value = value[:7]
-    return f"`{b.escape(value)}`" if value else "(none)"
-
-
 def _link(url: str, text: str) -> str:
     return (
         f"<{url}|{b.escape(text)}>" if url.startswith(("https://", "http://")) else b.escape(text)
@@ -450,31 +444,20 @@ def freight_diff_lines(diff: FreightDiff, label: FreightLabel) -> list[str]:
     if diff.unchanged:
         return [header, "Nothing changes: the Stage runs it already."]
     lines = [header]
-    for change in diff.changes:
-        if not change.changed:
-            continue
-        head = (
-            f"• {change.kind} `{b.escape(change.name)}`: {_diff_version(change, change.old)} → "
-            f"{_diff_version(change, change.new)}"
-        )
-        facts = change.facts
-        if facts is None:
-            lines.append(head)
-            continue
-        word = "removed" if diff.backwards else "new"
-        count = f"{facts.total} {word} commit{'s' if facts.total != 1 else ''}"
-        lines.append(f"{head}, {_link(facts.compare_url, count)}")
-        shown = facts.commits[-DIFF_COMMITS:]
-        for commit in reversed(shown):  # newest first
+    for row in rows(diff, DIFF_COMMITS):
+        old, new = (f"`{b.escape(v)}`" if v else "(none)" for v in (row.old, row.new))
+        count = f", {_link(row.compare_url, row.count)}" if row.count else ""
+        lines.append(f"• {row.kind} `{b.escape(row.name)}`: {old} → {new}{count}")
+        for commit in row.commits:
             refs = " ".join(_link(p.url, f"#{p.number}") for p in commit.pulls)
             by = f" · {b.escape(commit.author)}" if commit.author else ""
             lines.append(
                 f"    {_link(commit.url, commit.sha[:7])} {b.escape(commit.summary)}{by}"
                 + (f" {refs}" if refs else "")
             )
-        if facts.total > len(shown):
-            lines.append(f"    … and {facts.total - len(shown)} more")
-    merged = [p for p in diff.pulls if p.merged]
+        if row.more:
+            lines.append(f"    … and {row.more} more")
+    merged = merged_pulls(diff)
     if merged:
         listed = [
             f"{_link(p.url, f'#{p.number}')} {b.escape(p.title)}" for p in merged[:DIFF_COMMITS]

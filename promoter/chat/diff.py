@@ -322,6 +322,51 @@ class RangeSource(Protocol):
     async def facts(self, keys: Iterable[RangeKey]) -> Mapping[RangeKey, RangeFacts]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One changed artifact as every renderer shows it: versions short, the commits newest
+    first (at most the renderer's limit) and how many more there are."""
+
+    kind: Kind
+    name: str
+    old: str  # "" for none
+    new: str
+    count: str  # "3 new commits" / "3 removed commits"; "" without facts
+    compare_url: str
+    commits: tuple[Commit, ...]
+    more: int
+
+
+def _short(kind: Kind, value: str) -> str:
+    # A full commit id reads like git's short hash; tags and versions as they are.
+    return value[:7] if kind == "git" and len(value) == 40 else value
+
+
+def rows(diff: FreightDiff, limit: int) -> tuple[Row, ...]:
+    """The changed artifacts of ``diff``, each with its newest ``limit`` commits."""
+    out = []
+    word = "removed" if diff.backwards else "new"
+    for change in diff.changes:
+        if not change.changed:
+            continue
+        facts = change.facts
+        shown = tuple(reversed(facts.commits[-limit:])) if facts else ()
+        count = f"{facts.total} {word} commit{'s' if facts.total != 1 else ''}" if facts else ""
+        out.append(
+            Row(
+                change.kind,
+                change.name,
+                _short(change.kind, change.old),
+                _short(change.kind, change.new),
+                count,
+                facts.compare_url if facts else "",
+                shown,
+                (facts.total - len(shown)) if facts else 0,
+            )
+        )
+    return tuple(out)
+
+
 def merged_pulls(diff: FreightDiff) -> tuple[PullRequest, ...]:
     """The merged pull requests of the diff, in the order their commits came."""
     return tuple(pull for pull in diff.pulls if pull.merged)
