@@ -108,6 +108,9 @@ ANALYSIS_RUNS = ResourceType(*_ARGO, "analysisruns", "AnalysisRun", status_subre
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", status_subresource=False)
 EVENTS = ResourceType("", "v1", "events", "Event", status_subresource=False)
 # Read one at a time by name, for secret() and configMap() (app/controller/clusterdata.py).
+NAMESPACES = ResourceType(
+    "", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=False
+)
 SECRETS = ResourceType("", "v1", "secrets", "Secret", status_subresource=False)
 CONFIG_MAPS = ResourceType("", "v1", "configmaps", "ConfigMap", status_subresource=False)
 

@@ -23,8 +23,9 @@ from app.controller import kube as k
 from app.controller.automatic import AutomaticPromotions
 from app.controller.caches import Caches, waiting_apps
 from app.controller.creation import announce_created
-from app.controller.informer import Informer
+from app.controller.informer import Informer, NamespacedInformers
 from app.controller.policies import ProjectRules
+from app.controller.projects import ServedProjects
 from app.controller.routing import EventRouter, Waker
 from app.controller.runtimes import Runtimes, WorkDirs, cluster_services
 from app.controller.verification import Verifier
@@ -32,6 +33,7 @@ from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
 from promoter.control.policies import ClusterConfig, ProjectConfig
+from promoter.control.projects import ProjectSelection
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
 from promoter.engine.builder import ensure_inflated, template_steps
@@ -57,6 +59,7 @@ from promoter.rules.limits import (
 )
 from promoter.steps.base import Effect, StepServices
 from promoter.steps.registry import StepRegistry
+from promoter.warehouses.project_receivers import MIN_SECRET_LENGTH
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +85,7 @@ class Controller:
         services: StepServices,
         work_dir: Path,
         namespace: str | None = None,
+        projects: ProjectSelection | None = None,
         max_concurrent: int = 16,
         min_requeue: float = 10.0,
         default_requeue: float = engine.DEFAULT_RUNNING_RETRY,
@@ -91,10 +95,12 @@ class Controller:
         on_reconcile: Callable[[float], None] | None = None,
         receiver_base_url: str = "",
         limits: Limits = DEFAULT_LIMITS,
+        receiver_min_secret: int = MIN_SECRET_LENGTH,
     ) -> None:
         self.kube = kube
         # What one Promotion may ask for (promoter.rules.limits; the LONGSHOREMAN_MAX_* settings).
         self.limits = limits
+        self.namespace = namespace
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue
         self.health_interval = health_interval
@@ -103,7 +109,15 @@ class Controller:
         self.on_reconcile = on_reconcile
         self.queue = WorkQueue(clock=clock)
         self.caches = Caches(kube, namespace=namespace)
-        self.waker = Waker(self.queue, self.caches)
+        # The projects served (all, a list, a label selector) and their routing.
+        self.served = ServedProjects(
+            kube,
+            projects or ProjectSelection(),
+            warehouses=self.caches.warehouses,
+            namespace=namespace,
+        )
+        self.waker = Waker(self.queue, self.caches, self.served.serves)
+        self.served.on_change.append(self.waker.enqueue_namespace)
         # ProjectConfigs and the ClusterConfig: policies, windows, links (app.controller.policies).
         self.rules = ProjectRules(
             kube,
@@ -112,6 +126,8 @@ class Controller:
             namespace=namespace,
             enqueue_namespace=self.waker.enqueue_namespace,
             receiver_base_url=receiver_base_url,
+            receiver_min_secret=receiver_min_secret,
+            project_labels=self.served.labels,
         )
         self.router = EventRouter(self.caches, self.waker, self.rules)
         self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock, limits)
@@ -121,6 +137,7 @@ class Controller:
             enqueue=self.waker.enqueue_stage,
             create_promotion=self.automatic.promote,
             auto_promotes=self.rules.auto_promotes,
+            namespace=namespace,
         )
         work_dirs = WorkDirs(work_dir)
         self.runtimes = Runtimes(
@@ -164,7 +181,7 @@ class Controller:
         return self.router.wake_pr(url)
 
     @property
-    def informers(self) -> tuple[Informer, ...]:
+    def informers(self) -> tuple[Informer | NamespacedInformers, ...]:
         caches = self.caches
         return (
             caches.promotions,
@@ -173,6 +190,7 @@ class Controller:
             caches.warehouses,
             caches.tasks,
             caches.cluster_tasks,
+            self.served.namespaces,
             *(() if self.argocd_missing else (caches.applications,)),
             *self.verifier.informers,
             *self.rules.informers,
@@ -191,7 +209,7 @@ class Controller:
         await self.verifier.probe()
         await self.rules.probe()
         try:
-            await self.kube.list(k.APPLICATIONS)
+            await self.kube.list(k.APPLICATIONS, self.namespace)
         except k.NotFound:
             # Without Argo CD's CRD there is nothing to watch; argocd steps say so when used.
             self.argocd_missing = True

@@ -83,23 +83,27 @@ class Verifier:
         enqueue: Callable[[str, str], None],
         create_promotion: Callable[[Mapping[str, Any], Mapping[str, Any]], Any],
         auto_promotes: Callable[[Mapping[str, Any]], bool] = auto_promote_enabled,
+        namespace: str | None = None,
     ) -> None:
         self.kube = kube
+        # AnalysisRuns and AnalysisTemplates live in the project's namespace: with one
+        # namespace watched, nothing of theirs is listed or watched outside it.
+        self.namespace = namespace
         # Whether a Stage auto-promotes: its ProjectConfig's first matching policy, else its
         # annotation.
         self.auto_promotes = auto_promotes
         self.clock = clock
         self.enqueue = enqueue
         self.create_promotion = create_promotion
-        self.runs = Informer(kube, k.ANALYSIS_RUNS, on_event=self._on_run)
-        self.templates = Informer(kube, k.ANALYSIS_TEMPLATES)
+        self.runs = Informer(kube, k.ANALYSIS_RUNS, namespace=namespace, on_event=self._on_run)
+        self.templates = Informer(kube, k.ANALYSIS_TEMPLATES, namespace=namespace)
         self.cluster_templates = Informer(kube, k.CLUSTER_ANALYSIS_TEMPLATES)
         self.crds_missing = False
 
     async def probe(self) -> None:
         """Find out once whether Argo Rollouts' CRDs are installed (and say so in the log)."""
         try:
-            await self.kube.list(k.ANALYSIS_RUNS)
+            await self.kube.list(k.ANALYSIS_RUNS, self.namespace)
         except k.NotFound:
             self.crds_missing = True
             log.warning("%s; verifications will end in phase Error until then", CRD_MISSING)
