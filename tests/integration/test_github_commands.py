@@ -379,31 +379,23 @@ async def test_diff_lists_the_commits_and_pull_requests_a_freight_brings_to_a_st
     initial, _ = env.git.log("main")[-1]
     head = env.head()
 
-    def image(tag: str, revision: str) -> dict[str, Any]:
-        # As discovery records an image whose OCI labels name its source.
-        labels = {SOURCE_LABEL: repo_url, REVISION_LABEL: revision}
-        return {"repoURL": "ghcr.io/example/app", "tag": tag, "annotations": labels}
+    def release(name: str, alias: str, day: int, sha: str, version: str) -> dict[str, Any]:
+        # A commit, an image whose OCI labels name its source (as discovery records them) and
+        # a chart.
+        labels = {SOURCE_LABEL: repo_url, REVISION_LABEL: sha}
+        return objects.freight(
+            name,
+            namespace=NS,
+            alias=alias,
+            warehouse="app",
+            created=f"2026-01-0{day}T00:00:00Z",
+            commits=[{"repoURL": repo_url, "id": sha}],
+            images=[{"repoURL": "ghcr.io/example/app", "tag": version, "annotations": labels}],
+            charts=[{"repoURL": "https://charts.example", "name": "app", "version": version}],
+        )
 
-    running = objects.freight(
-        "e" * 40,
-        namespace=NS,
-        alias="old-otter",
-        warehouse="app",
-        created="2026-01-01T00:00:00Z",
-        commits=[{"repoURL": repo_url, "id": initial}],
-        images=[image("1.0.0", initial)],
-        charts=[{"repoURL": "https://charts.example", "name": "app", "version": "1.0.0"}],
-    )
-    new = objects.freight(
-        "d" * 40,
-        namespace=NS,
-        alias="new-newt",
-        warehouse="app",
-        created="2026-01-02T00:00:00Z",
-        commits=[{"repoURL": repo_url, "id": head}],
-        images=[image("1.1.0", head)],
-        charts=[{"repoURL": "https://charts.example", "name": "app", "version": "1.1.0"}],
-    )
+    running = release("e" * 40, "old-otter", 1, initial, "1.0.0")
+    new = release("d" * 40, "new-newt", 2, head, "1.1.0")
     env.service.freight += [running, new]
     env.service.stages[0]["status"] = {
         "freightHistory": [
