@@ -261,7 +261,13 @@ def create_app(
         state.stage_listeners.append(github.on_stage)
     if settings.slack is not None:
         slack_app = setup_slack(
-            app, settings.slack, state.service, telemetry=state.metrics, clock=clock
+            app,
+            settings.slack,
+            state.service,
+            telemetry=state.metrics,
+            clock=clock,
+            # Freight diffs in Slack read GitHub through the App, sharing its cache.
+            diffs=state.github.deps.diffs if state.github is not None else None,
         )
         state.slack = slack_app
         state.listeners.append(slack_app.on_promotion)

@@ -111,7 +111,7 @@ def progress_line(view: PromotionView) -> str:
     return f"**{view.phase}**"
 
 
-def summary(view: PromotionView) -> str:
+def summary(view: PromotionView, changes: str = "") -> str:
     label = neutral.code(view.label.short)
     parts = [
         f"Rollback `{view.name}` of Stage `{view.stage}` to Freight `{label}`: "
@@ -138,6 +138,10 @@ def summary(view: PromotionView) -> str:
     if links:
         parts.append("")
         parts.append(links)
+    if changes:
+        # What the Freight changes (handlers.markdown.diff_markdown): last, so a long list is
+        # what the clip cuts.
+        parts += ["", changes]
     return clip("\n".join(parts), MAX_OUTPUT)
 
 
@@ -226,8 +230,9 @@ def already_approved_line(decision: AlreadyApproved) -> str:
     )
 
 
-def check_run_fields(view: PromotionView) -> dict[str, Any]:
-    """The body of a create/update check run request (without ``head_sha``)."""
+def check_run_fields(view: PromotionView, changes: str = "") -> dict[str, Any]:
+    """The body of a create/update check run request (without ``head_sha``); ``changes`` is
+    the Freight diff's Markdown, shown under the steps."""
     status, conclusion = _STATUS.get(view.phase, ("queued", None))
     return _fields(
         name=CHECK_PREFIX + view.stage,
@@ -235,7 +240,7 @@ def check_run_fields(view: PromotionView) -> dict[str, Any]:
         status=status,
         conclusion=conclusion,
         title=f"{view.phase}: {view.label.short} to {view.stage}",
-        summary_md=summary(view),
+        summary_md=summary(view, changes),
         body=text(view),
         buttons=actions(view),
         link=view.link,
@@ -271,8 +276,9 @@ def _fields(
     return fields
 
 
-def reply_body(user: str, command: str, view: PromotionView) -> str:
-    """The one reply to a command, edited in place as the Promotion moves on."""
+def reply_body(user: str, command: str, view: PromotionView, changes: str = "") -> str:
+    """The one reply to a command, edited in place as the Promotion moves on; ``changes``
+    (the Freight diff's Markdown) goes under it."""
     parts = [
         f"@{user}: `{neutral.code(command)}`: Promotion `{view.name}` of Freight "
         f"`{neutral.code(view.label.short)}` to Stage `{view.stage}`: {progress_line(view)}"
@@ -288,6 +294,8 @@ def reply_body(user: str, command: str, view: PromotionView) -> str:
     if view.link:
         parts.append("")
         parts.append(f"[Details]({view.link})")
+    if changes:
+        parts += ["", changes]
     return clip("\n".join(parts), MAX_OUTPUT)
 
 

@@ -17,6 +17,7 @@ from cachetools import TTLCache
 
 from handlers.authors import freight_authors
 from handlers.client import GitHubAPI, GitHubClient, GitHubUnreachable
+from handlers.diff_facts import DiffFacts
 from handlers.promoters import github_may_act
 from handlers.settings import GitHubSettings
 from promoter.chat.grammar import Command
@@ -129,6 +130,11 @@ class Deps:
     # Forget what is remembered of one of our GitHub Deployments (handlers.environments).
     forget_deployment: Callable[[int], None] = field(default=lambda _id: None)
     clock: Clock = SYSTEM
+    # Freight diffs' GitHub facts, one cache per process (handlers.diff_facts).
+    diffs: DiffFacts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.diffs = DiffFacts(self.client)
 
     async def gh(self, data: Mapping[str, Any]) -> GitHubAPI:
         """A client for the installation the event came from (looked up when not named)."""

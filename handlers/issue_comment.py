@@ -28,8 +28,9 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo, github_facts
-from handlers.markdown import markdown_table
+from handlers.markdown import diff_markdown, markdown_table
 from promoter.chat import neutral
+from promoter.chat.diff import freight_diff, ranges_to_fetch
 from promoter.chat.freight_refs import freight_for_commit
 from promoter.chat.grammar import USAGE, Command, help_text, parse_comment
 from promoter.chat.planner import (
@@ -41,6 +42,7 @@ from promoter.chat.planner import (
     Facts,
     Plan,
     Refusal,
+    ShowDiff,
     ShowHelp,
     ShowStatus,
     needs_pr_freight,
@@ -234,6 +236,10 @@ class CommandSession:
                 return
             table = markdown_table(decision.rows)
             await self.reply(f"@{self.user}: status of project `{self.namespace}`\n\n{table}")
+        elif isinstance(decision, ShowDiff):
+            facts = await self.deps.diffs.facts(ranges_to_fetch(decision.current, decision.freight))
+            diff = freight_diff(decision.stage, decision.current, decision.freight, facts)
+            await self.reply(f"@{self.user}: {diff_markdown(diff, decision.label)}")
         elif isinstance(decision, ShowHelp):
             await self._help(decision)
 

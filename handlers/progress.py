@@ -46,7 +46,9 @@ from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps
 from handlers.environments import Environments
+from handlers.markdown import diff_markdown
 from handlers.queue import KeyedQueue
+from promoter.chat.diff import freight_diff, promotion_base, ranges_to_fetch
 from promoter.chat.shown import Shown, digest
 from promoter.chat.views import PromotionView, freight_label, promotion_view
 from promoter.errors import LongshoremanError, StepError
@@ -233,10 +235,22 @@ class Progress:
             snapshot.stage(view.stage),
             siblings=snapshot.promotions,
         )
-        await self._sync_shown(promotion, view, freight)
+        changes = ""
+        if isinstance(freight, Mapping):
+            stage = snapshot.stage(view.stage)
+            base = promotion_base(stage, freight, snapshot.freight)
+            keys = ranges_to_fetch(base, freight, backwards=view.rollback or None)
+            facts = await self.deps.diffs.facts(keys) if keys else {}
+            diff = freight_diff(view.stage, base, freight, facts, backwards=view.rollback or None)
+            changes = diff_markdown(diff, view.label)
+        await self._sync_shown(promotion, view, freight, changes)
 
     async def _sync_shown(
-        self, promotion: Mapping[str, Any], view: PromotionView, freight: Mapping[str, Any] | None
+        self,
+        promotion: Mapping[str, Any],
+        view: PromotionView,
+        freight: Mapping[str, Any] | None,
+        changes: str = "",
     ) -> None:
         """The check runs and the reply, each written only when what it shows changed
         (:mod:`promoter.chat.shown`); what they show is recorded on the Promotion."""
@@ -249,7 +263,7 @@ class Progress:
         # Over the Freight's commits and the pull requests' URLs, not their heads: deciding
         # needs no request. In memory each commit is also remembered on its own (_sent), so a
         # pull request's new head gets the run at the next change.
-        fields = checks.check_run_fields(view)
+        fields = checks.check_run_fields(view, changes)
         targets = [commit_targets(freight), pull_targets(promotion)]
         checks_digest = digest(fields, targets)
         if memo is None and recorded.shows(CHECKS, checks_digest):
@@ -266,7 +280,7 @@ class Progress:
             except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
                 log.warning("updating check runs of %s failed: %s", key, e)
         try:
-            shown = await self._sync_reply(promotion, view, shown)
+            shown = await self._sync_reply(promotion, view, shown, changes)
         except (gidgethub.GitHubException, LongshoremanError, OSError) as e:
             log.warning("updating the reply for %s failed: %s", key, e)
         self._shown[key] = shown
@@ -369,7 +383,7 @@ class Progress:
             )
 
     async def _sync_reply(
-        self, promotion: Mapping[str, Any], view: PromotionView, shown: Shown
+        self, promotion: Mapping[str, Any], view: PromotionView, shown: Shown, changes: str = ""
     ) -> Shown:
         """Edit the reply to the command if what it shows changed; what is shown then."""
         reply = ann.read_json(promotion, ann.GITHUB_REPLY)
@@ -382,6 +396,7 @@ class Progress:
             str(reply.get("user") or "someone"),
             str(reply.get("command") or ""),
             replace(view, link=link),
+            changes,
         )
         sent = digest(repo, comment, body)
         if shown.shows(REPLY, sent):

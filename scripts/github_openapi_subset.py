@@ -1,4 +1,5 @@
-"""Extract the GitHub REST operations ``github-push`` uses from GitHub's own OpenAPI description.
+"""Extract the GitHub REST operations ``github-push`` and the Freight diffs use from GitHub's
+OpenAPI description.
 
 The fake GitHub (tests/support/github.py) holds every request to these operations to what GitHub
 documents: the method and path, the path and query parameters, the request body's properties,
@@ -28,6 +29,7 @@ OPERATIONS = (
     "apps/get-repo-installation",
     "apps/create-installation-access-token",
     "repos/compare-commits-with-basehead",
+    "repos/list-pull-requests-associated-with-commit",
     "git/create-commit",
     "git/get-ref",
     "git/create-ref",

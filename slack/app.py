@@ -34,6 +34,13 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from promoter.chat.diff import (
+    FreightDiff,
+    RangeSource,
+    current_freight,
+    freight_diff,
+    ranges_to_fetch,
+)
 from promoter.chat.grammar import (
     APPROVE_SLASH,
     SLASH,
@@ -54,6 +61,7 @@ from promoter.chat.planner import (
     Facts,
     Plan,
     Refusal,
+    ShowDiff,
     ShowHelp,
     ShowStatus,
     plan,
@@ -181,9 +189,13 @@ class SlackIntegration:
         *,
         clock: Clock = SYSTEM,
         telemetry: Telemetry = NO_TELEMETRY,
+        diffs: RangeSource | None = None,
     ) -> None:
         self.settings = settings
         self.service = service
+        # Where Freight diffs' commits come from (the GitHub App's, wired in by the app);
+        # without it a diff shows versions only.
+        self.diffs = diffs
         self.clock = clock
         self.telemetry = telemetry
         self._verifier = SignatureVerifier(settings.signing_secret)
@@ -337,8 +349,10 @@ class SlackIntegration:
                 continue
             # Claimed before the post: two events of one Freight in a row post once.
             self._announced.add(key)
+            current = current_freight(stage, freight, snapshot.freight)
+            diff = await self._freight_diff(name_of(stage), current, freight)
             try:
-                await self.api.post(channel, m.freight_available(ns, name_of(stage), freight))
+                await self.api.post(channel, m.freight_available(ns, name_of(stage), freight, diff))
             except SlackError as e:
                 self._announced.discard(key)
                 log.warning("could not tell %s about Freight %s: %s", channel, freight_name, e)
@@ -346,6 +360,26 @@ class SlackIntegration:
             told.append(name_of(stage))
         if told and isinstance(self.service, FreightAnnotator):
             await self.service.annotate_freight(ns, freight_name, ann.announced(freight, told))
+
+    async def _freight_diff(
+        self, stage: str, current: Mapping[str, Any] | None, freight: Mapping[str, Any]
+    ) -> FreightDiff:
+        """What ``freight`` changes in ``stage``, with the commits GitHub knows (no request
+        when nothing changed; the App's cache answers the same range once)."""
+        keys = ranges_to_fetch(current, freight)
+        facts = await self.diffs.facts(keys) if self.diffs is not None and keys else {}
+        return freight_diff(stage, current, freight, facts)
+
+    async def _diff(self, stage_name: str, freight_name: str) -> FreightDiff | None:
+        """The diff a confirmation shows, from the cluster's view now; None when the Stage or
+        Freight went away meanwhile."""
+        snapshot = await self.service.snapshot(self.settings.namespace)
+        stage = snapshot.stage(stage_name)
+        freight = next((f for f in snapshot.freight if name_of(f) == freight_name), None)
+        if stage is None or freight is None:
+            return None
+        current = current_freight(stage, freight, snapshot.freight)
+        return await self._freight_diff(stage_name, current, freight)
 
     async def handle(self, request: web.Request) -> web.Response:
         """``POST /slack/events``."""
@@ -621,6 +655,9 @@ class SlackIntegration:
             )
         elif isinstance(decision, ShowStatus):
             await self._tell(who, m.status_table(decision.rows, ns))
+        elif isinstance(decision, ShowDiff):
+            diff = await self._freight_diff(decision.stage, decision.current, decision.freight)
+            await self._tell(who, m.freight_diff_message(diff, decision.label))
         elif isinstance(decision, Cancelled):
             await self._tell(who, m.say("Cancelled. Nothing was changed."), replace=True)
         elif isinstance(decision, AskConfirm):
@@ -633,7 +670,10 @@ class SlackIntegration:
                 self.settings.confirm_ttl,
                 label=decision.label.short,
             )
-            prompt = m.confirm_prompt(pending, decision.label.short, self.settings.confirm_ttl)
+            shown = await self._diff(decision.stage, decision.freight)
+            prompt = m.confirm_prompt(
+                pending, decision.label.short, self.settings.confirm_ttl, shown
+            )
             await self._tell(who, prompt)
         elif isinstance(decision, DoPromote):
             ref = await promote_decided(
@@ -748,12 +788,13 @@ def setup_slack(
     *,
     clock: Clock = SYSTEM,
     telemetry: Telemetry = NO_TELEMETRY,
+    diffs: RangeSource | None = None,
 ) -> SlackIntegration:
     """Mount Slack on ``app`` (``POST /slack/events``); start and stop it with the app.
 
     The caller appends ``integration.on_promotion`` to the controller's listeners.
     """
-    integration = SlackIntegration(settings, service, clock=clock, telemetry=telemetry)
+    integration = SlackIntegration(settings, service, clock=clock, telemetry=telemetry, diffs=diffs)
     app.router.add_post(EVENTS_PATH, integration.handle)
     app.cleanup_ctx.append(integration.lifecycle)
     return integration

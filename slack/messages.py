@@ -11,11 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from promoter.chat import neutral
+from promoter.chat.diff import FreightDiff, merged_pulls, rows
 from promoter.chat.grammar import FREIGHT_HELP, usage_lines
 from promoter.chat.shown import digest
 from promoter.chat.views import (
     SHORT_NAME,
     EnvironmentLink,
+    FreightLabel,
     PromotionView,
     StageView,
     StepLine,
@@ -457,6 +460,67 @@ def status_table(rows: Sequence[StageView], namespace: str) -> Message:
     return b.message(text, [b.section(header), *b.chunked_sections(lines)])
 
 
+# Commits listed per range in a Slack message; the rest are counted (the compare link has them).
+DIFF_COMMITS = 10
+
+
+def _link(url: str, text: str) -> str:
+    safe = neutral.link_url(url)
+    return f"<{safe}|{neutral.mrkdwn(text)}>" if safe else neutral.mrkdwn(text)
+
+
+def freight_diff_lines(diff: FreightDiff, label: FreightLabel) -> list[str]:
+    """A Freight diff as mrkdwn lines: a header, each changed artifact old -> new, the newest
+    commits of each range (the rest counted) and the merged pull requests."""
+    back = " (a rollback: it goes backwards and removes what is listed)" if diff.backwards else ""
+    header = f"*Freight `{b.escape(label.short)}` into Stage `{b.escape(diff.stage)}`*{back}"
+    if diff.unchanged:
+        return [header, "Nothing changes: the Stage runs it already."]
+    lines = [header]
+    for row in rows(diff, DIFF_COMMITS):
+        old, new = (f"`{b.escape(v)}`" if v else "(none)" for v in (row.old, row.new))
+        count = f", {_link(row.compare_url, row.count)}" if row.count else ""
+        lines.append(f"• {row.kind} `{b.escape(row.name)}`: {old} → {new}{count}")
+        for commit in row.commits:
+            refs = " ".join(_link(p.url, f"#{p.number}") for p in commit.pulls)
+            by = f" · {b.escape(commit.author)}" if commit.author else ""
+            lines.append(
+                f"    {_link(commit.url, commit.sha[:7])} {b.escape(commit.summary)}{by}"
+                + (f" {refs}" if refs else "")
+            )
+        if row.more:
+            lines.append(f"    … and {row.more} more")
+    merged = merged_pulls(diff)
+    if merged:
+        listed = [
+            f"{_link(p.url, f'#{p.number}')} {b.escape(p.title)}" for p in merged[:DIFF_COMMITS]
+        ]
+        more = f" and {len(merged) - DIFF_COMMITS} more" if len(merged) > DIFF_COMMITS else ""
+        lines.append("Pull requests: " + ", ".join(listed) + more)
+    return lines
+
+
+def freight_diff_message(diff: FreightDiff, label: FreightLabel) -> Message:
+    """``/diff``'s answer: :func:`freight_diff_lines` within Block Kit's limits."""
+    lines = freight_diff_lines(diff, label)
+    return b.message("\n".join(lines), b.chunked_sections(lines))
+
+
+# Sections a diff may take inside another message (a confirmation, an announcement), so its
+# own blocks and buttons always fit beside it.
+DIFF_BLOCKS = 10
+
+
+def diff_blocks(diff: FreightDiff | None, label: FreightLabel) -> list[b.Block]:
+    """A diff's sections for a message that shows it beside its own blocks."""
+    if diff is None:
+        return []
+    sections = b.chunked_sections(freight_diff_lines(diff, label))
+    if len(sections) > DIFF_BLOCKS:
+        sections = [*sections[: DIFF_BLOCKS - 1], b.context("… (see `/promote diff`)")]
+    return sections
+
+
 def duration_text(seconds: float) -> str:
     """``30 seconds``, ``5 minutes``, ``1 minute 30 seconds``: the real time, not a rounding."""
     total = max(1, round(seconds))
@@ -496,9 +560,12 @@ def _artifacts(freight: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def freight_available(namespace: str, stage: str, freight: Mapping[str, Any]) -> Message:
-    """ "New Freight X is available to STAGE", what it holds, and a Promote button (which goes
-    through the usual authorization and confirmation, as ``/promote X to STAGE`` would)."""
+def freight_available(
+    namespace: str, stage: str, freight: Mapping[str, Any], diff: FreightDiff | None = None
+) -> Message:
+    """ "New Freight X is available to STAGE", what it holds, what it changes there (``diff``),
+    and a Promote button (which goes through the usual authorization and confirmation, as
+    ``/promote X to STAGE`` would)."""
     name = str(meta(freight).get("name") or "")
     label = str(freight.get("alias") or "") or name[:SHORT_NAME]
     text = f"New Freight {b.escape(label)} is available to {b.escape(stage)}"
@@ -508,6 +575,7 @@ def freight_available(namespace: str, stage: str, freight: Mapping[str, Any]) ->
     artifacts = _artifacts(freight)
     facts = [f"Freight `{b.escape(name)}`", *(b.escape(a) for a in artifacts[:10])]
     blocks.append(b.context(b.clip(" · ".join(facts), 2900)))
+    blocks += diff_blocks(diff, FreightLabel(name, str(freight.get("alias") or "")))
     blocks.append(
         b.actions(
             [
@@ -524,7 +592,12 @@ def freight_available(namespace: str, stage: str, freight: Mapping[str, Any]) ->
     return b.message(text, blocks)
 
 
-def confirm_prompt(pending: PendingPromotion, freight_label: str, ttl: float) -> Message:
+def confirm_prompt(
+    pending: PendingPromotion,
+    freight_label: str,
+    ttl: float,
+    diff: FreightDiff | None = None,
+) -> Message:
     text = (
         f"Promote *{b.escape(freight_label)}* to *{b.escape(pending.stage)}*? Stage "
         f"`{b.escape(pending.stage)}` asks for confirmation. This prompt expires in "
@@ -535,6 +608,7 @@ def confirm_prompt(pending: PendingPromotion, freight_label: str, ttl: float) ->
         text,
         [
             b.section(text),
+            *diff_blocks(diff, FreightLabel(pending.freight, freight_label)),
             b.actions(
                 [
                     b.button(

@@ -12,7 +12,9 @@ Here, one module per kind of thing:
 - ``acting``: the port the status pages' forms ask to carry out a command for a signed-in
   person (GitHub implements it with its comments' facts and rules, ``handlers/acting.py``);
 - ``views``: one read model of a Promotion and of a Stage that check runs, Slack blocks and the
-  pages all format; ``shown``: write a rendered message only when it changed.
+  pages all format; ``shown``: write a rendered message only when it changed; ``diff``: what a
+  Freight changes in a Stage (commits, pull requests, image and chart versions), built once
+  from both Freights and the facts an adapter fetched.
 
 ``handlers/`` (GitHub) and ``slack/`` parse, gather facts, carry out the decision and hold what
 only one of them needs (GitHub's permission rule and Markdown, Slack's user groups and

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-COMMANDS = ("promote", "approve", "abort", "status", "verify", "help")
+COMMANDS = ("promote", "approve", "abort", "status", "verify", "diff", "help")
 FREIGHT_HELP = (
     "FREIGHT: an alias, a name or a unique prefix of it, a commit SHA prefix (7+ hex), an image "
     "it holds (`ghcr.io/acme/app:1.4.2`, `...@sha256:...`), or `latest` (the newest available "
@@ -25,6 +25,7 @@ USAGE = {
     "abort": "/abort [PROMOTION | STAGE [all]]",
     "status": "/status [STAGE]",
     "verify": "/verify STAGE",
+    "diff": "/diff FREIGHT [to] STAGE",
     "help": "/help",
 }
 
@@ -44,7 +45,7 @@ class Command:
     ``cancel`` and the two fields after ``raw`` come only from buttons, never from text.
     """
 
-    name: Literal["promote", "approve", "abort", "status", "verify", "help", "cancel"]
+    name: Literal["promote", "approve", "abort", "status", "verify", "diff", "help", "cancel"]
     # promote: None means this PR's merge commit's Freight on GitHub, `latest` elsewhere;
     # approve: always named
     freight: str | None = None
@@ -110,6 +111,14 @@ def parse_command(name: str, args: str) -> Command:
         if len(words) != 1:
             raise CommandError(f"expected one Stage. Usage: {USAGE['verify']}")
         return Command("verify", stage=_check_arg(words[0], name), raw=raw)
+    if name == "diff":
+        if "to" in words:
+            words.remove("to")
+        if len(words) != 2:
+            raise CommandError(f"expected one Freight and one Stage. Usage: {USAGE['diff']}")
+        return Command(
+            "diff", freight=_check_arg(words[0], name), stage=_check_arg(words[1], name), raw=raw
+        )
     if name == "help":
         return Command("help", raw=raw)
     raise CommandError(f"unknown command /{name}")
@@ -161,7 +170,7 @@ SLASH = "/promote"
 # Approving has a slash command of its own too, so the words read as on GitHub: `/approve X for
 # prod` (`/promote approve X for prod` is the same).
 APPROVE_SLASH = "/approve"
-SUBCOMMANDS = ("approve", "abort", "status", "verify", "help")
+SUBCOMMANDS = ("approve", "abort", "status", "verify", "diff", "help")
 
 
 def usage_lines(form: Literal["comment", "slash"] = "comment") -> list[str]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from promoter.chat.diff import current_freight
 from promoter.chat.freight_refs import requested_freight, resolve_freight
 from promoter.chat.grammar import Command
 from promoter.chat.port import Snapshot
@@ -149,6 +150,19 @@ class ShowStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class ShowDiff:
+    """``/diff``: what promoting ``freight`` into ``stage`` would change against ``current``
+    (the Freight it runs now from the same origin; None: none). The front end fetches the
+    facts (:func:`promoter.chat.diff.ranges_to_fetch`) and formats
+    :func:`promoter.chat.diff.freight_diff`."""
+
+    stage: str
+    freight: Mapping[str, Any]
+    current: Mapping[str, Any] | None
+    label: FreightLabel
+
+
+@dataclass(frozen=True, slots=True)
 class ShowHelp:
     namespace: str
     allowed: tuple[str, ...]  # Stages the actor may act on
@@ -170,6 +184,7 @@ Plan = (
     | DoAbort
     | DoReverify
     | ShowStatus
+    | ShowDiff
     | ShowHelp
     | Cancelled
 )
@@ -248,6 +263,8 @@ def plan(command: Command, facts: Facts) -> Plan:
         return _status(command, facts)
     if command.name == "abort":
         return _abort(command, facts)
+    if command.name == "diff":
+        return _diff(command, facts)
     found = snapshot.stage(command.stage or "")
     if found is None:
         return Refusal(f"there is no Stage `{command.stage}` in project `{snapshot.namespace}`")
@@ -362,6 +379,25 @@ def _status(command: Command, facts: Facts) -> Plan:
         stages, snapshot.promotions, snapshot.freight, snapshot.stages, windows=windows
     )
     return ShowStatus(snapshot.namespace, tuple(rows))
+
+
+def _diff(command: Command, facts: Facts) -> Plan:
+    """Anyone who may see the project's status may see what a Freight would change."""
+    snapshot = facts.snapshot
+    decision = facts.may_act(None)
+    if not decision.allowed:
+        return Refusal(decision.reason)
+    stage = snapshot.stage(command.stage or "")
+    if stage is None:
+        return Refusal(f"there is no Stage `{command.stage}` in project `{snapshot.namespace}`")
+    try:
+        freight = resolve_freight(command.freight or "", snapshot.freight, stage, facts.now)
+    except LookupError as e:
+        return Refusal(str(e))
+    label = freight_label(name_of(freight), snapshot.freight)
+    return ShowDiff(
+        name_of(stage), freight, current_freight(stage, freight, snapshot.freight), label
+    )
 
 
 def _abort(command: Command, facts: Facts) -> Plan:

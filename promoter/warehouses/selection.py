@@ -64,6 +64,16 @@ def _semver_order(pairs: list[tuple[Semver, Any]]) -> list[Any]:
 # --- images (pkg/image) -----------------------------------------------------------------------
 
 
+# The OCI image-spec's keys for where an image was built from
+# (https://github.com/opencontainers/image-spec/blob/main/annotations.md). Builders set them as
+# labels of the image config (``docker build --label``, ``docker/metadata-action``) more often
+# than as manifest annotations; discovery records either on the Freight's image ``annotations``
+# (a manifest annotation wins), so a Freight diff can list the commits between two images.
+SOURCE_LABEL = "org.opencontainers.image.source"
+REVISION_LABEL = "org.opencontainers.image.revision"
+SOURCE_LABELS = (SOURCE_LABEL, REVISION_LABEL)
+
+
 @dataclass(frozen=True, slots=True)
 class PlatformFacts:
     """One entry of a multi-arch index."""

@@ -5,6 +5,7 @@ with a real merged pull request behind it."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from promoter.control.projects import Project
 from promoter.resources import annotations as ann
+from promoter.warehouses.selection import REVISION_LABEL, SOURCE_LABEL
 from tests.support import objects
 from tests.support.github_env import GitHubEnv, running_github_env
 from tests.support.gitrepo import RemoteRepo, make_remote
@@ -368,3 +370,72 @@ async def test_echoed_arguments_never_mention_anyone(env: GitHubEnv) -> None:
     assert len(replies) == 1
     assert "@octocat" not in replies[0]["body"] and "@\u200boctocat" in replies[0]["body"]
     assert env.service.asked("promote") == []
+
+
+async def test_diff_lists_the_commits_and_pull_requests_a_freight_brings_to_a_stage(
+    env: GitHubEnv,
+) -> None:
+    repo_url = f"{env.fake.url}/{REPO}"
+    initial, _ = env.git.log("main")[-1]
+    head = env.head()
+
+    def release(name: str, alias: str, day: int, sha: str, version: str) -> dict[str, Any]:
+        # A commit, an image whose OCI labels name its source (as discovery records them) and
+        # a chart.
+        labels = {SOURCE_LABEL: repo_url, REVISION_LABEL: sha}
+        return objects.freight(
+            name,
+            namespace=NS,
+            alias=alias,
+            warehouse="app",
+            created=f"2026-01-0{day}T00:00:00Z",
+            commits=[{"repoURL": repo_url, "id": sha}],
+            images=[{"repoURL": "ghcr.io/example/app", "tag": version, "annotations": labels}],
+            charts=[{"repoURL": "https://charts.example", "name": "app", "version": version}],
+        )
+
+    running = release("e" * 40, "old-otter", 1, initial, "1.0.0")
+    new = release("d" * 40, "new-newt", 2, head, "1.1.0")
+    env.service.freight += [running, new]
+    env.service.stages[0]["status"] = {
+        "freightHistory": [
+            {"items": {"Warehouse/app": {"name": "e" * 40, "origin": running["origin"]}}}
+        ]
+    }
+
+    (reply,) = await env.comment("/diff new-newt to staging")
+    body = reply["body"]
+    assert body.startswith("@alice: Freight `new-newt` into Stage `staging`:")
+    assert f"`{initial[:7]}` -> `{head[:7]}`, 2 new commits" in body
+    assert f"/compare/{initial}...{head}" in body
+    assert "Feature" in body and "[#1](" in body
+    assert "- chart `https://charts.example/app`: `1.0.0` -> `1.1.0`" in body
+    assert "- image `ghcr.io/example/app`: `1.0.0` -> `1.1.0`, 2 new commits" in body
+
+    # The other way is a rollback: it says so, and lists what it removes; `to` is optional.
+    env.service.stages[0]["status"]["freightHistory"][0]["items"]["Warehouse/app"]["name"] = (
+        "d" * 40
+    )
+    (reply,) = await env.comment("/diff old-otter staging")
+    assert "a rollback: it goes backwards and removes what is listed" in reply["body"]
+    assert "2 removed commits" in reply["body"]
+
+    # Promoting it: the reply and the promote: check run say the same.
+    env.service.stages[0]["status"]["freightHistory"][0]["items"]["Warehouse/app"]["name"] = (
+        "e" * 40
+    )
+    await env.comment("/promote new-newt to staging")
+    promotion = env.service.promotions[-1]
+    await env.change(copy.deepcopy(promotion))
+    reply = [
+        c
+        for c in env.fake.comments(REPO, env.pr)
+        if str(c["body"]).startswith("@alice: `/promote new-newt")
+    ][-1]
+    assert f"`{initial[:7]}` -> `{head[:7]}`, 2 new commits" in reply["body"]
+    (run,) = [r for r in env.fake.check_runs(REPO, head) if r["name"] == "promote: staging"]
+    assert f"`{initial[:7]}` -> `{head[:7]}`, 2 new commits" in run["output"]["summary"]
+    assert "[#1](" in run["output"]["summary"]
+    # Each range was compared once, wherever and whichever way it was shown.
+    assert len(env.fake.requests("GET", "/compare/")) == 1
+    assert env.fake.contract_problems == []

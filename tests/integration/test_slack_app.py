@@ -195,6 +195,30 @@ async def test_help_and_status(rig: Rig) -> None:
     assert "*prod*" in answer["text"] and "*test*" in answer["text"]
 
 
+async def test_diff_shows_what_a_freight_changes_in_a_stage(rig: Rig) -> None:
+    rig.service.add_freight(
+        "0ld0ld0ld0ld",
+        "old-otter",
+        commits=[{"repoURL": "https://git.example/app", "id": "1111111"}],
+    )
+    rig.service.freight[0]["commits"][0]["repoURL"] = "https://git.example/app"
+    rig.service.stage("prod")["status"] = {
+        "freightHistory": [{"items": {"Warehouse/app": {"name": "0ld0ld0ld0ld"}}}]
+    }
+    await rig.command("diff frozen-tauntaun to prod", user="U2")
+    [answer] = await rig.answers()
+    # No GitHub App wired in: the versions, without commits.
+    assert "*Freight `frozen-tauntaun` into Stage `prod`*" in answer["text"]
+    assert "• git `https://git.example/app`: `1111111` → `7c9e6b1f3a4d5e`" in answer["text"]
+    assert rig.service.actions == []
+    # The confirmation prompt shows the same diff above its buttons.
+    await rig.command("frozen-tauntaun to prod", user="U1")
+    prompt = (await rig.answers(count=2))[1]
+    shown = json.dumps(prompt["blocks"], ensure_ascii=False)
+    assert "`1111111` → `7c9e6b1f3a4d5e`" in shown
+    assert prompt["blocks"][-1]["type"] == "actions"
+
+
 async def test_unauthorized_user_is_refused_with_reason(rig: Rig) -> None:
     rig.service.stage("prod")["metadata"]["annotations"].pop(ann.SLACK_CONFIRM)
     await rig.command("frozen-tauntaun to prod", user="U2")
@@ -506,6 +530,10 @@ async def test_new_freight_is_announced_once_to_a_non_auto_stage_with_a_working_
     [message] = rig.slack.channel("C0QA")
     assert message.text == "New Freight brave-bird is available to qa"
     assert "ghcr.io/acme/app:1.4.2" in json.dumps(message.blocks)
+    # What it changes there: qa runs nothing yet, so the image is new.
+    assert "• image `ghcr.io/acme/app`: (none) → `1.4.2@sha256:" in json.dumps(
+        message.blocks, ensure_ascii=False
+    )
     # The auto-promoting Stage takes it by itself; the other test Stage holds nothing newer but
     # has no channel.
     assert rig.slack.channel("C0DEV") == []

@@ -28,6 +28,7 @@ from app.controller.workqueue import RetryLater
 from handlers.client import GitHubClient
 from handlers.git_credentials import GitHubGitCredentials
 from promoter.ports.credentials import NO_CREDENTIALS, Credentials
+from promoter.warehouses.selection import REVISION_LABEL, SOURCE_LABEL
 from promoter.warehouses.spec import parse_spec
 from tests.support import objects
 from tests.support.clock import FakeClock
@@ -116,6 +117,36 @@ async def test_semver_lexical_newest_build_and_digest_against_a_real_registry(
     assert [r["tag"] for r in newest["references"]][:2] == ["latest", "2.0.0"]
     assert digest["references"] == [
         {"tag": "latest", "digest": latest, "createdAt": "2024-01-05T00:00:00Z"}
+    ]
+
+
+async def test_an_images_oci_source_labels_are_recorded_as_its_annotations(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    source = "https://github.com/acme/app"
+    async with running_registry(tmp_path) as registry:
+        repo = registry.repo("acme/labelled")
+        await registry.push_image(
+            "acme/labelled",
+            "1.0.0",
+            created=day(1),
+            labels={SOURCE_LABEL: source, REVISION_LABEL: "a" * 40, "maintainer": "ops"},
+        )
+        # A manifest annotation wins over the config's label; the other label fills in.
+        await registry.push_image(
+            "acme/labelled",
+            "1.1.0",
+            created=day(2),
+            labels={SOURCE_LABEL: "https://example.com/old", REVISION_LABEL: "b" * 40},
+            annotations={SOURCE_LABEL: source},
+        )
+        found = await discover(
+            discoverer(session, tmp_path), {"image": {"repoURL": repo, "discoveryLimit": 2}}
+        )
+    (result,) = found["images"]
+    assert [(r["tag"], r.get("annotations")) for r in result["references"]] == [
+        ("1.1.0", {SOURCE_LABEL: source, REVISION_LABEL: "b" * 40}),
+        ("1.0.0", {SOURCE_LABEL: source, REVISION_LABEL: "a" * 40}),
     ]
 
 

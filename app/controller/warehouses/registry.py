@@ -40,7 +40,7 @@ import aiohttp
 
 from promoter.clock import SYSTEM, Clock
 from promoter.warehouses.freight import split_registry
-from promoter.warehouses.selection import ImageFacts, PlatformFacts
+from promoter.warehouses.selection import SOURCE_LABELS, ImageFacts, PlatformFacts
 
 __all__ = [
     "ANONYMOUS",
@@ -390,11 +390,20 @@ class OCIClient:
     async def _single(
         self, repo_url: str, digest: str, document: Any, auth: RegistryAuth
     ) -> tuple[datetime | None, dict[str, str]]:
-        """Creation time of one image manifest (``getCreationTime``) and its annotations."""
+        """Creation time of one image manifest (``getCreationTime``) and its annotations, with
+        the image config's OCI source labels added where the manifest lacks them
+        (:data:`~promoter.warehouses.selection.SOURCE_LABELS`)."""
         annotations = {str(k): str(v) for k, v in (document.get("annotations") or {}).items()}
         created = _created(annotations)
+        config_digest = (document.get("config") or {}).get("digest")
+        if config_digest and any(key not in annotations for key in SOURCE_LABELS):
+            # One blob read per digest, ever (blob_json keeps it): a config never changes.
+            config = await self.blob_json(repo_url, str(config_digest), auth)
+            labels = (config.get("config") or {}).get("Labels") or {}
+            for key in SOURCE_LABELS:
+                if key not in annotations and labels.get(key):
+                    annotations[key] = str(labels[key])
         if created is None:
-            config_digest = (document.get("config") or {}).get("digest")
             if config_digest:
                 config = await self.blob_json(repo_url, str(config_digest), auth)
                 config_created = None

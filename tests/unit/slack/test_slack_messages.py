@@ -259,6 +259,43 @@ def test_live_tag_round_trip_and_only_our_post_is_found() -> None:
     assert tagged(history, tag) == "1700000001.000010"  # the first, if both attempts landed
 
 
+def test_a_freight_diff_of_a_250_commit_range_stays_within_block_kit_limits() -> None:
+    from promoter.chat.diff import (
+        MAX_COMMITS,
+        Commit,
+        PullRequest,
+        RangeFacts,
+        RangeKey,
+        freight_diff,
+    )
+    from promoter.chat.views import FreightLabel
+    from slack.messages import DIFF_COMMITS, freight_diff_message
+
+    url = "https://github.com/acme/app"
+    commits = tuple(
+        Commit(
+            f"{i:040x}",
+            "<!channel> " + "x" * 300,
+            f"dev{i}",
+            f"{url}/commit/{i:040x}",
+            (PullRequest(i, "t" * 300, f"{url}/pull/{i}", "dev", True),),
+        )
+        for i in range(MAX_COMMITS)
+    )
+    key = RangeKey(url, "a" * 40, "b" * 40)
+    facts = {key: RangeFacts(commits, 1000, f"{url}/compare/{'a' * 40}...{'b' * 40}")}
+    current = {"metadata": {"name": "old"}, "commits": [{"repoURL": url, "id": "a" * 40}]}
+    new = {"metadata": {"name": "new"}, "commits": [{"repoURL": url, "id": "b" * 40}]}
+    message = freight_diff_message(
+        freight_diff("prod", current, new, facts), FreightLabel("new", "brave-bird")
+    )
+    assert block_kit_errors(list(message.blocks)) == []
+    text = "\n".join(block["text"]["text"] for block in message.blocks)
+    assert f"… and {1000 - DIFF_COMMITS} more" in text
+    assert "1000 new commits" in text
+    assert "<!channel>" not in text  # other people's text never pings anyone
+
+
 def test_urls_with_credentials_are_shown_without_them() -> None:
     """Freight written with kubectl may carry a password in a URL; a Promotion's message may
     quote one: neither reaches Slack (issue 34, finding 8)."""
