@@ -313,3 +313,32 @@ def merge_all(documents: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     for document in documents:
         merged = merge_values(merged, document)
     return merged
+
+
+def lock_changes(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+) -> dict[str, str]:
+    """Kargo's compareChartVersions over two Chart.lock dependency lists: name -> ``old ->
+    new`` for a changed version, the version for an added dependency, ``""`` for a removed one."""
+    old = {str(d.get("name")): str(d.get("version") or "") for d in before}
+    changes = {}
+    for dep in after:
+        name, version = str(dep.get("name")), str(dep.get("version") or "")
+        if name in old:
+            previous = old.pop(name)
+            if previous != version:
+                changes[name] = f"{previous} -> {version}"
+        else:
+            changes[name] = version
+    changes.update({name: "" for name in old})
+    return changes
+
+
+def commit_message(chart_path: str, changes: Mapping[str, str]) -> str:
+    """Kargo's generateCommitMessage (names sorted: Go's map order is random)."""
+    if not changes:
+        return ""
+    lines = "".join(
+        f"\n- {name}: {change or 'removed'}" for name, change in sorted(changes.items())
+    )
+    return f"Updated chart dependencies for {chart_path}\n{lines}"

@@ -11,13 +11,12 @@ Rendering goes through Helm's Go SDK (:mod:`promoter.ports.helm`); where it is n
 the step fails with how to install it. What ``helm template`` writes from the rendered
 templates (order, ``# Source:`` separators, hooks, layouts) is :mod:`promoter.rules.helm_template`.
 With ``buildDependencies`` the chart's dependencies are built from Chart.lock (or resolved and
-locked when there is none) with the project's ``helm`` credentials; a chart whose repositories
-need different credentials is refused (Helm's downloader takes one pair per build).
+locked when there is none) with the project's ``helm`` credentials
+(:mod:`promoter.steps.helm_dependencies`).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,8 +26,8 @@ import yaml
 
 from promoter.errors import ConfigRefused, StepError
 from promoter.ports import helm as helm_port
-from promoter.ports.credentials import Credential, CredentialsError, CredentialType
 from promoter.rules import helm_template as rules
+from promoter.steps import helm_dependencies
 from promoter.steps.base import (
     Config,
     Effect,
@@ -144,76 +143,6 @@ def compose_values(ctx: StepContext, helm: helm_port.Helm, settings: _Settings) 
     return rules.merge_all(documents)
 
 
-def _dependencies(chart: Path) -> list[Mapping[str, Any]]:
-    try:
-        document = yaml.safe_load((chart / "Chart.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise StepError(f"{KIND}: failed to read {chart.name}/Chart.yaml: {e}") from None
-    listed = document.get("dependencies") if isinstance(document, Mapping) else None
-    return [d for d in listed or [] if isinstance(d, Mapping)]
-
-
-def check_local_dependencies(
-    ctx: StepContext, chart: Path, deps: Sequence[Mapping[str, Any]]
-) -> None:
-    """Kargo's validateLocalDependency: a ``file://`` dependency is relative and stays inside
-    the work directory (symlinks included)."""
-    for dep in deps:
-        repository = str(dep.get("repository") or "")
-        if not repository.startswith("file://"):
-            continue
-        relative = repository.removeprefix("file://")
-        if os.path.isabs(relative):
-            raise StepError(
-                f"{KIND}: invalid dependency {repository!r}: dependency path {relative!r} must "
-                "be relative",
-                terminal=True,
-            )
-        where = os.path.relpath(chart / relative, ctx.work_dir)
-        try:
-            ctx.path(where, field_name="path")
-        except ConfigRefused:
-            raise StepError(
-                f"{KIND}: invalid dependency {repository!r}: dependency path is outside the "
-                "work directory",
-                terminal=True,
-            ) from None
-
-
-async def repository_access(
-    ctx: StepContext, deps: Sequence[Mapping[str, Any]]
-) -> helm_port.RepositoryAccess:
-    """The project's ``helm`` credentials for the chart's repositories, and whether OCI ones are
-    spoken to over plain HTTP (only when every OCI host is local, as Kargo decides)."""
-    port = ctx.services.git.credentials
-    found: dict[tuple[str, str], Credential] = {}
-    oci_hosts = []
-    for dep in deps:
-        repository = str(dep.get("repository") or "")
-        if not repository.startswith(("http://", "https://", "oci://")):
-            continue
-        if repository.startswith("oci://"):
-            oci_hosts.append(repository.removeprefix("oci://").split("/", 1)[0])
-        if port is None:
-            continue
-        try:
-            credential = await port.get(ctx.project, CredentialType.HELM, repository)
-        except CredentialsError as e:
-            raise StepError(f"{KIND}: {e}", retry_after=e.retry_after) from None
-        if credential is not None:
-            found[(credential.username, credential.password)] = credential
-    if len(found) > 1:
-        sources = ", ".join(sorted(c.source or "?" for c in found.values()))
-        raise StepError(
-            f"{KIND}: the chart's dependencies need different credentials ({sources}); Helm's "
-            "dependency build takes one username and password",
-            terminal=True,
-        )
-    plain = bool(oci_hosts) and all(helm_port.plain_http_host(h) for h in oci_hosts)
-    username, password = next(iter(found), ("", ""))
-    return helm_port.RepositoryAccess(username, password, plain_http=plain)
-
-
 def _write(ctx: StepContext, writes: Sequence[rules.Write], shown: str) -> None:
     for write in writes:
         target = ctx.path(write.path, field_name="outPath")
@@ -249,11 +178,7 @@ async def helm_template(ctx: StepContext, config: Mapping[str, Any]) -> StepResu
             terminal=True,
         )
     if settings.build_dependencies:
-        deps = _dependencies(chart)
-        if deps:
-            check_local_dependencies(ctx, chart, deps)
-            access = await repository_access(ctx, deps)
-            await io.call(helm.build_dependencies, chart, access)
+        await helm_dependencies.build(KIND, ctx, helm, chart)
     missing = await io.call(helm.missing_dependencies, chart)
     if missing:
         raise StepError(

@@ -10,6 +10,8 @@ from promoter.rules.helm_template import (
     OutputOptions,
     UnsafeFilename,
     check_filename,
+    commit_message,
+    lock_changes,
     object_metadata,
     resource_filename,
     sort_release,
@@ -129,3 +131,48 @@ def test_unknown_hook_events_and_partials_are_left_out() -> None:
     assert [(h.source, h.events) for h in release.hooks] == [
         ("c/templates/ok.yaml", ("pre-install", "test"))
     ]
+
+
+def deps(**versions: str) -> list[dict[str, str]]:
+    return [{"name": name, "version": version} for name, version in versions.items()]
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "changes"),
+    [
+        (deps(), deps(), {}),
+        (deps(a="1.0.0"), deps(a="1.0.0"), {}),
+        (deps(a="1.0.0"), deps(a="1.1.0"), {"a": "1.0.0 -> 1.1.0"}),
+        (deps(a="1.0.0"), deps(), {"a": ""}),
+        (deps(), deps(b="2.0.0"), {"b": "2.0.0"}),
+        (
+            deps(a="1.0.0", gone="3.0.0"),
+            deps(a="1.1.0", new="0.1.0"),
+            {"a": "1.0.0 -> 1.1.0", "gone": "", "new": "0.1.0"},
+        ),
+    ],
+)
+def test_lock_changes(
+    before: list[dict[str, str]], after: list[dict[str, str]], changes: dict[str, str]
+) -> None:
+    assert lock_changes(before, after) == changes
+
+
+HEAD = "Updated chart dependencies for p\n"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({}, ""),
+        ({"chart1": "1.0.0 -> 1.1.0"}, HEAD + "\n- chart1: 1.0.0 -> 1.1.0"),
+        (
+            {"chart2": "2.0.0 -> 2.1.0", "chart1": "1.0.0 -> 1.1.0"},
+            HEAD + "\n- chart1: 1.0.0 -> 1.1.0\n- chart2: 2.0.0 -> 2.1.0",
+        ),
+        ({"chart1": "", "chart2": ""}, HEAD + "\n- chart1: removed\n- chart2: removed"),
+        ({"chart3": "3.0.0"}, HEAD + "\n- chart3: 3.0.0"),
+    ],
+)
+def test_commit_message(changes: dict[str, str], message: str) -> None:
+    assert commit_message("p", changes) == message
