@@ -129,7 +129,8 @@ async def test_an_oci_dependency(tmp_path: Path) -> None:
             [{"repoURL": f"{repository}/examplechart", "version": "0.3.0"}],
         )
         result = await STEP.run(
-            ctx, {"path": "testchart", "charts": [{"repository": repository, "name": "examplechart"}]}
+            ctx,
+            {"path": "testchart", "charts": [{"repository": repository, "name": "examplechart"}]},
         )
     chart = ctx.work_dir / "testchart"
     assert result.output["commitMessage"].endswith("- examplechart: 0.3.0")
