@@ -148,6 +148,12 @@ class SdkHelm:
         except self._sdk.HelmError as e:
             raise self._error(f"failed to load chart from {chart.name!r}", e) from None
         with loaded:
+            if loaded.metadata.get("type") == "library":
+                # Helm's install action (what `helm template` runs) refuses them so.
+                raise StepError(
+                    f"{self._kind}: failed to render chart: library charts are not installable",
+                    terminal=True,
+                )
             opts: dict[str, Any] = {"name": options.release_name, "namespace": options.namespace}
             if options.kube_version:
                 opts["kube_version"] = options.kube_version

@@ -383,6 +383,29 @@ async def test_template_rendering_error(tmp_path: Path) -> None:
     assert not (ctx.work_dir / "output.yaml").exists()
 
 
+async def test_values_are_checked_against_the_charts_schema_and_library_charts_refused(
+    tmp_path: Path,
+) -> None:
+    ctx = ctx_for(
+        tmp_path,
+        {
+            **chart_with(CONFIGMAP),
+            "charts/test-chart/values.schema.json": (
+                '{"type": "object", "properties": {"key": {"type": "integer"}}}'
+            ),
+            "lib/Chart.yaml": "apiVersion: v2\nname: lib\nversion: 0.1.0\ntype: library\n",
+        },
+    )
+    err = await error(
+        ctx,
+        {"path": "charts/test-chart", "outPath": "o.yaml", "releaseName": "r",
+         "setValues": [{"key": "key", "value": "text", "literal": True}]},
+    )  # fmt: skip
+    assert "failed to render chart" in str(err) and "want integer" in str(err)
+    err = await error(ctx, {"path": "lib", "outPath": "o.yaml", "releaseName": "r"})
+    assert "library charts are not installable" in str(err)
+
+
 async def test_invalid_output_path(tmp_path: Path) -> None:
     ctx = ctx_for(
         tmp_path,
