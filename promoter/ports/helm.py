@@ -11,6 +11,12 @@ The SDK is blocking (cgo calls): the steps call it through ``StepServices.io.cal
 event loop. Its errors become StepErrors (terminal: a chart, values or lock that is wrong stays
 wrong; a repository that did not answer is retried). Credentials reach it per call and never
 appear in messages.
+
+The SDK's Python wrappers stop short of options its native calls take (render's
+``kube_version`` and ``api_versions``, dependency builds' username and password), so
+:class:`SdkHelm` calls those two native functions itself; that is why the dependency is pinned
+(``helm-python-sdk==0.2.2``) and tests/unit/steps/test_helm_template.py holds its order against
+the SDK's own install action.
 """
 
 from __future__ import annotations
