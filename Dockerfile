@@ -57,9 +57,9 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp \
-    HOST=0.0.0.0 \
-    PORT=8080 \
-    WORK_DIR=/tmp/longshoreman-work
+    LONGSHOREMAN_HOST=0.0.0.0 \
+    LONGSHOREMAN_PORT=8080 \
+    LONGSHOREMAN_WORK_DIR=/tmp/longshoreman-work
 # A numeric, non-root user, so runAsNonRoot can verify it without a passwd lookup.
 USER 10001:10001
 EXPOSE 8080

@@ -2,26 +2,33 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# Two stamps, so the demo installs only what the server runs: the runtime dependencies (RUNTIME),
+# and on top of them the test and lint extras every check needs (DEV).
+RUNTIME := $(VENV)/.runtime-stamp
+DEV := $(VENV)/.dev-stamp
 
 .PHONY: demo test lint unit test-cluster kube-apiserver bench bench-smoke clean
 
-$(STAMP): pyproject.toml Makefile
+$(RUNTIME): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
-	touch $(STAMP)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
 
-demo: $(STAMP)
+$(DEV): $(RUNTIME)
+	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
+	touch $(DEV)
+
+demo: $(RUNTIME)
 	$(BIN)/python -m app serve --demo --port 0
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+unit: $(DEV)
 	$(BIN)/python -m pytest
 
 test: lint unit
@@ -31,10 +38,10 @@ test: lint unit
 kube-apiserver:
 	bash scripts/build-kube-apiserver.sh
 
-test-cluster: $(STAMP) kube-apiserver
+test-cluster: $(DEV) kube-apiserver
 	LONGSHOREMAN_CLUSTER_BACKENDS=real $(BIN)/python -m pytest tests/cluster
 
-bench: $(STAMP)
+bench: $(DEV)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_expressions.py
 	$(BIN)/python bench/bench_git.py
@@ -52,7 +59,7 @@ bench: $(STAMP)
 # change that breaks one fails here instead of leaving it to hang: each is bounded too
 # (bench/limits.py), and a bench that stops moving ends with what it was waiting for.
 SMOKE := LONGSHOREMAN_BENCH_LIMIT=60 $(BIN)/python
-bench-smoke: $(STAMP)
+bench-smoke: $(DEV)
 	$(SMOKE) bench/bench_engine.py
 	$(SMOKE) bench/bench_expressions.py
 	$(SMOKE) bench/bench_git.py --runs 2 --files 20

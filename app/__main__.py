@@ -33,13 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app", description="Longshoreman server.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the reconciler and the HTTP endpoints")
-    serve.add_argument("--host", help="listen address (env HOST, default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="listen port (env PORT, default 8080)")
+    serve.add_argument("--host", help="listen address (env LONGSHOREMAN_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (env LONGSHOREMAN_PORT, default 8080)")
     serve.add_argument(
         "--embedded-kubeconfig",
         type=Path,
         metavar="PATH",
-        help="where to write the embedded cluster's kubeconfig (env EMBEDDED_KUBECONFIG)",
+        help=(
+            "where to write the embedded cluster's kubeconfig "
+            "(env LONGSHOREMAN_EMBEDDED_KUBECONFIG)"
+        ),
     )
     serve.add_argument(
         "--demo",
@@ -170,6 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     configure_logging(settings.log_format, settings.log_level, settings.secrets())
+    for old, new in settings.renamed:
+        logging.getLogger("longshoreman").warning(
+            "%s is deprecated and still read for now: rename it to %s", old, new
+        )
     try:
         return asyncio.run(
             serve(settings, demo=args.demo, keep_running=args.keep_running, out=sys.stdout)

@@ -302,7 +302,10 @@ async def _start(
     state.warehouses = warehouses
     cluster.warehouse_source = warehouses.all_warehouses
     if not settings.warehouse_discovery:
-        log.info("Warehouse discovery is off (WAREHOUSE_DISCOVERY=false): no registry is polled")
+        log.info(
+            "Warehouse discovery is off (LONGSHOREMAN_WAREHOUSE_DISCOVERY=false): "
+            "no registry is polled"
+        )
 
     async def lead() -> None:
         # What the leader runs: the Promotion controller, and the Warehouses unless turned off.

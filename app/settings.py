@@ -16,16 +16,47 @@ from pathlib import Path
 from typing import Any
 
 from app.receivers.settings import ReceiverSettings, ReceiverSettingsError
+from app.ui.settings import RENAMED as UI_RENAMED
 from app.ui.settings import UiSettings, UiSettingsError
+from handlers.settings import RENAMED as GITHUB_RENAMED
 from handlers.settings import GitHubSettings, GitHubSettingsError
+from promoter.environment import renamed_in_use, with_new_names
 from promoter.ports.clusterdata import DEFAULT_SHARED_NAMESPACE
 from promoter.steps.base import PUSH_INTEGRATION_POLICIES
 from promoter.steps.http import HostRules
+from slack.settings import RENAMED as SLACK_RENAMED
 from slack.settings import SlackSettings, SlackSettingsError
 
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the message names the variable."""
+
+
+# Read under these names before they took the LONGSHOREMAN_ prefix: still read, and logged at
+# start as deprecated (promoter.environment).
+RENAMED = (
+    "DEFAULT_REQUEUE_SECONDS",
+    "EMBEDDED_KUBECONFIG",
+    "EMBEDDED_SEED",
+    "EMBEDDED_STATE_FILE",
+    "HEALTH_CHECK_INTERVAL_SECONDS",
+    "HOST",
+    "IN_CLUSTER",
+    "LEADER_ELECTION",
+    "LEASE_DURATION",
+    "LEASE_NAME",
+    "LEASE_NAMESPACE",
+    "LOG_FORMAT",
+    "LOG_LEVEL",
+    "MAX_CONCURRENT_RECONCILES",
+    "MIN_REQUEUE_SECONDS",
+    "PORT",
+    "RENEW_DEADLINE",
+    "RETRY_PERIOD",
+    "WAREHOUSE_DISCOVERY",
+    "WATCH_NAMESPACE",
+    "WORK_DIR",
+)
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -192,6 +223,9 @@ class Settings:
     registry_auth_file: Path | None = None
     # The registry webhook receivers (app/receivers): each on when its secret is set.
     receivers: ReceiverSettings = field(default_factory=ReceiverSettings)
+    # Old names still set, each with its new name: read, and logged once logging is set up (the
+    # receivers' names carried the prefix from the start, so they have none).
+    renamed: tuple[tuple[str, str], ...] = ()
 
     @property
     def embedded(self) -> bool:
@@ -214,18 +248,24 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
+        given = os.environ if env is None else env
+        every_renamed = RENAMED + GITHUB_RENAMED + SLACK_RENAMED + UI_RENAMED
+        env = with_new_names(given, every_renamed)
         defaults = cls()
         kubeconfig = _path(env, "KUBECONFIG", must_exist=True)
-        in_cluster = _bool(env, "IN_CLUSTER", False)
+        in_cluster = _bool(env, "LONGSHOREMAN_IN_CLUSTER", False)
         if kubeconfig and in_cluster:
-            raise SettingsError("KUBECONFIG and IN_CLUSTER=true are both set: choose one")
-        log_level = env.get("LOG_LEVEL", defaults.log_level).upper()
+            raise SettingsError(
+                "KUBECONFIG and LONGSHOREMAN_IN_CLUSTER=true are both set: choose one"
+            )
+        log_level = env.get("LONGSHOREMAN_LOG_LEVEL", defaults.log_level).upper()
         if log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-            raise SettingsError(f"LOG_LEVEL={log_level!r} must be DEBUG, INFO, WARNING or ERROR")
-        log_format = env.get("LOG_FORMAT", defaults.log_format).lower()
+            raise SettingsError(
+                f"LONGSHOREMAN_LOG_LEVEL={log_level!r} must be DEBUG, INFO, WARNING or ERROR"
+            )
+        log_format = env.get("LONGSHOREMAN_LOG_FORMAT", defaults.log_format).lower()
         if log_format not in ("text", "json"):
-            raise SettingsError(f"LOG_FORMAT={log_format!r} must be text or json")
+            raise SettingsError(f"LONGSHOREMAN_LOG_FORMAT={log_format!r} must be text or json")
         policy = env.get(
             "LONGSHOREMAN_GIT_PUSH_INTEGRATION_POLICY", defaults.git_push_integration_policy
         )
@@ -234,15 +274,20 @@ class Settings:
                 f"LONGSHOREMAN_GIT_PUSH_INTEGRATION_POLICY={policy!r} must be one of "
                 f"{', '.join(PUSH_INTEGRATION_POLICIES)}"
             )
-        lease_duration = _float(env, "LEASE_DURATION", defaults.lease_duration, minimum=1.0)
-        renew_deadline = _float(env, "RENEW_DEADLINE", defaults.renew_deadline, minimum=0.5)
-        retry_period = _float(env, "RETRY_PERIOD", defaults.retry_period, minimum=0.1)
+        lease_duration = _float(
+            env, "LONGSHOREMAN_LEASE_DURATION", defaults.lease_duration, minimum=1.0
+        )
+        renew_deadline = _float(
+            env, "LONGSHOREMAN_RENEW_DEADLINE", defaults.renew_deadline, minimum=0.5
+        )
+        retry_period = _float(env, "LONGSHOREMAN_RETRY_PERIOD", defaults.retry_period, minimum=0.1)
         if not retry_period < renew_deadline < lease_duration:
             raise SettingsError(
-                "RETRY_PERIOD < RENEW_DEADLINE < LEASE_DURATION must hold "
+                "LONGSHOREMAN_RETRY_PERIOD < LONGSHOREMAN_RENEW_DEADLINE < "
+                "LONGSHOREMAN_LEASE_DURATION must hold "
                 f"(got {retry_period:g} < {renew_deadline:g} < {lease_duration:g})"
             )
-        seed = env.get("EMBEDDED_SEED")
+        seed = env.get("LONGSHOREMAN_EMBEDDED_SEED")
         shared = _namespace(
             env, "LONGSHOREMAN_SHARED_RESOURCES_NAMESPACE", DEFAULT_SHARED_NAMESPACE
         )
@@ -259,7 +304,7 @@ class Settings:
         ) as e:
             raise SettingsError(str(e)) from None
         # With a public URL, check runs and Slack messages link to the Promotion's status page
-        # (an explicit GITHUB_PROMOTION_URL still wins).
+        # (an explicit LONGSHOREMAN_GITHUB_PROMOTION_URL still wins).
         if ui.promotion_url_template and github.promotion_url is None:
             github = replace(github, promotion_url=ui.promotion_url_template)
         if ui.promotion_url_template and slack is not None and slack.promotion_url is None:
@@ -269,38 +314,49 @@ class Settings:
             slack=slack,
             ui=ui,
             receivers=receivers,
-            host=env.get("HOST", defaults.host),
-            port=_int(env, "PORT", defaults.port, minimum=0),
+            renamed=tuple(renamed_in_use(given, every_renamed)),
+            host=env.get("LONGSHOREMAN_HOST", defaults.host),
+            port=_int(env, "LONGSHOREMAN_PORT", defaults.port, minimum=0),
             kubeconfig=kubeconfig,
             in_cluster=in_cluster,
-            embedded_kubeconfig=_path(env, "EMBEDDED_KUBECONFIG"),
-            embedded_state_file=_path(env, "EMBEDDED_STATE_FILE"),
+            embedded_kubeconfig=_path(env, "LONGSHOREMAN_EMBEDDED_KUBECONFIG"),
+            embedded_state_file=_path(env, "LONGSHOREMAN_EMBEDDED_STATE_FILE"),
             embedded_seed=tuple(Path(p) for p in seed.split(os.pathsep) if p) if seed else (),
-            watch_namespace=env.get("WATCH_NAMESPACE") or None,
+            watch_namespace=env.get("LONGSHOREMAN_WATCH_NAMESPACE") or None,
             shared_resources_namespace=shared,
             global_credentials_namespace=_global_credentials(env, shared),
             allow_credentials_over_http=_bool(
                 env, "LONGSHOREMAN_ALLOW_CREDENTIALS_OVER_HTTP", False
             ),
-            leader_election=_bool(env, "LEADER_ELECTION", defaults.leader_election),
-            warehouse_discovery=_bool(env, "WAREHOUSE_DISCOVERY", defaults.warehouse_discovery),
-            lease_namespace=env.get("LEASE_NAMESPACE", defaults.lease_namespace),
-            lease_name=env.get("LEASE_NAME", defaults.lease_name),
+            leader_election=_bool(env, "LONGSHOREMAN_LEADER_ELECTION", defaults.leader_election),
+            warehouse_discovery=_bool(
+                env, "LONGSHOREMAN_WAREHOUSE_DISCOVERY", defaults.warehouse_discovery
+            ),
+            lease_namespace=env.get("LONGSHOREMAN_LEASE_NAMESPACE", defaults.lease_namespace),
+            lease_name=env.get("LONGSHOREMAN_LEASE_NAME", defaults.lease_name),
             lease_duration=lease_duration,
             renew_deadline=renew_deadline,
             retry_period=retry_period,
             identity=env.get("POD_NAME") or defaults.identity,
             max_concurrent_reconciles=_int(
-                env, "MAX_CONCURRENT_RECONCILES", defaults.max_concurrent_reconciles, minimum=1
+                env,
+                "LONGSHOREMAN_MAX_CONCURRENT_RECONCILES",
+                defaults.max_concurrent_reconciles,
+                minimum=1,
             ),
             default_requeue=_float(
-                env, "DEFAULT_REQUEUE_SECONDS", defaults.default_requeue, minimum=1
+                env, "LONGSHOREMAN_DEFAULT_REQUEUE_SECONDS", defaults.default_requeue, minimum=1
             ),
-            min_requeue=_float(env, "MIN_REQUEUE_SECONDS", defaults.min_requeue, minimum=0),
+            min_requeue=_float(
+                env, "LONGSHOREMAN_MIN_REQUEUE_SECONDS", defaults.min_requeue, minimum=0
+            ),
             health_check_interval=_float(
-                env, "HEALTH_CHECK_INTERVAL_SECONDS", defaults.health_check_interval, minimum=1
+                env,
+                "LONGSHOREMAN_HEALTH_CHECK_INTERVAL_SECONDS",
+                defaults.health_check_interval,
+                minimum=1,
             ),
-            work_dir=_path(env, "WORK_DIR") or defaults.work_dir,
+            work_dir=_path(env, "LONGSHOREMAN_WORK_DIR") or defaults.work_dir,
             git_config=_path(env, "LONGSHOREMAN_GIT_CONFIG", must_exist=True),
             registry_auth_file=_registry_auth(env, "LONGSHOREMAN_REGISTRY_AUTH_FILE"),
             git_author_name=env.get("GIT_AUTHOR_NAME", defaults.git_author_name),

@@ -215,7 +215,7 @@ async def bench_wake(promotions: int, tmp: Path, shared_freight: bool = False) -
         kube = k.Kube(server.api_client())
         git = make_remote(tmp, {"a.txt": "a"}, name="wake")
         fake.add_repo("example/gitops", git)
-        settings = fake.settings(SECRET, GITHUB_PROJECT=NS)
+        settings = fake.settings(SECRET, LONGSHOREMAN_GITHUB_PROJECT=NS)
         client = GitHubClient(settings, policy=RetryPolicy(backoff=0.01))
         await client.start()
         stack.push_async_callback(client.close)

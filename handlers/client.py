@@ -297,7 +297,7 @@ class GitHubClient:
         timeout: float = 30.0,
     ) -> None:
         if not settings.enabled or settings.private_key is None or settings.app_id is None:
-            raise ValueError("the GitHub App is not configured (GITHUB_APP_ID)")
+            raise ValueError("the GitHub App is not configured (LONGSHOREMAN_GITHUB_APP_ID)")
         self.settings = settings
         self.policy = policy or RetryPolicy()
         self.etag_cache = etag_cache

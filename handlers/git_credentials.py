@@ -1,7 +1,7 @@
 """The GitHub App as a source of the credentials port (:mod:`promoter.ports.credentials`).
 
 A ``repoURL`` on the configured GitHub's git host (github.com, or the Enterprise host derived
-from ``GITHUB_API_URL``: :attr:`handlers.settings.GitHubSettings.git_base_url`) names
+from ``LONGSHOREMAN_GITHUB_API_URL``: :attr:`handlers.settings.GitHubSettings.git_base_url`) names
 ``owner/repo``; the App's installation on it is looked up with the App's JWT (``GET
 /repos/{owner}/{repo}/installation``, cached for an hour by the client) and its installation
 token (cached, renewed five minutes before GitHub's ``expires_at``) is handed to git as the

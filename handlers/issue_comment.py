@@ -9,8 +9,8 @@ the Stage's ``longshoreman.dev/github-promoters``, or for ``/approve`` its
 changes nothing. The reply to ``/promote`` is remembered on the Promotion and edited in place as it
 progresses (``handlers/progress.py``).
 
-Which project (namespace) a repository's commands act on: ``GITHUB_PROJECT``, or the repository's
-entry in ``GITHUB_REPO_PROJECTS`` (see :mod:`handlers.settings`).
+Which project (namespace) a repository's commands act on: ``LONGSHOREMAN_GITHUB_PROJECT``, or the
+repository's entry in ``LONGSHOREMAN_GITHUB_REPO_PROJECTS`` (see :mod:`handlers.settings`).
 """
 
 from __future__ import annotations

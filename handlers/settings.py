@@ -6,24 +6,24 @@ layer composes it with :class:`app.settings.Settings`. Every problem names the v
 
 Variables:
 
-``GITHUB_APP_ID``
+``LONGSHOREMAN_GITHUB_APP_ID``
     The App's numeric ID. Setting it enables the GitHub integration.
-``GITHUB_PRIVATE_KEY`` / ``GITHUB_PRIVATE_KEY_FILE``
+``LONGSHOREMAN_GITHUB_PRIVATE_KEY`` / ``LONGSHOREMAN_GITHUB_PRIVATE_KEY_FILE``
     The App's PEM private key, inline (``\\n`` escapes allowed) or as a file; exactly one.
-``GITHUB_WEBHOOK_SECRET``
+``LONGSHOREMAN_GITHUB_WEBHOOK_SECRET``
     Required when the App is enabled: unsigned webhooks are never accepted.
-``GITHUB_API_URL``
+``LONGSHOREMAN_GITHUB_API_URL``
     REST API root; ``https://api.github.com`` by default, ``https://HOST/api/v3`` for Enterprise.
-``GITHUB_PROJECT``
+``LONGSHOREMAN_GITHUB_PROJECT``
     The Kargo project (namespace) that chat commands in any repository act on (``default``).
-``GITHUB_REPO_PROJECTS``
+``LONGSHOREMAN_GITHUB_REPO_PROJECTS``
     Per-repository overrides: ``owner/repo=namespace,owner/other=namespace2``.
-``GITHUB_WEBHOOK_WORKERS``
+``LONGSHOREMAN_GITHUB_WEBHOOK_WORKERS``
     How many webhook deliveries are processed at once (8).
-``GITHUB_PROMOTION_URL``
+``LONGSHOREMAN_GITHUB_PROMOTION_URL``
     Optional link template for replies and check runs, with ``{namespace}`` and ``{promotion}``
     (a Kargo UI, a dashboard). Without it, replies link to the Promotion's check run.
-``GITHUB_DEPLOYMENTS``
+``LONGSHOREMAN_GITHUB_DEPLOYMENTS``
     Which installations get GitHub Deployments for the Stages that opt in: ``all`` (the
     default), ``off``, or a comma-separated list of the accounts (organizations or users) whose
     installation may get them.
@@ -38,6 +38,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from promoter.environment import with_new_names
+
 DEFAULT_API_URL = "https://api.github.com"
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -45,6 +47,22 @@ _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 class GitHubSettingsError(ValueError):
     """A GitHub setting is missing or malformed; the message names the variable."""
+
+
+# Read under these names before they took the LONGSHOREMAN_ prefix: still read, and logged at
+# start as deprecated (promoter.environment).
+RENAMED = (
+    "GITHUB_API_URL",
+    "GITHUB_APP_ID",
+    "GITHUB_DEPLOYMENTS",
+    "GITHUB_PRIVATE_KEY",
+    "GITHUB_PRIVATE_KEY_FILE",
+    "GITHUB_PROJECT",
+    "GITHUB_PROMOTION_URL",
+    "GITHUB_REPO_PROJECTS",
+    "GITHUB_WEBHOOK_SECRET",
+    "GITHUB_WEBHOOK_WORKERS",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +81,8 @@ class GitHubSettings:
     deployment_accounts: frozenset[str] | None = None
 
     def deployments_in(self, repo_full_name: str) -> bool:
-        """Whether GitHub Deployments may be written to ``owner/repo`` (``GITHUB_DEPLOYMENTS``)."""
+        """Whether GitHub Deployments may be written to ``owner/repo``
+        (``LONGSHOREMAN_GITHUB_DEPLOYMENTS``)."""
         if self.deployment_accounts is None:
             return True
         return repo_full_name.partition("/")[0].lower() in self.deployment_accounts
@@ -98,32 +117,36 @@ class GitHubSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GitHubSettings:
-        env = os.environ if env is None else env
-        app_id = (env.get("GITHUB_APP_ID") or "").strip() or None
-        secret = env.get("GITHUB_WEBHOOK_SECRET") or None
-        inline_key = env.get("GITHUB_PRIVATE_KEY") or None
-        key_file = env.get("GITHUB_PRIVATE_KEY_FILE") or None
+        env = with_new_names(os.environ if env is None else env, RENAMED)
+        app_id = (env.get("LONGSHOREMAN_GITHUB_APP_ID") or "").strip() or None
+        secret = env.get("LONGSHOREMAN_GITHUB_WEBHOOK_SECRET") or None
+        inline_key = env.get("LONGSHOREMAN_GITHUB_PRIVATE_KEY") or None
+        key_file = env.get("LONGSHOREMAN_GITHUB_PRIVATE_KEY_FILE") or None
         if app_id is None:
             stray = [
                 name
                 for name, value in (
-                    ("GITHUB_WEBHOOK_SECRET", secret),
-                    ("GITHUB_PRIVATE_KEY", inline_key),
-                    ("GITHUB_PRIVATE_KEY_FILE", key_file),
+                    ("LONGSHOREMAN_GITHUB_WEBHOOK_SECRET", secret),
+                    ("LONGSHOREMAN_GITHUB_PRIVATE_KEY", inline_key),
+                    ("LONGSHOREMAN_GITHUB_PRIVATE_KEY_FILE", key_file),
                 )
                 if value
             ]
             if stray:
                 raise GitHubSettingsError(
-                    f"{', '.join(stray)} set but GITHUB_APP_ID is not: set GITHUB_APP_ID to enable "
+                    f"{', '.join(stray)} set but LONGSHOREMAN_GITHUB_APP_ID is not: set "
+                    "LONGSHOREMAN_GITHUB_APP_ID to enable "
                     "the GitHub App, or unset the others"
                 )
             return _common(env)
         if not app_id.isdigit():
-            raise GitHubSettingsError(f"GITHUB_APP_ID={app_id!r} is not a numeric App ID")
+            raise GitHubSettingsError(
+                f"LONGSHOREMAN_GITHUB_APP_ID={app_id!r} is not a numeric App ID"
+            )
         if not secret:
             raise GitHubSettingsError(
-                "GITHUB_WEBHOOK_SECRET is required when GITHUB_APP_ID is set: the server refuses "
+                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET is required when LONGSHOREMAN_GITHUB_APP_ID is "
+                "set: the server refuses "
                 "to accept unsigned webhooks"
             )
         private_key = _private_key(inline_key, key_file)
@@ -133,13 +156,15 @@ class GitHubSettings:
 def _private_key(inline: str | None, path: str | None) -> str:
     if inline and path:
         raise GitHubSettingsError(
-            "GITHUB_PRIVATE_KEY and GITHUB_PRIVATE_KEY_FILE are both set: choose one"
+            "LONGSHOREMAN_GITHUB_PRIVATE_KEY and LONGSHOREMAN_GITHUB_PRIVATE_KEY_FILE are both "
+            "set: choose one"
         )
     if not inline and not path:
         raise GitHubSettingsError(
-            "GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_FILE is required when GITHUB_APP_ID is set"
+            "LONGSHOREMAN_GITHUB_PRIVATE_KEY or LONGSHOREMAN_GITHUB_PRIVATE_KEY_FILE is required "
+            "when LONGSHOREMAN_GITHUB_APP_ID is set"
         )
-    name = "GITHUB_PRIVATE_KEY" if inline else "GITHUB_PRIVATE_KEY_FILE"
+    name = "LONGSHOREMAN_GITHUB_PRIVATE_KEY" if inline else "LONGSHOREMAN_GITHUB_PRIVATE_KEY_FILE"
     if inline:
         # Deployment tools often flatten a PEM into one line with literal \n.
         key = inline.replace("\\n", "\n").strip() + "\n"
@@ -149,7 +174,7 @@ def _private_key(inline: str | None, path: str | None) -> str:
             key = Path(path).expanduser().read_text(encoding="utf-8")
         except OSError as e:
             raise GitHubSettingsError(
-                f"GITHUB_PRIVATE_KEY_FILE={path!r}: cannot read: {e.strerror}"
+                f"LONGSHOREMAN_GITHUB_PRIVATE_KEY_FILE={path!r}: cannot read: {e.strerror}"
             ) from None
     _check_pem(name, key)
     return key
@@ -173,20 +198,23 @@ def _check_pem(name: str, key: str) -> None:
 
 def _common(env: Mapping[str, str]) -> GitHubSettings:
     """The settings that do not depend on the App being enabled."""
-    api_url = (env.get("GITHUB_API_URL") or DEFAULT_API_URL).strip().rstrip("/")
+    api_url = (env.get("LONGSHOREMAN_GITHUB_API_URL") or DEFAULT_API_URL).strip().rstrip("/")
     parts = urlsplit(api_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise GitHubSettingsError(
-            f"GITHUB_API_URL={api_url!r} must be an http(s) URL such as {DEFAULT_API_URL} or "
+            f"LONGSHOREMAN_GITHUB_API_URL={api_url!r} must be an http(s) URL such as "
+            f"{DEFAULT_API_URL} or "
             "https://github.example.com/api/v3"
         )
     if parts.username or parts.password:
-        raise GitHubSettingsError("GITHUB_API_URL must not contain credentials")
-    project = (env.get("GITHUB_PROJECT") or "default").strip()
+        raise GitHubSettingsError("LONGSHOREMAN_GITHUB_API_URL must not contain credentials")
+    project = (env.get("LONGSHOREMAN_GITHUB_PROJECT") or "default").strip()
     if not _NAMESPACE.match(project):
-        raise GitHubSettingsError(f"GITHUB_PROJECT={project!r} is not a namespace name")
+        raise GitHubSettingsError(
+            f"LONGSHOREMAN_GITHUB_PROJECT={project!r} is not a namespace name"
+        )
     repo_projects: dict[str, str] = {}
-    for entry in (env.get("GITHUB_REPO_PROJECTS") or "").split(","):
+    for entry in (env.get("LONGSHOREMAN_GITHUB_REPO_PROJECTS") or "").split(","):
         entry = entry.strip()
         if not entry:
             continue
@@ -194,26 +222,29 @@ def _common(env: Mapping[str, str]) -> GitHubSettings:
         repo, namespace = repo.strip(), namespace.strip()
         if not sep or not _REPO.match(repo) or not _NAMESPACE.match(namespace):
             raise GitHubSettingsError(
-                f"GITHUB_REPO_PROJECTS entry {entry!r} must look like owner/repo=namespace"
+                f"LONGSHOREMAN_GITHUB_REPO_PROJECTS entry {entry!r} must look like "
+                "owner/repo=namespace"
             )
         repo_projects[repo.lower()] = namespace
-    raw_workers = env.get("GITHUB_WEBHOOK_WORKERS") or "8"
+    raw_workers = env.get("LONGSHOREMAN_GITHUB_WEBHOOK_WORKERS") or "8"
     try:
         workers = int(raw_workers)
     except ValueError:
         raise GitHubSettingsError(
-            f"GITHUB_WEBHOOK_WORKERS={raw_workers!r} is not a whole number"
+            f"LONGSHOREMAN_GITHUB_WEBHOOK_WORKERS={raw_workers!r} is not a whole number"
         ) from None
     if workers < 1:
-        raise GitHubSettingsError(f"GITHUB_WEBHOOK_WORKERS={raw_workers!r} must be at least 1")
-    promotion_url = env.get("GITHUB_PROMOTION_URL") or None
+        raise GitHubSettingsError(
+            f"LONGSHOREMAN_GITHUB_WEBHOOK_WORKERS={raw_workers!r} must be at least 1"
+        )
+    promotion_url = env.get("LONGSHOREMAN_GITHUB_PROMOTION_URL") or None
     if promotion_url is not None:
         try:
             promotion_url.format(namespace="ns", promotion="p")
         except (KeyError, IndexError, ValueError):
             raise GitHubSettingsError(
-                f"GITHUB_PROMOTION_URL={promotion_url!r} may only use {{namespace}} and "
-                "{promotion}"
+                f"LONGSHOREMAN_GITHUB_PROMOTION_URL={promotion_url!r} may only use {{namespace}} "
+                "and {promotion}"
             ) from None
     return GitHubSettings(
         api_url=api_url,
@@ -221,7 +252,7 @@ def _common(env: Mapping[str, str]) -> GitHubSettings:
         repo_projects=repo_projects,
         webhook_workers=workers,
         promotion_url=promotion_url,
-        deployment_accounts=_deployment_accounts(env.get("GITHUB_DEPLOYMENTS") or ""),
+        deployment_accounts=_deployment_accounts(env.get("LONGSHOREMAN_GITHUB_DEPLOYMENTS") or ""),
     )
 
 
@@ -238,7 +269,8 @@ def _deployment_accounts(raw: str) -> frozenset[str] | None:
     bad = [a for a in accounts if not _ACCOUNT.match(a)]
     if bad or not accounts:
         raise GitHubSettingsError(
-            f"GITHUB_DEPLOYMENTS={raw!r} must be all, off, or a comma-separated list of GitHub "
-            f"accounts (organizations or users){': ' + ', '.join(map(repr, bad)) if bad else ''}"
+            f"LONGSHOREMAN_GITHUB_DEPLOYMENTS={raw!r} must be all, off, or a comma-separated list "
+            "of GitHub accounts (organizations or users)"
+            f"{': ' + ', '.join(map(repr, bad)) if bad else ''}"
         )
     return frozenset(a.lower() for a in accounts)

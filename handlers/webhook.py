@@ -70,7 +70,10 @@ class GitHubIntegration:
         clock: Clock = SYSTEM,
     ) -> None:
         if not settings.enabled or not settings.webhook_secret:
-            raise ValueError("GitHub is not configured: GITHUB_APP_ID and GITHUB_WEBHOOK_SECRET")
+            raise ValueError(
+                "GitHub is not configured: LONGSHOREMAN_GITHUB_APP_ID and "
+                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET"
+            )
         self.settings = settings
         self.telemetry = telemetry
         self.client = client or GitHubClient(

@@ -340,7 +340,7 @@ class SlackIntegration:
         try:
             who = await self.api.auth_test()
         except SlackError as e:
-            log.error("Slack: auth.test failed; is SLACK_BOT_TOKEN right? (%s)", e)
+            log.error("Slack: auth.test failed; is LONGSHOREMAN_SLACK_BOT_TOKEN right? (%s)", e)
             return
         log.info(
             "Slack: connected as %s in %s", who.get("user"), who.get("team"), extra={"slack": who}

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from promoter.environment import with_new_names
+
 # Slack IDs: users U…/W… (Enterprise Grid), user groups S….
 _SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -19,6 +21,19 @@ _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 class SlackSettingsError(ValueError):
     """A Slack setting is missing or malformed; the message names the variable."""
+
+
+# Read under these names before they took the LONGSHOREMAN_ prefix: still read, and logged at
+# start as deprecated (promoter.environment).
+RENAMED = (
+    "SLACK_API_URL",
+    "SLACK_BOT_TOKEN",
+    "SLACK_CONFIRM_TTL",
+    "SLACK_DEFAULT_PROMOTERS",
+    "SLACK_PROJECT",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_UPDATE_INTERVAL",
+)
 
 
 def _float(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
@@ -70,50 +85,64 @@ class SlackSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SlackSettings:
-        env = os.environ if env is None else env
-        token = env.get("SLACK_BOT_TOKEN", "").strip()
+        env = with_new_names(os.environ if env is None else env, RENAMED)
+        token = env.get("LONGSHOREMAN_SLACK_BOT_TOKEN", "").strip()
         if not token:
-            raise SlackSettingsError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-...)")
+            raise SlackSettingsError(
+                "LONGSHOREMAN_SLACK_BOT_TOKEN is not set (the bot token, xoxb-...)"
+            )
         if not token.startswith("xoxb-"):
             # Do not echo the value: it is a secret even when it is the wrong kind.
-            raise SlackSettingsError("SLACK_BOT_TOKEN must be a bot token (starting xoxb-)")
-        secret = env.get("SLACK_SIGNING_SECRET", "").strip()
+            raise SlackSettingsError(
+                "LONGSHOREMAN_SLACK_BOT_TOKEN must be a bot token (starting xoxb-)"
+            )
+        secret = env.get("LONGSHOREMAN_SLACK_SIGNING_SECRET", "").strip()
         if not secret:
             raise SlackSettingsError(
-                "SLACK_SIGNING_SECRET is not set (Basic Information > App Credentials)"
+                "LONGSHOREMAN_SLACK_SIGNING_SECRET is not set (Basic Information > App Credentials)"
             )
-        api_url = env.get("SLACK_API_URL", "").strip() or cls.api_url
+        api_url = env.get("LONGSHOREMAN_SLACK_API_URL", "").strip() or cls.api_url
         parts = urlsplit(api_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise SlackSettingsError(f"SLACK_API_URL={api_url!r} is not an http(s) URL")
+            raise SlackSettingsError(
+                f"LONGSHOREMAN_SLACK_API_URL={api_url!r} is not an http(s) URL"
+            )
         if not api_url.endswith("/"):
             api_url += "/"  # slack_sdk joins method names onto it
         promoters = tuple(
-            p.strip() for p in env.get("SLACK_DEFAULT_PROMOTERS", "").split(",") if p.strip()
+            p.strip()
+            for p in env.get("LONGSHOREMAN_SLACK_DEFAULT_PROMOTERS", "").split(",")
+            if p.strip()
         )
         for p in promoters:
             if not _SLACK_ID.match(p):
                 raise SlackSettingsError(
-                    f"SLACK_DEFAULT_PROMOTERS: {p!r} is not a Slack user (U…/W…) or "
+                    f"LONGSHOREMAN_SLACK_DEFAULT_PROMOTERS: {p!r} is not a Slack user (U…/W…) or "
                     "user-group (S…) ID"
                 )
-        namespace = env.get("SLACK_PROJECT", "").strip() or cls.namespace
+        namespace = env.get("LONGSHOREMAN_SLACK_PROJECT", "").strip() or cls.namespace
         if not _NAMESPACE.match(namespace):
-            raise SlackSettingsError(f"SLACK_PROJECT={namespace!r} is not a valid namespace name")
+            raise SlackSettingsError(
+                f"LONGSHOREMAN_SLACK_PROJECT={namespace!r} is not a valid namespace name"
+            )
         return cls(
             bot_token=token,
             signing_secret=secret,
             api_url=api_url,
             default_promoters=promoters,
             namespace=namespace,
-            confirm_ttl=_float(env, "SLACK_CONFIRM_TTL", cls.confirm_ttl, 1.0),
-            update_interval=_float(env, "SLACK_UPDATE_INTERVAL", cls.update_interval, 0.0),
+            confirm_ttl=_float(env, "LONGSHOREMAN_SLACK_CONFIRM_TTL", cls.confirm_ttl, 1.0),
+            update_interval=_float(
+                env, "LONGSHOREMAN_SLACK_UPDATE_INTERVAL", cls.update_interval, 0.0
+            ),
         )
 
     @classmethod
     def optional_from_env(cls, env: Mapping[str, str] | None = None) -> SlackSettings | None:
         """None when Slack is not configured at all (neither token nor secret is set)."""
-        env = os.environ if env is None else env
-        if not env.get("SLACK_BOT_TOKEN") and not env.get("SLACK_SIGNING_SECRET"):
+        env = with_new_names(os.environ if env is None else env, RENAMED)
+        if not env.get("LONGSHOREMAN_SLACK_BOT_TOKEN") and not env.get(
+            "LONGSHOREMAN_SLACK_SIGNING_SECRET"
+        ):
             return None
         return cls.from_env(env)

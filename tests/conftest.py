@@ -7,7 +7,7 @@ Property and fuzz tests run on a fixed budget so the suite's time is predictable
   reproducible and a failure can be replayed locally;
 - ``dev``: the same budget with random examples, for exploring;
 - ``hunt``: many more examples and no deadline, for a long local search
-  (``HYPOTHESIS_PROFILE=hunt pytest tests/test_fuzz.py``).
+  (``HYPOTHESIS_PROFILE=hunt pytest tests/integration/test_fuzz.py``).
 
 Tests that set their own ``@settings`` keep those values and inherit the rest from the profile.
 
@@ -18,6 +18,12 @@ lives outside the repository (:mod:`tests.support.conformance`):
   ends with one line saying so and how to run it; asking for a conformance test by path is an
   error instead, since it cannot run.
 - set to a folder that is missing or incomplete: the run stops before any test, with the reason.
+
+The groups are folders, and each folder's tests carry its marker (``_marks``), so a group can be
+picked or left out with ``-m``: ``unit``, ``integration``, ``e2e``, ``cluster`` and ``conformance``,
+plus ``browser`` on the test that drives chromium. ``pytest -m "not e2e and not cluster"`` is the
+fast suite. The markers are registered in pyproject.toml and pytest runs with ``--strict-markers``,
+so a misspelt one is an error rather than a test that no selection picks.
 
 And for the whole suite: a ``parametrize`` list that comes out empty (a glob that matched nothing)
 stops the run, where pytest would otherwise skip the test quietly; and an asyncio test that leaves
@@ -97,7 +103,29 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+# ---- markers by folder --------------------------------------------------------------------------
+
+TESTS_DIR = Path(__file__).resolve().parent
+# A test's first folder under tests/ names its group.
+_FOLDER_MARKS = {"unit", "integration", "e2e", "cluster", "conformance"}
+# Tests that need a program from Debian's packages beyond git, by module.
+_MODULE_MARKS = {"test_pages_browser.py": ("browser",)}
+
+
+def _marks(path: Path) -> tuple[str, ...]:
+    """The markers of the tests in one module, from where it lies."""
+    try:
+        parts = path.relative_to(TESTS_DIR).parts
+    except ValueError:
+        return ()
+    folder = (parts[0],) if len(parts) > 1 and parts[0] in _FOLDER_MARKS else ()
+    return folder + _MODULE_MARKS.get(path.name, ())
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in _marks(item.path):
+            item.add_marker(name)
     empty = [
         item.nodeid
         for item in items

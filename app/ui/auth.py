@@ -2,9 +2,9 @@
 authenticating proxy, or GitHub sign-in limited to the active members of one org.
 
 GitHub mode is the OAuth web flow (https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps):
-``/ui/login`` redirects to ``GITHUB_WEB_URL/login/oauth/authorize`` with a random ``state``
-kept in a short-lived signed cookie; ``/ui/oauth/callback`` checks that state, exchanges the
-code at ``/login/oauth/access_token``, asks ``GET /user`` who signed in and
+``/ui/login`` redirects to ``LONGSHOREMAN_GITHUB_WEB_URL/login/oauth/authorize`` with a random
+``state`` kept in a short-lived signed cookie; ``/ui/oauth/callback`` checks that state,
+exchanges the code at ``/login/oauth/access_token``, asks ``GET /user`` who signed in and
 ``GET /user/memberships/orgs/{org}`` whether they are an active member, and then sets a signed
 session cookie (HMAC-SHA256 with ``LONGSHOREMAN_UI_SESSION_SECRET``; HttpOnly, SameSite=Lax,
 Secure when the public URL is https). The user's GitHub token is used for those two calls and

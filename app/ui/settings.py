@@ -17,7 +17,7 @@
 ``LONGSHOREMAN_UI_SESSION_SECRET``
     ``github`` mode: signs the session cookie (at least 32 characters; the same on every
     replica).
-``GITHUB_WEB_URL``
+``LONGSHOREMAN_GITHUB_WEB_URL``
     GitHub's web root for sign-in (``https://github.com``; ``https://HOST`` for Enterprise).
 ``LONGSHOREMAN_ARGOCD_URL``
     Optional Argo CD UI root: Applications on the pages link to it.
@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from promoter.environment import with_new_names
+
 AuthMode = Literal["none", "header", "github"]
 DEFAULT_WEB_URL = "https://github.com"
 DEFAULT_AUTH_HEADER = "X-Forwarded-User"
@@ -42,6 +44,11 @@ _ORG = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 
 class UiSettingsError(ValueError):
     """A status-page setting is missing or malformed; the message names the variable."""
+
+
+# Read under these names before they took the LONGSHOREMAN_ prefix: still read, and logged at
+# start as deprecated (promoter.environment).
+RENAMED = ("GITHUB_WEB_URL",)
 
 
 def _http_url(env: Mapping[str, str], name: str, default: str | None = None) -> str | None:
@@ -84,7 +91,8 @@ class UiSettings:
 
     @property
     def promotion_url_template(self) -> str | None:
-        """The link as a ``{namespace}``/``{promotion}`` template (GITHUB_PROMOTION_URL's form)."""
+        """The link as a ``{namespace}``/``{promotion}`` template (the form of
+        LONGSHOREMAN_GITHUB_PROMOTION_URL)."""
         if not self.public_url:
             return None
         # Braces in the URL itself must survive str.format.
@@ -95,6 +103,7 @@ class UiSettings:
     def from_env(
         cls, env: Mapping[str, str], *, github_api_url: str = "https://api.github.com"
     ) -> UiSettings:
+        env = with_new_names(env, RENAMED)
         public_url = _http_url(env, "LONGSHOREMAN_PUBLIC_URL")
         argocd_url = _http_url(env, "LONGSHOREMAN_ARGOCD_URL")
         raw_mode = (env.get("LONGSHOREMAN_UI_AUTH") or "none").strip().lower()
@@ -106,7 +115,7 @@ class UiSettings:
         header = (env.get("LONGSHOREMAN_UI_AUTH_HEADER") or DEFAULT_AUTH_HEADER).strip()
         if not _HEADER_NAME.match(header):
             raise UiSettingsError(f"LONGSHOREMAN_UI_AUTH_HEADER={header!r} is not a header name")
-        web_url = _http_url(env, "GITHUB_WEB_URL", DEFAULT_WEB_URL) or DEFAULT_WEB_URL
+        web_url = _http_url(env, "LONGSHOREMAN_GITHUB_WEB_URL", DEFAULT_WEB_URL) or DEFAULT_WEB_URL
         client_id = (env.get("LONGSHOREMAN_UI_GITHUB_CLIENT_ID") or "").strip() or None
         client_secret = (env.get("LONGSHOREMAN_UI_GITHUB_CLIENT_SECRET") or "").strip() or None
         org = (env.get("LONGSHOREMAN_UI_GITHUB_ORG") or "").strip() or None

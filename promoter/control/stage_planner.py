@@ -3,7 +3,7 @@
 The controller (``app/controller/reconciler.py``) gathers a Stage, its Promotions and the Argo
 CD Applications from its caches, asks this module, and applies the answer through its one write
 path. Nothing here does I/O or reads a clock, so every rule has a table test
-(tests/test_stage_planner.py):
+(tests/unit/control/test_stage_planner.py):
 
 - :func:`plan_queue`: which Promotions to announce (created with kubectl, so nobody announced
   them), which to abort (an abort was requested on them), and which one runs next: the Stage's

@@ -4,5 +4,5 @@ Here: ``cli`` (the command line), ``runner`` (load manifests, build the Promotio
 to a terminal phase) and ``demo`` (the example Promotion against a throwaway git remote).
 
 May import: all of :mod:`promoter`; never the server's packages (aiohttp, kubernetes, slack,
-gidgethub): ``tests/test_runner_imports.py`` holds that line.
+gidgethub): ``tests/integration/test_runner_imports.py`` holds that line.
 """

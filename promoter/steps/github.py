@@ -150,7 +150,7 @@ def _port(ctx: StepContext, kind: str) -> PullRequests:
     port = ctx.services.extra.get(PORT_KEY)
     if port is None:
         raise StepError(
-            f"{kind} needs the GitHub App (GITHUB_APP_ID and friends); it runs under "
+            f"{kind} needs the GitHub App (LONGSHOREMAN_GITHUB_APP_ID and friends); it runs under "
             "`python -m app serve` with GitHub configured, not in the local runner",
             terminal=True,
         )

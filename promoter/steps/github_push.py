@@ -345,9 +345,9 @@ def _port(ctx: StepContext) -> GitDatabase:
     port = ctx.services.extra.get(PORT_KEY)
     if port is None:
         raise StepError(
-            f"{KIND} acts as the GitHub App (GITHUB_APP_ID and friends); it runs under "
-            "`python -m app serve` with GitHub configured, not in the local runner (use git-push "
-            "there)",
+            f"{KIND} acts as the GitHub App (LONGSHOREMAN_GITHUB_APP_ID and friends); it runs "
+            "under `python -m app serve` with GitHub configured, not in the local runner "
+            "(use git-push there)",
             terminal=True,
         )
     return port  # type: ignore[no-any-return]

@@ -9,7 +9,7 @@ Listing kinds, ``kind in registry`` and the unknown-kind error need no import;
 ``registry[kind]`` calls the loader of the module that defines ``kind`` and registers all of its
 steps. The loaders are plain ``import`` statements, not ``importlib`` lookups by name, so the
 import graph (and import-linter's contracts) sees every step module.
-``tests/test_runner_imports.py`` checks that the tables match each module's ``STEPS``.
+``tests/integration/test_runner_imports.py`` checks that the tables match each module's ``STEPS``.
 """
 
 from __future__ import annotations

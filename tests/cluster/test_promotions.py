@@ -17,22 +17,21 @@ from typing import Any
 from app.controller import kube as k
 from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
+from tests.e2e.test_faults import (
+    DEMO_URL,
+    FREIGHT,
+    GitArgoCD,
+    _exactly_once,
+    seed_files,
+    sigkill_stage,
+)
+from tests.e2e.test_replicas import lease_holder
+from tests.e2e.test_replicas import wait_until as eventually
 from tests.support import objects
 from tests.support.argocd import KubernetesApps, Outcome, make_app
 from tests.support.controller import wait_for_object, wait_terminal
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
-from tests.test_faults import (
-    DEMO_URL,
-    FREIGHT,
-    GitArgoCD,
-    ServerProcess,
-    _exactly_once,
-    seed_files,
-    server_processes,
-    sigkill_stage,
-)
-from tests.test_replicas import lease_holder
-from tests.test_replicas import wait_until as eventually
+from tests.support.processes import ServerProcess, server_processes
 
 NS = "kargo-demo"
 PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"
@@ -68,8 +67,8 @@ async def prepare(cluster: Cluster, stage: str, tmp_path: Path) -> World:
 def server_env(cluster: Cluster, tmp_path: Path, git_config: str, **extra: str) -> dict[str, str]:
     return {
         "KUBECONFIG": str(cluster.kubeconfig_path),
-        "WORK_DIR": str(tmp_path / "work"),
-        "MIN_REQUEUE_SECONDS": "0",
+        "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+        "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
         "LONGSHOREMAN_GIT_CONFIG": git_config,
         **extra,
     }
@@ -159,14 +158,18 @@ async def test_the_standby_finishes_a_promotion_after_the_leader_is_sigkilled(
 ) -> None:
     w = await prepare(cluster, "qa", tmp_path)
     kube, apps, remote = w.kube, w.apps, w.remote
-    lease = {"LEASE_DURATION": "2", "RENEW_DEADLINE": "1.5", "RETRY_PERIOD": "0.3"}
+    lease = {
+        "LONGSHOREMAN_LEASE_DURATION": "2",
+        "LONGSHOREMAN_RENEW_DEADLINE": "1.5",
+        "LONGSHOREMAN_RETRY_PERIOD": "0.3",
+    }
 
     def env(identity: str) -> dict[str, str]:
         return server_env(
             cluster,
             tmp_path,
             w.git_config,
-            LEADER_ELECTION="true",
+            LONGSHOREMAN_LEADER_ELECTION="true",
             POD_NAME=identity,
             **lease,
         )

@@ -15,13 +15,14 @@ from pathlib import Path
 from app.controller import kube as k
 from app.embedded import seed
 from tests.cluster.support import ROOT, Cluster
+from tests.e2e.test_faults import FREIGHT
+from tests.integration.test_deploy import _analysis_template as analysis_template
+from tests.integration.test_deploy import _history as history
+from tests.integration.test_deploy import _prod_stage as prod_stage
 from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.controller import wait_for_object, wait_terminal
+from tests.support.processes import ServerProcess, server_processes
 from tests.support.rollouts import HANG, FakeRolloutsController, KubernetesAnalysisRuns, Outcome
-from tests.test_deploy import _analysis_template as analysis_template
-from tests.test_deploy import _history as history
-from tests.test_deploy import _prod_stage as prod_stage
-from tests.test_faults import FREIGHT, ServerProcess, server_processes
 
 NS = "kargo-demo"
 PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"
@@ -55,11 +56,11 @@ async def test_the_controller_runs_promotion_and_verification_with_its_rbac_only
     ):
         env = {
             "KUBECONFIG": str(access.kubeconfig_path),
-            "WORK_DIR": str(tmp_path / "work"),
-            "MIN_REQUEUE_SECONDS": "0",
-            "HEALTH_CHECK_INTERVAL_SECONDS": "1",
-            "LEADER_ELECTION": "true",
-            "LEASE_NAMESPACE": "longshoreman",
+            "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+            "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+            "LONGSHOREMAN_HEALTH_CHECK_INTERVAL_SECONDS": "1",
+            "LONGSHOREMAN_LEADER_ELECTION": "true",
+            "LONGSHOREMAN_LEASE_NAMESPACE": "longshoreman",
             "POD_NAME": "longshoreman-0",
         }
         server = await ServerProcess.start(env, tmp_path / "server.log", servers)

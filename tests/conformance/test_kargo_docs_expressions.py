@@ -1,8 +1,9 @@
 """Kargo's expressions documentation examples render as the documentation says.
 
 Each example (``kargo-docs/expressions.*.yaml`` in the conformance folder) is rendered with
-:mod:`promoter.expressions` in the world of tests/test_expressions_templates.py (its Freight,
-variables and step outputs), and the result compared with what Kargo's documentation shows.
+:mod:`promoter.expressions` in the world of
+tests/unit/expressions/test_expressions_templates.py (its Freight, variables and step outputs),
+and the result compared with what Kargo's documentation shows.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import yaml
 
 from promoter.expressions import Scope, freight_functions, render
 from tests.support import conformance
-from tests.test_expressions_templates import FREIGHT, SCOPE, VARIABLES
+from tests.unit.expressions.test_expressions_templates import FREIGHT, SCOPE, VARIABLES
 
 FIXTURES = conformance.root() / "kargo-docs"
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.support import conformance
-from tests.test_crds import CRDS, GROUP, KARGO_API_VERSION, schema_of, validate
+from tests.unit.resources.test_crds import CRDS, GROUP, KARGO_API_VERSION, schema_of, validate
 
 
 class JsonLikeLoader(yaml.SafeLoader):

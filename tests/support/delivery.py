@@ -416,13 +416,13 @@ async def running_delivery(
 ) -> AsyncIterator[Delivery]:
     """The server, the stand-ins and our watches running against the cluster behind
     ``api_client``/``kubeconfig``, with the pipeline's objects created; everything stops when
-    the block ends. ``environ`` adds settings (e.g. ``MIN_REQUEUE_SECONDS``)."""
+    the block ends. ``environ`` adds settings (e.g. ``LONGSHOREMAN_MIN_REQUEUE_SECONDS``)."""
     remote = make_remote(work, files={values_path(s): "image:\n  tag: 0.0.0\n" for s in STAGES})
     git_config = Path(git_env(work, {remote.url: GITOPS_REPO})["GIT_CONFIG_GLOBAL"])
     settings = Settings.from_env(
         {
             "KUBECONFIG": str(kubeconfig),
-            "WORK_DIR": str(work / "server"),
+            "LONGSHOREMAN_WORK_DIR": str(work / "server"),
             "LONGSHOREMAN_GIT_CONFIG": str(git_config),
             "LONGSHOREMAN_HARBOR_WEBHOOK_AUTH": HARBOR_AUTH,
             **(environ or {}),

@@ -397,10 +397,10 @@ class FakeGitHub:
     def settings(self, webhook_secret: str = "webhook-secret", **env: str) -> GitHubSettings:
         return GitHubSettings.from_env(
             {
-                "GITHUB_APP_ID": str(self.app_id),
-                "GITHUB_PRIVATE_KEY": self.private_key,
-                "GITHUB_WEBHOOK_SECRET": webhook_secret,
-                "GITHUB_API_URL": self.url,
+                "LONGSHOREMAN_GITHUB_APP_ID": str(self.app_id),
+                "LONGSHOREMAN_GITHUB_PRIVATE_KEY": self.private_key,
+                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": webhook_secret,
+                "LONGSHOREMAN_GITHUB_API_URL": self.url,
                 **env,
             }
         )
@@ -1424,7 +1424,8 @@ class FakeGitHub:
     # ref updated here really moves the branch (``git log`` shows it). Bodies are held to GitHub's
     # schema by the middleware (tests/support/github_openapi.py); the rules below are the ones
     # GitHub applies beyond the schema, with its messages. Only the operations the bot calls are
-    # served (tests/test_deploy.py holds the routes to the App's permissions): github-push sends
+    # served (tests/integration/test_deploy.py holds the routes to the App's permissions):
+    # github-push sends
     # its objects with git to a staging ref, as Kargo's does, so blobs and trees are not among
     # them.
 

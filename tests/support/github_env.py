@@ -8,7 +8,7 @@ a :class:`~tests.support.telemetry.RecordingTelemetry`. As the test asks:
   token expiry with ``env.skew`` (seconds), for the client, git-credential and step tests;
 - ``service=FakePromotions(...)``: the whole bot, ``setup_github`` over that port
   (:mod:`tests.support.promotions`) served over HTTP (``env.integration``, ``env.http``), its
-  settings the fake's own plus ``bot_settings`` (``GITHUB_PROJECT``...); with
+  settings the fake's own plus ``bot_settings`` (``LONGSHOREMAN_GITHUB_PROJECT``...); with
   ``deliver_webhooks`` the fake sends the webhooks its users' actions (and our own writes) cause
   back to it, as GitHub does.
 

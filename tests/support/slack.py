@@ -136,7 +136,7 @@ def block_kit_errors(blocks: Any) -> list[str]:
 
 
 class FakeSlack:
-    """The Web API's state and controls; ``url`` is its ``SLACK_API_URL``."""
+    """The Web API's state and controls; ``url`` is its ``LONGSHOREMAN_SLACK_API_URL``."""
 
     def __init__(self, token: str = TOKEN, team: str = TEAM) -> None:
         self.token = token

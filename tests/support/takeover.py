@@ -1,10 +1,10 @@
 """A Promotion whose replica is SIGKILLed anywhere, finished by another with its own work directory.
 
 The scenario of issue 19, end to end over HTTP, against any Kubernetes API server: two (or one)
-``python -m app serve`` processes with leader election and *separate* ``WORK_DIR``s (each pod's
-``emptyDir``), the fake GitHub (:mod:`tests.support.github`: REST API and git over smart HTTP
-with App tokens), the fake Argo CD controller, and a small HTTP "gate" the Promotion's ``http``
-step polls. The Promotion::
+``python -m app serve`` processes with leader election and *separate* ``LONGSHOREMAN_WORK_DIR``s
+(each pod's ``emptyDir``), the fake GitHub (:mod:`tests.support.github`: REST API and git over
+smart HTTP with App tokens), the fake Argo CD controller, and a small HTTP "gate" the Promotion's
+``http`` step polls. The Promotion::
 
     git-clone -> kustomize-set-image (edit) -> git-commit -> http (waits on the gate)
       -> git-push (generated branch) -> git-open-pr -> git-wait-for-pr -> argocd-update
@@ -23,10 +23,10 @@ become "as soon as the test sees the write", a few milliseconds later: still a S
 middle of the Promotion, with the same checks.
 
 To keep it quick, the cases run in lanes side by side (a namespace, a repository and a pair of
-replicas with their own Lease each, ``WATCH_NAMESPACE``), and the cases that park by themselves
-(a step waiting on its gate, its pull request, its sync) share one SIGKILL.
+replicas with their own Lease each, ``LONGSHOREMAN_WATCH_NAMESPACE``), and the cases that park by
+themselves (a step waiting on its gate, its pull request, its sync) share one SIGKILL.
 
-    # the emulator (tests/test_takeover.py)
+    # the emulator (tests/cluster/test_takeover.py)
     async with running_apiserver() as api:
         await takeover_scenario(tmp_path, api.kubeconfig_path, api.api_client, emulator=api)
     # any cluster with the CRDs installed (ours, and Argo CD's Application)
@@ -59,7 +59,7 @@ from tests.support.argocd import FakeArgoCDController, KubernetesApps, make_app
 from tests.support.github import FakeGitHub
 from tests.support.gitrepo import RemoteRepo, make_remote
 from tests.support.kube import RunningApiServer
-from tests.test_faults import ServerProcess, server_processes
+from tests.support.processes import ServerProcess, server_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "kargo-demo"
@@ -67,7 +67,11 @@ FREIGHT = "frozen-tauntaun"
 GITOPS = "example/gitops"
 IMAGE = "public.ecr.aws/nginx/nginx"
 # The shortest leader election the settings allow: a takeover in about a second.
-LEASE = {"LEASE_DURATION": "1", "RENEW_DEADLINE": "0.5", "RETRY_PERIOD": "0.1"}
+LEASE = {
+    "LONGSHOREMAN_LEASE_DURATION": "1",
+    "LONGSHOREMAN_RENEW_DEADLINE": "0.5",
+    "LONGSHOREMAN_RETRY_PERIOD": "0.1",
+}
 ALIASES = ("clone", "edit", "commit", "wait", "push", "open-pr", "wait-for-pr", "sync")
 TERMINAL = ("Succeeded", "Failed", "Errored", "Aborted")
 # How long a case may take to reach each thing it waits for. A liveness bound, not a timing
@@ -440,16 +444,16 @@ class World:
         wrapper = git_wrapper(self.tmp_path / f"bin-{index}", control)
         env = {
             "KUBECONFIG": str(self.kubeconfig_path),
-            "WATCH_NAMESPACE": namespace,
-            "LEASE_NAME": f"longshoreman-{namespace}",
-            "MIN_REQUEUE_SECONDS": "0",
-            "LEADER_ELECTION": "true",
+            "LONGSHOREMAN_WATCH_NAMESPACE": namespace,
+            "LONGSHOREMAN_LEASE_NAME": f"longshoreman-{namespace}",
+            "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+            "LONGSHOREMAN_LEADER_ELECTION": "true",
             **LEASE,
-            "GITHUB_APP_ID": str(self.github.app_id),
-            "GITHUB_PRIVATE_KEY": self.github.private_key,
-            "GITHUB_WEBHOOK_SECRET": "webhook-secret",
-            "GITHUB_API_URL": self.github.url,
-            "GITHUB_PROJECT": namespace,
+            "LONGSHOREMAN_GITHUB_APP_ID": str(self.github.app_id),
+            "LONGSHOREMAN_GITHUB_PRIVATE_KEY": self.github.private_key,
+            "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": "webhook-secret",
+            "LONGSHOREMAN_GITHUB_API_URL": self.github.url,
+            "LONGSHOREMAN_GITHUB_PROJECT": namespace,
             "LONGSHOREMAN_HTTP_ALLOW": "127.0.0.1",
             "PATH": f"{wrapper}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         }
@@ -462,7 +466,7 @@ class World:
         self, lane: Lane, name: str, work_dir: Path, *, ready: bool = False
     ) -> ServerProcess:
         self.lives += 1
-        env = {**lane.env, "WORK_DIR": str(work_dir), "POD_NAME": name}
+        env = {**lane.env, "LONGSHOREMAN_WORK_DIR": str(work_dir), "POD_NAME": name}
         log = self.tmp_path / f"{name}-{self.lives}.log"
         return await ServerProcess.start(env, log, self.servers, ready=ready)
 
