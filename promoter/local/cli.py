@@ -167,9 +167,7 @@ class Progress:
         print(f"    waiting {seconds:.1f}s before checking again", file=self.stream, flush=True)
 
 
-def _services(
-    git_config: Path | None, http_allow: str = "", ui_base_url: str = ""
-) -> StepServices:
+def _services(git_config: Path | None, http_allow: str = "", ui_base_url: str = "") -> StepServices:
     env = {}
     if git_config is not None:
         if not git_config.is_file():
