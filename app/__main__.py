@@ -118,10 +118,7 @@ async def run_demo(app: web.Application, out: TextIO, limit: float = 120.0) -> i
     async with asyncio.timeout(30):
         await controller.wait_synced()
     stage = controller.stages.get("kargo-demo", "test")
-    freight = next(
-        (f for f in controller.freight.items("kargo-demo") if f.get("alias") == "frozen-tauntaun"),
-        None,
-    )
+    freight = controller.freight_refs.find("kargo-demo", "frozen-tauntaun")
     if stage is None or freight is None:
         print("error: the example Stage or Freight is missing from the cluster", file=out)
         return 1

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import limits
-from promoter.steps import git as git_steps
+from promoter.steps import git_clone, git_commit, git_push
 from tests.support.gitrepo import git_env, make_remote
 from tests.support.steps import make_context
 from tests.support.telemetry import RecordingTelemetry
@@ -57,7 +57,7 @@ async def _one_run(root: Path, env: dict[str, str], run: int) -> dict[str, float
     timings: dict[str, float] = {}
 
     started = time.perf_counter()
-    await git_steps.STEPS["git-clone"].run(
+    await git_clone.STEPS["git-clone"].run(
         ctx, {"repoURL": REPO, "checkout": [{"branch": "main", "path": "./out"}]}
     )
     timings["git-clone"] = time.perf_counter() - started
@@ -70,13 +70,13 @@ async def _one_run(root: Path, env: dict[str, str], run: int) -> dict[str, float
     timings["edit"] = time.perf_counter() - mark
 
     mark = time.perf_counter()
-    await git_steps.STEPS["git-commit"].run(
+    await git_commit.STEPS["git-commit"].run(
         ctx, {"path": "./out", "message": f"bump to bench{run + 1:03d}"}
     )
     timings["git-commit"] = time.perf_counter() - mark
 
     mark = time.perf_counter()
-    await git_steps.STEPS["git-push"].run(ctx, {"path": "./out"})
+    await git_push.STEPS["git-push"].run(ctx, {"path": "./out"})
     timings["git-push"] = time.perf_counter() - mark
 
     timings["total"] = time.perf_counter() - started

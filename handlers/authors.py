@@ -1,7 +1,7 @@
 """Who authored the changes a Freight carries, as GitHub knows it: for the self-approval rule.
 
 A Stage annotated ``longshoreman.dev/self-approval: "false"`` refuses ``/approve`` from anyone
-whose change the Freight carries (:func:`promoter.chat.commands.plan` decides; this module
+whose change the Freight carries (:func:`promoter.chat.planner.plan` decides; this module
 gathers the fact). A change's author is the author of a pull request GitHub associates with
 one of the Freight's commits ("List pull requests associated with a commit",
 https://docs.github.com/en/rest/commits/commits#list-pull-requests-associated-with-a-commit),

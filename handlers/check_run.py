@@ -22,8 +22,17 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo, github_facts
-from promoter.chat.chatops import Command, Refusal, Snapshot, promote_decided
-from promoter.chat.commands import AlreadyApproved, DoAbort, DoApprove, DoPromote, DoReverify, plan
+from promoter.chat.grammar import Command
+from promoter.chat.planner import (
+    AlreadyApproved,
+    DoAbort,
+    DoApprove,
+    DoPromote,
+    DoReverify,
+    Refusal,
+    plan,
+)
+from promoter.chat.port import Snapshot, promote_decided
 from promoter.resources.model import name_of
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from promoter.chat.commands import AlreadyApproved, DoApprove
+from promoter.chat.planner import AlreadyApproved, DoApprove
 from promoter.chat.views import PromotionView, StepLine
 from promoter.resources.model import name_of, namespace_of
 

@@ -2,7 +2,7 @@
 
 Handlers take ``(event, deps)``: the GitHub client for the event's installation is one call
 away (:meth:`Deps.gh`), and everything that changes the cluster goes through the
-:class:`promoter.chat.chatops.PromotionService` port. Nothing here knows about the app layer.
+:class:`promoter.chat.port.PromotionService` port. Nothing here knows about the app layer.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from cachetools import TTLCache
 
 from handlers.authors import freight_authors
 from handlers.client import GitHubAPI, GitHubClient
+from handlers.promoters import github_may_act
 from handlers.settings import GitHubSettings
-from promoter.chat.chatops import (
-    Command,
+from promoter.chat.grammar import Command
+from promoter.chat.planner import (
     Decision,
-    PromotionService,
+    Facts,
     Refusal,
-    Snapshot,
-    github_may_act,
+    freight_to_approve,
     listed,
+    stages_to_authorize,
 )
-from promoter.chat.commands import Facts, freight_to_approve, stages_to_authorize
+from promoter.chat.port import PromotionService, Snapshot
 from promoter.clock import SYSTEM, Clock
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of
@@ -154,7 +155,7 @@ async def github_facts(
     snapshot: Snapshot,
     pr_freight: str | Refusal | None = None,
 ) -> Facts:
-    """What :func:`promoter.chat.commands.plan` needs to decide ``command`` for ``user``, looked
+    """What :func:`promoter.chat.planner.plan` needs to decide ``command`` for ``user``, looked
     up now (the I/O is here): the repository permission, the teams the Stage's promoter or
     approver lists name, and for an ``/approve`` on a Stage that forbids self-approval, who
     authored the Freight's changes. One rule for comments and check-run buttons."""

@@ -26,18 +26,10 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo, github_facts
-from promoter.chat.chatops import (
-    USAGE,
-    Command,
-    Refusal,
-    Snapshot,
-    freight_for_commit,
-    help_text,
-    markdown_table,
-    parse_comment,
-    promote_decided,
-)
-from promoter.chat.commands import (
+from handlers.markdown import markdown_table
+from promoter.chat.freight_refs import freight_for_commit
+from promoter.chat.grammar import USAGE, Command, help_text, parse_comment
+from promoter.chat.planner import (
     AlreadyApproved,
     DoAbort,
     DoApprove,
@@ -45,11 +37,13 @@ from promoter.chat.commands import (
     DoReverify,
     Facts,
     Plan,
+    Refusal,
     ShowHelp,
     ShowStatus,
     needs_pr_freight,
     plan,
 )
+from promoter.chat.port import Snapshot, promote_decided
 from promoter.chat.views import promotion_view
 from promoter.errors import LongshoremanError
 from promoter.resources import annotations as ann
@@ -157,7 +151,7 @@ class CommandSession:
             await self.reply(f"@{self.user}: `{checks.quiet(command.raw)}`: {checks.quiet(str(e))}")
 
     async def _facts(self, command: Command) -> Facts:
-        """Everything :func:`promoter.chat.commands.plan` needs, looked up now (the I/O is here)."""
+        """Everything :func:`promoter.chat.planner.plan` needs, looked up now (the I/O is here)."""
         snapshot = await self.deps.service.snapshot(self.namespace)
         pr_freight = None
         if needs_pr_freight(command):

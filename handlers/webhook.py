@@ -38,7 +38,7 @@ from handlers.progress import Progress
 from handlers.pull_requests import GitHubPullRequests
 from handlers.queue import KeyedQueue
 from handlers.settings import GitHubSettings
-from promoter.chat.chatops import PromotionService
+from promoter.chat.port import PromotionService
 from promoter.clock import SYSTEM, Clock
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry, log_context
 

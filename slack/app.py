@@ -30,21 +30,16 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from promoter.chat.chatops import (
+from promoter.chat.grammar import (
     APPROVE_SLASH,
     SLASH,
     Command,
     CommandError,
-    FreightAnnotator,
-    PromotionService,
-    Refusal,
     parse_command,
     parse_slash,
-    promote_decided,
     reason_of,
-    stages_to_announce,
 )
-from promoter.chat.commands import (
+from promoter.chat.planner import (
     AlreadyApproved,
     AskConfirm,
     Cancelled,
@@ -54,18 +49,21 @@ from promoter.chat.commands import (
     DoReverify,
     Facts,
     Plan,
+    Refusal,
     ShowHelp,
     ShowStatus,
     freight_to_approve,
     plan,
     stages_to_authorize,
 )
+from promoter.chat.port import FreightAnnotator, PromotionService, promote_decided
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import PermanentError, TemporaryError
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
 from slack import messages as m
+from slack.announcements import stages_to_announce
 from slack.api import SlackApi, SlackError
 from slack.blocks import Message
 from slack.commands import (

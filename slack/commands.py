@@ -1,8 +1,8 @@
 """Slack's side of a command: the facts it gathers and the Confirm that travels in a button.
 
 One slash command carries every chat command as its text (``/promote abort test``), parsed by
-:func:`promoter.chat.chatops.parse_slash` with the same grammar as a GitHub comment; what it does is
-decided by :func:`promoter.chat.commands.plan`, the planner every front end shares. This module only
+:func:`promoter.chat.grammar.parse_slash` with the same grammar as a GitHub comment; what it does is
+decided by :func:`promoter.chat.planner.plan`, the planner every front end shares. This module only
 says how Slack answers "may this user act on this Stage" (user IDs and user groups, with the
 server's default promoters) and whether a Stage wants a Confirm first, and carries a pending
 Confirm in the button's value; :mod:`slack.app` gathers the facts and carries out the decision.
@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from promoter.chat.chatops import Decision, listed, slack_may_act
+from promoter.chat.planner import Decision, deciding_list, listed, stage_annotation
 from promoter.resources import annotations as ann
-from promoter.resources.model import meta
+from promoter.resources.model import meta, name_of
 
 # ---- confirmations ----------------------------------------------------------------------------
 
@@ -81,6 +81,35 @@ class PendingPromotion:
 
 
 # ---- facts -----------------------------------------------------------------------------------
+
+
+def slack_may_act(
+    stage: Mapping[str, Any],
+    user_id: str,
+    user_groups: Iterable[str] = (),
+    default_promoters: Sequence[str] = (),
+    *,
+    approve: bool = False,
+) -> Decision:
+    """A Slack user may act when listed (user ID or user-group ID) in the Stage's annotation,
+    else in the server-wide default list; an empty default allows everyone. With ``approve``,
+    the Stage's ``slack-approvers`` list decides when it has one."""
+    key = deciding_list(
+        stage, promoters=ann.SLACK_PROMOTERS, approvers=ann.SLACK_APPROVERS, approve=approve
+    )
+    allowed = listed(stage_annotation(stage, key))
+    if key == ann.SLACK_APPROVERS:
+        what = "approve Freight for"
+    else:
+        allowed = allowed or list(default_promoters)
+        what = "act on"
+    if not allowed:
+        return Decision(True, "no promoter list configured")
+    groups = set(user_groups)
+    for entry in allowed:
+        if entry == user_id or entry in groups:
+            return Decision(True, "listed as an approver" if approve else "listed as a promoter")
+    return Decision(False, f"<@{user_id}> may not {what} Stage {name_of(stage)}")
 
 
 def promoters_of(stage: Mapping[str, Any] | None, defaults: Sequence[str]) -> list[str]:

@@ -36,7 +36,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from promoter.chat.chatops import PromotionService
+from promoter.chat.port import PromotionService
 from promoter.chat.views import Verification, promotion_view
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import NotFound

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from promoter.chat.chatops import FREIGHT_HELP, usage_lines
+from promoter.chat.grammar import FREIGHT_HELP, usage_lines
 from promoter.chat.shown import digest
 from promoter.chat.views import (
     SHORT_NAME,

@@ -24,6 +24,7 @@ from typing import Any
 
 from app.controller.kube import Gone, JsonObject, Kube, KubeError, ResourceType, TemporaryError
 from promoter.clock import SYSTEM
+from promoter.resources.freight_refs import aliases_of, find_freight
 
 logger = logging.getLogger(__name__)
 
@@ -328,6 +329,40 @@ class Informer:
                     delay,
                 )
             await self.sleep(delay)
+
+
+class FreightRefs:
+    """Freight by name or alias over a Freight informer: Kargo's rule
+    (:func:`promoter.resources.freight_refs.find_freight`) with an index on the alias, so a
+    Promotion naming its Freight by alias costs a lookup, not a scan of every Freight."""
+
+    INDEX = "alias"
+
+    def __init__(self, freight: Informer) -> None:
+        self.freight = freight
+        freight.add_index(self.INDEX, _alias_keys)
+
+    def find(self, namespace: str, ref: str) -> Mapping[str, Any] | None:
+        return find_freight(ref, _NamespaceFreight(self.freight, namespace))
+
+
+class _NamespaceFreight:
+    """One namespace of a :class:`FreightRefs` informer, as a ``FreightLookup``."""
+
+    def __init__(self, freight: Informer, namespace: str) -> None:
+        self.freight = freight
+        self.namespace = namespace
+
+    def named(self, name: str) -> JsonObject | None:
+        return self.freight.get(self.namespace, name)
+
+    def aliased(self, alias: str) -> list[JsonObject]:
+        return self.freight.by_index(FreightRefs.INDEX, f"{self.namespace}/{alias}")
+
+
+def _alias_keys(obj: JsonObject) -> list[str]:
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    return [f"{namespace}/{alias}" for alias in aliases_of(obj)]
 
 
 def _as_int(resource_version: str) -> int | None:

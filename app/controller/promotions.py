@@ -1,4 +1,4 @@
-"""The chat front ends' port to the cluster (:class:`promoter.chat.chatops.PromotionService`).
+"""The chat front ends' port to the cluster (:class:`promoter.chat.port.PromotionService`).
 
 Reads come from the controller's informer caches (every replica keeps them warm, so a webhook
 answered by a standby sees what the leader sees); writes go through :mod:`app.controller.kube`, and
@@ -16,7 +16,8 @@ from app.controller import kube as k
 from app.controller.creation import create_promotion
 from app.controller.reconciler import Controller
 from app.controller.warehouses.reconciler import request_refresh
-from promoter.chat.chatops import PromotionRef, Snapshot, not_approvable, not_available
+from promoter.chat.planner import not_approvable, not_available
+from promoter.chat.port import PromotionRef, Snapshot
 from promoter.errors import LongshoremanError, NotFound, Refused, TemporaryError
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of, namespace_of

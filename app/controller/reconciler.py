@@ -24,7 +24,7 @@ from app.controller import kube as k
 from app.controller.argocd import KubeArgoCDApps
 from app.controller.clusterdata import KubeClusterData
 from app.controller.creation import InformerTasks, announce_created
-from app.controller.informer import Informer
+from app.controller.informer import FreightRefs, Informer
 from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
 from app.controller.policies import ProjectRules
 from app.controller.routing import EventRouting, health_apps, waiting_apps, waiting_prs
@@ -108,6 +108,7 @@ class Controller(EventRouting, StatusWrites):
         )
         self.stages = Informer(kube, k.STAGES, namespace=namespace, on_event=self._on_stage)
         self.freight = Informer(kube, k.FREIGHT, namespace=namespace, on_event=self._on_freight)
+        self.freight_refs = FreightRefs(self.freight)
         # The Stages' requested Warehouses decide where imageFrom() and the like look (Kargo).
         self.warehouses = Informer(kube, k.WAREHOUSES, namespace=namespace)
         self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
@@ -336,13 +337,7 @@ class Controller(EventRouting, StatusWrites):
         ).get("freight")
 
     def _find_freight(self, namespace: str, ref: str) -> Mapping[str, Any] | None:
-        found = self.freight.get(namespace, ref)
-        if found is not None:
-            return found
-        for candidate in self.freight.items(namespace):
-            if candidate.get("alias") == ref:
-                return candidate
-        return None
+        return self.freight_refs.find(namespace, ref)
 
     async def _run(
         self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, *, wake: bool

@@ -25,6 +25,7 @@ from promoter.chat import views as shared
 from promoter.chat.views import freight_label, stage_views, step_lines
 from promoter.control.links import freight_links, stage_links
 from promoter.control.policies import ClusterConfig, ProjectConfig
+from promoter.resources.freight_refs import FreightList
 from promoter.resources.model import meta, name_of, namespace_of, parse_time
 from promoter.resources.stages import StageQueue, get_condition, phase_of
 from promoter.rules.argocd import touched_apps
@@ -473,6 +474,7 @@ def project_view(
     """``warehouses``: the project's Warehouses, None when the server keeps none; ``now``
     decides which Freight is available (soak times) for the timeline."""
     masker = masker or Masker()
+    freights = FreightList.of(freights)  # indexed once for every card's, item's and node's lookup
     cards = [stage_card(s, promotions, freights, masker) for s in sorted(stages, key=name_of)]
     newest = sorted(promotions, key=lambda p: (_recency(p), name_of(p)), reverse=True)
     graph = pipeline_graph(namespace, stages, cards, freights, warehouses, masker.text)
@@ -520,6 +522,7 @@ def stage_view(
     cluster: ClusterConfig | None = None,
 ) -> StageView:
     masker = masker or Masker()
+    freights = FreightList.of(freights)
     status = stage.get("status") or {}
     mine = [p for p in promotions if (p.get("spec") or {}).get("stage") == name_of(stage)]
     history = []
@@ -548,7 +551,7 @@ def stage_view(
     links, errors = stage_links(stage, project, cluster)
     current = (status.get("freightHistory") or [{}])[0] or {}
     for item in (current.get("items") or {}).values():
-        found = next((f for f in freights if name_of(f) == (item or {}).get("name")), None)
+        found = freights.named(str((item or {}).get("name") or ""))
         if found is not None:
             more, more_errors = freight_links(found, project, cluster)
             links, errors = links + more, errors + more_errors

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from promoter.control.links import ResolvedLink, freight_links, stage_links
 from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, is_rollback, read_json
+from promoter.resources.freight_refs import FreightList, freight_in
 from promoter.resources.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
 from promoter.resources.stages import approval_of, downstream_stages, has_verification, phase_of
 
@@ -53,7 +54,7 @@ def freight_label(
     """The label of the Freight ``ref`` (a name or an alias) among ``freights``, else of
     ``fallback`` (a Promotion's ``status.freight`` outlives a deleted Freight), else the bare
     reference."""
-    found = next((f for f in freights if name_of(f) == ref or f.get("alias") == ref), None)
+    found = freight_in(ref, freights)
     freight = found if found is not None else fallback
     if freight:
         return FreightLabel(name_of(freight) or ref, str(freight.get("alias") or ""))
@@ -353,7 +354,7 @@ def promotion_view(
     status = promotion.get("status") or {}
     stage_name = str(spec.get("stage") or "")
     ref = str(spec.get("freight") or "")
-    found = next((f for f in freights if name_of(f) == ref or f.get("alias") == ref), None)
+    found = freight_in(ref, freights)
     recorded = status.get("freight") if isinstance(status.get("freight"), Mapping) else None
     freight = found if found is not None else recorded
     origin = (freight or {}).get("origin")
@@ -443,7 +444,7 @@ def stage_views(
     carries no alias, so the alias is looked up in ``freights``; ``all_stages`` (the project's)
     gives each its downstream Stages; ``windows`` says which are frozen, and until when."""
     windows = windows or {}
-    freights = list(freights)
+    freights = FreightList.of(freights)  # indexed once for every Stage's lookups
     by_stage: dict[tuple[str | None, str], list[Mapping[str, Any]]] = {}
     for p in promotions:
         by_stage.setdefault((namespace_of(p), (p.get("spec") or {}).get("stage", "")), []).append(p)

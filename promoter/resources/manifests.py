@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from promoter.errors import InvalidInput
+from promoter.resources.freight_refs import freight_in
 from promoter.resources.model import (
     ACCEPTED_API_VERSIONS,
     API_VERSION,
@@ -102,17 +103,15 @@ class ManifestSet:
         return spec, found
 
     def freight(self, ref: str, namespace: str | None) -> Loaded:
-        """A Freight by name or alias."""
+        """A Freight by name or alias (:mod:`promoter.resources.freight_refs`' rule)."""
         candidates = [
             o
             for o in self.of_kind("Freight")
             if (namespace is None or o.namespace in (None, namespace))
         ]
+        found = freight_in(ref, (o.obj for o in candidates))
         for o in candidates:
-            if o.name == ref:
-                return o
-        for o in candidates:
-            if o.obj.get("alias") == ref:
+            if o.obj is found:
                 return o
         known = (
             ", ".join(

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from promoter.errors import ConfigRefused
+from promoter.resources.freight_refs import ALIAS_LABEL
 from promoter.resources.model import meta
 
-ALIAS_LABEL = "kargo.akuity.io/alias"
 # A label value (Kubernetes): the API server would refuse anything else in the label.
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 

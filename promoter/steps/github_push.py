@@ -67,17 +67,17 @@ from promoter.steps.base import (
     succeeded,
 )
 from promoter.steps.git import (
-    _OBJECT_ID_RE,
     MAX_PUSH_BACKOFF_SECONDS,
-    _Git,
-    _head,
-    _open_worktree,
-    _remote_url,
+    OBJECT_ID_RE,
+    Git,
     commit_url,
     generated_branch,
     made_commits,
     normalize_repo_url,
     note_made,
+    open_worktree,
+    read_head,
+    read_remote_url,
     ref_name_problem,
     strip_userinfo,
 )
@@ -353,7 +353,7 @@ def _port(ctx: StepContext) -> GitDatabase:
     return port  # type: ignore[no-any-return]
 
 
-async def _integrate(ctx: StepContext, git: _Git, path: Path, target: _Target) -> None:
+async def _integrate(ctx: StepContext, git: Git, path: Path, target: _Target) -> None:
     """Bring the remote target branch's new commits into HEAD by the policy (Kargo's
     ``IntegrateRemoteChanges``): nothing to do for a branch that does not exist yet."""
     if target.policy == "None":
@@ -397,7 +397,7 @@ async def _integrate(ctx: StepContext, git: _Git, path: Path, target: _Target) -
         note_made(ctx, [after])
 
 
-async def _conflict(git: _Git, path: Path, branch: str, how: str, run: Any) -> None:
+async def _conflict(git: Git, path: Path, branch: str, how: str, run: Any) -> None:
     conflicts = await git.try_run("diff", "--name-only", "--diff-filter=U", cwd=path)
     await git.try_run(how, "--abort", cwd=path)
     files = [f for f in conflicts.stdout.splitlines() if f]
@@ -412,7 +412,7 @@ async def _conflict(git: _Git, path: Path, branch: str, how: str, run: Any) -> N
 
 
 async def _attempt(
-    ctx: StepContext, git: _Git, path: Path, port: GitDatabase, target: _Target
+    ctx: StepContext, git: Git, path: Path, port: GitDatabase, target: _Target
 ) -> None:
     """One attempt (Kargo's ``push``): integrate, stage, compare, replay, move the branch."""
     await _integrate(ctx, git, path, target)
@@ -494,11 +494,11 @@ async def _create_branch(port: GitDatabase, target: _Target, sha: str) -> None:
 async def github_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
     """``github-push``. Output, as Kargo's: ``{"branch", "commit", "commitURL"}``."""
     plan = plan_github_push(ctx.promotion, config)
-    path = _open_worktree(ctx, KIND, Config(KIND, config))
+    path = open_worktree(ctx, KIND, Config(KIND, config))
     port = _port(ctx)
-    git = _Git(ctx, KIND)
-    _, current_branch = await _head(git, path)
-    repo_url = await _remote_url(git, path)
+    git = Git(ctx, KIND)
+    _, current_branch = await read_head(git, path)
+    repo_url = await read_remote_url(git, path)
     await port.check_installed(repo_url)
     await git.authenticate(repo_url)
     branch = plan.target_branch or current_branch
@@ -549,7 +549,7 @@ def web_commit_url(repo_url: str, sha: str) -> str | None:
 
 
 async def _attempts(
-    ctx: StepContext, git: _Git, path: Path, port: GitDatabase, target: _Target, attempts: int
+    ctx: StepContext, git: Git, path: Path, port: GitDatabase, target: _Target, attempts: int
 ) -> StepResult | None:
     """Kargo's retry loop: attempts until one lands; a Failed result for what no attempt fixes."""
     for attempt in range(1, attempts + 1):
@@ -586,14 +586,14 @@ async def verify_github_push(ctx: StepContext, config: Mapping[str, Any]) -> Non
     the push left it. Never pushes."""
     assert ctx.replay is not None
     plan = plan_github_push(ctx.promotion, config)
-    path = _open_worktree(ctx, KIND, Config(KIND, config))
+    path = open_worktree(ctx, KIND, Config(KIND, config))
     recorded = ctx.replay.output
     commit = str(recorded.get("commit") or "").lower()
     branch = str(recorded.get("branch") or plan.target_branch or "")
-    if not _OBJECT_ID_RE.match(commit) or ref_name_problem(branch) is not None:
+    if not OBJECT_ID_RE.match(commit) or ref_name_problem(branch) is not None:
         raise StepError(f"{KIND}: the recorded output names no pushed commit", terminal=True)
-    git = _Git(ctx, KIND)
-    repo_url = await _remote_url(git, path)
+    git = Git(ctx, KIND)
+    repo_url = await read_remote_url(git, path)
     await git.authenticate(repo_url)
     remote = f"refs/remotes/origin/{branch}"
     fetched = await git.try_run("fetch", "-q", "origin", f"+refs/heads/{branch}:{remote}", cwd=path)
@@ -617,7 +617,7 @@ async def verify_github_push(ctx: StepContext, config: Mapping[str, Any]) -> Non
     await git.run("reset", "-q", "--hard", commit, cwd=path)
 
 
-async def _change_was_pushed(git: _Git, path: Path, commit: str) -> bool:
+async def _change_was_pushed(git: Git, path: Path, commit: str) -> bool:
     """Whether the rebuilt HEAD's change is among the commits replayed up to ``commit`` (on top
     of others' work, so with another tree): git's stable patch IDs, which a replay keeps."""
     base = await git.try_run("merge-base", "HEAD", commit, cwd=path)

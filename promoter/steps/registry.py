@@ -23,29 +23,29 @@ from promoter.steps.base import Step
 BUILTIN_KINDS: Mapping[str, str] = {
     "compose-output": "promoter.steps.basic",
     "fail": "promoter.steps.basic",
-    "git-clone": "promoter.steps.git",
-    "git-clear": "promoter.steps.git",
-    "git-commit": "promoter.steps.git",
-    "git-tag": "promoter.steps.git",
-    "git-push": "promoter.steps.git",
-    "yaml-update": "promoter.steps.workdir.files",
-    "json-update": "promoter.steps.workdir.files",
-    "yaml-parse": "promoter.steps.workdir.files",
-    "json-parse": "promoter.steps.workdir.files",
-    "kustomize-set-image": "promoter.steps.workdir.kustomize",
-    "helm-update-chart": "promoter.steps.workdir.files",
-    "copy": "promoter.steps.workdir.files",
-    "delete": "promoter.steps.workdir.files",
-    "file-write": "promoter.steps.workdir.files",
-    "yaml-merge": "promoter.steps.workdir.files",
+    "git-clone": "promoter.steps.git_clone",
+    "git-clear": "promoter.steps.git_clear",
+    "git-commit": "promoter.steps.git_commit",
+    "git-tag": "promoter.steps.git_tag",
+    "git-push": "promoter.steps.git_push",
+    "yaml-update": "promoter.steps.workdir.yaml_update",
+    "json-update": "promoter.steps.workdir.json_update",
+    "yaml-parse": "promoter.steps.workdir.parse",
+    "json-parse": "promoter.steps.workdir.parse",
+    "kustomize-set-image": "promoter.steps.workdir.kustomize_set_image",
+    "helm-update-chart": "promoter.steps.workdir.helm_update_chart",
+    "copy": "promoter.steps.workdir.file_copy",
+    "delete": "promoter.steps.workdir.file_delete",
+    "file-write": "promoter.steps.workdir.file_write",
+    "yaml-merge": "promoter.steps.workdir.yaml_merge",
     # Runs `kubectl kustomize` (the image ships kubectl).
-    "kustomize-build": "promoter.steps.workdir.kustomize",
+    "kustomize-build": "promoter.steps.workdir.kustomize_build",
     "toml-parse": "promoter.steps.workdir.tomlfiles",
     "toml-update": "promoter.steps.workdir.tomlfiles",
     "http": "promoter.steps.http",
     "http-download": "promoter.steps.download",
-    "untar": "promoter.steps.workdir.archive",
-    "tar": "promoter.steps.workdir.archive",
+    "untar": "promoter.steps.workdir.untar",
+    "tar": "promoter.steps.workdir.tar",
     # Need the registry port (StepServices.oci), which the server provides.
     "oci-download": "promoter.steps.oci",
     "oci-push": "promoter.steps.oci",
@@ -75,22 +75,94 @@ def _basic() -> Mapping[str, Step]:
     return basic.STEPS
 
 
-def _git() -> Mapping[str, Step]:
-    from promoter.steps import git
+def _git_clone() -> Mapping[str, Step]:
+    from promoter.steps import git_clone
 
-    return git.STEPS
-
-
-def _files() -> Mapping[str, Step]:
-    from promoter.steps.workdir import files
-
-    return files.STEPS
+    return git_clone.STEPS
 
 
-def _kustomize() -> Mapping[str, Step]:
-    from promoter.steps.workdir import kustomize
+def _git_clear() -> Mapping[str, Step]:
+    from promoter.steps import git_clear
 
-    return kustomize.STEPS
+    return git_clear.STEPS
+
+
+def _git_commit() -> Mapping[str, Step]:
+    from promoter.steps import git_commit
+
+    return git_commit.STEPS
+
+
+def _git_tag() -> Mapping[str, Step]:
+    from promoter.steps import git_tag
+
+    return git_tag.STEPS
+
+
+def _git_push() -> Mapping[str, Step]:
+    from promoter.steps import git_push
+
+    return git_push.STEPS
+
+
+def _yaml_update() -> Mapping[str, Step]:
+    from promoter.steps.workdir import yaml_update
+
+    return yaml_update.STEPS
+
+
+def _json_update() -> Mapping[str, Step]:
+    from promoter.steps.workdir import json_update
+
+    return json_update.STEPS
+
+
+def _parse() -> Mapping[str, Step]:
+    from promoter.steps.workdir import parse
+
+    return parse.STEPS
+
+
+def _kustomize_set_image() -> Mapping[str, Step]:
+    from promoter.steps.workdir import kustomize_set_image
+
+    return kustomize_set_image.STEPS
+
+
+def _helm_update_chart() -> Mapping[str, Step]:
+    from promoter.steps.workdir import helm_update_chart
+
+    return helm_update_chart.STEPS
+
+
+def _file_copy() -> Mapping[str, Step]:
+    from promoter.steps.workdir import file_copy
+
+    return file_copy.STEPS
+
+
+def _file_delete() -> Mapping[str, Step]:
+    from promoter.steps.workdir import file_delete
+
+    return file_delete.STEPS
+
+
+def _file_write() -> Mapping[str, Step]:
+    from promoter.steps.workdir import file_write
+
+    return file_write.STEPS
+
+
+def _yaml_merge() -> Mapping[str, Step]:
+    from promoter.steps.workdir import yaml_merge
+
+    return yaml_merge.STEPS
+
+
+def _kustomize_build() -> Mapping[str, Step]:
+    from promoter.steps.workdir import kustomize_build
+
+    return kustomize_build.STEPS
 
 
 def _tomlfiles() -> Mapping[str, Step]:
@@ -111,10 +183,16 @@ def _download() -> Mapping[str, Step]:
     return download.STEPS
 
 
-def _archive() -> Mapping[str, Step]:
-    from promoter.steps.workdir import archive
+def _untar() -> Mapping[str, Step]:
+    from promoter.steps.workdir import untar
 
-    return archive.STEPS
+    return untar.STEPS
+
+
+def _tar() -> Mapping[str, Step]:
+    from promoter.steps.workdir import tar
+
+    return tar.STEPS
 
 
 def _oci() -> Mapping[str, Step]:
@@ -155,13 +233,26 @@ def _github_push() -> Mapping[str, Step]:
 
 MODULES: Mapping[str, Callable[[], Mapping[str, Step]]] = {
     "promoter.steps.basic": _basic,
-    "promoter.steps.git": _git,
-    "promoter.steps.workdir.files": _files,
-    "promoter.steps.workdir.kustomize": _kustomize,
+    "promoter.steps.git_clone": _git_clone,
+    "promoter.steps.git_clear": _git_clear,
+    "promoter.steps.git_commit": _git_commit,
+    "promoter.steps.git_tag": _git_tag,
+    "promoter.steps.git_push": _git_push,
+    "promoter.steps.workdir.yaml_update": _yaml_update,
+    "promoter.steps.workdir.json_update": _json_update,
+    "promoter.steps.workdir.parse": _parse,
+    "promoter.steps.workdir.kustomize_set_image": _kustomize_set_image,
+    "promoter.steps.workdir.helm_update_chart": _helm_update_chart,
+    "promoter.steps.workdir.file_copy": _file_copy,
+    "promoter.steps.workdir.file_delete": _file_delete,
+    "promoter.steps.workdir.file_write": _file_write,
+    "promoter.steps.workdir.yaml_merge": _yaml_merge,
+    "promoter.steps.workdir.kustomize_build": _kustomize_build,
     "promoter.steps.workdir.tomlfiles": _tomlfiles,
     "promoter.steps.http": _http,
     "promoter.steps.download": _download,
-    "promoter.steps.workdir.archive": _archive,
+    "promoter.steps.workdir.untar": _untar,
+    "promoter.steps.workdir.tar": _tar,
     "promoter.steps.oci": _oci,
     "promoter.steps.metadata": _metadata,
     "promoter.steps.freight_alias": _freight_alias,

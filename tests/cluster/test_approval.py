@@ -20,17 +20,15 @@ from app.controller import kube as k
 from app.controller.promotions import ClusterPromotions
 from app.embedded import seed
 from slack.app import setup_slack
-from slack.settings import SlackSettings
 from tests.cluster.support import ROOT, Cluster
 from tests.support import objects
 from tests.support.controller import running_controller
 from tests.support.slack import (
-    SIGNING_SECRET,
     TEAM,
-    TOKEN,
     running_fake_slack,
-    signed_headers,
-    slash_command,
+)
+from tests.support.slack import (
+    slash as support_slash,
 )
 from tests.support.waiting import eventually
 
@@ -54,22 +52,15 @@ async def test_approve_and_kubectl_let_unverified_freight_into_uat(
         running_fake_slack() as slack,
         running_controller(access, tmp_path / "work") as controller,
     ):
-        settings = SlackSettings(
-            bot_token=TOKEN, signing_secret=SIGNING_SECRET, api_url=slack.url, namespace=NS
-        )
+        settings = slack.settings(NS)
         app = web.Application()
         setup_slack(app, settings, ClusterPromotions(controller.kube, controller))
         client = await aiohttp_client(app)
 
         async def slash(command: str, text: str, answer: str) -> str:
-            body = slash_command(
-                text, user="U0ALICE", response_url=slack.response_url(answer), command=command
+            return await support_slash(
+                client, slack, text, user="U0ALICE", answer=answer, command=command
             )
-            response = await client.post("/slack/events", data=body, headers=signed_headers(body))
-            assert response.status == 200
-            await slack.wait_for(lambda: slack.responses[answer], what=answer)
-            said: str = slack.responses[answer][0]["text"]
-            return said
 
         async def cached(name: str) -> None:
             async def seen() -> bool | None:

@@ -358,7 +358,7 @@ EXCLUDED: dict[str, str] = {
     "http.3.yaml": f"needs network (catfacts.net); {ON_A_LOCAL_SERVER}",
     "http.4.yaml": f"needs network (catfacts.net); {ON_A_LOCAL_SERVER}",
     "http.5.yaml": "needs network (slack.com) and secret(), which is not implemented; "
-    "test_steps_http.py posts such a body to a local server",
+    "test_http.py posts such a body to a local server",
     "http.6.yaml": f"needs network (api.example.com); {ON_A_LOCAL_SERVER}",
     "http.8.yaml": f"needs network (api.example.com); {ON_A_LOCAL_SERVER}",
     "http.9.yaml": f"needs network (api.example.com); {ON_A_LOCAL_SERVER}",

@@ -1,10 +1,10 @@
 """Issue #29, Freight approval, done when: ``/approve`` lets unverified Freight into prod.
 
-Everything real but GitHub and Slack: the controller runs against the Kubernetes API server
-emulator, the chat front ends reach it through the real cluster port
-(``app.controller.promotions.ClusterPromotions``), GitHub's webhooks arrive signed from the fake
-GitHub (with real git behind its pull requests) and Slack's slash commands signed as Slack signs
-them. ``prod`` takes Freight only once it is verified in ``test``; the hotfix Freight never was.
+Everything real but GitHub and Slack (:func:`tests.support.chat.running_chat_cluster`): the
+controller runs against the Kubernetes API server emulator, the chat front ends reach it through
+the real cluster port, GitHub's webhooks arrive signed from the fake GitHub (with real git behind
+its pull requests) and Slack's slash commands signed as Slack signs them. ``prod`` takes Freight
+only once it is verified in ``test``; the hotfix Freight never was.
 """
 
 from __future__ import annotations
@@ -15,27 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from app.controller import kube as k
-from app.controller.promotions import ClusterPromotions
 from app.controller.reconciler import Controller
 from promoter.resources import annotations as ann
-from slack.app import setup_slack
-from slack.settings import SlackSettings
 from tests.support import objects
-from tests.support.controller import running_controller, wait_for_object, wait_terminal
-from tests.support.github_env import GitHubEnv, running_github_env
-from tests.support.kube import running_apiserver
+from tests.support.chat import running_chat_cluster
+from tests.support.controller import (
+    freight_cached,
+    wait_for_object,
+    wait_terminal,
+)
+from tests.support.github_env import GitHubEnv
 from tests.support.slack import (
-    SIGNING_SECRET,
     TEAM,
-    TOKEN,
     FakeSlack,
-    running_fake_slack,
-    signed_headers,
-    slash_command,
+    slash,
 )
 from tests.support.waiting import eventually
 
@@ -54,14 +50,7 @@ class World:
 
     async def slash(self, command: str, text: str, user: str, answer: str) -> str:
         """Run a signed slash command as ``user``; Slack's ephemeral answer."""
-        body = slash_command(
-            text, user=user, response_url=self.slack.response_url(answer), command=command
-        )
-        response = await self.client.post("/slack/events", data=body, headers=signed_headers(body))
-        assert response.status == 200
-        await self.slack.wait_for(lambda: self.slack.responses[answer], what=answer)
-        text_: str = self.slack.responses[answer][0]["text"]
-        return text_
+        return await slash(self.client, self.slack, text, user=user, answer=answer, command=command)
 
     async def freight(self, name: str) -> dict[str, Any]:
         return await self.kube.get(k.FREIGHT, NS, name)
@@ -73,11 +62,8 @@ class World:
 
 @pytest.fixture
 async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
-    async with (
-        running_fake_slack() as slack,
-        running_apiserver(namespaces=[NS], bookmark_interval=0.2) as server,
-    ):
-        kube = k.Kube(server.api_client())
+    async with running_chat_cluster(tmp_path, aiohttp_client, NS) as chat:
+        kube, github = chat.kube, chat.github
         await kube.create(k.STAGES, objects.stage("test", namespace=NS, warehouse="shop"))
         await kube.create(
             k.STAGES,
@@ -94,58 +80,33 @@ async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
                 },
             ),
         )
-        async with running_controller(server, tmp_path / "work") as controller:
-            service = ClusterPromotions(kube, controller)
-            async with running_github_env(
-                tmp_path,
-                service=service,
-                bot_settings={"LONGSHOREMAN_GITHUB_PROJECT": NS},  # type: ignore[arg-type]
-            ) as github:
-                for user in ("alice", "carol", "erin"):
-                    github.fake.set_permission(github.repo, user, "write")
-                github.fake.add_team_member("example", "release-team", "carol")
-                # alice's hotfix, merged: its merge commit is in the hotfix Freight.
-                pull = await github.open_pull(
-                    "hotfix", {"main.go": "package main // fixed\n"}, title="Hotfix", merge=True
-                )
-                hotfix = "1a2b3c4d5e6f"
-                commit = {
-                    "repoURL": github.git_url,
-                    "id": pull["merge_commit_sha"],
-                    "author": "Dana <dana@example.com>",
-                }
-                await kube.create(
-                    k.FREIGHT,
-                    objects.freight(
-                        hotfix, namespace=NS, alias="hot-fix", warehouse="shop", commits=[commit]
-                    ),
-                )
-                await kube.create(
-                    k.FREIGHT,
-                    objects.freight(
-                        "9f8e7d6c5b4a", namespace=NS, alias="wise-wampa", warehouse="shop"
-                    ),
-                )
-                slack.users.update({"U0ALICE": "alice@example.com", "U0DANA": "dana@example.com"})
-                settings = SlackSettings(
-                    bot_token=TOKEN, signing_secret=SIGNING_SECRET, api_url=slack.url, namespace=NS
-                )
-                app = web.Application()
-                setup_slack(app, settings, service)
-                client = await aiohttp_client(app)
-                await wait_for_object(kube, k.FREIGHT, NS, hotfix, lambda o: True)
-                await _cached(controller, hotfix)
-                yield World(kube, controller, github, slack, client, hotfix)
-                await client.close()
-
-
-async def _cached(controller: Controller, *names: str) -> None:
-    """Wait until the controller's informers hold these Freight (what chat commands read)."""
-
-    async def held() -> bool | None:
-        return all(controller.freight.get(NS, n) is not None for n in names) or None
-
-    await eventually(held, "the Freight in the informer")
+        for user in ("alice", "carol", "erin"):
+            github.fake.set_permission(github.repo, user, "write")
+        github.fake.add_team_member("example", "release-team", "carol")
+        # alice's hotfix, merged: its merge commit is in the hotfix Freight.
+        pull = await github.open_pull(
+            "hotfix", {"main.go": "package main // fixed\n"}, title="Hotfix", merge=True
+        )
+        hotfix = "1a2b3c4d5e6f"
+        commit = {
+            "repoURL": github.git_url,
+            "id": pull["merge_commit_sha"],
+            "author": "Dana <dana@example.com>",
+        }
+        await kube.create(
+            k.FREIGHT,
+            objects.freight(
+                hotfix, namespace=NS, alias="hot-fix", warehouse="shop", commits=[commit]
+            ),
+        )
+        await kube.create(
+            k.FREIGHT,
+            objects.freight("9f8e7d6c5b4a", namespace=NS, alias="wise-wampa", warehouse="shop"),
+        )
+        chat.slack.users.update({"U0ALICE": "alice@example.com", "U0DANA": "dana@example.com"})
+        await wait_for_object(kube, k.FREIGHT, NS, hotfix, lambda o: True)
+        await freight_cached(chat.controller, NS, hotfix)
+        yield World(kube, chat.controller, github, chat.slack, chat.client, hotfix)
 
 
 async def test_approve_on_a_pull_request_lets_unverified_freight_into_prod(world: World) -> None:

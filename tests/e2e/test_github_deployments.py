@@ -24,8 +24,8 @@ from app.controller import kube as k
 from app.server import create_app, wait_started
 from app.settings import Settings
 from handlers import deployments as d
+from handlers.markdown import markdown_table
 from handlers.webhook import WEBHOOK_PATH
-from promoter.chat.chatops import markdown_table
 from promoter.chat.views import stage_views
 from promoter.resources import annotations as ann
 from slack.messages import status_table

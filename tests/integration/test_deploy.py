@@ -42,7 +42,7 @@ from app.server import create_app
 from app.settings import Settings
 from handlers.routing import ROUTER
 from handlers.webhook import WEBHOOK_PATH
-from promoter.chat.chatops import APPROVE_SLASH, SLASH
+from promoter.chat.grammar import APPROVE_SLASH, SLASH
 from promoter.ports.credentials import CredentialType
 from slack.app import EVENTS_PATH
 from tests.support import objects

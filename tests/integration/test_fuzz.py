@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from handlers.client import RetryPolicy
 from handlers.settings import GitHubSettings
 from handlers.webhook import WEBHOOK_PATH, setup_github
-from promoter.chat.chatops import COMMANDS, CommandError, parse_command, parse_comment, parse_slash
+from promoter.chat.grammar import COMMANDS, CommandError, parse_command, parse_comment, parse_slash
 from promoter.expressions import ExpressionError, Scope, evaluate_expression, render_string
 from slack.app import EVENTS_PATH, setup_slack
 from slack.commands import PendingPromotion

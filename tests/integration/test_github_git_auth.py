@@ -30,7 +30,7 @@ from handlers.pull_requests import GitHubPullRequests
 from promoter.errors import StepError
 from promoter.ports.credentials import CredentialType
 from promoter.steps.base import GitSettings, StepContext, StepServices
-from promoter.steps.git import git_clone
+from promoter.steps.git_clone import git_clone
 from promoter.steps.github import STEPS as GITHUB_STEPS
 from tests.support import objects
 from tests.support.controller import Gate, registry_with, running_controller, wait_terminal

@@ -2,12 +2,12 @@
 
 Rules covered elsewhere, where their natural home is, are listed here so the set is complete:
 
-- git values never become options and no shell runs: here, and ``tests/test_steps_git.py``
+- git values never become options and no shell runs: here, and ``tests/unit/steps/test_git.py``
   (``test_ref_names``, ``test_repo_urls``, ``test_clone_rejects_bad_config_before_running_git``);
 - file steps stay in the work directory (``..``, absolute paths, symlinks): here for a symlink
-  committed into a cloned repository, and ``tests/test_steps_files.py``
+  committed into a cloned repository, and ``tests/unit/steps/test_file_steps.py``
   (``test_paths_cannot_leave_the_work_directory``);
-- the http step's host policy: ``tests/test_steps_http.py`` (the ``host policy`` section), and
+- the http step's host policy: ``tests/unit/steps/test_http.py`` (the ``host policy`` section), and
   here for its settings;
 - oversized request bodies: here (Slack, the app) and
   ``tests/integration/test_observability.py`` (GitHub, counted as ``too_large``);

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from app.apiserver import RequestInfo
-from app.controller.informer import Backoff, Informer, ObjectKey, diff_snapshot
-from app.controller.kube import PROMOTIONS, Kube
+from app.controller.informer import Backoff, FreightRefs, Informer, ObjectKey, diff_snapshot
+from app.controller.kube import FREIGHT, PROMOTIONS, Kube
+from promoter.resources.freight_refs import ALIAS_LABEL
 from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
 
@@ -177,6 +178,34 @@ async def test_indexes_follow_every_change(kube: Kube, server: RunningApiServer)
         informer.add_index("freight", lambda o: [o["spec"]["freight"]])
         assert [o["metadata"]["name"] for o in informer.by_index("freight", "f1")] == ["a"]
         assert informer.by_index("broken", "anything") == []
+
+
+async def test_freight_refs_follow_alias_changes_and_names_win(
+    kube: Kube, server: RunningApiServer
+) -> None:
+    def aliased(name: str, alias: str) -> dict[str, Any]:
+        return objects.freight(name, namespace=NS, alias=alias, labels={ALIAS_LABEL: alias})
+
+    def found(ref: str) -> str | None:
+        freight = refs.find(NS, ref)
+        return freight["metadata"]["name"] if freight is not None else None
+
+    await kube.create(FREIGHT, aliased("f1", "tauntaun"))
+    informer = Informer(kube, FREIGHT, namespace=NS)
+    refs = FreightRefs(informer)
+    async with running(informer):
+        assert (found("f1"), found("tauntaun"), found("wampa")) == ("f1", "f1", None)
+        await server.server.wait_for_watches(1)
+        relabel = {"alias": "wampa", "metadata": {"labels": {ALIAS_LABEL: "wampa"}}}
+        await kube.patch(FREIGHT, NS, "f1", relabel)
+        await eventually(lambda: found("wampa") == "f1")
+        assert found("tauntaun") is None
+        # A Freight named as another's alias is what the reference means, while it exists.
+        await kube.create(FREIGHT, objects.freight("wampa", namespace=NS))
+        await eventually(lambda: found("wampa") == "wampa")
+        await kube.delete(FREIGHT, NS, "wampa")
+        await eventually(lambda: found("wampa") == "f1")
+        assert refs.find("elsewhere", "wampa") is None
 
 
 async def test_resumes_after_a_closed_watch_without_losing_events(

@@ -17,7 +17,7 @@ import pytest
 
 from app.controller import kube as k
 from app.controller.promotions import ClusterPromotions
-from promoter.chat.chatops import PromotionService
+from promoter.chat.port import PromotionService
 from promoter.errors import InvalidInput, NotFound, Refused
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of

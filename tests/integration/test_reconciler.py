@@ -504,7 +504,7 @@ async def test_chat_promotions_refuse_freight_not_available_to_the_stage(env: En
 async def test_the_cluster_port_says_what_kind_of_trouble_it_is(env: Env) -> None:
     """Front ends tell "change this" from "try again" by the error's kind alone."""
     from app.controller.promotions import ClusterPromotions, DeferredPromotions
-    from promoter.chat.chatops import PromotionRef
+    from promoter.chat.port import PromotionRef
     from promoter.errors import NotFound, PermanentError, TemporaryError
 
     starting = DeferredPromotions()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from promoter.steps import git as git_steps
+from promoter.steps import git_clear, git_clone, git_commit, git_push
 from promoter.steps.registry import BUILTIN_KINDS, MODULES, StepRegistry, builtin_registry
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 
@@ -38,8 +38,10 @@ UNUSED_BY_GIT = (
     "tomlkit",
     "promoter.steps.http",
     "promoter.steps.download",
-    "promoter.steps.workdir.archive",
+    "promoter.steps.workdir.untar",
+    "promoter.steps.workdir.tar",
     "promoter.steps.workdir.files",
+    "promoter.steps.workdir.yaml_update",
     "promoter.steps.workdir.tomlfiles",
     "promoter.steps.argocd",
     "promoter.steps.github",
@@ -140,7 +142,7 @@ def run_imports(
 
 def test_a_git_only_promotion_imports_no_other_steps_libraries(tmp_path: Path) -> None:
     remote, modules = run_imports(tmp_path, GIT_ONLY_MANIFESTS, {"a.yaml": "a: 1\n"})
-    assert "promoter.steps.git" in modules
+    assert {"promoter.steps.git_clone", "promoter.steps.git_push"} <= modules
     assert sorted(modules & set(UNUSED_BY_GIT)) == []
     assert [b for b in remote.branches() if b.startswith("kargo/promotion/")]
 
@@ -153,7 +155,11 @@ def test_an_image_update_promotion_loads_no_more_than_it_needs(tmp_path: Path) -
         "          updates:\n          - key: image.tag\n            value: v2\n",
     )
     remote, modules = run_imports(tmp_path, manifests, {"app/values.yaml": "image:\n  tag: v1\n"})
-    assert {"promoter.steps.workdir.files", "promoter.steps.workdir.yamlsplice", "yaml"} <= modules
+    assert {
+        "promoter.steps.workdir.yaml_update",
+        "promoter.steps.workdir.yamlsplice",
+        "yaml",
+    } <= modules
     assert sorted(modules & {*SERVER_PACKAGES, "ruamel.yaml"}) == []
     pushed = [b for b in remote.branches() if b.startswith("kargo/promotion/")]
     assert len(pushed) == 1
@@ -201,19 +207,19 @@ def test_the_kind_table_matches_every_modules_steps() -> None:
 def test_a_kind_resolves_to_its_modules_step_and_unknown_kinds_are_missing() -> None:
     registry = builtin_registry()
     assert list(registry) == list(BUILTIN_KINDS)
-    assert registry["git-push"] is git_steps.STEPS["git-push"]
-    assert registry.get("git-clone") is git_steps.STEPS["git-clone"]
+    assert registry["git-push"] is git_push.STEPS["git-push"]
+    assert registry.get("git-clone") is git_clone.STEPS["git-clone"]
     with pytest.raises(KeyError):
         registry["no-such-step"]
     assert registry.get("no-such-step") is None
 
 
 def test_a_registered_step_replaces_a_builtin_one_before_and_after_its_import() -> None:
-    replacement = git_steps.STEPS["git-clear"]
+    replacement = git_clear.STEPS["git-clear"]
     registry = builtin_registry()
     registry.register("http", replacement)
     registry.register("git-push", replacement)
     assert registry["http"] is replacement
-    assert registry["git-commit"] is git_steps.STEPS["git-commit"]
+    assert registry["git-commit"] is git_commit.STEPS["git-commit"]
     assert registry["git-push"] is replacement
     assert isinstance(StepRegistry({"x": replacement})["x"], type(replacement))

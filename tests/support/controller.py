@@ -26,6 +26,7 @@ from promoter.clock import SYSTEM, Clock
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
 from tests.support.kube import RunningApiServer, running_apiserver
+from tests.support.waiting import eventually
 
 TERMINAL = ("Succeeded", "Failed", "Errored", "Aborted")
 
@@ -139,6 +140,15 @@ async def wait_for_object(
                 return obj
         await asyncio.sleep(0.02)
     raise AssertionError(f"{rt.kind} {namespace}/{name} did not get there in {within}s: {obj}")
+
+
+async def freight_cached(controller: Controller, namespace: str, *names: str) -> None:
+    """Wait until the controller's informer holds these Freight (what chat commands read)."""
+
+    async def held() -> bool | None:
+        return all(controller.freight.get(namespace, n) is not None for n in names) or None
+
+    await eventually(held, "the Freight in the informer")
 
 
 async def wait_terminal(

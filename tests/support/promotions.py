@@ -1,6 +1,6 @@
 """The one fake of the chat front ends' cluster port, for tests that need no cluster.
 
-:class:`FakePromotions` is a :class:`promoter.chat.chatops.PromotionService` (with the optional
+:class:`FakePromotions` is a :class:`promoter.chat.port.PromotionService` (with the optional
 ports
 ``app.controller.promotions.ClusterPromotions`` also offers: Freight annotations and creation,
 Warehouses, AnalysisRuns, Argo CD Applications) over plain lists, as the informer caches hold the
@@ -38,7 +38,8 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from promoter.chat.chatops import PromotionRef, Snapshot, not_approvable, not_available
+from promoter.chat.planner import not_approvable, not_available
+from promoter.chat.port import PromotionRef, Snapshot
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import InvalidInput, NotFound, Refused
 from promoter.resources import annotations as ann
@@ -59,7 +60,7 @@ _FINISHED = ("Succeeded", "Failed", "Errored", "Aborted")
 
 
 class FakePromotions:
-    """:class:`promoter.chat.chatops.PromotionService` over lists, recording what was asked."""
+    """:class:`promoter.chat.port.PromotionService` over lists, recording what was asked."""
 
     def __init__(
         self,
@@ -314,7 +315,7 @@ class FakePromotions:
     async def annotate_freight(
         self, namespace: str, freight: str, annotations: Mapping[str, str]
     ) -> None:
-        """``promoter.chat.chatops.FreightAnnotator``: a Freight deleted meanwhile is left alone."""
+        """``promoter.chat.port.FreightAnnotator``: a Freight deleted meanwhile is left alone."""
         self._faulty("annotate_freight")
         for obj in self._in(self.freight, namespace):
             if name_of(obj) == freight:
@@ -348,7 +349,7 @@ class FakePromotions:
         return list(self.warehouse_list)
 
     async def create_freight(self, namespace: str, freight: Mapping[str, Any]) -> bool:
-        """``promoter.chat.chatops.FreightCreator``: created unless one of that name exists."""
+        """``promoter.chat.port.FreightCreator``: created unless one of that name exists."""
         self._faulty("create_freight")
         name = freight["metadata"]["name"]
         if any(name_of(f) == name for f in self._in(self.freight, namespace)):

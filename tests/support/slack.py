@@ -30,7 +30,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
-from aiohttp.test_utils import TestServer
+from aiohttp.test_utils import TestClient, TestServer
+
+from slack.settings import SlackSettings
 
 TOKEN = "xoxb-test-token"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -183,6 +185,13 @@ class FakeSlack:
     def heal(self) -> None:
         self.faults.clear()
         self.lost.clear()
+
+    def settings(self, namespace: str) -> SlackSettings:
+        """The bot's settings against this fake: its token, the signing secret the tests sign
+        with, and ``namespace`` as the project its commands act on."""
+        return SlackSettings(
+            bot_token=TOKEN, signing_secret=SIGNING_SECRET, api_url=self.url, namespace=namespace
+        )
 
     def response_url(self, name: str = "r1") -> str:
         self.responses.setdefault(name, [])
@@ -504,6 +513,25 @@ def slash_command(
             "trigger_id": "123.456.abc",
         }
     )
+
+
+async def slash(
+    client: TestClient[Any, Any],
+    slack: FakeSlack,
+    text: str,
+    *,
+    user: str,
+    answer: str,
+    command: str = "/promote",
+) -> str:
+    """Post ``command text`` as ``user``, signed, to the Slack app behind ``client``; the first
+    ephemeral answer it sends to ``response_url(answer)``."""
+    body = slash_command(text, user=user, response_url=slack.response_url(answer), command=command)
+    response = await client.post("/slack/events", data=body, headers=signed_headers(body))
+    assert response.status == 200
+    await slack.wait_for(lambda: slack.responses[answer], what=answer)
+    said: str = slack.responses[answer][0]["text"]
+    return said
 
 
 def button_click(

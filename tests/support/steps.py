@@ -1,19 +1,24 @@
-"""A hand-built :class:`StepContext` for calling step objects directly in tests, and
-:func:`run_template` for running steps through the builder and the engine."""
+"""A hand-built :class:`StepContext` for calling step objects directly in tests (and
+:func:`run_step` to run a built-in kind with one), :func:`run_template` for running steps
+through the builder and the engine, and the table shape of Kargo's config refusals."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from promoter.engine import engine
 from promoter.engine.builder import build_promotion
+from promoter.errors import ConfigRefused
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.resources.model import Promotion, TaskRef, TaskSpec, parse_stage
-from promoter.steps.base import GitSettings, StepContext, StepServices
+from promoter.steps.base import GitSettings, StepContext, StepResult, StepServices
 from promoter.steps.registry import builtin_registry
 from tests.support import objects
 
@@ -101,3 +106,36 @@ async def run_template(
         clock=lambda: now,
     )
     return (await engine.advance(promotion, runtime)).promotion
+
+
+# The built-in steps, each imported from its own module on first use.
+STEPS = builtin_registry()
+
+
+async def run_step(kind: str, work: Path, config: Mapping[str, Any]) -> StepResult:
+    """Run the built-in step ``kind`` with a rendered config, ``work`` as its work directory."""
+    return await STEPS[kind].run(make_context(work, work_dir=work), config)
+
+
+def write_files(work: Path, files: Mapping[str, str]) -> None:
+    for name, text in files.items():
+        path = work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class RefusalCase:
+    """A config Kargo refuses (its test named), and what our refusal says."""
+
+    kargo_test: str
+    config: dict[str, Any]
+    says: str
+
+
+async def assert_schema_refuses(kind: str, case: RefusalCase, work: Path) -> None:
+    """Kargo's JSON schema check (Test_*_convert): the file exists, so only the config can be
+    what is refused."""
+    write_files(work, {"valid.toml": "[app]\nversion = '1'\n"})
+    with pytest.raises(ConfigRefused, match=re.escape(case.says)):
+        await run_step(kind, work, case.config)

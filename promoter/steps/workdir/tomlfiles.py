@@ -35,19 +35,16 @@ from promoter.steps.base import (
     succeeded,
 )
 from promoter.steps.workdir.files import (
-    _existing_file,
-    _read_text,
-    _write_text_atomic,
-    make_parse_step,
-    parse_key,
+    existing_file,
+    one_line,
+    read_text,
+    write_text_atomic,
 )
+from promoter.steps.workdir.parse import make_parse_step
+from promoter.steps.workdir.updates import parse_key
 
 PARSE_KIND = "toml-parse"
 UPDATE_KIND = "toml-update"
-
-
-def _one_line(err: Exception) -> str:
-    return " ".join(str(err).split())
 
 
 def _plain(value: Any) -> Any:
@@ -66,7 +63,7 @@ def _load_toml(text: str, raw_path: str) -> Any:
         return _plain(tomlkit.parse(text).unwrap())
     except TOMLKitError as err:
         raise StepError(
-            f"{PARSE_KIND}: could not parse TOML file {raw_path!r}: {_one_line(err)}",
+            f"{PARSE_KIND}: could not parse TOML file {raw_path!r}: {one_line(err)}",
             terminal=True,
         ) from None
 
@@ -171,7 +168,7 @@ def set_values(text: str, updates: list[tuple[str, Any]]) -> str:
     try:
         document = tomlkit.parse(text)
     except TOMLKitError as err:
-        raise ValueError(f"error parsing input: {_one_line(err)}") from None
+        raise ValueError(f"error parsing input: {one_line(err)}") from None
     for key, value in updates:
         _set_value(document, key, value)
     return document.as_string()
@@ -201,14 +198,14 @@ def _toml_update(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
         if "value" not in item.data:
             raise ConfigRefused(f"{UPDATE_KIND}: {item.prefix}.value is required")
         updates.append((key, item.data["value"]))
-    path = _existing_file(ctx, UPDATE_KIND, raw)
-    text = _read_text(path, UPDATE_KIND, raw)
+    path = existing_file(ctx, UPDATE_KIND, raw)
+    text = read_text(path, UPDATE_KIND, raw)
     try:
         updated = set_values(text, updates)
     except ValueError as err:
         raise StepError(f"{UPDATE_KIND}: TOML file update failed: {err}", terminal=True) from None
     if updated != text:
-        _write_text_atomic(path, updated)
+        write_text_atomic(path, updated)
     return succeeded({"commitMessage": _update_message(raw, updates)}, message=f"updated {raw}")
 
 

@@ -8,7 +8,7 @@ layout and dumps the whole document, and its library takes longer to import than
 commit.
 
 :func:`splice` gives the edited text only where the result is, by construction, the text the
-round-trip editor writes (``tests/test_yaml_splice.py`` compares the two on generated
+round-trip editor writes (``tests/unit/steps/test_yaml_splice.py`` compares the two on generated
 documents); everything else returns None and takes the editor: a key or list item to create,
 a target that is not a one-line plain or quoted scalar, anchors, aliases, tags, merge keys, more
 than one document, non-ASCII text, or a value whose YAML form is not plain and unambiguous under
@@ -49,7 +49,7 @@ _PREFIX = re.compile(
 
 
 class _KeyPart(Protocol):
-    """A step of an update key (promoter.steps.workdir.files.KeyPart)."""
+    """A step of an update key (promoter.steps.workdir.updates.KeyPart)."""
 
     @property
     def name(self) -> str: ...

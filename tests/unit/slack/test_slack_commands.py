@@ -8,12 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from promoter.chat.chatops import (
-    Command,
-    CommandError,
-    parse_slash,
-    reason_of,
-)
+from promoter.chat.grammar import Command, CommandError, parse_slash, reason_of
 from promoter.resources import annotations as ann
 from slack.commands import PendingPromotion, groups_to_resolve
 from tests.support.objects import stage

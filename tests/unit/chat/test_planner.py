@@ -1,4 +1,4 @@
-"""The one planner every front end shares (promoter.chat.commands), table-driven.
+"""The one planner every front end shares (promoter.chat.planner), table-driven.
 
 Each rule is decided once; these tables check it with Slack's authorizer (user IDs, user groups,
 the server's default promoters) and GitHub's (repository permission, promoter lists naming users
@@ -15,32 +15,29 @@ from typing import Any
 
 import pytest
 
-from promoter.chat.chatops import (
-    Command,
-    Decision,
-    Refusal,
-    Snapshot,
-    github_may_act,
-    parse_comment,
-    parse_slash,
-)
-from promoter.chat.commands import (
+from handlers.promoters import github_may_act
+from promoter.chat.grammar import Command, parse_comment, parse_slash
+from promoter.chat.planner import (
     AlreadyApproved,
     AskConfirm,
     Cancelled,
+    Decision,
     DoAbort,
     DoApprove,
     DoPromote,
     DoReverify,
     Facts,
     Plan,
+    Refusal,
     ShowHelp,
     ShowStatus,
+    abort_targets,
     freight_to_approve,
     needs_pr_freight,
     plan,
     stages_to_authorize,
 )
+from promoter.chat.port import Snapshot
 from promoter.chat.views import FreightLabel
 from promoter.resources import annotations as ann
 from promoter.resources.stages import Approval
@@ -584,3 +581,53 @@ def test_self_approval_is_looked_up_only_where_it_is_forbidden() -> None:
     named = freight_to_approve(comment("/approve abc1234 for prod"), APPROVAL_SNAPSHOT)
     assert named is not None and named["metadata"]["name"] == "abc1234def"
     assert freight_to_approve(comment("/promote abc1234 to prod"), APPROVAL_SNAPSHOT) is None
+
+
+# ---- /abort: one rule for every front end --------------------------------------------------
+
+
+def _promo(name: str, stage: str, phase: str, freight: str = "f1") -> dict[str, Any]:
+    # Created in the order of the names' last two digits, a second apart.
+    created = f"2026-01-01T00:00:{name[-2:]}Z"
+    return objects.promotion(name, stage, freight=freight, created=created, phase=phase)
+
+
+ABORT_SNAPSHOT = Snapshot(
+    namespace="p",
+    stages=[objects.stage(s) for s in ("test", "prod")],
+    promotions=[
+        _promo("prod.01", "prod", "Succeeded"),
+        _promo("prod.02", "prod", "Pending"),
+        _promo("prod.03", "prod", "Running"),
+        _promo("prod.04", "prod", "Pending", freight="f2"),
+        _promo("test.01", "test", "Pending"),
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    ("target", "queued", "freight", "expected"),
+    [
+        ("prod", False, None, ["prod.03"]),  # the running one
+        ("prod", True, None, ["prod.03", "prod.02", "prod.04"]),  # and the queue when asked
+        ("test", False, None, ["test.01"]),  # nothing running: the oldest queued one
+        ("prod.02", False, None, ["prod.02"]),  # a Promotion named: that one
+        (
+            "prod.01",
+            False,
+            None,
+            "Promotion `prod.01` already finished (Succeeded); there is nothing to abort",
+        ),
+        ("ghost", False, None, "no Promotion or Stage named `ghost` in project `p`"),
+        (None, False, "f1", ["prod.03", "test.01", "prod.02"]),  # a PR's Freight (GitHub)
+        (None, False, "f9", "no Promotion of this pull request's Freight is running or queued"),
+    ],
+)
+def test_one_abort_rule_for_every_front_end(
+    target: str | None, queued: bool, freight: str | None, expected: list[str] | str
+) -> None:
+    got = abort_targets(ABORT_SNAPSHOT, target, queued=queued, freight=freight)
+    if isinstance(expected, str):
+        assert got == Refusal(expected)
+    else:
+        assert not isinstance(got, Refusal) and [p["metadata"]["name"] for p in got] == expected

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from promoter.errors import StepError
+from promoter.steps import git_clear, git_clone, git_commit, git_push, git_tag
 from promoter.steps.base import StepContext, StepStatus
 from promoter.steps.git import (
-    STEPS,
     commit_url,
     generated_branch,
     normalize_repo_url,
@@ -32,6 +32,14 @@ from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 from tests.support.steps import make_context
 from tests.support.telemetry import RecordingTelemetry
 
+# The five git steps, one module each.
+STEPS = {
+    **git_clone.STEPS,
+    **git_clear.STEPS,
+    **git_commit.STEPS,
+    **git_tag.STEPS,
+    **git_push.STEPS,
+}
 REPO = "https://github.com/example/repo.git"
 BASE_FILES = {
     "base/kustomization.yaml": "resources:\n- deployment.yaml\n",

@@ -20,11 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from promoter.steps.workdir import yamledit
-from promoter.steps.workdir.files import STEPS, KeyPart, _apply_update, _Update, parse_key
+from promoter.steps.workdir.updates import KeyPart, Update, apply_update, parse_key
+from promoter.steps.workdir.yaml_update import STEPS
 from promoter.steps.workdir.yamlsplice import splice
 from tests.support.steps import make_context
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 # Scalars as written in a file: plain ones that YAML 1.1 and 1.2 read as different types, quoted
 # ones, numbers, booleans, nulls.
@@ -87,9 +88,9 @@ def editor(text: str, updates: list[tuple[list[KeyPart], Any]]) -> str | None:
         return None
     changed = False
     for parts, value in updates:
-        update = _Update(".".join(p.name for p in parts), parts, value, "config.updates[0].key")
+        update = Update(".".join(p.name for p in parts), parts, value, "config.updates[0].key")
         try:
-            outcome = _apply_update(
+            outcome = apply_update(
                 "yaml-update", document.data, update, yamledit.new_map,
                 keep_style=yamledit.keep_style,
             )  # fmt: skip
@@ -199,7 +200,7 @@ def test_an_image_tag_update_never_loads_ruamel(tmp_path: Path) -> None:
     probe = (
         "import asyncio, sys\n"
         "from pathlib import Path\n"
-        "from promoter.steps.workdir.files import STEPS\n"
+        "from promoter.steps.workdir.yaml_update import STEPS\n"
         "from tests.support.steps import make_context\n"
         "work = Path(sys.argv[1])\n"
         "(work / 'k.yaml').write_text('images:\\n- name: my/image\\n  newTag: v0\\n')\n"

@@ -28,7 +28,7 @@ from tests.support import objects
 from tests.support.controller import running_controller, wait_for_object, wait_terminal
 from tests.support.kube import RunningApiServer, running_apiserver
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 NS = "kargo-demo"
 FREIGHT_NAME = "7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b"  # frozen-tauntaun in the example
 

@@ -1,7 +1,7 @@
 """Tests of the ``http-download`` and ``untar`` steps against a real HTTP server on 127.0.0.1.
 
 Steps are looked up in the built-in registry and run with a hand-built context, like
-test_steps_http.py does. Steps as a user writes them come from our ClusterPromotionTask
+test_http.py does. Steps as a user writes them come from our ClusterPromotionTask
 tests/fixtures/kargo/task-download.yaml, with their URL pointed at the local server; expressions
 the runner would render (``secret()``, ``vars``) are replaced by the values they would render to.
 Kargo's own documentation examples run against this server in
@@ -27,7 +27,7 @@ from promoter.errors import StepError
 from promoter.steps.base import HttpSettings, StepContext, StepResult, StepStatus
 from promoter.steps.download import DEFAULT_TIMEOUT_SECONDS, parse_config
 from promoter.steps.registry import builtin_registry
-from promoter.steps.workdir.archive import Limits, extract, member_path
+from promoter.steps.workdir.untar import Limits, extract, member_path
 from tests.support.fixtures import kargo_step
 from tests.support.steps import make_context
 

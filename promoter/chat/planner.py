@@ -5,45 +5,61 @@ check-run button (Abort, Re-verify, Promote to NEXT, Approve for NEXT) or "Re-ru
 ``/promote`` or ``/approve`` slash command in Slack and Slack's buttons (Abort, Re-verify,
 Promote to NEXT, Confirm, Cancel). A front end
 
-1. parses (:func:`promoter.chat.chatops.parse_comment` /
-:func:`~promoter.chat.chatops.parse_slash`) or
-   maps its button to a :class:`~promoter.chat.chatops.Command`;
-2. gathers :class:`Facts`: the project's :class:`~promoter.chat.chatops.Snapshot`, the actor's
+1. parses (:func:`promoter.chat.grammar.parse_comment`, :func:`~promoter.chat.grammar.parse_slash`)
+   or maps its button to a :class:`~promoter.chat.grammar.Command`;
+2. gathers :class:`Facts`: the project's :class:`~promoter.chat.port.Snapshot`, the actor's
    standing as a pure function of a Stage (the I/O of permissions, teams and user groups is done
    before, for the Stages :func:`stages_to_authorize` names), the time, and on GitHub the Freight
    of the pull request's merge commit;
 3. calls :func:`plan`, carries out the decision through the
-   :class:`~promoter.chat.chatops.PromotionService` port, and renders it in its own words.
+   :class:`~promoter.chat.port.PromotionService` port, and renders it in its own words.
 
-So GitHub and Slack cannot disagree on a rule: which Freight a name means, whether it is
-available to the Stage, what ``/abort`` aborts, who may act, when to ask for a Confirm. Nothing
-here does I/O or reads the clock.
+So GitHub and Slack cannot disagree on a rule: which Freight a name means
+(:mod:`promoter.chat.freight_refs`), whether it is available to the Stage, what ``/abort``
+aborts, who may act (the front ends say only how they identify a person), when to ask for a
+Confirm. Those rules live here, below the planner. Nothing here does I/O or reads the clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from promoter.chat.chatops import (
-    Command,
-    Decision,
-    Refusal,
-    Snapshot,
-    abort_targets,
-    approval_for,
-    no_verification,
-    not_approvable,
-    not_available,
-    requested_freight,
-    resolve_freight,
-)
+from promoter.chat.freight_refs import requested_freight, resolve_freight
+from promoter.chat.grammar import Command
+from promoter.chat.port import Snapshot
 from promoter.chat.views import FreightLabel, StageView, freight_label, stage_views
 from promoter.resources import annotations as ann
-from promoter.resources.model import name_of
-from promoter.resources.stages import Approval, downstream_stages
+from promoter.resources.model import Phase, meta, name_of
+from promoter.resources.stages import (
+    Approval,
+    approval_of,
+    available_to,
+    downstream_stages,
+    has_verification,
+    phase_of,
+    queue_key,
+    requests_origin,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A command refused before anything changed; ``reason`` is told to the user."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The actor's standing on a Stage: allowed or not, and why (a refusal's reason)."""
+
+    allowed: bool
+    reason: str
+
 
 Authorizer = Callable[[Mapping[str, Any] | None], Decision]
 """The actor's standing on a Stage; ``None`` asks about the project as a whole (``/status``)."""
@@ -214,7 +230,7 @@ def needs_pr_freight(command: Command) -> bool:
 
 def plan(command: Command, facts: Facts) -> Plan:
     """What ``command`` should do, given ``facts``. Never raises for a user's mistake: every
-    reason to do nothing is a :class:`~promoter.chat.chatops.Refusal` that names it."""
+    reason to do nothing is a :class:`~promoter.chat.planner.Refusal` that names it."""
     snapshot = facts.snapshot
     if command.name == "cancel":
         return Cancelled()
@@ -363,6 +379,128 @@ def _abort(command: Command, facts: Facts) -> Plan:
         if not decision.allowed:
             return Refusal(decision.reason)
     return DoAbort(tuple(name_of(p) for p in targets), stages)
+
+
+# ---- availability -----------------------------------------------------------------------------
+
+
+def not_available(
+    stage: Mapping[str, Any], freight: Mapping[str, Any], now: datetime | None
+) -> str | None:
+    """Why ``freight`` may not be promoted to ``stage`` now, or None when it may.
+
+    Every front end asks this before it asks anything else (a Confirm button included), and the
+    cluster port asks again when it creates the Promotion, since time may have passed.
+    """
+    if available_to(stage, freight, now):
+        return None
+    label = freight.get("alias") or name_of(freight)
+    return (
+        f"Freight `{label}` is not available to Stage `{name_of(stage)}` yet "
+        "(it must come from a Warehouse the Stage requests directly, be verified in its "
+        "upstream Stages and soaked there, if required, or be approved for the Stage: "
+        f"`/approve {label} for {name_of(stage)}`)"
+    )
+
+
+def not_approvable(stage: Mapping[str, Any], freight: Mapping[str, Any]) -> str | None:
+    """Why ``freight`` cannot be approved for ``stage`` (Kargo's API refuses the same: an
+    approval for a Stage that does not request the Freight's origin could never be acted on)."""
+    if requests_origin(stage, freight):
+        return None
+    origin = freight.get("origin") or {}
+    return (
+        f"Stage `{name_of(stage)}` does not request Freight from origin "
+        f"`{origin.get('kind') or 'Warehouse'}/{origin.get('name') or ''}`"
+    )
+
+
+def approval_for(freight: Mapping[str, Any], stage: str) -> Approval | None:
+    """The Freight's approval for ``stage``, None when it has none."""
+    return approval_of(freight, stage)
+
+
+def no_verification(stage: Mapping[str, Any]) -> str | None:
+    """Why re-verifying ``stage`` would do nothing, or None when it has verification."""
+    if has_verification(stage):
+        return None
+    return (
+        f"Stage `{name_of(stage)}` has no verification configured (spec.verification): its "
+        "Freight counts as verified once a Promotion succeeds and the Stage is healthy"
+    )
+
+
+# ---- abort ------------------------------------------------------------------------------------
+
+
+def _active_first(promotions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Pending and Running ones; the running one first, then the queue in its order."""
+    active = [p for p in promotions if not phase_of(p).terminal]
+    return sorted(active, key=lambda p: (phase_of(p) is not Phase.RUNNING, queue_key(p)))
+
+
+def abort_targets(
+    snapshot: Snapshot,
+    target: str | None,
+    *,
+    queued: bool = False,
+    freight: str | None = None,
+) -> list[Mapping[str, Any]] | Refusal:
+    """What ``/abort`` aborts, the one rule of every front end.
+
+    - a Promotion named: that one; a finished one is refused, saying it already finished;
+    - a Stage named: its running Promotion (else its oldest queued one); with ``all`` (``queued``)
+      every queued one too;
+    - no name (GitHub, on a merged pull request): the active Promotions of that PR's ``freight``.
+
+    Authorizing the caller for each target's Stage is the front end's (its lookups are I/O).
+    """
+    ns = snapshot.namespace
+    if target is None:
+        mine = _active_first(p for p in snapshot.promotions if _spec(p, "freight") == freight)
+        if not mine:
+            return Refusal("no Promotion of this pull request's Freight is running or queued")
+        return mine
+    named = next((p for p in snapshot.promotions if name_of(p) == target), None)
+    if named is not None:
+        if phase_of(named).terminal:
+            return Refusal(
+                f"Promotion `{target}` already finished ({phase_of(named).value}); "
+                "there is nothing to abort"
+            )
+        return [named]
+    if snapshot.stage(target) is None:
+        return Refusal(f"no Promotion or Stage named `{target}` in project `{ns}`")
+    mine = _active_first(p for p in snapshot.promotions if _spec(p, "stage") == target)
+    if not mine:
+        return Refusal(f"nothing to abort: no Promotion is running or queued in Stage `{target}`")
+    return mine if queued else mine[:1]
+
+
+# ---- who may act: the shared pieces -----------------------------------------------------------
+
+
+def listed(annotation: str | None) -> list[str]:
+    if not annotation:
+        return []
+    return [p.strip() for p in re.split(r"[,\s]+", annotation) if p.strip()]
+
+
+def stage_annotation(stage: Mapping[str, Any], key: str) -> str | None:
+    """The Stage's annotation ``key`` (a promoter or approver list), None when empty."""
+    value = (meta(stage).get("annotations") or {}).get(key)
+    return str(value) if value else None
+
+
+def deciding_list(
+    stage: Mapping[str, Any] | None, *, promoters: str, approvers: str, approve: bool
+) -> str:
+    """Which of a front end's two annotations says who may act on the Stage: to approve Freight
+    for it (``approve``), its ``approvers`` list when it has one; else its ``promoters`` list
+    (whoever may promote to a Stage may approve for it, as in Kargo)."""
+    if approve and stage is not None and stage_annotation(stage, approvers):
+        return approvers
+    return promoters
 
 
 def _spec(promotion: Mapping[str, Any], key: str) -> str:

@@ -31,7 +31,9 @@ from handlers.git_credentials import GitHubGitCredentials
 from handlers.git_database import GitHubGitDatabase, commit_body
 from promoter.errors import ConfigRefused, StepError
 from promoter.steps.base import GitSettings, Replaying, StepContext, StepServices, StepStatus
-from promoter.steps.git import git_clone, git_commit, git_push
+from promoter.steps.git_clone import git_clone
+from promoter.steps.git_commit import git_commit
+from promoter.steps.git_push import git_push
 from promoter.steps.github_push import STEPS as GITHUB_PUSH_STEPS
 from promoter.steps.github_push import (
     NewCommit,
