@@ -34,10 +34,10 @@ def example_chart(version: str) -> dict[str, str]:
     }
 
 
-def test_chart(repository: str, version: str = ">=0.0.1") -> str:
+def umbrella(repository: str, version: str = ">=0.0.1") -> str:
     return (
         "apiVersion: v2\nname: test-chart\nversion: 0.1.0\ndependencies:\n"
-        f"- name: examplechart\n  version: {version}\n  repository: {repository}\n"
+        f'- name: examplechart\n  version: "{version}"\n  repository: {repository}\n'
     )
 
 
@@ -55,7 +55,7 @@ async def test_successful_run_with_http_repository(tmp_path: Path) -> None:
     async with serving_chart_repository([archive]) as repo:
         ctx = ctx_for(
             tmp_path,
-            test_chart(repo.url),
+            umbrella(repo.url),
             [{"repoURL": repo.url, "name": "examplechart", "version": "0.1.0"}],
         )
         result = await STEP.run(
@@ -82,7 +82,7 @@ async def test_successful_run_with_a_semver_range_and_no_charts(tmp_path: Path) 
         chart_archive(tmp_path / "dist", example_chart("1.0.0")),
     ]
     async with serving_chart_repository(archives) as repo:
-        ctx = ctx_for(tmp_path, test_chart(repo.url, "<1.0.0"))
+        ctx = ctx_for(tmp_path, umbrella(repo.url, "<1.0.0"))
         result = await STEP.run(ctx, {"path": "testchart"})
         chart = ctx.work_dir / "testchart"
         assert result.output == {
@@ -103,7 +103,7 @@ async def test_a_new_version_changes_the_lock(tmp_path: Path) -> None:
         chart_archive(tmp_path / "dist", example_chart("0.2.0")),
     ]
     async with serving_chart_repository(archives) as repo:
-        ctx = ctx_for(tmp_path, test_chart(repo.url, "0.1.0"))
+        ctx = ctx_for(tmp_path, umbrella(repo.url, "0.1.0"))
         await STEP.run(ctx, {"path": "testchart"})
         result = await STEP.run(
             ctx,
@@ -125,7 +125,7 @@ async def test_an_oci_dependency(tmp_path: Path) -> None:
         repository = f"oci://{registry.host}/charts"
         ctx = ctx_for(
             tmp_path,
-            test_chart(repository, "0.1.0"),
+            umbrella(repository, "0.1.0"),
             [{"repoURL": f"{repository}/examplechart", "version": "0.3.0"}],
         )
         result = await STEP.run(
@@ -134,12 +134,12 @@ async def test_an_oci_dependency(tmp_path: Path) -> None:
         )
     chart = ctx.work_dir / "testchart"
     assert result.output["commitMessage"].endswith("- examplechart: 0.3.0")
-    assert "version: 0.3.0" in (chart / "Chart.yaml").read_text()
+    assert 'version: "0.3.0"' in (chart / "Chart.yaml").read_text()
     assert (chart / "charts" / "examplechart-0.3.0.tgz").is_file()
 
 
 async def test_an_unreachable_repository_errors_and_leaves_the_lock(tmp_path: Path) -> None:
-    ctx = ctx_for(tmp_path, test_chart("http://127.0.0.1:9/charts", "0.1.0"))
+    ctx = ctx_for(tmp_path, umbrella("http://127.0.0.1:9/charts", "0.1.0"))
     write_files(ctx.work_dir, {"testchart/Chart.lock": "dependencies: []\n"})
     with pytest.raises(StepError) as caught:
         await STEP.run(ctx, {"path": "testchart"})
