@@ -53,17 +53,22 @@ class ChartRepository:
 async def serving_chart_repository(
     archives: Sequence[Path], *, basic: tuple[str, str] | None = None
 ) -> AsyncIterator[ChartRepository]:
-    """A classic chart repository at ``<url>/index.yaml`` holding ``archives``; with
+    """A classic chart repository at ``<url>/index.yaml`` holding ``archives`` (the list as it
+    is at each request); with
     ``basic``, every request must carry that username and password."""
-    files = {archive.name: archive.read_bytes() for archive in archives}
     repo = ChartRepository("")
+
+    def files_now() -> dict[str, bytes]:
+        # Read on every request: a test may add archives to its list while the server runs.
+        return {archive.name: archive.read_bytes() for archive in archives}
+
     expected = None
     if basic is not None:
         expected = "Basic " + base64.b64encode(f"{basic[0]}:{basic[1]}".encode()).decode()
 
     def index() -> str:
         entries: dict[str, list[dict[str, object]]] = {}
-        for name, data in files.items():
+        for name, data in files_now().items():
             with tarfile.open(fileobj=io.BytesIO(data)) as archive:
                 member = next(m for m in archive.getmembers() if m.name.endswith("/Chart.yaml"))
                 extracted = archive.extractfile(member)
@@ -82,6 +87,7 @@ async def serving_chart_repository(
         name = request.match_info["name"]
         if name == "index.yaml":
             return web.Response(text=index(), content_type="text/yaml")
+        files = files_now()
         if name in files:
             return web.Response(body=files[name], content_type="application/gzip")
         return web.Response(status=404)

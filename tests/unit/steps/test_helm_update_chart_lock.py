@@ -9,13 +9,14 @@ dependency is downloaded into charts/, and Chart.lock is written.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from promoter.errors import StepError
-from promoter.steps.base import StepContext, StepStatus
+from promoter.steps.base import Replaying, StepContext, StepStatus
 from promoter.steps.registry import builtin_registry
 from tests.support import objects
 from tests.support.helmcharts import chart_archive, serving_chart_repository, write_files
@@ -145,3 +146,21 @@ async def test_an_unreachable_repository_errors_and_leaves_the_lock(tmp_path: Pa
         await STEP.run(ctx, {"path": "testchart"})
     assert "failed to update chart dependencies" in str(caught.value)
     assert (ctx.work_dir / "testchart/Chart.lock").read_text() == "dependencies: []\n"
+
+
+async def test_a_replay_rebuilds_what_the_first_run_locked(tmp_path: Path) -> None:
+    archives = [chart_archive(tmp_path / "dist", example_chart("0.1.0"))]
+    async with serving_chart_repository(archives) as repo:
+        ctx = ctx_for(tmp_path, umbrella(repo.url, ">=0.1.0"))
+        first = await STEP.run(ctx, {"path": "testchart"})
+        assert first.replay_data is not None
+        assert "version: 0.1.0" in first.replay_data["chartLock"]
+        # Another replica rebuilds the work directory; the repository has a newer version now.
+        archives.append(chart_archive(tmp_path / "dist", example_chart("0.2.0")))
+        replica = ctx_for(tmp_path / "replica", umbrella(repo.url, ">=0.1.0"))
+        replaying = replace(replica, replay=Replaying(first.output, first.replay_data))
+        again = await STEP.run(replaying, {"path": "testchart"})
+    chart = replica.work_dir / "testchart"
+    assert again.output == first.output
+    assert sorted(p.name for p in (chart / "charts").iterdir()) == ["examplechart-0.1.0.tgz"]
+    assert (chart / "Chart.lock").read_text() == first.replay_data["chartLock"]
