@@ -40,6 +40,7 @@ from promoter.ports.credentials import NO_CREDENTIALS, Credentials
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.steps.base import GitSettings, HttpSettings, StepServices
 from promoter.steps.registry import StepRegistry, builtin_registry
+from promoter.tasks import stop_tasks
 from slack.app import SlackIntegration, setup_slack
 
 log = logging.getLogger("longshoreman")
@@ -319,14 +320,7 @@ async def _start(
 
     tasks: list[asyncio.Task[None]] = []
 
-    async def stop_tasks() -> None:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-    stack.push_async_callback(stop_tasks)
+    stack.push_async_callback(stop_tasks, tasks, "server's background loops")
     tasks.append(_supervised(state, controller.run_informers(), "informers"))
     tasks.append(_supervised(state, warehouses.run_informer(), "warehouse-informer"))
     if settings.leader_election:

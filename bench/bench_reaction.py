@@ -81,18 +81,21 @@ PHASES = ("app watch", "queue", "reconcile", "status watch", "total")
 class TimedController(Controller):
     """The real controller, noting when an Application event arrives and a reconcile starts.
 
-    Instrumentation only: both overrides call straight through.
+    Instrumentation only: the Application callback and the override call straight through.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.app_event_at: float | None = None
         self.reconcile_at: float | None = None
+        route = self.router.on_application
 
-    def _on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if self.app_event_at is None:
-            self.app_event_at = time.perf_counter()
-        super()._on_application(kind, obj, old)
+        def on_application(kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            if self.app_event_at is None:
+                self.app_event_at = time.perf_counter()
+            route(kind, obj, old)
+
+        self.caches.applications.on_event = on_application
 
     async def reconcile_stage(
         self, namespace: str, stage_name: str, *, wake: bool = False

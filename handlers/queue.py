@@ -16,6 +16,8 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from promoter.tasks import stop_tasks
+
 log = logging.getLogger(__name__)
 
 Job = Callable[[], Awaitable[None]]
@@ -92,9 +94,4 @@ class KeyedQueue:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
                 await self.join()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_tasks(self._tasks, "webhook jobs")

@@ -13,7 +13,6 @@ The app layer appends :meth:`SlackIntegration.on_promotion` to the controller's 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -62,6 +61,7 @@ from promoter.errors import PermanentError, TemporaryError
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
+from promoter.tasks import stop_tasks
 from slack import messages as m
 from slack.announcements import stages_to_announce
 from slack.api import SlackApi, SlackError
@@ -237,12 +237,7 @@ class SlackIntegration:
 
     async def close(self) -> None:
         await self.live.close()
-        jobs = list(self._jobs)
-        for job in jobs:
-            job.cancel()
-        for job in jobs:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await job
+        await stop_tasks(self._jobs, "Slack jobs")
         if self.api is not None:
             await self.api.close()
 

@@ -43,6 +43,7 @@ from promoter.errors import NotFound
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of, namespace_of
 from promoter.resources.stages import phase_of
+from promoter.tasks import stop_tasks
 from slack.api import (
     Posted,
     RateLimited,
@@ -157,12 +158,7 @@ class LiveMessages:
 
     async def close(self) -> None:
         self._closed = True
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_tasks(self._tasks.values(), "live-message followers")
 
     @property
     def busy(self) -> bool:

@@ -22,10 +22,10 @@ import asyncio
 import email.utils
 import logging
 import re
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -134,6 +134,32 @@ class NotFound(KubeError):
 
 class Conflict(KubeError):
     """409: a stale resourceVersion (``reason == "Conflict"``) or ``"AlreadyExists"``."""
+
+
+T = TypeVar("T")
+
+# client-go's retry.DefaultRetry: five attempts.
+CONFLICT_ATTEMPTS = 5
+
+
+async def retry_on_conflict(
+    attempt: Callable[[int], Awaitable[T]], *, attempts: int = CONFLICT_ATTEMPTS
+) -> T:
+    """client-go's ``retry.RetryOnConflict``: ``attempt(n)`` (n from 0) until it does not raise
+    ``Conflict``; the last ``Conflict`` propagates after ``attempts`` of them.
+
+    An attempt reads what it writes over (the cache the first time, the API server after a
+    conflict) and decides again on that, so a write never overwrites a newer object blindly.
+    No pause between attempts: the conflict told us a newer version exists, and the next
+    attempt reads it.
+    """
+    for n in range(attempts):
+        try:
+            return await attempt(n)
+        except Conflict:
+            if n + 1 == attempts:
+                raise
+    raise ValueError("retry_on_conflict needs attempts >= 1")
 
 
 class Invalid(KubeError):

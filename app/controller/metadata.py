@@ -23,8 +23,6 @@ from promoter.resources.model import meta
 from promoter.rules.freight_alias import alias_patch, go_quote
 from promoter.rules.metadata import FREIGHT, STAGE, MetadataObjectMissing, merged, metadata_of
 
-CONFLICT_ATTEMPTS = 5
-
 
 class KubeMetadataStore:
     """:class:`promoter.rules.metadata.MetadataStore` over Stages and Freight in the cluster."""
@@ -47,10 +45,11 @@ class KubeMetadataStore:
 
     async def merge(self, kind: str, namespace: str, name: str, values: Mapping[str, Any]) -> None:
         informer, rt = self._informers[kind], self._types[kind]
-        current = informer.get(namespace, name)
-        for _ in range(CONFLICT_ATTEMPTS):
+
+        async def attempt(n: int) -> None:
+            # The cache first; after a conflict (or before the cache has it), the API server.
+            current = informer.get(namespace, name) if n == 0 else None
             if current is None:
-                # Not in the cache yet (created a moment ago?): ask the API server.
                 current = await self._read(kind, namespace, name)
             old = metadata_of(current)
             new = merged(old, values)
@@ -68,15 +67,18 @@ class KubeMetadataStore:
             except k.NotFound:
                 raise MetadataObjectMissing(kind, namespace, name) from None
             except k.Conflict:
-                current = None  # changed since we read it: read again and merge again
-                continue
+                raise  # changed since we read it: read again and merge again
             except k.KubeError as e:
                 raise StepError(f"updating the metadata of {kind} {namespace}/{name}: {e}") from e
             informer.observe(written)
-            return
-        raise StepError(
-            f"{kind} {namespace}/{name} kept changing while its metadata was updated; will retry"
-        )
+
+        try:
+            await k.retry_on_conflict(attempt)
+        except k.Conflict:
+            raise StepError(
+                f"{kind} {namespace}/{name} kept changing while its metadata was updated; "
+                "will retry"
+            ) from None
 
     async def _read(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
         try:

@@ -125,8 +125,16 @@ class ClusterPromotions:
         stage_obj = self.controller.stages.get(namespace, stage)
         if stage_obj is None:
             raise NotFound(f"Stage {stage!r} not found in namespace {namespace!r}")
-        current = self.controller.freight.get(namespace, freight)
-        for _ in range(3):
+
+        async def attempt(n: int) -> Approval:
+            current = self.controller.freight.get(namespace, freight)
+            if n > 0:  # the cached copy was stale: ask the API server
+                try:
+                    current = await self.kube.get(k.FREIGHT, namespace, freight)
+                except k.NotFound:
+                    current = None
+                except k.KubeError as e:
+                    raise _translated(e, f"Freight {freight!r}", namespace) from e
             if current is None:
                 raise NotFound(f"Freight {freight!r} not found in namespace {namespace!r}")
             refusal = not_approvable(stage_obj, current)
@@ -145,13 +153,7 @@ class ClusterPromotions:
                     resource_version=meta(current).get("resourceVersion"),
                 )
             except k.Conflict:
-                try:
-                    current = await self.kube.get(k.FREIGHT, namespace, freight)
-                except k.NotFound:
-                    current = None
-                except k.KubeError as e:
-                    raise _translated(e, f"Freight {freight!r}", namespace) from e
-                continue
+                raise
             except k.KubeError as e:
                 raise _translated(e, f"Freight {freight!r}", namespace) from e
             self.controller.freight.observe(patched)
@@ -163,7 +165,11 @@ class ClusterPromotions:
             approval = approval_of(patched, stage)
             assert approval is not None  # the server kept what was just written
             return approval
-        raise TemporaryError("the Freight kept changing; try again in a moment")
+
+        try:
+            return await k.retry_on_conflict(attempt)
+        except k.Conflict:
+            raise TemporaryError("the Freight kept changing; try again in a moment") from None
 
     async def annotate(self, namespace: str, promotion: str, key: str, value: str) -> None:
         try:

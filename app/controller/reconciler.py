@@ -16,27 +16,25 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 from app.controller import kube as k
-from app.controller.argocd import KubeArgoCDApps
-from app.controller.clusterdata import KubeClusterData
-from app.controller.creation import InformerTasks, announce_created
-from app.controller.informer import FreightRefs, Informer
-from app.controller.metadata import KubeFreightAliases, KubeMetadataStore
+from app.controller.automatic import AutomaticPromotions
+from app.controller.caches import Caches, waiting_apps
+from app.controller.creation import announce_created
+from app.controller.informer import Informer
 from app.controller.policies import ProjectRules
-from app.controller.routing import EventRouting, health_apps, waiting_apps, waiting_prs
+from app.controller.routing import EventRouter, Waker
+from app.controller.runtimes import Runtimes, WorkDirs, cluster_services
 from app.controller.verification import Verifier
 from app.controller.workqueue import WorkQueue
-from app.controller.writes import StatusWrites
-from app.logs import REDACTOR
+from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
 from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
-from promoter.engine.builder import TaskSource, ensure_inflated
+from promoter.engine.builder import ensure_inflated
 from promoter.errors import InvalidInput
 from promoter.ports.telemetry import log_context, set_log_context
 from promoter.resources.model import (
@@ -49,13 +47,8 @@ from promoter.resources.model import (
 )
 from promoter.resources.stages import (
     phase_of,
-    requested_warehouses,
-    stage_freights,
 )
-from promoter.rules.metadata import metadata_functions
-from promoter.steps.base import Effect, StepServices, effect_of
-from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
-from promoter.steps.metadata import PORT_KEY as METADATA_PORT
+from promoter.steps.base import Effect, StepServices
 from promoter.steps.registry import StepRegistry
 
 log = logging.getLogger(__name__)
@@ -64,8 +57,15 @@ log = logging.getLogger(__name__)
 StageKey = tuple[str, str]
 
 
-class Controller(EventRouting, StatusWrites):
-    """Informers + work queue + reconcile logic for Promotions and Stages."""
+class Controller:
+    """Informers + work queue + reconcile logic for Promotions and Stages.
+
+    Composed of collaborators, each given what it uses: the caches (:class:`Caches`), the
+    event router and the queue's door (:class:`EventRouter`, :class:`Waker`), the project
+    rules, the verifier, the Promotions it creates on its own (:class:`AutomaticPromotions`),
+    the Runtimes (:class:`Runtimes`) and the status writer (:class:`StatusWriter`). This class
+    decides a Stage's reconcile and applies it through them.
+    """
 
     def __init__(
         self,
@@ -85,102 +85,85 @@ class Controller(EventRouting, StatusWrites):
         receiver_base_url: str = "",
     ) -> None:
         self.kube = kube
-        self.registry = registry
-        self.applications = Informer(kube, k.APPLICATIONS, on_event=self._on_application)
-        # The Argo CD steps reach Applications through this cluster (reading the watch above)
-        # unless told otherwise.
-        self.services = replace(
-            services,
-            extra={"argocd": KubeArgoCDApps(kube, self.applications), **services.extra},
-        )
-        self.work_dir = work_dir
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue
-        self.default_requeue = default_requeue
         self.health_interval = health_interval
         self.clock = clock
-        self.on_promotion_finished = on_promotion_finished
         # Called with the seconds each Stage reconcile took (the reconcile latency metric).
         self.on_reconcile = on_reconcile
         self.queue = WorkQueue(clock=clock)
-        self.promotions = Informer(
-            kube, k.PROMOTIONS, namespace=namespace, on_event=self._on_promotion
-        )
-        self.stages = Informer(kube, k.STAGES, namespace=namespace, on_event=self._on_stage)
-        self.freight = Informer(kube, k.FREIGHT, namespace=namespace, on_event=self._on_freight)
-        self.freight_refs = FreightRefs(self.freight)
-        # The Stages' requested Warehouses decide where imageFrom() and the like look (Kargo).
-        self.warehouses = Informer(kube, k.WAREHOUSES, namespace=namespace)
-        self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
-        self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
-        # set-metadata writes Stages' and Freight's status.metadata through this cluster, and
-        # stageMetadata()/freightMetadata() read it from these informers.
-        self.services = replace(
-            self.services,
-            # secret(), configMap(): one GET per object a step names; values join the log
-            # redactor as they are read.
-            cluster_data=self.services.cluster_data
-            or KubeClusterData(kube, on_secret=REDACTOR.add),
-            extra={
-                METADATA_PORT: KubeMetadataStore(kube, stages=self.stages, freight=self.freight),
-                # set-freight-alias writes Freight's alias field and label.
-                ALIAS_PORT: KubeFreightAliases(kube, freight=self.freight),
-                **self.services.extra,
-            },
-        )
-        self.promotions.add_index("stage", self._stage_index)
-        self.promotions.add_index("waiting-app", waiting_apps)
-        self.promotions.add_index("health-app", health_apps)
-        self.promotions.add_index("waiting-pr", waiting_prs)
-        # Called with (promotion, previous copy) on every Promotion change, on every replica:
-        # front ends (check runs, Slack messages) follow Promotions through these. They must
-        # not block: enqueue work and return.
-        self.listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = []
-        # The same for Stages (status included: verifications show there), e.g. GitHub's
-        # verify check runs.
-        self.stage_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = []
-        # And for Freight (Slack tells non-auto Stages' channels about new Freight).
-        self.freight_listeners: list[Callable[[dict[str, Any], dict[str, Any] | None], None]] = []
-        self.promotions.add_index("freight", self._freight_index)
-        # Namespaces of the Stages that auto-promote: a Freight change looks at those only,
-        # not at every Stage (which made each Freight write cost O(Stages)).
-        self.stages.add_index("auto-promote", self._auto_promote_index)
-        self.task_source: TaskSource = InformerTasks(self.tasks, self.cluster_tasks)
+        self.caches = Caches(kube, namespace=namespace)
+        self.waker = Waker(self.queue, self.caches)
         # ProjectConfigs and the ClusterConfig: policies, windows, links (app.controller.policies).
         self.rules = ProjectRules(
             kube,
-            stages=self.stages,
+            stages=self.caches.stages,
             clock=clock,
             namespace=namespace,
-            enqueue_namespace=self._enqueue_namespace,
+            enqueue_namespace=self.waker.enqueue_namespace,
             receiver_base_url=receiver_base_url,
         )
+        self.router = EventRouter(self.caches, self.waker, self.rules)
+        self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock)
         self.verifier = Verifier(
             kube,
             clock=clock,
-            enqueue=lambda ns, stage: self._enqueue_stage(ns, stage),
-            create_promotion=self._auto_promote,
+            enqueue=self.waker.enqueue_stage,
+            create_promotion=self.automatic.promote,
             auto_promotes=self.rules.auto_promotes,
         )
+        work_dirs = WorkDirs(work_dir)
+        self.runtimes = Runtimes(
+            registry=registry,
+            services=cluster_services(kube, services, self.caches),
+            work_dirs=work_dirs,
+            caches=self.caches,
+            clock=clock,
+            running_retry=default_requeue,
+        )
+        self.writer = StatusWriter(
+            kube,
+            caches=self.caches,
+            verifier=self.verifier,
+            rules=self.rules,
+            work_dirs=work_dirs,
+            clock=clock,
+            on_promotion_finished=on_promotion_finished,
+        )
+        # What the front ends and the wiring read (app.server, app.controller.promotions).
+        self.promotions = self.caches.promotions
+        self.stages = self.caches.stages
+        self.freight = self.caches.freight
+        self.freight_refs = self.caches.freight_refs
+        self.applications = self.caches.applications
+        self.task_source = self.caches.task_source
+        self.listeners = self.router.listeners
+        self.stage_listeners = self.router.stage_listeners
+        self.freight_listeners = self.router.freight_listeners
         self._announced: set[str] = set()
-        self._work_dirs: set[Path] = set()
         self.argocd_missing = False
         self._probed = asyncio.Event()
-        self._leading = False
         self._generation = 0
-        self._app_events = 0
-        self._app_changed_at: dict[str, int] = {}
+
+    @property
+    def leading(self) -> bool:
+        return self.waker.leading
+
+    def wake_pr(self, url: str) -> int:
+        """Wake the Promotions waiting on a pull request (its merge or close webhook came)."""
+        return self.router.wake_pr(url)
 
     @property
     def informers(self) -> tuple[Informer, ...]:
+        caches = self.caches
         return (
-            self.promotions,
-            self.stages,
-            self.freight,
-            self.warehouses,
-            self.tasks,
-            self.cluster_tasks,
-            *(() if self.argocd_missing else (self.applications,)),
+            caches.promotions,
+            caches.stages,
+            caches.freight,
+            caches.warehouses,
+            caches.tasks,
+            caches.cluster_tasks,
+            *(() if self.argocd_missing else (caches.applications,)),
             *self.verifier.informers,
             *self.rules.informers,
         )
@@ -222,21 +205,21 @@ class Controller(EventRouting, StatusWrites):
         # must not turn off the next one's (the elector waits for it, but say so here too).
         self._generation += 1
         generation = self._generation
-        self._leading = True
+        self.waker.leading = True
         try:
             # Front ends act only while leading, so what changed before this replica led is
             # shown now: every Stage and Promotion goes to the listeners (and is enqueued) again.
-            for stage in self.stages.items():
-                self._on_stage("ADDED", stage, None)
-            for promotion in self.promotions.items():
-                self._on_promotion("ADDED", promotion, None)
+            for stage in self.caches.stages.items():
+                self.router.on_stage("ADDED", stage, None)
+            for promotion in self.caches.promotions.items():
+                self.router.on_promotion("ADDED", promotion, None)
                 # Application changes seen while this replica did not lead were not acted on
                 # (nobody led, or another replica did): re-enter the steps waiting on one now,
                 # not at their nextAttemptAt.
                 waiting_stage = (promotion.get("spec") or {}).get("stage")
                 if waiting_stage and waiting_apps(promotion):
                     namespace = namespace_of(promotion) or "default"
-                    self._enqueue_stage(namespace, waiting_stage, wake=True)
+                    self.waker.enqueue_stage(namespace, waiting_stage, wake=True)
             async with asyncio.TaskGroup() as group:
                 group.create_task(
                     self.queue.run(self._reconcile_key, concurrency=self.max_concurrent)
@@ -245,13 +228,13 @@ class Controller(EventRouting, StatusWrites):
                 group.create_task(self.rules.write_statuses())
         finally:
             if self._generation == generation:
-                self._leading = False
+                self.waker.leading = False
 
     async def _health_loop(self) -> None:
         while True:
             await asyncio.sleep(self.health_interval)
-            for stage in self.stages.items():
-                self._enqueue_stage(namespace_of(stage) or "default", name_of(stage))
+            for stage in self.caches.stages.items():
+                self.waker.enqueue_stage(namespace_of(stage) or "default", name_of(stage))
 
     async def _reconcile_key(self, key: Hashable, wake: bool) -> float | None:
         namespace, stage = cast(tuple[str, str], key)
@@ -259,7 +242,7 @@ class Controller(EventRouting, StatusWrites):
         # Every line logged during this reconcile says which Stage it is about.
         with log_context(namespace=namespace, stage=stage):
             try:
-                async with self._deferring():
+                async with self.writer.deferring():
                     return await self.reconcile_stage(namespace, stage, wake=wake)
             finally:
                 if self.on_reconcile is not None:
@@ -270,8 +253,7 @@ class Controller(EventRouting, StatusWrites):
     async def reconcile_stage(
         self, namespace: str, stage_name: str, *, wake: bool = False
     ) -> float | None:
-        stage_obj = self.stages.get(namespace, stage_name)
-        key = f"{namespace}/{stage_name}"
+        stage_obj = self.caches.stages.get(namespace, stage_name)
         now = self.clock.now()
         # The Stage's promotion windows now: a closed schedule holds the queue (every path
         # that creates Promotions ends in this queue), and its next boundary wakes the Stage.
@@ -281,7 +263,7 @@ class Controller(EventRouting, StatusWrites):
         # Decide (promoter.control.stage_planner), then apply: announce, abort, then run the queue.
         plan = plan_queue(
             stage_obj,
-            self.promotions.by_index("stage", key),
+            self.caches.of_stage(namespace, stage_name),
             announced=self._announced,
             window=window,
         )
@@ -295,13 +277,13 @@ class Controller(EventRouting, StatusWrites):
         finished_last: str | None = None
         for _ in range(1000):  # a Stage's queue drains within one reconcile, one at a time
             plan = plan_queue(
-                self.stages.get(namespace, stage_name),
-                self.promotions.by_index("stage", key),
+                self.caches.stages.get(namespace, stage_name),
+                self.caches.of_stage(namespace, stage_name),
                 announced=self._announced,
                 window=window,
             )
             if plan.held is not None:
-                await self._hold(plan.queued, plan.held.held_message(now))
+                await self.writer.hold(plan.queued, plan.held.held_message(now))
             if plan.run is None:
                 break
             requeue, finished = await self._run(plan.run, stage_obj, wake=wake)
@@ -310,34 +292,28 @@ class Controller(EventRouting, StatusWrites):
                 break
             finished_last = name_of(finished)
             if phase_of(finished) is Phase.SUCCEEDED:
-                succeeded_freight = self._freight_for(finished)
+                succeeded_freight = self.caches.freight_for(finished)
                 # Verify this Freight before the next Promotion may start.
                 requeue = 0.0
                 break
         if stage_obj is not None:
-            written = await self._write_stage_status(stage_obj, succeeded_freight, finished_last)
+            written = await self.writer.write_stage_status(
+                stage_obj, succeeded_freight, finished_last
+            )
             if written is not None:
-                await self._auto_rollback(written)
+                await self.automatic.roll_back(written)
                 later = await self.verifier.auto_promote(
                     written,
-                    self.promotions.by_index("stage", f"{namespace}/{stage_name}"),
-                    self.freight.items(namespace) if self.rules.auto_promotes(written) else (),
+                    self.caches.of_stage(namespace, stage_name),
+                    self.caches.freight.items(namespace)
+                    if self.rules.auto_promotes(written)
+                    else (),
                 )
                 if later is not None:
                     requeue = later if requeue is None else min(requeue, later)
         if window_requeue is not None:
             requeue = window_requeue if requeue is None else min(requeue, window_requeue)
         return requeue
-
-    def _freight_for(self, promotion: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        # spec.freight may name the Freight by its alias (chat and kubectl users do).
-        name = (promotion.get("spec") or {}).get("freight") or ""
-        return self._find_freight(namespace_of(promotion) or "", name) or (
-            promotion.get("status") or {}
-        ).get("freight")
-
-    def _find_freight(self, namespace: str, ref: str) -> Mapping[str, Any] | None:
-        return self.freight_refs.find(namespace, ref)
 
     async def _run(
         self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, *, wake: bool
@@ -349,42 +325,30 @@ class Controller(EventRouting, StatusWrites):
         try:
             promotion = Promotion.from_object(obj)
         except InvalidInput as e:
-            return 0.0, await self._fail(obj, f"invalid Promotion: {e}")
+            return 0.0, await self.writer.fail(obj, f"invalid Promotion: {e}")
         if stage_obj is None:
-            return 0.0, await self._fail(
+            return 0.0, await self.writer.fail(
                 obj, f"Stage {spec.get('stage')!r} not found in namespace {namespace!r}"
             )
-        freight = self._find_freight(namespace, promotion.freight)
+        freight = self.caches.find_freight(namespace, promotion.freight)
         if freight is None:
-            return 0.0, await self._fail(
+            return 0.0, await self.writer.fail(
                 obj, f"Freight {promotion.freight!r} not found in namespace {namespace!r}"
             )
         try:
             stage = parse_stage(stage_obj)
             inflated = ensure_inflated(promotion, stage, self.task_source)
         except InvalidInput as e:
-            return 0.0, await self._fail(obj, str(e))
+            return 0.0, await self.writer.fail(obj, str(e))
         if inflated.steps != promotion.steps or inflated.vars != promotion.vars:
             # Record the inflated steps on the object (kubectl shows what will run), once.
-            recorded = await self._write_spec(obj, inflated)
+            recorded = await self.writer.write_spec(obj, inflated)
             if recorded is None:
                 return 0.0, None
             obj, promotion = recorded, Promotion.from_object(recorded)
-        runtime = engine.Runtime(
-            registry=self.registry,
-            services=self.services,
-            work_dir=self._work_dir(namespace, promotion.name),
-            freight=freight,
-            freights=stage_freights(stage_obj, freight),
-            warehouses=requested_warehouses(
-                stage_obj, lambda name: self.warehouses.get(namespace, name)
-            ),
-            extra_functions=self._functions(namespace),
-            clock=self.clock.now,
-            running_retry=self.default_requeue,
-        )
+        runtime = self.runtimes.for_promotion(promotion, stage_obj, freight)
         while True:
-            events_before = self._app_events
+            events_before = self.router.app_events
             outcome = await engine.advance(promotion, runtime, force=wake, max_steps=1)
             wake = False
             if outcome.requeue_after == 0.0 and self._local_to_local(outcome.promotion):
@@ -394,21 +358,21 @@ class Controller(EventRouting, StatusWrites):
                 # a replay reproduces exactly what it pushed or synced.
                 promotion = outcome.promotion
                 continue
-            written = await self._write_status(obj, promotion, outcome.promotion)
+            written = await self.writer.write_status(obj, promotion, outcome.promotion)
             if written is None:
                 return 0.0, None  # someone else changed it (abort?): the next event re-decides
             obj, promotion = written, outcome.promotion
             phase = promotion.status.phase
             if phase.terminal:
-                await self._finished(obj, promotion)
+                await self.writer.finished(obj, promotion)
                 return 0.0, obj
             if outcome.requeue_after == 0.0:
                 continue
-            if any(self._app_changed_at.get(a, -1) > events_before for a in waiting_apps(obj)):
+            if self.router.app_changed_since(waiting_apps(obj), events_before):
                 # An Application it now waits on changed while the step ran and its status was
                 # written (the event found nobody waiting yet): look again at once, not after
                 # the requeue floor.
-                self._enqueue_stage(namespace, promotion.stage, wake=True)
+                self.waker.enqueue_stage(namespace, promotion.stage, wake=True)
             after = (
                 outcome.requeue_after
                 if outcome.requeue_after is not None
@@ -425,24 +389,26 @@ class Controller(EventRouting, StatusWrites):
         if not 0 < following < len(promotion.steps):
             return False
         return all(
-            self._effect(step.uses) is Effect.LOCAL
+            self.runtimes.effect(step.uses) is Effect.LOCAL
             for step in promotion.steps[following - 1 : following + 1]
         )
 
-    def _effect(self, kind: str | None) -> Effect:
-        if kind is None or kind not in self.registry:
-            return Effect.EXTERNAL  # a task reference or an unknown kind: assume the worst
-        return effect_of(self.registry[kind])
-
-    def _functions(self, namespace: str) -> dict[str, Callable[..., Any]]:
-        """Expression functions that read the cluster (from the caches) for one project."""
-        return metadata_functions(self.services.extra[METADATA_PORT], namespace)
-
-    def _work_dir(self, namespace: str, name: str) -> Path:
-        path = self.work_dir / namespace / name
-        if path not in self._work_dirs:
-            # Once per Promotion, and inline: one mkdir costs less than handing it to a
-            # thread, whose GIL hand-offs cost the loop ~0.3 ms each (bench_scale).
-            path.mkdir(parents=True, exist_ok=True)
-            self._work_dirs.add(path)
-        return path
+    async def _abort(
+        self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, actor: str
+    ) -> None:
+        promotion = Promotion.from_object(obj)
+        if promotion.status.phase is Phase.RUNNING:
+            # Give the running step a chance to undo what it started (Argo CD: terminate-op),
+            # with the Runtime a normal run of it has: the Stage's Freight and Warehouses.
+            namespace = namespace_of(obj) or "default"
+            freight = self.caches.find_freight(namespace, promotion.freight) or {}
+            runtime = self.runtimes.for_promotion(promotion, stage_obj, freight)
+            try:
+                await engine.abort_step(promotion, runtime)
+            except Exception:  # undoing is best effort; the abort itself must not fail
+                log.exception("aborting the running step of %s", promotion.name)
+        aborted = engine.abort(promotion, actor, self.clock.now())
+        written = await self.writer.write_status(obj, promotion, aborted)
+        if written is None:
+            return
+        await self.writer.finished(written, aborted)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from app.controller.informer import Backoff
 from promoter.clock import SYSTEM, Clock, wake_on_advance
+from promoter.tasks import stop_tasks
 
 log = logging.getLogger(__name__)
 
@@ -175,19 +176,15 @@ class WorkQueue:
                 tasks[task] = item
                 task.add_done_callback(lambda done: tasks.pop(done, None))
         finally:
-            interrupted = list(tasks.values())
-            for task in list(tasks):
-                task.cancel()
             # What was being processed is queued again for the next run (a new leadership):
             # a task cancelled before it started never reaches _process's own bookkeeping, and
-            # one that started was cut short. Done before waiting, which a second cancellation
-            # may cut short too.
-            for key, wake in interrupted:
+            # one that started is cut short below. Done before stopping them (no task runs in
+            # between), as the wait may itself be cut short by a second cancellation.
+            for key, wake in list(tasks.values()):
                 self._active.discard(key)
                 dirty = self._dirty.pop(key, None)
                 self.add(key, wake=wake or bool(dirty and dirty.wake))
-            if tasks:
-                await asyncio.gather(*tasks, return_exceptions=True)
+            await stop_tasks(tasks, "reconciles")
 
     async def _process(
         self, handler: Handler, key: Hashable, wake: bool, slots: asyncio.Semaphore

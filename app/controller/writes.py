@@ -2,8 +2,8 @@
 
 Each write is a merge patch of what changed, with the resourceVersion as precondition, so a
 replica never overwrites a newer object blindly: on a conflict it re-reads and re-decides. Our
-own writes go into the informers' caches at once. Mixed into
-:class:`app.controller.reconciler.Controller`, which owns the caches and the engine runtime.
+own writes go into the informers' caches at once. Every conflict is retried the one way,
+:func:`app.controller.kube.retry_on_conflict`.
 """
 
 from __future__ import annotations
@@ -14,22 +14,19 @@ import logging
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Any
 
 from app.controller import kube as k
-from app.controller.informer import Informer
+from app.controller.caches import Caches
 from app.controller.policies import ProjectRules
+from app.controller.runtimes import WorkDirs
 from app.controller.verification import Verifier
 from promoter.clock import Clock
 from promoter.control.stage_planner import apps_to_refresh, plan_status
-from promoter.engine import engine
 from promoter.resources import annotations as ann
 from promoter.resources.model import Phase, Promotion, format_time, meta, name_of, namespace_of
 from promoter.resources.stages import phase_of, stage_status
 from promoter.rules.argocd import REFRESH_ANNOTATION
-from promoter.steps.base import StepServices
-from promoter.steps.registry import StepRegistry
 
 log = logging.getLogger(__name__)
 
@@ -40,31 +37,34 @@ _DEFERRED: ContextVar[list[Callable[[], Awaitable[None]]] | None] = ContextVar(
 )
 
 
-class StatusWrites:
+class StatusWriter:
     """The reconciler's writes to Promotions and Stages."""
 
-    kube: k.Kube
-    clock: Clock
-    registry: StepRegistry
-    services: StepServices
-    work_dir: Path
-    _work_dirs: set[Path]
-    promotions: Informer
-    stages: Informer
-    applications: Informer
-    verifier: Verifier
-    rules: ProjectRules
-    on_promotion_finished: Callable[[Mapping[str, Any]], None] | None
-    _find_freight: Callable[[str, str], Mapping[str, Any] | None]
-    _work_dir: Callable[[str, str], Path]
-    _functions: Callable[[str], dict[str, Callable[..., Any]]]
+    def __init__(
+        self,
+        kube: k.Kube,
+        *,
+        caches: Caches,
+        verifier: Verifier,
+        rules: ProjectRules,
+        work_dirs: WorkDirs,
+        clock: Clock,
+        on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.caches = caches
+        self.verifier = verifier
+        self.rules = rules
+        self.work_dirs = work_dirs
+        self.clock = clock
+        self.on_promotion_finished = on_promotion_finished
 
     def _observe(self, obj: dict[str, Any]) -> None:
         """Put our own write into the cache at once, so the next pass does not act on the copy
         from before it (the watch event follows a moment later with the same version)."""
-        self.promotions.observe(obj)
+        self.caches.promotions.observe(obj)
 
-    async def _write_spec(
+    async def write_spec(
         self, obj: Mapping[str, Any], promotion: Promotion
     ) -> dict[str, Any] | None:
         spec = promotion.to_object()["spec"]
@@ -81,7 +81,7 @@ class StatusWrites:
         self._observe(written)
         return written
 
-    async def _write_status(
+    async def write_status(
         self, obj: Mapping[str, Any], before: Promotion, after: Promotion
     ) -> dict[str, Any] | None:
         new = after.status.to_dict()
@@ -92,15 +92,10 @@ class StatusWrites:
         if not patch:
             return dict(obj)
         namespace, name = namespace_of(obj), name_of(obj)
-        version = str(meta(obj).get("resourceVersion"))
-        for _ in range(5):
-            try:
-                written = await self.kube.patch_status(
-                    k.PROMOTIONS, namespace, name, patch, resource_version=version
-                )
-            except k.NotFound:
-                return None
-            except k.Conflict:
+
+        async def attempt(n: int) -> dict[str, Any] | None:
+            version = str(meta(obj).get("resourceVersion"))
+            if n > 0:
                 # Never overwrite a newer object blindly: re-read and re-decide.
                 try:
                     fresh = await self.kube.get(k.PROMOTIONS, namespace, name)
@@ -113,12 +108,21 @@ class StatusWrites:
                     # Someone else moved it on (another replica?): let the next pass decide.
                     return None
                 version = str(meta(fresh).get("resourceVersion"))
-                continue
+            try:
+                written = await self.kube.patch_status(
+                    k.PROMOTIONS, namespace, name, patch, resource_version=version
+                )
+            except k.NotFound:
+                return None
             self._observe(written)
             return written
-        return None
 
-    async def _fail(self, obj: Mapping[str, Any], message: str) -> dict[str, Any] | None:
+        try:
+            return await k.retry_on_conflict(attempt)
+        except k.Conflict:
+            return None
+
+    async def fail(self, obj: Mapping[str, Any], message: str) -> dict[str, Any] | None:
         promotion_status = dict(obj.get("status") or {})
         now = self.clock.now()
         status = {
@@ -145,43 +149,11 @@ class StatusWrites:
         self._notify_finished(written)
         return written
 
-    async def _abort(
-        self, obj: Mapping[str, Any], stage_obj: Mapping[str, Any] | None, actor: str
-    ) -> None:
-        promotion = Promotion.from_object(obj)
-        now = self.clock.now()
-        if promotion.status.phase is Phase.RUNNING:
-            await self._abort_running_step(promotion, obj)
-        aborted = engine.abort(promotion, actor, now)
-        written = await self._write_status(obj, promotion, aborted)
-        if written is None:
-            return
-        await self._finished(written, aborted)
-
-    async def _abort_running_step(self, promotion: Promotion, obj: Mapping[str, Any]) -> None:
-        """Give the running step a chance to undo what it started (Argo CD: terminate-op)."""
-        namespace = namespace_of(obj) or "default"
-        freight = self._find_freight(namespace, promotion.freight) or {}
-        runtime = engine.Runtime(
-            registry=self.registry,
-            services=self.services,
-            work_dir=self._work_dir(namespace, promotion.name),
-            freight=freight,
-            freights=[freight],
-            extra_functions=self._functions(namespace),
-            clock=self.clock.now,
-        )
-        try:
-            await engine.abort_step(promotion, runtime)
-        except Exception:  # undoing is best effort; the abort itself must not fail
-            log.exception("aborting the running step of %s", promotion.name)
-
-    async def _finished(self, obj: Mapping[str, Any], promotion: Promotion) -> None:
+    async def finished(self, obj: Mapping[str, Any], promotion: Promotion) -> None:
         phase = promotion.status.phase
         reason = f"Promotion{phase.value}"
         message = promotion.status.message or phase.value
-        path = self.work_dir / (namespace_of(obj) or "default") / name_of(obj)
-        self._work_dirs.discard(path)
+        path = self.work_dirs.release(namespace_of(obj) or "default", name_of(obj))
         finished = dict(obj)
 
         async def afterwards() -> None:
@@ -211,7 +183,7 @@ class StatusWrites:
         self._notify_finished(obj)
 
     @contextlib.asynccontextmanager
-    async def _deferring(self) -> AsyncIterator[None]:
+    async def deferring(self) -> AsyncIterator[None]:
         """Run the block (a Stage's reconcile), then what it put off (see _finished)."""
         pending: list[Callable[[], Awaitable[None]]] = []
         token = _DEFERRED.set(pending)
@@ -226,7 +198,7 @@ class StatusWrites:
         if self.on_promotion_finished:
             self.on_promotion_finished(obj)
 
-    async def _hold(self, queued: Sequence[Mapping[str, Any]], message: str) -> None:
+    async def hold(self, queued: Sequence[Mapping[str, Any]], message: str) -> None:
         """Say on each queued Promotion what it waits for (a closed promotion window)."""
         for promotion in queued:
             if (promotion.get("status") or {}).get("message") == message:
@@ -243,7 +215,7 @@ class StatusWrites:
                 continue  # it moved on (aborted?): the next pass decides again
             self._observe(written)
 
-    async def _write_stage_status(
+    async def write_stage_status(
         self,
         stage_obj: Mapping[str, Any],
         succeeded_freight: Mapping[str, Any] | None,
@@ -256,21 +228,31 @@ class StatusWrites:
         status write per reconcile. Returns the Stage as it now stands, None if it is gone.
         """
         namespace, name = namespace_of(stage_obj) or "default", name_of(stage_obj)
-        current: Mapping[str, Any] = self.stages.get(namespace, name) or stage_obj
-        for _ in range(3):
-            promotions = self.promotions.by_index("stage", f"{namespace}/{name}")
+
+        async def attempt(n: int) -> Mapping[str, Any] | None:
+            current: Mapping[str, Any] = self.caches.stages.get(namespace, name) or stage_obj
+            if n > 0:
+                # Someone else wrote the Stage (a spec or annotation edit): decide again on
+                # the newer object rather than overwrite it. (Verification adopts what it
+                # started on the first pass: the AnalysisRun, the Freight's verifiedIn.)
+                try:
+                    current = await self.kube.get(k.STAGES, namespace, name)
+                except k.NotFound:
+                    return None
+                self.caches.stages.observe(current)
+            promotions = self.caches.of_stage(namespace, name)
             now = self.clock.now()
             new = plan_status(
                 current,
                 promotions,
-                self.applications.items(),
+                self.caches.applications.items(),
                 now,
                 succeeded_freight=succeeded_freight,
                 finished_last=finished_last,
             )
             new.update(
                 await self.verifier.reconcile(
-                    {**current, "status": new}, promotions, self._find_freight
+                    {**current, "status": new}, promotions, self.caches.find_freight
                 )
             )
             # Ready follows Healthy and Verified as just decided.
@@ -297,27 +279,24 @@ class StatusWrites:
                 )
             except k.NotFound:
                 return None
-            except k.Conflict:
-                # Someone else wrote the Stage (a spec or annotation edit): decide again on
-                # the newer object rather than overwrite it. (Verification adopts what it
-                # started on the first pass: the AnalysisRun, the Freight's verifiedIn.)
-                try:
-                    current = await self.kube.get(k.STAGES, namespace, name)
-                except k.NotFound:
-                    return None
-                self.stages.observe(current)
-                continue
-            self.stages.observe(written)
+            self.caches.stages.observe(written)
             return written
-        # Still conflicting: the write that beat us comes back as an event and a new reconcile.
-        return None
+
+        try:
+            return await k.retry_on_conflict(attempt)
+        except k.Conflict:
+            # Still conflicting: the write that beat us comes back as an event and a new
+            # reconcile.
+            return None
 
     async def _request_app_refreshes(
         self, status: Mapping[str, Any], promotions: list[dict[str, Any]]
     ) -> None:
         """Ask Argo CD to refresh the Applications whose health it has not assessed since their
         last operation (Kargo does the same): the Application's next event wakes the Stage."""
-        for namespace, name in apps_to_refresh(status, promotions, self.applications.items()):
+        for namespace, name in apps_to_refresh(
+            status, promotions, self.caches.applications.items()
+        ):
             try:
                 written = await self.kube.patch(
                     k.APPLICATIONS,
@@ -328,7 +307,7 @@ class StatusWrites:
             except k.KubeError as e:
                 log.warning("asking Argo CD to refresh Application %s/%s: %s", namespace, name, e)
                 continue
-            self.applications.observe(written)
+            self.caches.applications.observe(written)
 
 
 def _without_times(status: Mapping[str, Any]) -> Any:

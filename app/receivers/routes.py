@@ -23,7 +23,6 @@ controller keeps their table; a path no receiver has is 404.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -32,6 +31,7 @@ from aiohttp import web
 
 from app.receivers import forges, senders
 from app.receivers.settings import TOKEN_SENDERS, ReceiverSettings
+from promoter.tasks import stop_tasks
 from promoter.warehouses import generic_actions
 from promoter.warehouses.project_receivers import SECRET_KEYS, ProjectReceiver
 from promoter.warehouses.refresh import WarehouseDirectory, warehouses_to_refresh
@@ -255,11 +255,7 @@ class Receivers:
             await asyncio.gather(*self._pending, return_exceptions=True)
 
     async def close(self) -> None:
-        for task in list(self._pending):
-            task.cancel()
-        for task in list(self._pending):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_tasks(self._pending, "Warehouse refreshes")
 
 
 def setup_receivers(

@@ -16,18 +16,19 @@ import getpass
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from promoter.clock import SYSTEM, Clock
 from promoter.engine import engine
 from promoter.engine.builder import build_promotion
+from promoter.engine.runtime import runtime_for
 from promoter.ports.clusterdata import InMemoryData
 from promoter.resources.manifests import ManifestSet
 from promoter.resources.model import Promotion, Var
-from promoter.resources.stages import requested_warehouses, stage_freights
 from promoter.rules.freight_alias import InMemoryFreightAliases
-from promoter.rules.metadata import InMemoryMetadata, metadata_functions
+from promoter.rules.metadata import InMemoryMetadata
 from promoter.steps.base import StepServices
 from promoter.steps.freight_alias import PORT_KEY as ALIAS_PORT
 from promoter.steps.metadata import PORT_KEY as METADATA_PORT
@@ -54,19 +55,6 @@ class RunOptions:
     max_sleep: float = 30.0
 
 
-def _warehouses(
-    manifests: ManifestSet, stage_obj: Mapping[str, Any], namespace: str
-) -> dict[str, Mapping[str, Any] | None] | None:
-    """The Stage's requested Warehouses from the manifests, as the controller finds them in the
-    cluster (None when the manifests hold none of them: the Freight decide)."""
-
-    def lookup(name: str) -> Mapping[str, Any] | None:
-        found = manifests.find("Warehouse", name, namespace)
-        return found.obj if found is not None else None
-
-    return requested_warehouses(stage_obj, lookup)
-
-
 @dataclass(frozen=True, slots=True)
 class _Prepared:
     """A Promotion built from the manifests, with what its Runtime is made of."""
@@ -87,6 +75,12 @@ def _prepare(manifests: ManifestSet, options: RunOptions, clock: Clock) -> _Prep
         stage, freight, manifests, actor=options.actor, extra_vars=options.vars, now=clock.now()
     )
     return _Prepared(promotion, manifests, stage_loaded.obj, freight, namespace)
+
+
+def _warehouse(manifests: ManifestSet, namespace: str, name: str) -> Mapping[str, Any] | None:
+    """A Warehouse from the manifests, as the controller finds one in the cluster."""
+    found = manifests.find("Warehouse", name, namespace)
+    return found.obj if found is not None else None
 
 
 async def _execute(
@@ -122,14 +116,14 @@ async def _execute(
             work_root = options.work_dir
         work_dir = work_root / promotion.name
         work_dir.mkdir(parents=True, exist_ok=True)
-        runtime = engine.Runtime(
+        runtime = runtime_for(
+            promotion,
+            stage=prepared.stage_obj,
+            freight=prepared.freight,
+            warehouse=partial(_warehouse, manifests, namespace),
             registry=registry,
             services=services,
             work_dir=work_dir,
-            freight=prepared.freight,
-            freights=stage_freights(prepared.stage_obj, prepared.freight),
-            warehouses=_warehouses(manifests, prepared.stage_obj, namespace),
-            extra_functions=metadata_functions(services.extra[METADATA_PORT], promotion.namespace),
             clock=clock.now,
             observer=observer,
         )

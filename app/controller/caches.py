@@ -1,0 +1,128 @@
+"""The controller's caches: one informer per kind it reads, with the indexes its routing needs.
+
+Built once and handed to the collaborators that read them (the event router, the status
+writer, the runtimes, the automatic Promotions), so each says which caches it uses. The indexes
+are what lets an event find the Stage it concerns without a scan: Promotions by Stage, by
+Freight, by the Argo CD Applications and pull requests they wait on; auto-promoting Stages by
+namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from app.controller import kube as k
+from app.controller.creation import InformerTasks
+from app.controller.informer import FreightRefs, Informer, OnEvent
+from app.controller.verification import auto_promote_enabled
+from promoter.engine.builder import TaskSource
+from promoter.resources.model import Phase, namespace_of
+from promoter.resources.stages import phase_of
+
+
+def waiting_apps(promotion: Mapping[str, Any]) -> list[str]:
+    """``ns/name`` of the Argo CD Applications a Running Promotion's current step waits on."""
+    if phase_of(promotion) is not Phase.RUNNING:
+        return []
+    status = promotion.get("status") or {}
+    out: list[str] = []
+    for output in (status.get("state") or {}).values():
+        if not isinstance(output, Mapping):
+            continue
+        for app in output.get("apps") or ():
+            if isinstance(app, Mapping) and app.get("name"):
+                out.append(f"{app.get('namespace') or 'argocd'}/{app['name']}")
+    return out
+
+
+def waiting_prs(promotion: Mapping[str, Any]) -> list[str]:
+    """URLs of the pull requests a Running Promotion's steps wait on (git-wait-for-pr et al.)."""
+    if phase_of(promotion) is not Phase.RUNNING:
+        return []
+    out: list[str] = []
+    for output in ((promotion.get("status") or {}).get("state") or {}).values():
+        if isinstance(output, Mapping):
+            pr = output.get("pr")
+            if isinstance(pr, Mapping) and pr.get("url"):
+                out.append(str(pr["url"]))
+    return out
+
+
+def health_apps(promotion: Mapping[str, Any]) -> list[str]:
+    """``ns/name`` of the Applications a Promotion's health checks look at."""
+    out: list[str] = []
+    for check in (promotion.get("status") or {}).get("healthChecks") or ():
+        for app in ((check or {}).get("config") or {}).get("apps") or ():
+            if isinstance(app, Mapping) and app.get("name"):
+                out.append(f"{app.get('namespace') or 'argocd'}/{app['name']}")
+    return out
+
+
+def _stage_index(obj: Mapping[str, Any]) -> list[str]:
+    stage = (obj.get("spec") or {}).get("stage")
+    return [f"{namespace_of(obj) or 'default'}/{stage}"] if stage else []
+
+
+def _freight_index(obj: Mapping[str, Any]) -> list[str]:
+    freight = (obj.get("spec") or {}).get("freight")
+    return [f"{namespace_of(obj) or 'default'}/{freight}"] if freight else []
+
+
+def _auto_promote_index(obj: Mapping[str, Any]) -> list[str]:
+    return [namespace_of(obj) or "default"] if auto_promote_enabled(obj) else []
+
+
+class Caches:
+    """The informers of Promotions, Stages, Freight, Warehouses, tasks and Applications."""
+
+    def __init__(self, kube: k.Kube, *, namespace: str | None = None) -> None:
+        self.promotions = Informer(kube, k.PROMOTIONS, namespace=namespace)
+        self.stages = Informer(kube, k.STAGES, namespace=namespace)
+        self.freight = Informer(kube, k.FREIGHT, namespace=namespace)
+        # Freight by name, then by alias (an index on the alias label): chat, pages, kubectl.
+        self.freight_refs = FreightRefs(self.freight)
+        # The Stages' requested Warehouses decide where imageFrom() and the like look (Kargo).
+        self.warehouses = Informer(kube, k.WAREHOUSES, namespace=namespace)
+        self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
+        self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
+        self.applications = Informer(kube, k.APPLICATIONS)
+        self.promotions.add_index("stage", _stage_index)
+        self.promotions.add_index("waiting-app", waiting_apps)
+        self.promotions.add_index("health-app", health_apps)
+        self.promotions.add_index("waiting-pr", waiting_prs)
+        self.promotions.add_index("freight", _freight_index)
+        # Namespaces of the Stages that auto-promote: a Freight change looks at those only,
+        # not at every Stage (which made each Freight write cost O(Stages)).
+        self.stages.add_index("auto-promote", _auto_promote_index)
+        self.task_source: TaskSource = InformerTasks(self.tasks, self.cluster_tasks)
+
+    def report_to(
+        self,
+        *,
+        promotions: OnEvent,
+        stages: OnEvent,
+        freight: OnEvent,
+        applications: OnEvent,
+    ) -> None:
+        """Where the informers send their events (the router, which reads these caches too,
+        so it is told after both exist)."""
+        self.promotions.on_event = promotions
+        self.stages.on_event = stages
+        self.freight.on_event = freight
+        self.applications.on_event = applications
+
+    def of_stage(self, namespace: str, stage: str) -> list[dict[str, Any]]:
+        """The Promotions of one Stage."""
+        return self.promotions.by_index("stage", f"{namespace}/{stage}")
+
+    def find_freight(self, namespace: str, ref: str) -> Mapping[str, Any] | None:
+        """A Freight by name or by alias, by the one rule (exact name first, then alias)."""
+        return self.freight_refs.find(namespace, ref)
+
+    def freight_for(self, promotion: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The Freight a Promotion promotes (the copy on its status when the object is gone)."""
+        name = (promotion.get("spec") or {}).get("freight") or ""
+        return self.find_freight(namespace_of(promotion) or "", name) or (
+            promotion.get("status") or {}
+        ).get("freight")
