@@ -111,6 +111,7 @@ class Controller:
             enqueue=self.waker.enqueue_stage,
             create_promotion=self.automatic.promote,
             auto_promotes=self.rules.auto_promotes,
+            stage_of=self.caches.stages.get,
         )
         work_dirs = WorkDirs(work_dir)
         self.runtimes = Runtimes(

@@ -24,6 +24,7 @@ from typing import Any
 from app.controller import kube as k
 from app.controller.informer import Informer
 from promoter.clock import SYSTEM, Clock
+from promoter.control import selection
 from promoter.control.verification import (
     ANALYSIS_TERMINAL,
     VerificationError,
@@ -35,7 +36,7 @@ from promoter.control.verification import (
     verification_phase,
 )
 from promoter.resources import annotations as ann
-from promoter.resources.model import GROUP, format_time, meta, name_of, namespace_of
+from promoter.resources.model import GROUP, Phase, format_time, meta, name_of, namespace_of
 from promoter.resources.stages import (
     Condition,
     available_at,
@@ -83,8 +84,11 @@ class Verifier:
         enqueue: Callable[[str, str], None],
         create_promotion: Callable[[Mapping[str, Any], Mapping[str, Any]], Any],
         auto_promotes: Callable[[Mapping[str, Any]], bool] = auto_promote_enabled,
+        stage_of: Callable[[str, str], Mapping[str, Any] | None] = lambda _ns, _name: None,
     ) -> None:
         self.kube = kube
+        # Another Stage of the project as the caches hold it (MatchUpstream follows its upstream).
+        self.stage_of = stage_of
         # Whether a Stage auto-promotes: its ProjectConfig's first matching policy, else its
         # annotation.
         self.auto_promotes = auto_promotes
@@ -422,9 +426,11 @@ class Verifier:
         promotions: Sequence[Mapping[str, Any]],
         freight: Sequence[Mapping[str, Any]],
     ) -> float | None:
-        """Promote the newest Freight available to an auto-promoting Stage; returns when to
-        look again (a soak ending), or None. ``freight`` is the namespace's Freight (callers
-        skip listing it for Stages that do not auto-promote)."""
+        """Promote the Freight its selection policy picks (promoter.control.selection: the
+        newest available, or with MatchUpstream what the upstream Stage has) to an
+        auto-promoting Stage; returns when to look again (a soak ending), or None. ``freight``
+        is the namespace's Freight (callers skip listing it for Stages that do not
+        auto-promote)."""
         if not self.auto_promotes(stage):
             return None
         now = self.clock.now()
@@ -442,21 +448,49 @@ class Verifier:
                 soonest = when if soonest is None else min(soonest, when)
                 continue
             candidates.append(f)
-        candidates.sort(key=lambda f: (freight_created(f), name_of(f)), reverse=True)
-        for f in candidates[:1]:
-            # Never promote older Freight over newer, nor the same Freight twice.
-            if current is not None and (
-                # (Timestamps have second precision: equal means "not older".)
-                name_of(f) == name_of(current) or freight_created(f) < current_created
-            ):
+        namespace = namespace_of(stage) or "default"
+        picked = selection.candidates(
+            stage, candidates, lambda upstream: current_names(self.stage_of(namespace, upstream))
+        )
+        follows = selection.matches_upstream(stage)
+        ordered = sorted(picked.values(), key=lambda f: (freight_created(f), name_of(f)))
+        for f in reversed(ordered[-1:]):
+            if current is not None and name_of(f) == name_of(current):
                 break
-            if any((p.get("spec") or {}).get("freight") == name_of(f) for p in promotions):
+            # Never promote older Freight over newer (second precision: equal is "not older"),
+            # unless the Stage follows its upstream (MatchUpstream), back to older Freight too.
+            if not follows and current is not None and freight_created(f) < current_created:
+                break
+            if _promoted_before(f, promotions, follows):
                 break
             await self.create_promotion(stage, f)
             return None
         if soonest is not None:
             return max(0.0, (soonest - now).total_seconds())
         return None
+
+
+def _promoted_before(
+    freight: Mapping[str, Any], promotions: Sequence[Mapping[str, Any]], follows: bool
+) -> bool:
+    """Whether an earlier Promotion of this Freight stops auto-promoting it again: any, for
+    NewestFreight (never the same Freight twice); for MatchUpstream only the newest one failing
+    (Kargo: a Stage that left the Freight may follow its upstream back to it)."""
+    mine = [p for p in promotions if (p.get("spec") or {}).get("freight") == name_of(freight)]
+    if not follows:
+        return bool(mine)
+    if not mine:
+        return False
+    newest = max(mine, key=lambda p: str(meta(p).get("creationTimestamp") or ""))
+    return phase_of(newest) is not Phase.SUCCEEDED
+
+
+def current_names(stage: Mapping[str, Any] | None) -> set[str]:
+    """The names of the Freight a Stage currently has (the head of its freightHistory)."""
+    history = ((stage or {}).get("status") or {}).get("freightHistory") or []
+    if not history:
+        return set()
+    return {str(v.get("name")) for v in (history[0].get("items") or {}).values()}
 
 
 def _current_freight(

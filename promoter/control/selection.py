@@ -110,6 +110,16 @@ def candidates(
     return picked
 
 
+def followed(stage: Mapping[str, Any]) -> set[str]:
+    """The upstream Stages a Stage follows with MatchUpstream (whose current Freight decides)."""
+    return {
+        str(up)
+        for r in _requests(stage)
+        if selection_policy(r) == MATCH_UPSTREAM
+        for up in _sources(r).get("stages") or ()
+    }
+
+
 def matches_upstream(stage: Mapping[str, Any]) -> bool:
     """Whether any request follows its upstream Stage (``MatchUpstream``): auto-promotion may
     then take Freight older than the Stage's current one."""
