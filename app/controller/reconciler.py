@@ -22,6 +22,7 @@ from typing import Any, cast
 from app.controller import kube as k
 from app.controller.automatic import AutomaticPromotions
 from app.controller.caches import Caches, waiting_apps
+from app.controller.control_flow import ControlFlowStages
 from app.controller.creation import announce_created
 from app.controller.informer import Informer
 from app.controller.policies import ProjectRules
@@ -31,6 +32,7 @@ from app.controller.verification import Verifier
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
+from promoter.control import selection
 from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
@@ -105,6 +107,7 @@ class Controller:
         )
         self.router = EventRouter(self.caches, self.waker, self.rules)
         self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock)
+        self.control_flow = ControlFlowStages(kube, self.caches, clock)
         self.verifier = Verifier(
             kube,
             clock=clock,
@@ -255,6 +258,8 @@ class Controller:
         self, namespace: str, stage_name: str, *, wake: bool = False
     ) -> float | None:
         stage_obj = self.caches.stages.get(namespace, stage_name)
+        if stage_obj is not None and selection.is_control_flow(stage_obj):
+            return await self._reconcile_control_flow(stage_obj)
         now = self.clock.now()
         # The Stage's promotion windows now: a closed schedule holds the queue (every path
         # that creates Promotions ends in this queue), and its next boundary wakes the Stage.
@@ -314,6 +319,21 @@ class Controller:
                     requeue = later if requeue is None else min(requeue, later)
         if window_requeue is not None:
             requeue = window_requeue if requeue is None else min(requeue, window_requeue)
+        return requeue
+
+    async def _reconcile_control_flow(self, stage_obj: Mapping[str, Any]) -> float | None:
+        """A Stage without promotion steps (app.controller.control_flow): pass available
+        Freight on, write its status; Promotions to it fail as the builder refuses them."""
+        namespace, name = namespace_of(stage_obj) or "default", name_of(stage_obj)
+        for promotion in self.caches.of_stage(namespace, name):
+            if not phase_of(promotion).terminal:
+                await self.writer.fail(
+                    promotion,
+                    f"Stage {name!r} is a control-flow Stage (no promotion steps): Freight "
+                    "is not promoted to it; it passes Freight on as soon as it is available",
+                )
+        requeue = await self.control_flow.pass_on(stage_obj)
+        await self.writer.write_stage_status(stage_obj, None)
         return requeue
 
     async def _run(

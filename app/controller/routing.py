@@ -142,6 +142,10 @@ class EventRouter:
         for stage in candidates:
             if self.rules.auto_promotes(stage) and available_at(stage, obj) is not None:
                 self.waker.enqueue_stage(namespace, name_of(stage))
+        # Control-flow Stages pass newly available Freight on at once.
+        for stage in self.caches.stages.by_index("control-flow", namespace):
+            if available_at(stage, obj) is not None:
+                self.waker.enqueue_stage(namespace, name_of(stage))
 
     def on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         key = f"{namespace_of(obj) or 'argocd'}/{name_of(obj)}"

@@ -25,6 +25,7 @@ from app.controller import kube as k
 from app.controller.informer import Informer
 from promoter.clock import SYSTEM, Clock
 from promoter.control import selection
+from promoter.control.freight_events import verification_event
 from promoter.control.verification import (
     ANALYSIS_TERMINAL,
     VerificationError,
@@ -36,7 +37,15 @@ from promoter.control.verification import (
     verification_phase,
 )
 from promoter.resources import annotations as ann
-from promoter.resources.model import GROUP, Phase, format_time, meta, name_of, namespace_of
+from promoter.resources.model import (
+    GROUP,
+    Phase,
+    format_time,
+    meta,
+    name_of,
+    namespace_of,
+    parse_time,
+)
 from promoter.resources.stages import (
     Condition,
     available_at,
@@ -243,6 +252,8 @@ class Verifier:
         actor = (latest or {}).get("actor") if requested else None
         request = str((latest or {}).get("request") or "") if requested else ""
         entry = await self._start(stage, freight_obj, str(last.get("name")), actor, request, now)
+        if entry.get("phase") in ANALYSIS_TERMINAL:
+            await self._announce(stage, freight_obj, entry, now)
         return record_verification(entries, entry), entry
 
     async def _start(
@@ -356,12 +367,44 @@ class Verifier:
         if phase in ANALYSIS_TERMINAL:
             updated["finishTime"] = format_time(now)
             updated["message"] = verification_message(run)
-            if phase == "Successful":
-                freight_name = str((meta(run).get("labels") or {}).get(f"{GROUP}/freight") or "")
-                freight_obj = freight(namespace_of(stage) or "default", freight_name)
-                if freight_obj is not None:
+            freight_name = str((meta(run).get("labels") or {}).get(f"{GROUP}/freight") or "")
+            freight_obj = freight(namespace_of(stage) or "default", freight_name)
+            if freight_obj is not None:
+                if phase == "Successful":
                     await self._mark_verified(stage, freight_obj, now)
+                await self._announce(stage, freight_obj, updated, now)
         return record_verification(entries, updated), updated
+
+    async def _announce(
+        self,
+        stage: Mapping[str, Any],
+        freight: Mapping[str, Any],
+        entry: Mapping[str, Any],
+        now: datetime,
+    ) -> None:
+        """Kargo's FreightVerification* Event on the Freight for a verification that ended
+        (promoter.control.freight_events)."""
+        if not meta(freight).get("uid"):
+            return  # not a Freight the cluster holds (a name only): nothing to record it on
+        run = entry.get("analysisRun") or {}
+        event = verification_event(
+            freight,
+            name_of(stage),
+            str(entry.get("phase") or ""),
+            message=str(entry.get("message") or ""),
+            actor=str(entry.get("actor") or ""),
+            started=parse_time(entry.get("startTime")) or now,
+            finished=parse_time(entry.get("finishTime")) or now,
+            analysis_run=str(run.get("name") or ""),
+            promotion=str(entry.get("promotion") or "") if run.get("name") else "",
+        )
+        await self.kube.emit_event(
+            dict(event.involved),
+            reason=event.reason,
+            message=event.message,
+            type=event.type,
+            annotations=event.annotations,
+        )
 
     @staticmethod
     def _verified_condition(

@@ -24,8 +24,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from promoter.resources.model import name_of
-from promoter.resources.stages import available_at, freight_created
+from promoter.resources import annotations as ann
+from promoter.resources.model import meta, name_of
+from promoter.resources.stages import Condition, available_at, freight_created, set_condition
 
 NEWEST_FREIGHT = "NewestFreight"
 MATCH_UPSTREAM = "MatchUpstream"
@@ -159,3 +160,29 @@ def next_availability(
     """When the next Freight becomes available to the Stage (a soak ending), if any."""
     later = [w for f in freight if (w := available_at(stage, f)) is not None and w > now]
     return min(later) if later else None
+
+
+def control_flow_status(stage: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """Kargo's ``initializeStatus`` of a control-flow Stage, then Ready: only the Ready and
+    Reconciling conditions kept, no Freight history, health or Promotions, ``freightSummary``
+    ``N/A``, no auto-promotion; the refresh request and generation recorded as handled."""
+    old = dict(stage.get("status") or {})
+    generation = meta(stage).get("generation")
+    status: dict[str, Any] = {
+        key: value
+        for key, value in old.items()
+        if key
+        not in (
+            "freightHistory", "health", "currentPromotion", "lastPromotion",
+            "autoPromotionHolds", "conditions", "phase", "currentFreight",
+        )
+    }  # fmt: skip
+    status["observedGeneration"] = generation
+    token = ann.refresh_token(stage)
+    if token:
+        status["lastHandledRefresh"] = token
+    status["freightSummary"] = "N/A"
+    status["autoPromotionEnabled"] = False
+    kept = [c for c in old.get("conditions") or () if c.get("type") == "Ready"]
+    status["conditions"] = set_condition(kept, Condition("Ready", "True", "Ready"), now, generation)
+    return status
