@@ -90,7 +90,8 @@ REFUSALS: list[tuple[str, Request, type[Exception], str]] = [
         lambda s: s.promote(NS, "bare", FREIGHT, actor=ACTOR),
         InvalidInput,
         "Stage 'bare' is a control-flow Stage (no spec.promotionTemplate.spec.steps): Freight is "
-        "not promoted to it; it passes Freight on to the Stages after it as soon as it is available",
+        "not promoted to it; it passes Freight on to the Stages after it as soon as it is "
+        "available",
     ),
     (
         "promote across projects",
