@@ -258,7 +258,9 @@ class Controller:
         self, namespace: str, stage_name: str, *, wake: bool = False
     ) -> float | None:
         stage_obj = self.caches.stages.get(namespace, stage_name)
-        if stage_obj is not None and selection.is_control_flow(stage_obj):
+        if stage_obj is not None and selection.passes_freight_on(
+            stage_obj, self.caches.of_stage(namespace, stage_name)
+        ):
             return await self._reconcile_control_flow(stage_obj)
         now = self.clock.now()
         # The Stage's promotion windows now: a closed schedule holds the queue (every path
@@ -323,15 +325,7 @@ class Controller:
 
     async def _reconcile_control_flow(self, stage_obj: Mapping[str, Any]) -> float | None:
         """A Stage without promotion steps (app.controller.control_flow): pass available
-        Freight on, write its status; Promotions to it fail as the builder refuses them."""
-        namespace, name = namespace_of(stage_obj) or "default", name_of(stage_obj)
-        for promotion in self.caches.of_stage(namespace, name):
-            if not phase_of(promotion).terminal:
-                await self.writer.fail(
-                    promotion,
-                    f"Stage {name!r} is a control-flow Stage (no promotion steps): Freight "
-                    "is not promoted to it; it passes Freight on as soon as it is available",
-                )
+        Freight on and write its status."""
         requeue = await self.control_flow.pass_on(stage_obj)
         await self.writer.write_stage_status(stage_obj, None)
         return requeue

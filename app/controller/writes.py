@@ -243,7 +243,7 @@ class StatusWriter:
                 self.caches.stages.observe(current)
             promotions = self.caches.of_stage(namespace, name)
             now = self.clock.now()
-            if selection.is_control_flow(current):
+            if selection.passes_freight_on(current, promotions):
                 # No Promotions, health or verification: Kargo's control-flow Stage status.
                 return await self._write_stage(current, selection.control_flow_status(current, now))
             new = plan_status(

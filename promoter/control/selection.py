@@ -137,6 +137,14 @@ def is_control_flow(stage: Mapping[str, Any]) -> bool:
     return not (isinstance(spec, Mapping) and spec.get("steps"))
 
 
+def passes_freight_on(stage: Mapping[str, Any], promotions: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the controller treats the Stage as a control-flow Stage: no promotion steps, and
+    no Promotion to it. Kargo's admission refuses Promotions to such a Stage; Longshoreman
+    still runs one made with kubectl that carries its own steps (as it always has), and the
+    Stage is then a regular one, with a Freight history of its own."""
+    return is_control_flow(stage) and not promotions
+
+
 def to_verify(
     stage: Mapping[str, Any], freight: Sequence[Mapping[str, Any]], now: datetime
 ) -> list[str]:

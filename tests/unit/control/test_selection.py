@@ -16,6 +16,7 @@ from promoter.control.selection import (
     is_control_flow,
     matches_upstream,
     next_availability,
+    passes_freight_on,
     selection_problems,
     to_verify,
 )
@@ -173,3 +174,12 @@ def test_a_control_flow_stage_waits_for_the_soak() -> None:
     assert to_verify(prod, [soaking], NOW) == []
     assert next_availability(prod, [soaking], NOW) == datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
     assert to_verify(prod, [soaking], NOW + timedelta(minutes=30)) == ["f"]
+
+
+def test_a_stage_with_a_promotion_of_its_own_steps_is_a_regular_stage() -> None:
+    bare = stage(request(stages=["test"]), steps=False)
+    assert passes_freight_on(bare, [])
+    # kubectl may still create a Promotion carrying its own steps (Kargo's admission refuses
+    # it): it runs, and the Stage keeps a Freight history as a regular one.
+    assert not passes_freight_on(bare, [{"spec": {"stage": "fake-stage", "steps": [{}]}}])
+    assert not passes_freight_on(stage(request(stages=["test"])), [])
