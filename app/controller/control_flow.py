@@ -17,6 +17,7 @@ from typing import Any
 
 from app.controller import kube as k
 from app.controller.caches import Caches
+from app.controller.verification import record_event
 from promoter.clock import Clock
 from promoter.control import selection
 from promoter.control.freight_events import verification_event
@@ -58,13 +59,7 @@ class ControlFlowStages:
                 continue
             self.caches.freight.observe(written)
             event = verification_event(found, name, "Successful", started=now, finished=now)
-            await self.kube.emit_event(
-                dict(event.involved),
-                reason=event.reason,
-                message=event.message,
-                type=event.type,
-                annotations=event.annotations,
-            )
+            await record_event(self.kube, event)
             log.info("control-flow Stage %s passes Freight %s on", name, freight_name)
         later = selection.next_availability(stage, freight, now)
         return max(0.0, (later - now).total_seconds()) if later is not None else None

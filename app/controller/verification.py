@@ -25,7 +25,7 @@ from app.controller import kube as k
 from app.controller.informer import Informer
 from promoter.clock import SYSTEM, Clock
 from promoter.control import selection
-from promoter.control.freight_events import verification_event
+from promoter.control.freight_events import FreightEvent, verification_event
 from promoter.control.verification import (
     ANALYSIS_TERMINAL,
     VerificationError,
@@ -398,13 +398,7 @@ class Verifier:
             analysis_run=str(run.get("name") or ""),
             promotion=str(entry.get("promotion") or "") if run.get("name") else "",
         )
-        await self.kube.emit_event(
-            dict(event.involved),
-            reason=event.reason,
-            message=event.message,
-            type=event.type,
-            annotations=event.annotations,
-        )
+        await record_event(self.kube, event)
 
     @staticmethod
     def _verified_condition(
@@ -511,6 +505,17 @@ class Verifier:
         if soonest is not None:
             return max(0.0, (soonest - now).total_seconds())
         return None
+
+
+async def record_event(kube: k.Kube, event: FreightEvent) -> None:
+    """Record one of Kargo's Freight Events (promoter.control.freight_events); best effort."""
+    await kube.emit_event(
+        dict(event.involved),
+        reason=event.reason,
+        message=event.message,
+        type=event.type,
+        annotations=event.annotations,
+    )
 
 
 def _promoted_before(

@@ -21,13 +21,23 @@ the SDK's own install action.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from promoter.errors import StepError
+from promoter.ports.oci import plain_http_host
+
+__all__ = [
+    "Helm",
+    "HelmMissing",
+    "RenderOptions",
+    "RenderedChart",
+    "RepositoryAccess",
+    "load",
+    "plain_http_host",
+]
 
 INSTALL_HINT = (
     "Helm's SDK for Python (helm-python-sdk) is not installed here: install it with "
@@ -107,19 +117,6 @@ def load(kind: str) -> Helm:
     except (ImportError, OSError):
         raise HelmMissing(kind) from None
     return SdkHelm(kind)
-
-
-def plain_http_host(host: str) -> bool:
-    """Whether an OCI registry is spoken to over plain HTTP: as go-containerregistry (and the
-    Warehouses' registry client) decide, localhost, ``.local``, loopback and private addresses."""
-    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host.strip("[]")
-    if name == "localhost" or name.endswith(".local"):
-        return True
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private
 
 
 class SdkHelm:

@@ -36,16 +36,16 @@ STEP = STEPS["helm-template"]
 TEST_CHART = """apiVersion: v1
 name: test-chart
 version: 0.1.0"""
-CONFIGMAP = """---
+# Kargo's run table's template and what it renders to, with one data line or two.
+TEMPLATE_HEAD = """---
 apiVersion: v1
 kind: ConfigMap
 metadata:
   name: {{ .Release.Name }}-configmap
   namespace: {{ .Release.Namespace }}
 data:
-  value: {{ .Values.key }}
 """
-RENDERED = """---
+RENDERED_HEAD = """---
 # Source: test-chart/templates/test.yaml
 apiVersion: v1
 kind: ConfigMap
@@ -53,8 +53,9 @@ metadata:
   name: test-release-configmap
   namespace: test-namespace
 data:
-  value: value
 """
+CONFIGMAP = TEMPLATE_HEAD + "  value: {{ .Values.key }}\n"
+RENDERED = RENDERED_HEAD + "  value: value\n"
 
 
 def chart_with(template: str) -> dict[str, str]:
@@ -207,27 +208,8 @@ async def test_successful_run_with_flat_layout(tmp_path: Path) -> None:
     assert "kind: Secret" in secret and "name: test-secret" in secret
 
 
-MULTI = """---
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ .Release.Name }}-configmap
-  namespace: {{ .Release.Namespace }}
-data:
-  value1: {{ .Values.key1 }}
-  value2: {{ .Values.key2 }}
-"""
-MULTI_RENDERED = """---
-# Source: test-chart/templates/test.yaml
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: test-release-configmap
-  namespace: test-namespace
-data:
-  value1: value1
-  value2: value2
-"""
+MULTI = TEMPLATE_HEAD + "  value1: {{ .Values.key1 }}\n  value2: {{ .Values.key2 }}\n"
+MULTI_RENDERED = RENDERED_HEAD + "  value1: value1\n  value2: value2\n"
 
 
 async def test_successful_run_with_multiple_values(tmp_path: Path) -> None:
