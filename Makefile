@@ -44,6 +44,7 @@ test-cluster: $(DEV) kube-apiserver
 bench: $(DEV)
 	$(BIN)/python bench/bench_engine.py
 	$(BIN)/python bench/bench_expressions.py
+	$(BIN)/python bench/bench_regex.py
 	$(BIN)/python bench/bench_git.py
 	$(BIN)/python bench/bench_runner.py
 	$(BIN)/python bench/bench_reaction.py
@@ -62,6 +63,7 @@ SMOKE := LONGSHOREMAN_BENCH_LIMIT=60 $(BIN)/python
 bench-smoke: $(DEV)
 	$(SMOKE) bench/bench_engine.py
 	$(SMOKE) bench/bench_expressions.py
+	$(SMOKE) bench/bench_regex.py --runs 5
 	$(SMOKE) bench/bench_git.py --runs 2 --files 20
 	$(SMOKE) bench/bench_runner.py --pairs 1 --files 20
 	$(SMOKE) bench/bench_reaction.py --runs 3

@@ -32,9 +32,11 @@ kube-openapi#230); release builds, made with Go 1.15, accept it, and so does the
 from __future__ import annotations
 
 import copy
-import re
+import functools
 from collections.abc import Mapping
 from typing import Any
+
+import re2
 
 from app.apiserver.errors import FieldCause
 from app.apiserver.golang import go_float, go_quote, go_value
@@ -45,6 +47,27 @@ Schema = Mapping[str, Any]
 _ROOT_FIELDS = ("apiVersion", "kind", "metadata")
 # "No counterpart in the old object" (None is a value).
 _NOTHING: Any = object()
+
+
+@functools.lru_cache(maxsize=128)
+def _pattern(pattern: str) -> Any:
+    # A CRD's ``pattern`` is Go's regexp, RE2, as the kube-apiserver compiles it: linear time,
+    # so an object's field never stalls the server. The emulator stands alone by contract, so it
+    # uses google-re2 directly rather than promoter's regex port; None: it does not compile
+    # (which the kube-apiserver refuses when the CRD is created).
+    options = re2.Options()
+    options.log_errors = False
+    options.never_capture = True
+    try:
+        return re2.compile(pattern.encode("utf-8", "surrogatepass"), options)
+    except re2.error:
+        return None
+
+
+def _matches(pattern: str, value: str) -> bool:
+    compiled = _pattern(pattern)
+    text = value.encode("utf-8", "surrogatepass")
+    return compiled is not None and compiled.search(text) is not None
 
 
 def prune(
@@ -344,7 +367,7 @@ def _validate(
             causes.invalid(
                 where, "minLength", value, f"should be at least {schema['minLength']} chars long"
             )
-        elif isinstance(pattern, str) and not re.search(pattern, value):
+        elif isinstance(pattern, str) and not _matches(pattern, value):
             causes.invalid(where, "pattern", value, f"should match '{pattern}'")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         maximum, minimum = schema.get("maximum"), schema.get("minimum")

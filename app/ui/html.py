@@ -1,10 +1,13 @@
-"""The status pages' HTML: view models (:mod:`app.ui.views`) in, strings out.
+"""The status pages' HTML: view models (:mod:`app.ui.views`) in, strings out, through Jinja2.
 
-Plain Python string building with one rule: every value from the cluster or a user goes through
-:func:`e` (``html.escape`` with quotes), and every URL through :func:`href` (only http(s) and
-our own paths). A page is a layout around a *fragment*; server-sent events carry re-rendered
-fragments, which the page's small inline script swaps in. No JavaScript framework, and the pages
-work without JavaScript (a meta refresh in ``<noscript>``).
+The HTML lives in templates (``app/ui/templates/``) rendered with autoescaping, so every value
+from the cluster or a user is escaped unless a template says otherwise, rather than by a rule
+each line of Python had to remember; every URL goes through :func:`href` (only http(s) and our
+own paths). A page is a layout (``page.html``) around a *fragment*; server-sent events carry
+re-rendered fragments, which the page's small inline script (``live.js``) swaps in. No
+JavaScript framework, and the pages work without JavaScript (a meta refresh in ``<noscript>``).
+The server's environment is aiohttp-jinja2's (:mod:`app.ui.pages`); the functions here take it
+as ``env`` and default to one made the same way, for tests and benchmarks.
 
 Layout is mobile-first: below 640 px wide tables turn into cards (each cell labelled by
 ``data-label``), so a Stage or a step reads on a phone without sideways scrolling.
@@ -13,21 +16,18 @@ Layout is mobile-first: below 640 px wide tables turn into cards (each cell labe
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import quote
 
+import jinja2
+from markupsafe import Markup
+
 from app.ui.graph import GRAPH_CSS, graph_html
-from app.ui.marks import THEME_CSS
-from app.ui.timeline import TIMELINE_CSS, timeline_html
-from app.ui.views import (
-    AnalysisRunView,
-    Link,
-    ProjectView,
-    PromotionItem,
-    PromotionPage,
-    StageCard,
-    StageView,
-)
+from app.ui.marks import THEME_CSS, mark
+from app.ui.timeline import TIMELINE_CSS, FreightTimeline
+from app.ui.views import ProjectView, PromotionPage, StageView
+from promoter.chat.views import SHORT_NAME
 
 NO_JS_REFRESH_SECONDS = 15
 
@@ -103,39 +103,23 @@ footer form{{display:inline}}
 # The pipeline graph and Freight timeline, and the dark theme (colour variables) they share.
 CSS += THEME_CSS + GRAPH_CSS + TIMELINE_CSS
 
-SCRIPT = """
-(function () {
-  var main = document.getElementById("live"), state = document.getElementById("live-state");
-  var url = main && main.getAttribute("data-events");
-  if (!url) { return; }
-  if (!window.EventSource) {
-    setTimeout(function () { location.reload(); }, NO_JS_REFRESH_MS);
-    return;
-  }
-  var source = new EventSource(url);
-  function show(text, on) { state.textContent = text; state.className = on ? "live on" : "live"; }
-  source.onopen = function () { show("live", true); };
-  source.onerror = function () { show("reconnecting…", false); };
-  source.addEventListener("update", function (event) {
-    main.innerHTML = event.data;  /* rendered and escaped by the server */
-    show("live", true);
-  });
-  source.addEventListener("gone", function () { show("deleted", false); source.close(); });
-})();
-""".replace("NO_JS_REFRESH_MS", str(NO_JS_REFRESH_SECONDS * 1000))
 
-
-def e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+def _escaped(value: object) -> Markup:
+    """Every ``{{ value }}`` passes here before autoescape: escaped as :func:`html.escape` spells
+    it (``&#x27;``, ``&quot;``), which the pages have always used, instead of MarkupSafe's
+    (``&#39;``, ``&#34;``); what a template or a macro already built (Markup) stays as it is."""
+    if isinstance(value, Markup):
+        return value
+    return Markup(html.escape(str(value), quote=True))
 
 
 def href(url: str | None) -> str | None:
-    """Only http(s) URLs and our own absolute paths become links."""
+    """Only http(s) URLs and our own absolute paths become links (the template escapes them)."""
     if not url:
         return None
     ours = url.startswith("/") and not url.startswith("//")
     if url.startswith(("https://", "http://")) or ours:
-        return e(url)
+        return url
     return None
 
 
@@ -155,32 +139,44 @@ def project_path(namespace: str) -> str:
     return f"/ui/projects/{path(namespace)}"
 
 
-def badge(text: str, *, id_: str | None = None) -> str:
-    kind = _KIND.get(text.strip().lower(), "none")
-    attrs = f' id="{e(id_)}"' if id_ else ""
-    return f'<span class="badge b-{kind}"{attrs} data-status="{e(text)}">{e(text or "-")}</span>'
+# The templates ship inside the package (pyproject's package data).
+LOADER = jinja2.PackageLoader("app.ui", "templates")
+# How every environment that renders these templates is made: autoescape on, a name the
+# template misspells is an error rather than an empty string, and block tags leave no blank lines.
+OPTIONS: dict[str, Any] = {
+    "autoescape": True,
+    "finalize": _escaped,
+    "undefined": jinja2.StrictUndefined,
+    "trim_blocks": True,
+    "lstrip_blocks": True,
+}
 
 
-def link(item: Link) -> str:
-    target = href(item.href)
-    label = e(item.label)
-    body = f'<a href="{target}" rel="noopener noreferrer">{label}</a>' if target else label
-    return body + (f' <span class="muted">({e(item.note)})</span>' if item.note else "")
+def configure(env: jinja2.Environment) -> jinja2.Environment:
+    """Give an environment made with :data:`LOADER` and :data:`OPTIONS` what the templates call."""
+    env.filters["badge_kind"] = lambda text: _KIND.get(str(text).strip().lower(), "none")
+    env.globals.update(
+        href=href,
+        project_path=project_path,
+        stage_path=stage_path,
+        promotion_path=promotion_path,
+        # The pipeline picture is SVG geometry, drawn in Python with its own escaping (graph.py);
+        # the templates place it, and the marks it shares with the timeline.
+        graph=lambda graph: Markup(graph_html(graph)),
+        mark=lambda kind: Markup(mark(kind)),
+        short_name=SHORT_NAME,
+        refresh_seconds=NO_JS_REFRESH_SECONDS,
+    )
+    return env
 
 
-def td(label: str, content: str) -> str:
-    # Empty cells stay empty (no whitespace), so phone cards can hide them with :empty.
-    if not content:
-        return f'<td data-label="{e(label)}"></td>'
-    return f'<td data-label="{e(label)}"><div class="v">{content}</div></td>'
+# For callers without an aiohttp application (tests, benchmarks); the server renders through
+# the environment aiohttp-jinja2 keeps on its application (app.ui.pages), made the same way.
+DEFAULT = configure(jinja2.Environment(loader=LOADER, **OPTIONS))
 
 
-def table(headers: Sequence[str], rows: Iterable[str], *, cls: str = "") -> str:
-    head = "".join(f"<th>{e(h)}</th>" for h in headers)
-    body = "".join(rows)
-    if not body:
-        return '<p class="muted">None.</p>'
-    return f'<table class="{e(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+def _render(env: jinja2.Environment, template: str, **context: Any) -> str:
+    return env.get_template(template).render(**context)
 
 
 def layout(
@@ -191,275 +187,67 @@ def layout(
     events: str | None = None,
     footer: str = "",
     nonce: str = "",
+    env: jinja2.Environment = DEFAULT,
 ) -> str:
-    nav = " / ".join(
-        f'<a href="{href(url)}">{e(label)}</a>' if url else e(label) for label, url in crumbs
-    )
-    refresh = (
-        f'<noscript><meta http-equiv="refresh" content="{NO_JS_REFRESH_SECONDS}"></noscript>'
-        if events
-        else ""
-    )
-    live = '<span id="live-state" class="live">connecting…</span>' if events else ""
-    events_attr = f' data-events="{e(events)}"' if events else ""
-    script = f'<script nonce="{e(nonce)}">{SCRIPT}</script>' if events else ""
-    return (
-        "<!doctype html>"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        # No favicon request (it would 404): an empty inline icon.
-        '<link rel="icon" href="data:,">'
-        f"<title>{e(title)} · Longshoreman</title>{refresh}"
-        f'<style nonce="{e(nonce)}">{CSS}</style></head><body>'
-        f'<header><a class="brand" href="/ui/">Longshoreman</a><nav>{nav}</nav>{live}</header>'
-        f'<main id="live"{events_attr}>{fragment}</main>'
-        f"<footer>{footer}</footer>{script}</body></html>"
-    )
-
-
-# ---- fragments ---------------------------------------------------------------------------------
-
-
-def index_fragment(projects: Sequence[tuple[str, int, int]]) -> str:
-    """``projects``: (namespace, Stages, running Promotions)."""
-    rows = (
-        "<tr>"
-        + td("Project", f'<a href="{project_path(ns)}">{e(ns)}</a>')
-        + td("Stages", e(stages))
-        + td("Running", e(running))
-        + "</tr>"
-        for ns, stages, running in projects
-    )
-    return "<h1>Projects</h1>" + table(("Project", "Stages", "Running"), rows, cls="projects")
-
-
-def _promotion_cell(namespace: str, item: PromotionItem | None) -> str:
-    if item is None:
-        return "-"
-    return (
-        f'<a href="{promotion_path(namespace, item.name)}">{e(item.name)}</a> {badge(item.phase)}'
-    )
-
-
-def _stage_row(namespace: str, card: StageCard) -> str:
-    queued = (
-        "<br>".join(
-            f'<a href="{promotion_path(namespace, q.name)}">{e(q.name)}</a>' for q in card.queued
-        )
-        or "-"
-    )
-    health = badge(card.health) + (
-        f'<div class="muted">{e(card.health_message)}</div>' if card.health_message else ""
-    )
-    verification = badge(card.verification) + (
-        f'<div class="muted">{e(card.verification_message)}</div>'
-        if card.verification_message
-        else ""
-    )
-    return (
-        f'<tr data-stage="{e(card.name)}">'
-        + td(
-            "Stage",
-            f'<a href="{stage_path(namespace, card.name)}">{e(card.name)}</a>'
-            + (f'<div class="muted" data-window>{e(card.window)}</div>' if card.window else ""),
-        )
-        + td("Freight", f"<code>{e(card.freight)}</code>")
-        + td("Health", health)
-        + td("Verification", verification)
-        + td("Running", _promotion_cell(namespace, card.running))
-        + td("Queued", queued)
-        + td("Last", _promotion_cell(namespace, card.last))
-        + "</tr>"
-    )
-
-
-def _promotion_rows(namespace: str, items: Sequence[PromotionItem]) -> list[str]:
-    return [
-        "<tr>"
-        + td("Promotion", f'<a href="{promotion_path(namespace, p.name)}">{e(p.name)}</a>')
-        + td("Stage", f'<a href="{stage_path(namespace, p.stage)}">{e(p.stage)}</a>')
-        + td("Freight", f"<code>{e(p.freight)}</code>")
-        + td("Phase", badge(p.phase))
-        + td("When", e(p.when))
-        + "</tr>"
-        for p in items
-    ]
-
-
-STAGE_HEADERS = ("Stage", "Freight", "Health", "Verification", "Running", "Queued", "Last")
-PROMOTION_HEADERS = ("Promotion", "Stage", "Freight", "Phase", "When")
-
-
-def project_fragment(view: ProjectView) -> str:
-    ns = view.namespace
-    pipeline = '<h2 id="pipeline">Pipeline</h2>' + graph_html(view.graph) if view.graph else ""
-    freight = (
-        '<h2 id="freight">Freight</h2>' + timeline_html(ns, view.timeline) if view.timeline else ""
-    )
-    return (
-        f"<h1>Project <code>{e(ns)}</code></h1>"
-        + pipeline
-        + freight
-        + "<h2>Stages</h2>"
-        + table(STAGE_HEADERS, (_stage_row(ns, c) for c in view.stages), cls="stages")
-        + "<h2>Recent Promotions</h2>"
-        + table(PROMOTION_HEADERS, _promotion_rows(ns, view.recent), cls="promotions")
-    )
-
-
-def _analysis_rows(runs: Sequence[AnalysisRunView]) -> list[str]:
-    return [
-        f'<tr id="analysisrun-{e(r.name)}">'
-        + td(
-            "AnalysisRun", f"<code>{e(f'{r.namespace}/' if r.namespace else '')}{e(r.name)}</code>"
-        )
-        + td("Phase", badge(r.phase))
-        + td("Started", e(r.started))
-        + td("Finished", e(r.finished))
-        + td("Message", f'<div class="message">{e(r.message)}</div>' if r.message else "")
-        + "</tr>"
-        for r in runs
-    ]
-
-
-ANALYSIS_HEADERS = ("AnalysisRun", "Phase", "Started", "Finished", "Message")
-
-
-def stage_fragment(view: StageView) -> str:
-    ns, card = view.namespace, view.card
-    conditions = [
-        "<tr>"
-        + td("Type", e(c.type))
-        + td("Status", badge(c.status))
-        + td("Reason", e(c.reason))
-        + td("Message", f'<div class="message">{e(c.message)}</div>' if c.message else "")
-        + td("Since", e(c.since))
-        + "</tr>"
-        for c in view.conditions
-    ]
-    history = "".join(f"<li><code>{e(h)}</code></li>" for h in view.freight_history)
-    return (
-        f"<h1>Stage <code>{e(card.name)}</code></h1>"
-        + table(STAGE_HEADERS, [_stage_row(ns, card)], cls="stages")
-        + "<h2>Conditions</h2>"
-        + table(("Type", "Status", "Reason", "Message", "Since"), conditions, cls="conditions")
-        + (
-            '<h2>GitHub environment</h2><ul class="links">'
-            + "".join(f"<li>{link(env)}</li>" for env in card.environment)
-            + "</ul>"
-            if card.environment
-            else ""
-        )
-        + (
-            '<h2 id="links">Links</h2><ul class="links">'
-            + "".join(f"<li>{link(x)}</li>" for x in view.links)
-            + "".join(f'<li class="muted">{e(x)}</li>' for x in view.link_errors)
-            + "</ul>"
-            if view.links or view.link_errors
-            else ""
-        )
-        + "<h2>Freight history</h2>"
-        + (f"<ol>{history}</ol>" if history else '<p class="muted">None.</p>')
-        + '<h2 id="verification">Verification</h2>'
-        + table(ANALYSIS_HEADERS, _analysis_rows(view.verifications), cls="verifications")
-        + "<h2>Promotions</h2>"
-        + table(PROMOTION_HEADERS, _promotion_rows(ns, view.promotions), cls="promotions")
-    )
-
-
-STEP_HEADERS = ("#", "Step", "Kind", "Status", "Started", "Took", "Message")
-
-
-def _step_rows(view: PromotionPage) -> list[str]:
-    rows = []
-    for s in view.steps:
-        errors = f' <span class="muted">({s.errors} error(s))</span>' if s.errors else ""
-        rows.append(
-            f'<tr class="step" data-step="{e(s.alias)}">'
-            + td("#", e(s.index))
-            + td("Step", f"<code>{e(s.alias)}</code>")
-            + td("Kind", e(s.uses))
-            + td("Status", badge(s.status) + errors)
-            + td("Started", e(s.started))
-            + td("Took", e(s.took))
-            + td("Message", f'<div class="message">{e(s.message)}</div>' if s.message else "")
-            + "</tr>"
-        )
-        if s.outputs:
-            facts = "".join(
-                f"<dt><code>{e(k)}</code></dt><dd><code>{e(v)}</code></dd>" for k, v in s.outputs
-            )
-            rows.append(
-                f'<tr class="outputs" data-step="{e(s.alias)}"><td colspan="{len(STEP_HEADERS)}">'
-                f"<details><summary>Outputs ({len(s.outputs)})</summary>"
-                f'<dl class="facts">{facts}</dl></details></td></tr>'
-            )
-    return rows
-
-
-def promotion_fragment(view: PromotionPage) -> str:
-    ns = view.namespace
-    total = len(view.steps)
-    where = ""
-    if view.phase == "Running" and total:
-        current = view.steps[min(view.current_step, total - 1)]
-        where = f" · step {current.index} of {total} (<code>{e(current.alias)}</code>)"
-    elif total:
-        where = f" · {view.done} of {total} steps done"
-    facts = [
-        ("Project", f'<a href="{project_path(ns)}">{e(ns)}</a>'),
-        ("Stage", f'<a href="{stage_path(ns, view.stage)}">{e(view.stage)}</a>'),
-        ("Freight", f"<code>{e(view.freight)}</code>"),
-        ("By", e(view.actor or "-")),
-        ("Created", e(view.created or "-")),
-        ("Started", e(view.started or "-")),
-        ("Finished", e(view.finished or "-")),
-        ("Took", e(view.took or "-")),
-    ]
-    message = (
-        f'<div class="card"><div class="message" id="promotion-message">{e(view.message)}</div>'
-        "</div>"
-        if view.message
-        else ""
-    )
-    links = [link(pr) for pr in view.pull_requests]
-    links += [link(env) for env in view.environment]
-    links += [f'{link(a)} <span class="muted">(Argo CD Application)</span>' for a in view.apps]
-    links += [link(u) for u in view.urls]
-    links_html = (
-        '<ul class="links">' + "".join(f"<li>{item}</li>" for item in links) + "</ul>"
-        if links
-        else '<p class="muted">None yet.</p>'
-    )
-    warning = (
-        f'<div class="card"><p class="message" id="github-warning">Warning: {e(view.warning)}</p>'
-        "</div>"
-        if view.warning
-        else ""
-    )
-    return (
-        f"<h1>{'Rollback' if view.rollback else 'Promotion'} <code>{e(view.name)}</code></h1>"
-        + f"<p>{badge(view.phase, id_='phase')}{where}</p>"
-        + message
-        + warning
-        + '<dl class="facts">'
-        + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
-        + "</dl>"
-        + "<h2>Steps</h2>"
-        + table(STEP_HEADERS, _step_rows(view), cls="steps")
-        + "<h2>Links</h2>"
-        + links_html
-        + f'<h2>Verification</h2><p class="muted">AnalysisRuns that followed this Promotion; see '
-        f'also <a href="{stage_path(ns, view.stage)}#verification">the Stage</a>.</p>'
-        + table(ANALYSIS_HEADERS, _analysis_rows(view.analysis_runs), cls="verifications")
-    )
-
-
-def message_page(title: str, text: str, *, footer: str = "", nonce: str = "") -> str:
-    return layout(
-        title,
-        f"<h1>{e(title)}</h1><p>{e(text)}</p>",
-        crumbs=(("Projects", "/ui/"),),
-        footer=footer,
+    """The page around a fragment (both already rendered: they are placed, not escaped)."""
+    return _render(
+        env,
+        "page.html",
+        title=title,
+        fragment=Markup(fragment),
+        crumbs=crumbs,
+        events=events,
+        footer=Markup(footer),
         nonce=nonce,
+        css=Markup(CSS),
+    )
+
+
+def footer(
+    mode: str,
+    user: str,
+    *,
+    header: str,
+    org: str,
+    logout_path: str,
+    env: jinja2.Environment = DEFAULT,
+) -> str:
+    """Who is reading, by the access control ``mode`` (``none``, ``header``, ``github``)."""
+    return _render(
+        env, "footer.html", mode=mode, user=user, header=header, org=org, logout_path=logout_path
+    )
+
+
+def index_fragment(
+    projects: Sequence[tuple[str, int, int]], *, env: jinja2.Environment = DEFAULT
+) -> str:
+    """``projects``: (namespace, Stages, running Promotions)."""
+    return _render(env, "index.html", projects=projects)
+
+
+def timeline_html(
+    namespace: str, timeline: FreightTimeline, *, env: jinja2.Environment = DEFAULT
+) -> str:
+    """The project's Freight timeline (a section of the project page)."""
+    return _render(env, "timeline.html", ns=namespace, timeline=timeline)
+
+
+def project_fragment(view: ProjectView, *, env: jinja2.Environment = DEFAULT) -> str:
+    return _render(env, "project.html", view=view)
+
+
+def stage_fragment(view: StageView, *, env: jinja2.Environment = DEFAULT) -> str:
+    return _render(env, "stage.html", view=view)
+
+
+def promotion_fragment(view: PromotionPage, *, env: jinja2.Environment = DEFAULT) -> str:
+    return _render(env, "promotion.html", view=view)
+
+
+def message_page(
+    title: str, text: str, *, footer: str = "", nonce: str = "", env: jinja2.Environment = DEFAULT
+) -> str:
+    fragment = _render(env, "message.html", title=title, text=text)
+    return layout(
+        title, fragment, crumbs=(("Projects", "/ui/"),), footer=footer, nonce=nonce, env=env
     )

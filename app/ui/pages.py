@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import aiohttp_jinja2
+import jinja2
 from aiohttp import web
 
 from app.ui import html as h
@@ -63,6 +65,9 @@ class Caches(Protocol):
 
 
 log = logging.getLogger(__name__)
+
+# The pages' Jinja2 environment on the server's application (aiohttp-jinja2 keeps it there).
+TEMPLATES = web.AppKey("longshoreman_ui_templates", jinja2.Environment)
 
 STREAM_REFRESH_SECONDS = 5.0
 KEEPALIVE_SECONDS = 15.0
@@ -127,11 +132,18 @@ class Pages:
         # Every secret the server holds, so no page can echo one (a step's message may quote
         # a URL with a token in it).
         self.masker = Masker([*secrets, ui.github_client_secret, ui.session_secret])
+        self.templates = h.DEFAULT  # until setup() gives the application's own
 
     def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         self.events.on_promotion(obj, old)
 
     def setup(self, app: web.Application) -> None:
+        # No default helpers: the templates build their URLs themselves (app.ui.html), and the
+        # application's routes are not theirs to name.
+        env = aiohttp_jinja2.setup(
+            app, app_key=TEMPLATES, loader=h.LOADER, default_helpers=False, **h.OPTIONS
+        )
+        self.templates = h.configure(env)
         r = app.router
         r.add_get("/ui", _to_index)
         pages: list[tuple[str, Callable[[web.Request], Rendered]]] = [
@@ -175,7 +187,9 @@ class Pages:
         for ns in namespaces:
             running = sum(1 for p in c.promotions.items(ns) if phase_of(p) is Phase.RUNNING)
             projects.append((ns, len(c.stages.items(ns)), running))
-        return Rendered("Projects", h.index_fragment(projects), (("Projects", None),), "*")
+        return Rendered(
+            "Projects", h.index_fragment(projects, env=self.templates), (("Projects", None),), "*"
+        )
 
     def _project(self, request: web.Request) -> Rendered:
         c = self._controller()
@@ -199,7 +213,7 @@ class Pages:
         )
         return Rendered(
             f"Project {ns}",
-            h.project_fragment(view),
+            h.project_fragment(view, env=self.templates),
             (("Projects", "/ui/"), (ns, None)),
             ns,
         )
@@ -221,7 +235,7 @@ class Pages:
         )
         return Rendered(
             f"Stage {name}",
-            h.stage_fragment(view),
+            h.stage_fragment(view, env=self.templates),
             (("Projects", "/ui/"), (ns, h.project_path(ns)), (name, None)),
             ns,
         )
@@ -243,7 +257,7 @@ class Pages:
         )
         return Rendered(
             f"Promotion {name}",
-            h.promotion_fragment(view),
+            h.promotion_fragment(view, env=self.templates),
             (
                 ("Projects", "/ui/"),
                 (ns, h.project_path(ns)),
@@ -254,22 +268,14 @@ class Pages:
         )
 
     def _footer(self, user: str) -> str:
-        mode = self.ui.auth
-        if mode == "none":
-            return (
-                "Access control is off: anyone who can reach this server can read these pages "
-                "(set LONGSHOREMAN_UI_AUTH to require sign-in)."
-            )
-        if mode == "header":
-            return (
-                f"Signed in as <strong>{h.e(user)}</strong> "
-                f"(from the {h.e(self.ui.auth_header)} header set by your proxy)."
-            )
-        return (
-            f"Signed in with GitHub as <strong>{h.e(user)}</strong> (members of "
-            f"{h.e(self.ui.github_org)}). "
-            f'<form method="post" action="{LOGOUT_PATH}"><button type="submit">Sign out'
-            "</button></form>"
+        ui = self.ui
+        return h.footer(
+            ui.auth,
+            user,
+            header=ui.auth_header,
+            org=ui.github_org or "",
+            logout_path=LOGOUT_PATH,
+            env=self.templates,
         )
 
     def _html(self, body: str, nonce: str, status: int = 200) -> web.Response:
@@ -308,7 +314,9 @@ class Pages:
             try:
                 page = render(request)
             except NotFound as e:
-                body = h.message_page("Not found", str(e), footer=footer, nonce=nonce)
+                body = h.message_page(
+                    "Not found", str(e), footer=footer, nonce=nonce, env=self.templates
+                )
                 return self._html(body, nonce, status=404)
             events = _events_path(request.rel_url.raw_path)
             body = h.layout(
@@ -318,6 +326,7 @@ class Pages:
                 events=events,
                 footer=footer,
                 nonce=nonce,
+                env=self.templates,
             )
             return self._html(body, nonce)
 
@@ -383,6 +392,7 @@ class Pages:
                 str(e),
                 footer=f'<a href="{LOGIN_PATH}">Sign in again</a>',
                 nonce=nonce,
+                env=self.templates,
             )
             return self._html(body, nonce, status=403)
         log.info("signed in to the status pages", extra={"user": login})

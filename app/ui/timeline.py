@@ -14,20 +14,18 @@ directly from
   none, and are not already promoting it. Freight older than what a Stage holds is available
   too, but nobody is waiting for it there.
 
-Decided purely (:func:`freight_timeline`, objects and ``now`` in) and rendered plainly
-(:func:`timeline_html`), every value escaped, with the same marks as the graph.
+Decided purely here (:func:`freight_timeline`, objects and ``now`` in); drawn by the template
+``app/ui/templates/timeline.html`` (:func:`app.ui.html.timeline_html`), with the same marks
+as the graph.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.ui.graph import stage_href
-from app.ui.marks import MarkKind, mark
 from promoter.chat.views import SHORT_NAME
 from promoter.resources.model import meta, name_of, parse_time
 from promoter.resources.stages import available_to, phase_of
@@ -191,67 +189,6 @@ def freight_timeline(
             )
         )
     return FreightTimeline(tuple(entries), max(0, len(newest) - limit))
-
-
-# ---- drawing ------------------------------------------------------------------------------------
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _stages(namespace: str, names: Iterable[str]) -> str:
-    return ", ".join(f'<a href="{_e(stage_href(namespace, n))}">{_e(n)}</a>' for n in names)
-
-
-def _row(cls: str, kind: MarkKind, label: str, body: str) -> str:
-    return (
-        f'<li class="{cls}">{mark(kind)} <span class="fr-label">{_e(label)}</span> '
-        f'<span class="fr-stages">{body}</span></li>'
-    )
-
-
-def _entry_html(namespace: str, entry: FreightEntry) -> str:
-    rows = []
-    if entry.now_in:
-        rows.append(_row("fr-here", "here", "Now in", _stages(namespace, entry.now_in)))
-    if entry.verified_in:
-        rows.append(_row("fr-verified", "ok", "Verified in", _stages(namespace, entry.verified_in)))
-    if entry.promoting:
-        body = ", ".join(
-            f'{_stages(namespace, [stage])} <span class="muted">({_e(what)})</span>'
-            for stage, what in entry.promoting
-        )
-        rows.append(_row("fr-promoting", "play", "Promoting to", body))
-    if entry.waiting:
-        rows.append(_row("fr-waiting", "wait", "Waiting for", _stages(namespace, entry.waiting)))
-    if not rows:
-        rows.append('<li class="muted">Not in any Stage, and no Stage can take it yet.</li>')
-    facts = [f"from {_e(entry.origin)}" if entry.origin else "", _e(entry.created)]
-    facts += [f"<code>{_e(a)}</code>" for a in entry.artifacts]
-    alias = (
-        f'<strong class="fr-alias">{_e(entry.alias)}</strong> '
-        f'<code class="fr-name" title="{_e(entry.name)}">{_e(entry.name[:SHORT_NAME])}</code>'
-        if entry.alias
-        else f'<strong class="fr-alias"><code title="{_e(entry.name)}">{_e(entry.label)}</code>'
-        "</strong>"
-    )
-    return (
-        f'<li class="freight" data-freight="{_e(entry.name)}" data-alias="{_e(entry.alias)}">'
-        f'<div class="fr-head">{alias}</div>'
-        f'<div class="muted fr-facts">{" · ".join(f for f in facts if f)}</div>'
-        f'<ul class="fr-where">{"".join(rows)}</ul></li>'
-    )
-
-
-def timeline_html(namespace: str, timeline: FreightTimeline) -> str:
-    if not timeline.entries:
-        return '<p class="muted">No Freight yet.</p>'
-    items = "".join(_entry_html(namespace, e) for e in timeline.entries)
-    older = (
-        f'<p class="muted">{timeline.older} older Freight not shown.</p>' if timeline.older else ""
-    )
-    return f'<ol class="timeline" aria-label="Freight, newest first">{items}</ol>{older}'
 
 
 TIMELINE_CSS = """

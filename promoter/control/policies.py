@@ -7,8 +7,9 @@ Kargo keeps a project's rules in one ``ProjectConfig`` named after the project, 
 - **promotion policies** (``spec.promotionPolicies``): the first policy whose ``stageSelector``
   (or deprecated ``stage``) matches the Stage wins, even when a later one matches too (Kargo's
   ``findMatchingPromotionPolicy``). A selector's ``name`` is an exact name, ``glob:`` (doublestar,
-  as Kargo's ``pkg/pattern``) or ``regex:``/``regexp:`` (unanchored, Go's ``MatchString``); its
-  label selector (``matchLabels``/``matchExpressions``, inline beside ``name``) is ANDed with it;
+  as Kargo's ``pkg/pattern``) or ``regex:``/``regexp:`` (unanchored, Go's ``MatchString``; both
+  compile in the one RE2 port, :mod:`promoter.expressions.regex`); its label selector
+  (``matchLabels``/``matchExpressions``, inline beside ``name``) is ANDed with it;
 - **auto-promotion**: a matching policy's ``autoPromotionEnabled`` decides; a Stage no policy
   matches keeps Longshoreman's Stage-level setting (the ``longshoreman.dev/auto-promote``
   annotation). The ProjectConfig wins because it is the project owner's, guarded by its own
@@ -27,12 +28,12 @@ and a policy that does not parse matches no Stage.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from promoter.control.windows import Schedule, Window, parse_window
+from promoter.expressions.regex import RegexError, compile_regex
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of, namespace_of
 from promoter.warehouses.patterns import PatternError, glob_regex
@@ -138,15 +139,13 @@ def name_matcher(pattern: str) -> Callable[[str], bool]:
             compiled = glob_regex(pattern.removeprefix("glob:"))
         except PatternError as e:
             raise PolicyError(f"syntax error in pattern: {e}") from None
-        return lambda name: compiled.match(name) is not None
+        return compiled.fullmatch
     for prefix in ("regex:", "regexp:"):
         if pattern.startswith(prefix):
-            body = pattern.removeprefix(prefix)
             try:
-                regex = re.compile(body)
-            except re.error as e:
-                raise PolicyError(f"error parsing regexp: {e}: `{body}`") from None
-            return lambda name: regex.search(name) is not None
+                return compile_regex(pattern.removeprefix(prefix)).search
+            except RegexError as e:
+                raise PolicyError(e.reason) from None
     return lambda name: name == pattern
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from promoter.clock import SYSTEM
 from promoter.expressions.errors import ExpressionError
+from promoter.expressions.regex import compile_regex, escape
 
 _NS = 1_000_000_000
 _US = 1_000
@@ -349,7 +350,7 @@ def parse_time(layout: str, text: str, location: GoLocation | None) -> GoTime:
     seen: set[str] = set()
     for element, chunk in _layout_chunks(layout):
         if not element:
-            pattern.append(re.escape(chunk))
+            pattern.append(escape(chunk))
             continue
         piece = _chunk_pattern(chunk)
         # A layout may repeat an element (rare); later copies must not redefine the group.
@@ -358,10 +359,11 @@ def parse_time(layout: str, text: str, location: GoLocation | None) -> GoTime:
                 piece = piece.replace(f"?P<{name}>", "?:")
             seen.add(name)
         pattern.append(piece)
-    match = re.fullmatch("".join(pattern), text)
-    if match is None:
+    # The layout is the user's, so the pattern runs in RE2: a layout of forty "2"s is forty
+    # \d{1,2} in a row, which Python's re backtracks through for hours on a long digit string.
+    groups = compile_regex("".join(pattern), captures=True).groups(text)
+    if groups is None:
         raise _fail(f'parsing time "{text}" as "{layout}": cannot parse')
-    groups = {k: v for k, v in match.groupdict().items() if v is not None}
     try:
         return _build_time(groups, location)
     except ValueError as exc:

@@ -6,16 +6,18 @@ path that matches itself and everything below it (Kargo's ``pkg/pattern.ParsePat
 ``bmatcuk/doublestar`` v4: ``*`` and ``?`` stay inside one path segment, ``**`` spans segments,
 ``[...]`` classes and ``{a,b}`` alternatives.
 
-Kargo compiles regular expressions with Go's RE2; Python's ``re`` accepts the same common
-syntax, and ``re.search`` is Go's ``MatchString`` (unanchored).
+Kargo compiles regular expressions with Go's RE2, and so do we: every pattern here, a glob
+turned into one included, goes through the one regex port (:mod:`promoter.expressions.regex`,
+linear time), whose ``search`` is Go's ``MatchString`` (unanchored).
 """
 
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from promoter.expressions.regex import Regex, RegexError, compile_regex, escape
 
 __all__ = ["PathMatcher", "PatternError", "compile_regexes", "glob_regex", "path_matcher"]
 
@@ -24,19 +26,19 @@ class PatternError(ValueError):
     """A selector or regular expression that does not compile."""
 
 
-def compile_regexes(patterns: Sequence[str], field: str) -> tuple[re.Pattern[str], ...]:
+def compile_regexes(patterns: Sequence[str], field: str) -> tuple[Regex, ...]:
     """Compile each pattern, naming the field and pattern that fail."""
     compiled = []
     for pattern in patterns:
         try:
-            compiled.append(re.compile(pattern))
-        except re.error as err:
+            compiled.append(compile_regex(pattern))
+        except RegexError as err:
             raise PatternError(f"{field}: error compiling regex {pattern!r}: {err}") from None
     return tuple(compiled)
 
 
-def glob_regex(glob: str) -> re.Pattern[str]:
-    """A doublestar glob as an anchored regular expression."""
+def glob_regex(glob: str) -> Regex:
+    """A doublestar glob as a regular expression; test a name with ``fullmatch``."""
     out: list[str] = []
     i, n = 0, len(glob)
     depth = 0  # inside {...}
@@ -82,13 +84,16 @@ def glob_regex(glob: str) -> re.Pattern[str]:
             out.append("|")
         elif ch == "\\" and i + 1 < n:
             i += 1
-            out.append(re.escape(glob[i]))
+            out.append(escape(glob[i]))
         else:
-            out.append(re.escape(ch))
+            out.append(escape(ch))
         i += 1
     if depth:
         raise PatternError(f"bad glob {glob!r}: unclosed '{{'")
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+    try:
+        return compile_regex("(?s)" + "".join(out))
+    except RegexError as err:  # a class such as [z-a]
+        raise PatternError(f"bad glob {glob!r}: {err.reason}") from None
 
 
 def _base_dir(base: str) -> Callable[[str], bool]:
@@ -113,10 +118,8 @@ def _base_dir(base: str) -> Callable[[str], bool]:
     return matches
 
 
-def _test(regex: re.Pattern[str], anchored: bool) -> Callable[[str], bool]:
-    if anchored:
-        return lambda path: regex.match(path) is not None
-    return lambda path: regex.search(path) is not None
+def _test(regex: Regex, anchored: bool) -> Callable[[str], bool]:
+    return regex.fullmatch if anchored else regex.search
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from promoter.expressions.regex import Regex
 from promoter.warehouses.patterns import PathMatcher, compile_regexes, path_matcher
 from promoter.warehouses.semver import Constraint, ConstraintError
 
@@ -79,8 +80,8 @@ class ImageSubscription(_Base):
     strategy: str = "SemVer"
     constraint: str = ""
     semver_constraint: Constraint | None = None
-    allow_tags: tuple[re.Pattern[str], ...] = ()
-    ignore_tags: tuple[re.Pattern[str], ...] = ()
+    allow_tags: tuple[Regex, ...] = ()
+    ignore_tags: tuple[Regex, ...] = ()
     strict_semvers: bool = True
     platform: tuple[str, str, str] | None = None  # os, arch, variant
     cache_by_tag: bool = False
@@ -105,8 +106,8 @@ class GitSubscription(_Base):
     branch: str = ""
     strategy: str = "NewestFromBranch"
     semver_constraint: Constraint | None = None
-    allow_tags: tuple[re.Pattern[str], ...] = ()
-    ignore_tags: tuple[re.Pattern[str], ...] = ()
+    allow_tags: tuple[Regex, ...] = ()
+    ignore_tags: tuple[Regex, ...] = ()
     include_paths: PathMatcher | None = None
     exclude_paths: PathMatcher | None = None
     strict_semvers: bool = True
@@ -181,7 +182,7 @@ def _platform(text: str, where: str) -> tuple[str, str, str] | None:
     return tokens[0], tokens[1], tokens[2] if len(tokens) == 3 else ""
 
 
-def _regexes(body: Mapping[str, Any], where: str) -> tuple[Any, Any]:
+def _regexes(body: Mapping[str, Any], where: str) -> tuple[tuple[Regex, ...], tuple[Regex, ...]]:
     if body.get("allowTags"):
         raise SpecError(
             f"{where}: AllowTags is deprecated and unsupported as of v1.11.0; "

@@ -23,7 +23,13 @@ import pytest
 import yaml
 
 from tests.support import objects
-from tests.support.kube import OUR_CRDS, THIRD_PARTY_CRDS, RunningApiServer, running_apiserver
+from tests.support.kube import (
+    OUR_CRDS,
+    THIRD_PARTY_CRDS,
+    RunningApiServer,
+    namespaced_crd,
+    running_apiserver,
+)
 
 NS = "team-a"
 GROUP = "test.longshoreman.dev"
@@ -262,42 +268,20 @@ EXPECTED_CELLS: list[Any] = [
 ]
 
 
-def crd(plural: str, kind: str, columns: list[tuple[str, str, str]]) -> dict[str, Any]:
-    version: dict[str, Any] = {
-        "name": "v1",
-        "served": True,
-        "storage": True,
-        "subresources": {"status": {}},
-        "schema": {
-            "openAPIV3Schema": {
-                "type": "object",
-                "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                },
-            }
-        },
-    }
+def crd(kind: str, columns: list[tuple[str, str, str]]) -> dict[str, Any]:
+    loose = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = {"type": "object", "properties": {"spec": loose, "status": loose}}
+    version: dict[str, Any] = {"subresources": {"status": {}}}
     if columns:
         version["additionalPrinterColumns"] = [
             {"name": name, "type": kind_, "jsonPath": path, **({"priority": 1} if i % 5 else {})}
             for i, (name, kind_, path) in enumerate(columns)
         ]
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "scope": "Namespaced",
-            "versions": [version],
-        },
-    }
+    return namespaced_crd(GROUP, kind, schema, **version)
 
 
-GADGETS = crd("gadgets", "Gadget", GADGET_COLUMNS)
-PLAIN = crd("plains", "Plain", [])
+GADGETS = crd("Gadget", GADGET_COLUMNS)
+PLAIN = crd("Plain", [])
 
 
 class Clock:
@@ -669,7 +653,7 @@ async def test_accept_negotiates_the_representation(
 async def test_printer_columns_are_checked_when_the_crd_is_written(
     kube: RunningApiServer, http: aiohttp.ClientSession
 ) -> None:
-    bad = crd("widgets", "Widget", [("Phase", "string", "status.phase")])
+    bad = crd("Widget", [("Phase", "string", "status.phase")])
     url = f"{kube.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     async with http.post(url, json=bad) as response:
         status = await response.json()

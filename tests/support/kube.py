@@ -41,6 +41,27 @@ OUR_CRDS = REPO_ROOT / "deploy" / "crds"
 THIRD_PARTY_CRDS = REPO_ROOT / "deploy" / "third-party-crds"
 
 
+def namespaced_crd(
+    group: str, kind: str, schema: Mapping[str, Any], **version: Any
+) -> dict[str, Any]:
+    """A namespaced CustomResourceDefinition served and stored as ``v1`` (its plural is the kind in
+    lower case plus "s"): ``schema`` is its openAPIV3Schema, ``version`` more fields of that one
+    version (``subresources``, ``additionalPrinterColumns``)."""
+    plural = f"{kind.lower()}s"
+    served = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "scope": "Namespaced",
+            "versions": [{**served, **version}],
+        },
+    }
+
+
 def default_crd_dirs() -> list[Path]:
     """deploy/third-party-crds, plus deploy/crds once it holds any CRD files."""
     dirs = [THIRD_PARTY_CRDS]

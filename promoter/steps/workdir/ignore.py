@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from promoter.errors import StepError
+from promoter.expressions.regex import Regex, RegexError, compile_regex, escape
 
 
 def _glob_to_regex(pattern: str) -> str:
@@ -28,7 +30,7 @@ def _glob_to_regex(pattern: str) -> str:
         elif char == "[":
             end = pattern.find("]", index + 2)
             if end == -1:
-                out.append(re.escape(char))
+                out.append(escape(char))
                 index += 1
                 continue
             body = pattern[index + 1 : end]
@@ -37,17 +39,17 @@ def _glob_to_regex(pattern: str) -> str:
             out.append(f"[{body}]")
             index = end + 1
         elif char == "\\" and index + 1 < len(pattern):
-            out.append(re.escape(pattern[index + 1]))
+            out.append(escape(pattern[index + 1]))
             index += 2
         else:
-            out.append(re.escape(char))
+            out.append(escape(char))
             index += 1
     return "".join(out)
 
 
 @dataclass(frozen=True, slots=True)
 class _IgnoreRule:
-    regex: re.Pattern[str]
+    regex: Regex
     negated: bool
     directories_only: bool
 
@@ -78,7 +80,11 @@ class IgnoreRules:
                 continue
             body = _glob_to_regex(line)
             regex = body if anchored else f"(?:.*/)?{body}"
-            self._rules.append(_IgnoreRule(re.compile(regex), negated, directories_only))
+            try:  # through the RE2 port: a user's glob must not make the step backtrack
+                compiled = compile_regex(f"(?s){regex}")
+            except RegexError as exc:
+                raise StepError(f"ignore: {line!r}: {exc.reason}", terminal=True) from None
+            self._rules.append(_IgnoreRule(compiled, negated, directories_only))
 
     def ignored(self, relative: str, *, is_dir: bool) -> bool:
         result = False

@@ -21,6 +21,7 @@ from promoter.expressions import (
     evaluate_expression,
 )
 from promoter.expressions.regex import compile_regex
+from tests.support.runaway import comes_back
 
 VARIABLES: dict[str, Any] = {
     "ctx": {"stage": "prod", "project": "demo", "targetFreight": {"name": "abc123"}},
@@ -338,7 +339,7 @@ def test_compile_is_cached_and_compiled_is_reusable() -> None:
         ("if true { 1 }", "expected 'else'"),
         ("@", "unexpected character '@'"),
         ("x matches '(unclosed'", "missing closing )"),
-        ("x matches 'a\\\\1'", "backreferences are not supported"),
+        ("x matches 'a\\\\1'", "invalid escape sequence: `\\1`"),  # no backreferences
         ("x matches 1", "matches needs a string pattern"),
         ("x matches '(?=look)'", "unsupported Perl syntax"),
     ],
@@ -510,10 +511,10 @@ def test_moderate_nesting_is_fine() -> None:
 
 
 def test_catastrophic_regex_runs_in_linear_time() -> None:
-    started = time.perf_counter()
-    assert ev("s matches '(a+)+$'", {"s": "a" * 5000 + "!"}) is False
-    assert ev("s matches '(x|x)*y'", {"s": "x" * 5000}) is False
-    assert time.perf_counter() - started < 2.0
+    # A hang guard, not a timing: tests/unit/expressions/test_regex_port.py has the full set.
+    with comes_back("matches with a backtracking pattern"):
+        assert ev("s matches '(a+)+$'", {"s": "a" * 10_000 + "!"}) is False
+        assert ev("s matches '(x|x)*y'", {"s": "x" * 10_000}) is False
 
 
 @pytest.mark.parametrize(

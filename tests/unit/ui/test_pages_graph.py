@@ -21,8 +21,9 @@ from app.ui.graph import (
     promotion_href,
     stage_href,
 )
+from app.ui.html import timeline_html
 from app.ui.layout import Box, CycleError, crossings, layers_of, layout
-from app.ui.timeline import freight_timeline, timeline_html
+from app.ui.timeline import freight_timeline
 from app.ui.views import project_view
 from tests.support import pipelines as p
 
