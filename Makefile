@@ -55,6 +55,8 @@ bench: $(DEV)
 	$(BIN)/python bench/bench_pages.py
 	$(BIN)/python bench/bench_warehouses.py
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_stalls.py
+	$(BIN)/python bench/bench_projects.py
 
 # Every benchmark at a smoke size (a few runs, seconds each; CI runs this), so a behaviour
 # change that breaks one fails here instead of leaving it to hang: each is bounded too
@@ -74,6 +76,8 @@ bench-smoke: $(DEV)
 	$(SMOKE) bench/bench_pages.py --stages 10 --runs 5
 	$(SMOKE) bench/bench_warehouses.py --runs 3 --warehouses 20 --repositories 2 --rounds 1 --tags 200
 	$(SMOKE) bench/bench_pipeline.py --runs 2 --timeout 30
+	$(SMOKE) bench/bench_stalls.py --runs 1
+	$(SMOKE) bench/bench_projects.py --projects 2 --stages 5 --runs 5
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache

@@ -136,8 +136,19 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+
+    async def may_read(login: str, namespace: str) -> bool:
+        # LONGSHOREMAN_UI_GITHUB_ACCESS=project: who may act on the project from GitHub.
+        return state.github is not None and await state.github.deps.may_read(login, namespace)
+
+    per_project = settings.ui.auth == "github" and settings.ui.github_access == "project"
     pages = setup_pages(
-        app, settings.ui, lambda: state.controller, secrets=settings.secrets(), clock=clock
+        app,
+        settings.ui,
+        lambda: state.controller,
+        secrets=settings.secrets(),
+        clock=clock,
+        readers=may_read if per_project else None,
     )
     state.listeners.append(pages.on_promotion)
     extra = dict(extra_services or {})
@@ -272,6 +283,7 @@ async def _start(
         services=services,
         work_dir=settings.work_dir,
         namespace=settings.watch_namespace,
+        projects=settings.projects,
         max_concurrent=settings.max_concurrent_reconciles,
         min_requeue=settings.min_requeue,
         default_requeue=settings.default_requeue,
@@ -281,6 +293,8 @@ async def _start(
         clock=state.clock,
         # Where the projects' webhook receivers are reached (their status says so).
         receiver_base_url=settings.ui.public_url or "",
+        limits=settings.limits,
+        receiver_min_secret=settings.receivers.min_secret_length,
     )
     state.metrics.watch_promotions(controller.promotions.items)
     state.controller = controller
@@ -299,7 +313,9 @@ async def _start(
         git_config=settings.git_config,
         clock=state.clock,
         on_reconcile=state.metrics.on_warehouse_reconcile,
+        serves=controller.served.serves,
     )
+    controller.served.on_change.append(warehouses.enqueue_namespace)
     state.warehouses = warehouses
     cluster.warehouse_source = warehouses.all_warehouses
     if not settings.warehouse_discovery:

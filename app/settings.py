@@ -20,8 +20,11 @@ from app.ui.settings import RENAMED as UI_RENAMED
 from app.ui.settings import UiSettings, UiSettingsError
 from handlers.settings import RENAMED as GITHUB_RENAMED
 from handlers.settings import GitHubSettings, GitHubSettingsError
+from promoter.control.policies import PolicyError
+from promoter.control.projects import ProjectSelection
 from promoter.environment import renamed_in_use, with_new_names
 from promoter.ports.clusterdata import DEFAULT_SHARED_NAMESPACE
+from promoter.rules.limits import DEFAULT_LIMITS, Limits
 from promoter.steps.base import PUSH_INTEGRATION_POLICIES
 from promoter.steps.http import HostRules
 from slack.settings import RENAMED as SLACK_RENAMED
@@ -155,6 +158,15 @@ def _hosts(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return entries
 
 
+def _projects(env: Mapping[str, str]) -> ProjectSelection:
+    try:
+        return ProjectSelection.parse(
+            env.get("LONGSHOREMAN_PROJECTS") or "", env.get("LONGSHOREMAN_PROJECT_SELECTOR") or ""
+        )
+    except PolicyError as e:
+        raise SettingsError(str(e)) from None
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Everything the server process is configured with."""
@@ -171,6 +183,9 @@ class Settings:
     embedded_seed: tuple[Path, ...] = ()
     # Only watch this namespace (empty: all namespaces).
     watch_namespace: str | None = None
+    # Which projects are served: every one, a list of names, or a label selector over the
+    # namespaces' labels (promoter.control.projects).
+    projects: ProjectSelection = field(default_factory=ProjectSelection)
     # Where sharedSecret() and sharedConfigMap() read (Kargo's SHARED_RESOURCES_NAMESPACE).
     shared_resources_namespace: str = DEFAULT_SHARED_NAMESPACE
     # Repository credentials every project may use, after its own (Kargo's
@@ -213,6 +228,9 @@ class Settings:
     http_deny: tuple[str, ...] = ()
     # The largest body http-download writes (Kargo: 100 MiB).
     http_max_download_bytes: int = 100 * 1024 * 1024
+    # What one Promotion may ask for: steps after inflation, bytes of JSON, and whether one may
+    # bring steps of its own instead of its Stage's template (promoter/rules/limits.py).
+    limits: Limits = DEFAULT_LIMITS
     # The chat front ends: each on when its credentials are set.
     github: GitHubSettings | None = None
     slack: SlackSettings | None = None
@@ -294,7 +312,7 @@ class Settings:
         try:
             github = GitHubSettings.from_env(env)
             slack = SlackSettings.optional_from_env(env)
-            ui = UiSettings.from_env(env, github_api_url=github.api_url)
+            ui = UiSettings.from_env(env, github_api_url=github.api_url, github_app=github.enabled)
             receivers = ReceiverSettings.from_env(env)
         except (
             GitHubSettingsError,
@@ -323,6 +341,7 @@ class Settings:
             embedded_state_file=_path(env, "LONGSHOREMAN_EMBEDDED_STATE_FILE"),
             embedded_seed=tuple(Path(p) for p in seed.split(os.pathsep) if p) if seed else (),
             watch_namespace=env.get("LONGSHOREMAN_WATCH_NAMESPACE") or None,
+            projects=_projects(env),
             shared_resources_namespace=shared,
             global_credentials_namespace=_global_credentials(env, shared),
             allow_credentials_over_http=_bool(
@@ -382,5 +401,22 @@ class Settings:
                 "LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES",
                 defaults.http_max_download_bytes,
                 minimum=1,
+            ),
+            limits=Limits(
+                max_steps=_int(
+                    env,
+                    "LONGSHOREMAN_MAX_PROMOTION_STEPS",
+                    defaults.limits.max_steps,
+                    minimum=1,
+                ),
+                max_object_bytes=_int(
+                    env,
+                    "LONGSHOREMAN_MAX_OBJECT_BYTES",
+                    defaults.limits.max_object_bytes,
+                    minimum=1024,
+                ),
+                allow_own_steps=_bool(
+                    env, "LONGSHOREMAN_ALLOW_PROMOTION_STEPS", defaults.limits.allow_own_steps
+                ),
             ),
         )

@@ -5,9 +5,11 @@
 run name their Promotion in ``external_id``, which gives the Stage and the Freight.
 ``rerequested`` on a failed or cancelled run ("Re-run" in the Checks tab) starts a new Promotion
 of the same Freight to the same Stage, or, on a ``verify:`` run, verifies again. Each runs the same
-authorization as a comment command: the presser's repository permission and the Stage's
-promoters (approvers, for Approve). A refusal is told on the pull request the check belongs to
-(a check run has no thread of its own) and changes nothing.
+authorization as a comment command: the project the repository is mapped to (never the
+project the run's ``external_id`` names: :meth:`handlers.context.Deps.refuses_project`), the
+presser's repository permission and the Stage's promoters (approvers, for Approve). A refusal
+is told on the pull request the check belongs to (a check run has no thread of its own) and
+changes nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from gidgethub import routing, sansio
 from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo, github_facts
+from promoter.chat import neutral
 from promoter.chat.grammar import Command
 from promoter.chat.planner import (
     AlreadyApproved,
@@ -83,7 +86,7 @@ class _Pressed:
         decision = plan(command, facts)
         actor = self.deps.actor(self.user)
         if isinstance(decision, Refusal):
-            await self.tell(f"refused: {checks.quiet(decision.reason)}. Nothing was changed.")
+            await self.tell(f"refused: {neutral.quiet(decision.reason)}. Nothing was changed.")
         elif isinstance(decision, DoApprove):
             await self.deps.service.approve(
                 self.namespace, decision.stage, decision.freight, actor=actor
@@ -127,6 +130,10 @@ async def _pressed(
     user = str((data.get("sender") or {}).get("login") or "")
     repo = event_repo(data)
     gh = await deps.gh(data)
+    refused = deps.refuses_project(data, namespace)
+    if refused is not None:
+        await _tell(gh, repo, run, f"@{user}: refused: {refused}. Nothing was changed.")
+        return None
     snapshot = await deps.service.snapshot(namespace)
     promotion = next((p for p in snapshot.promotions if name_of(p) == name), None)
     if promotion is None:

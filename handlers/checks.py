@@ -17,10 +17,10 @@ protection rules (or a ruleset) of the repository whose commits the Freight carr
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from promoter.chat import neutral
 from promoter.chat.planner import AlreadyApproved, DoApprove
 from promoter.chat.views import PromotionView, StepLine
 from promoter.resources.model import name_of, namespace_of
@@ -86,17 +86,20 @@ def clip(text: str, limit: int) -> str:
     return text[: max(0, limit - len(marker))] + marker
 
 
-_MENTION = re.compile(r"@(?=[A-Za-z0-9])")
-
-
-def quiet(text: str) -> str:
-    """User text echoed in a reply must not @-mention (notify) anyone: break the mentions."""
-    return _MENTION.sub("@\u200b", text)
-
-
 def _cell(text: str) -> str:
-    flat = " ".join(text.split()).replace("|", "\\|").replace("`", "'")
-    return clip(flat, _CELL_LIMIT)
+    # Text from others (messages, aliases, actors) in a cell or a quote: promoter.chat.neutral.
+    return clip(neutral.cell(text), _CELL_LIMIT)
+
+
+def _links(view: PromotionView) -> str:
+    """The project's deep links (ProjectConfig freightLinks / stageLinks), those that are
+    http(s) URLs, each shown by its title."""
+    shown = []
+    for link in view.links:
+        url = neutral.link_url(link.url)
+        if url is not None:
+            shown.append(f"[{_cell(link.title)}]({url})")
+    return " · ".join(shown)
 
 
 def progress_line(view: PromotionView) -> str:
@@ -109,11 +112,12 @@ def progress_line(view: PromotionView) -> str:
 
 
 def summary(view: PromotionView) -> str:
+    label = neutral.code(view.label.short)
     parts = [
-        f"Rollback `{view.name}` of Stage `{view.stage}` to Freight `{view.label.short}`: "
+        f"Rollback `{view.name}` of Stage `{view.stage}` to Freight `{label}`: "
         f"{progress_line(view)}"
         if view.rollback
-        else f"Promotion `{view.name}` of Freight `{view.label.short}` to Stage "
+        else f"Promotion `{view.name}` of Freight `{label}` to Stage "
         f"`{view.stage}`: {progress_line(view)}"
     ]
     if view.message:
@@ -124,16 +128,16 @@ def summary(view: PromotionView) -> str:
         parts.append("| --- | --- | --- | --- | --- |")
         for line in view.steps:
             parts.append(
-                f"| {line.index} | `{_cell(line.alias)}` | {_cell(_kind(line))} | "
+                f"| {line.index} | `{neutral.code(line.alias)}` | {_cell(_kind(line))} | "
                 f"{_status(line)} | {_cell(line.message)} |"
             )
     if view.link:
         parts.append("")
         parts.append(f"[Details]({view.link})")
-    if view.links:
-        # The project's deep links (ProjectConfig freightLinks / stageLinks).
+    links = _links(view)
+    if links:
         parts.append("")
-        parts.append(" · ".join(f"[{_cell(x.title)}]({x.url})" for x in view.links))
+        parts.append(links)
     return clip("\n".join(parts), MAX_OUTPUT)
 
 
@@ -143,14 +147,10 @@ def text(view: PromotionView) -> str | None:
     if not lines:
         return None
     body = "\n\n".join(
-        f"**{line.alias}** ({_status(line)}):\n```\n{_unfence(line.message)}\n```" for line in lines
+        f"**{_cell(line.alias)}** ({_status(line)}):\n```\n{neutral.fenced(line.message)}\n```"
+        for line in lines
     )
     return clip(body, MAX_OUTPUT)
-
-
-def _unfence(message: str) -> str:
-    # A fence inside the message would end ours early.
-    return message.replace("```", "'''")
 
 
 def action(label: str, description: str, identifier: str) -> dict[str, str]:
@@ -206,11 +206,10 @@ def actions(view: PromotionView) -> list[dict[str, str]]:
 
 def approved_line(decision: DoApprove) -> str:
     """The reply to an approval that was just recorded."""
-    label = _cell(decision.label.short)
+    label, stage = neutral.code(decision.label.short), neutral.code(decision.stage)
     return (
-        f"Freight `{label}` approved for Stage `{_cell(decision.stage)}`: it may be promoted "
-        f"there now, whatever upstream verification says (`/promote {label} to "
-        f"{_cell(decision.stage)}`)"
+        f"Freight `{label}` approved for Stage `{stage}`: it may be promoted "
+        f"there now, whatever upstream verification says (`/promote {label} to {stage}`)"
     )
 
 
@@ -222,8 +221,8 @@ def already_approved_line(decision: AlreadyApproved) -> str:
         f" at {approval.approved_at.strftime('%Y-%m-%d %H:%M UTC')}" if approval.approved_at else ""
     )
     return (
-        f"Freight `{_cell(decision.label.short)}` was already approved for Stage "
-        f"`{_cell(decision.stage)}`{by}{when}. Nothing was changed."
+        f"Freight `{neutral.code(decision.label.short)}` was already approved for Stage "
+        f"`{neutral.code(decision.stage)}`{by}{when}. Nothing was changed."
     )
 
 
@@ -275,14 +274,14 @@ def _fields(
 def reply_body(user: str, command: str, view: PromotionView) -> str:
     """The one reply to a command, edited in place as the Promotion moves on."""
     parts = [
-        f"@{user}: `{_cell(command)}`: Promotion `{view.name}` of Freight "
-        f"`{view.label.short}` to Stage `{view.stage}`: {progress_line(view)}"
+        f"@{user}: `{neutral.code(command)}`: Promotion `{view.name}` of Freight "
+        f"`{neutral.code(view.label.short)}` to Stage `{view.stage}`: {progress_line(view)}"
     ]
     done = [line for line in view.steps if _status(line) != "Pending"]
     if done:
         parts.append("")
         for line in done:
-            parts.append(f"- `{_cell(line.alias)}` ({_kind(line)}): {_status(line)}")
+            parts.append(f"- `{neutral.code(line.alias)}` ({_kind(line)}): {_status(line)}")
     if view.message and view.phase not in ("Pending", "Running", "Succeeded"):
         parts.append("")
         parts.append("> " + _cell(view.message))
@@ -388,7 +387,7 @@ def metrics_table(run: Mapping[str, Any] | None) -> str:
     for result in results:
         last = _last_measurement(result)
         shown = last.get("value") or result.get("message") or last.get("message") or ""
-        name = _cell(str(result.get("name") or "?")) + (
+        name = neutral.code(str(result.get("name") or "?")) + (
             " (dry run)" if result.get("dryRun") else ""
         )
         counts = [
@@ -412,12 +411,14 @@ def verification_summary(
 ) -> str:
     current = str(entry.get("phase") or "Pending")
     shown = "Aborted" if verification_status(entry, run)[1] == "cancelled" else current
-    parts = [f"Verification of Freight `{freight_label}` in Stage `{stage}`: **{shown}**"]
+    parts = [
+        f"Verification of Freight `{neutral.code(freight_label)}` in Stage `{stage}`: **{shown}**"
+    ]
     ref = entry.get("analysisRun") or {}
     if ref.get("name"):
-        parts.append(f"AnalysisRun `{_cell(str(ref['name']))}`")
+        parts.append(f"AnalysisRun `{neutral.code(str(ref['name']))}`")
     if entry.get("actor"):
-        parts.append(f"Requested by {quiet(_cell(str(entry['actor'])))}")
+        parts.append(f"Requested by {_cell(str(entry['actor']))}")
     if entry.get("message"):
         parts.append("> " + _cell(str(entry["message"])))
     table = metrics_table(run)
@@ -437,7 +438,7 @@ def verification_text(run: Mapping[str, Any] | None) -> str | None:
             continue
         lines = [f"**{result.get('name')}** ({result.get('phase') or ''})"]
         if result.get("message"):
-            lines.append(f"```\n{_unfence(str(result['message']))}\n```")
+            lines.append(f"```\n{neutral.fenced(str(result['message']))}\n```")
         for m in measurements[-_MEASUREMENTS_SHOWN:]:
             detail = " ".join(
                 str(v) for v in (m.get("value"), m.get("message")) if v not in (None, "")

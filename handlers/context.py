@@ -16,7 +16,7 @@ import gidgethub
 from cachetools import TTLCache
 
 from handlers.authors import freight_authors
-from handlers.client import GitHubAPI, GitHubClient
+from handlers.client import GitHubAPI, GitHubClient, GitHubUnreachable
 from handlers.promoters import github_may_act
 from handlers.settings import GitHubSettings
 from promoter.chat.grammar import Command
@@ -28,7 +28,8 @@ from promoter.chat.planner import (
     listed,
     stages_to_authorize,
 )
-from promoter.chat.port import PromotionService, Snapshot
+from promoter.chat.port import PromotionService, Snapshot, projects_of
+from promoter.chat.projects import Defaults, projects_of_repository
 from promoter.clock import SYSTEM, Clock
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of
@@ -139,11 +140,56 @@ class Deps:
             return await self.client.installation_api(int(installation))
         return await self.client.repo_api(repo)
 
+    def projects_for(self, data: Mapping[str, Any]) -> tuple[str, ...]:
+        """The projects the event's repository belongs to: those whose namespace names it (or
+        whose Warehouses subscribe to it), else the operator's defaults
+        (``LONGSHOREMAN_GITHUB_REPO_PROJECTS``, ``LONGSHOREMAN_GITHUB_PROJECT``)."""
+        defaults = Defaults(self.settings.repo_projects, self.settings.project)
+        return projects_of_repository(event_repo(data), projects_of(self.service), defaults)
+
     def namespace_for(self, data: Mapping[str, Any]) -> str:
-        return self.settings.project_for(event_repo(data))
+        """The project (namespace) an event's repository acts on: the first of :meth:`projects_for`.
+
+        Every command from GitHub (a comment, a check-run button, a re-run) acts on the project
+        the repository is mapped to, never on one the event itself names: a check run's
+        ``external_id`` is our own claim, and a repository that merely appears in another
+        project's Freight carries that project's check runs without being allowed to act on it.
+        """
+        found = self.projects_for(data)
+        return found[0] if found else self.settings.project
+
+    def refuses_project(self, data: Mapping[str, Any], claimed: str) -> str | None:
+        """Why an action on ``claimed`` from this event's repository is refused, or None."""
+        projects = self.projects_for(data) or (self.settings.project,)
+        if claimed in projects:
+            return None
+        return (
+            f"`{event_repo(data)}` acts on project {', '.join(f'`{p}`' for p in projects)}, "
+            f"and this check run belongs to project `{claimed}`"
+        )
 
     def actor(self, login: str) -> str:
         return f"github:{login}"
+
+    async def may_read(self, login: str, namespace: str) -> bool:
+        """Whether ``login`` may act on project ``namespace`` from GitHub, which is who may read
+        its status pages (``LONGSHOREMAN_UI_GITHUB_ACCESS=project``): write access to a
+        repository mapped to it. The fallback project, which every other repository of the
+        installations acts on, is every signed-in member's."""
+        if namespace == self.settings.project:
+            return True
+        for repo, project in sorted(self.settings.repo_projects.items()):
+            if project != namespace:
+                continue
+            try:
+                gh = await self.client.repo_api(repo)
+                permission = await self.permissions.permission(gh, repo, login)
+            except (gidgethub.GitHubException, GitHubUnreachable) as e:
+                log.info("pages: permission of %s on %s unknown (%s)", login, repo, e)
+                continue
+            if github_may_act({}, login, permission).allowed:
+                return True
+        return False
 
 
 async def github_facts(
@@ -169,7 +215,7 @@ async def github_facts(
     }
     teams = await deps.permissions.teams(gh, user, sorted(slugs))
     now = deps.clock.now()
-    authors: dict[str, set[str]] = {}
+    authors: dict[str, set[str] | None] = {}
     freight = freight_to_approve(command, snapshot, now)
     if freight is not None:
         authors[name_of(freight)] = await freight_authors(deps.client, freight)
@@ -181,7 +227,8 @@ async def github_facts(
         return github_may_act(stage or {}, user, permission, teams, approve=True)
 
     def authored(freight: Mapping[str, Any]) -> bool | None:
-        return user.lower() in authors.get(name_of(freight), set())
+        people = authors.get(name_of(freight), set())
+        return None if people is None else user.lower() in people
 
     return Facts(
         snapshot,

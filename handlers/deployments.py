@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import quote
 
 from handlers.checks import clip_plain
+from promoter.chat import neutral
 from promoter.chat.views import PromotionView
 from promoter.resources.annotations import GitHubEnvironment
 from promoter.resources.model import name_of, parse_time
@@ -153,7 +154,8 @@ def description(view: PromotionView) -> str:
         text = view.message or "aborted"
     else:
         text = f"{view.phase}: {view.message}" if view.message else view.phase
-    return clip_plain(" ".join(text.split()), DESCRIPTION_LIMIT)
+    # Messages and aliases came from others (promoter.chat.neutral).
+    return clip_plain(neutral.plain(text), DESCRIPTION_LIMIT)
 
 
 def deployment_fields(view: PromotionView, env: GitHubEnvironment, sha: str) -> dict[str, Any]:
@@ -165,7 +167,9 @@ def deployment_fields(view: PromotionView, env: GitHubEnvironment, sha: str) -> 
         "auto_merge": False,
         "required_contexts": [],
         "description": clip_plain(
-            f"Promotion {view.name} of Freight {view.label.short} to Stage {view.stage}",
+            neutral.plain(
+                f"Promotion {view.name} of Freight {view.label.short} to Stage {view.stage}"
+            ),
             DESCRIPTION_LIMIT,
         ),
         "payload": {

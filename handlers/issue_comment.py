@@ -9,8 +9,10 @@ the Stage's ``longshoreman.dev/github-promoters``, or for ``/approve`` its
 changes nothing. The reply to ``/promote`` is remembered on the Promotion and edited in place as it
 progresses (``handlers/progress.py``).
 
-Which project (namespace) a repository's commands act on: ``LONGSHOREMAN_GITHUB_PROJECT``, or the
-repository's entry in ``LONGSHOREMAN_GITHUB_REPO_PROJECTS`` (see :mod:`handlers.settings`).
+Which project (namespace) a repository's commands act on: the project whose namespace names the
+repository (``longshoreman.dev/github-repositories``, or its Warehouses' git subscriptions), else
+the repository's entry in ``LONGSHOREMAN_GITHUB_REPO_PROJECTS``, else
+``LONGSHOREMAN_GITHUB_PROJECT`` (:func:`promoter.chat.projects.route`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from handlers import checks
 from handlers.client import GitHubAPI
 from handlers.context import Deps, event_repo, github_facts
 from handlers.markdown import markdown_table
+from promoter.chat import neutral
 from promoter.chat.freight_refs import freight_for_commit
 from promoter.chat.grammar import USAGE, Command, help_text, parse_comment
 from promoter.chat.planner import (
@@ -44,6 +47,8 @@ from promoter.chat.planner import (
     plan,
 )
 from promoter.chat.port import Snapshot, promote_decided
+from promoter.chat.projects import NotResolved, Route
+from promoter.chat.targets import find_stage
 from promoter.chat.views import promotion_view
 from promoter.errors import LongshoremanError
 from promoter.resources import annotations as ann
@@ -82,13 +87,14 @@ async def on_comment_created(event: sansio.Event, deps: Deps) -> None:
         user=str(comment["user"]["login"]),
         namespace=deps.namespace_for(data),
         delivery=event.delivery_id,
+        projects=deps.projects_for(data),
     )
     await gh.post(
         f"/repos/{repo}/issues/comments/{int(comment['id'])}/reactions", data={"content": "eyes"}
     )
     for line in parsed:
         if line.command is None:
-            await session.reply(f"@{session.user}: {checks.quiet(line.error or '')}")
+            await session.reply(f"@{session.user}: {neutral.quiet(line.error or '')}")
             continue
         try:
             await session.run(line.command)
@@ -114,6 +120,7 @@ class CommandSession:
         user: str,
         namespace: str,
         delivery: str,
+        projects: tuple[str, ...] = (),
     ) -> None:
         self.deps = deps
         self.gh = gh
@@ -122,6 +129,9 @@ class CommandSession:
         self.is_pr = is_pr
         self.user = user
         self.namespace = namespace
+        # The projects the repository belongs to (promoter.chat.projects): a Stage named
+        # ``project/stage``, or one of several, is looked for among them.
+        self.where = Route(projects or (namespace,))
         self.delivery = delivery
         self._merge_commit: str | bool | None = False  # False: not looked up yet
 
@@ -143,12 +153,25 @@ class CommandSession:
         return self._merge_commit if isinstance(self._merge_commit, str) else None
 
     async def run(self, command: Command) -> None:
+        home = self.namespace
         try:
+            if command.stage and ("/" in command.stage or self.where.project is None):
+                target = await find_stage(
+                    self.deps.service, command.stage, self.where, only_here=True
+                )
+                if isinstance(target, NotResolved):
+                    await self.refuse(neutral.quiet(target.reason))
+                    return
+                command = replace(command, stage=target.stage)
+                self.namespace = target.project
             decision = plan(command, await self._facts(command))
             await self._carry_out(command, decision)
         except LongshoremanError as e:
             # The service refused (a name not found, an invalid object): tell the user.
-            await self.reply(f"@{self.user}: `{checks.quiet(command.raw)}`: {checks.quiet(str(e))}")
+            said = f"`{neutral.code(command.raw)}`: {neutral.quiet(str(e))}"
+            await self.reply(f"@{self.user}: {said}")
+        finally:
+            self.namespace = home  # the next command of the comment starts from the repository's
 
     async def _facts(self, command: Command) -> Facts:
         """Everything :func:`promoter.chat.planner.plan` needs, looked up now (the I/O is here)."""
@@ -183,7 +206,7 @@ class CommandSession:
     async def _carry_out(self, command: Command, decision: Plan) -> None:
         actor = self.deps.actor(self.user)
         if isinstance(decision, Refusal):
-            await self.refuse(checks.quiet(decision.reason))
+            await self.refuse(neutral.quiet(decision.reason))
         elif isinstance(decision, DoPromote):  # GitHub never asks to confirm (Facts.confirm)
             await self._promote(command, decision)
         elif isinstance(decision, DoApprove):

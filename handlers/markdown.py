@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from promoter.chat import neutral
 from promoter.chat.views import EnvironmentLink, StageView
 
 
@@ -15,10 +16,11 @@ def environment_markdown(link: EnvironmentLink | None) -> str:
     """A Stage's GitHub environment as Markdown: its Deployments page(s), and its URL."""
     if link is None:
         return "-"
-    name = link.name.replace("|", "\\|").replace("]", "")
+    name = neutral.cell(link.name)
     parts = [f"[{name}]({url})" for _, url in link.pages[:1]] or [name]
-    if link.url:
-        parts.append(f"([open]({link.url}))")
+    url = neutral.link_url(link.url or "")
+    if url:
+        parts.append(f"([open]({url}))")
     return " ".join(parts)
 
 
@@ -32,7 +34,10 @@ def markdown_table(rows: Sequence[StageView]) -> str:
     ]
     for r in rows:
         verification = r.verification + (f" · {r.window}" if r.window else "")
-        cells = [r.stage, r.freight, r.running, str(r.queued), r.health, verification]
+        # Aliases, health and verification messages came from others: promoter.chat.neutral.
+        cells = [
+            neutral.cell(c) for c in (r.stage, r.freight, r.running, str(r.queued), r.health)
+        ] + [neutral.cell(verification)]
         if environments:
             cells.append(environment_markdown(r.environment))
         lines.append("| " + " | ".join(cells) + " |")

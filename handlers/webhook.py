@@ -3,7 +3,9 @@
 The request path only verifies, deduplicates and queues; it answers in milliseconds:
 
 1. ``X-Hub-Signature-256`` is checked by gidgethub's ``Event.from_http`` with the webhook secret:
-   missing or wrong -> 401 and nothing else happens; a body that is not JSON -> 400/415.
+   missing or wrong -> 401 and nothing else happens; a body that is not JSON -> 400/415. A
+   request without a well-formed signature header is refused before its body is read, and
+   bodies are read only within :data:`UNVERIFIED_BUDGET` (503 past it).
 2. ``ping`` -> 200.
 3. A ``X-GitHub-Delivery`` seen in the last hour -> 200 "duplicate", not processed again (GitHub
    retries and manual redeliveries reuse the id).
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -50,6 +53,10 @@ DELIVERY_MEMORY = 100_000
 # GitHub caps webhook payloads at 25 MB; aiohttp's default request limit (1 MiB) would refuse
 # big push events, so the body is read here with GitHub's own cap.
 MAX_BODY = 25 * 1024 * 1024
+# Bytes of bodies being read before their signature is checked, across all requests: two of
+# GitHub's largest deliveries at once; past it a delivery is answered 503 (redeliver later).
+UNVERIFIED_BUDGET = 2 * MAX_BODY
+_SIGNATURE = re.compile(r"sha256=[0-9a-fA-F]{64}")
 
 Listener = Callable[[dict[str, Any], dict[str, Any] | None], None]
 
@@ -96,6 +103,7 @@ class GitHubIntegration:
         self._seen: TTLCache[str, bool] = TTLCache(
             maxsize=DELIVERY_MEMORY, ttl=DELIVERY_TTL, timer=clock.monotonic
         )
+        self._unverified = 0  # bytes being read before their signature is checked
 
     @property
     def service(self) -> PromotionService:
@@ -125,13 +133,29 @@ class GitHubIntegration:
         # Until the signature is verified, the event header is a stranger's text: it must not
         # become a metric label (each distinct value would be a new series).
         count = self.telemetry.webhook_delivery
+        # Signature before body: a request without a well-formed signature is refused before a
+        # byte of its body is read, and bodies that may be signed are read only within a budget
+        # shared by every request not verified yet, so a flood of large unsigned (or wrongly
+        # signed) bodies costs no more memory than UNVERIFIED_BUDGET.
+        if not _SIGNATURE.fullmatch(request.headers.get("X-Hub-Signature-256", "")):
+            count("github", "unverified", "invalid_signature")
+            return _answer(401, "signature missing or invalid")
         if (request.content_length or 0) > MAX_BODY:
             count("github", "unverified", "too_large")
             return _answer(413, "payload larger than GitHub sends")
-        # StreamReader.read(n) returns what has arrived so far (often one TCP chunk), not
-        # n bytes: read to the end, stopping once past the limit.
-        body = await _read_body(request, MAX_BODY)
-        if len(body) > MAX_BODY:
+        # A chunked body (no Content-Length) may be as large as GitHub's limit.
+        reserved = MAX_BODY if request.content_length is None else request.content_length
+        if self._unverified + reserved > UNVERIFIED_BUDGET:
+            count("github", "unverified", "busy")
+            return _answer(503, "busy; redeliver later")
+        self._unverified += reserved
+        try:
+            # StreamReader.read(n) returns what has arrived so far (often one TCP chunk), not
+            # n bytes: read to the end, stopping once past the limit.
+            body = await _read_body(request, reserved)
+        finally:
+            self._unverified -= reserved
+        if len(body) > reserved:
             count("github", "unverified", "too_large")
             return _answer(413, "payload larger than GitHub sends")
         try:

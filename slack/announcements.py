@@ -26,6 +26,8 @@ def stages_to_announce(
     stages: Iterable[Mapping[str, Any]],
     freights: Sequence[Mapping[str, Any]],
     now: datetime | None,
+    *,
+    project_channel: bool = False,
 ) -> list[Mapping[str, Any]]:
     """The Stages whose Slack channel should hear "New Freight X is available to STAGE".
 
@@ -35,14 +37,16 @@ def stages_to_announce(
     (the Freight's ``longshoreman.dev/slack-announced`` names them, so a restart or a new
     leader tells nobody twice). Only the newest Freight available to a Stage is news: older
     Freight seen again (a restart lists every Freight) is not, and neither is Freight older
-    than what the Stage holds.
+    than what the Stage holds. With ``project_channel`` (the project's namespace names
+    Slack channels), a Stage without a channel of its own is told in the project's.
     """
     told = ann.announced_to(freight)
     newness = (freight_created(freight), name_of(freight))
     out = []
     for stage in stages:
         name = name_of(stage)
-        if not ann.annotations_of(stage).get(ann.SLACK_CHANNEL) or ann.auto_promotes(stage):
+        has_channel = project_channel or ann.annotations_of(stage).get(ann.SLACK_CHANNEL)
+        if not has_channel or ann.auto_promotes(stage):
             continue
         if name in told or name_of(freight) in _current_freight_names(stage):
             continue

@@ -215,19 +215,6 @@ class SlackApi:
             args["blocks"] = list(message.blocks)
         await self._call("chat.postEphemeral", **args)
 
-    async def user_email(self, user: str) -> str | None:
-        """The e-mail address on the user's Slack profile (``users.info``; needs ``users:read``
-        and ``users:read.email``); None when Slack does not show it (a scope missing, no such
-        user, none set)."""
-        try:
-            data = await self._call("users.info", user=user)
-        except SlackRefused as e:
-            log.info("users.info for %s refused: %s", user, e)
-            return None
-        profile = (data.get("user") or {}).get("profile") or {}
-        email = profile.get("email") if isinstance(profile, Mapping) else None
-        return str(email) if email else None
-
     async def usergroup_members(self, group: str) -> Sequence[str]:
         data = await self._call("usergroups.users.list", usergroup=group)
         return [str(u) for u in data.get("users") or ()]

@@ -3,6 +3,9 @@
 ``setup_slack(app, settings, service)`` mounts a slack-bolt :class:`AsyncApp` at
 ``POST /slack/events`` (slash commands and interactivity share it). Bolt verifies every request
 (``v0`` HMAC signature, timestamp within 5 minutes; 401 otherwise, before any listener runs).
+Before bolt sees a verified request, two things a signature cannot say are checked here: that
+it is not a replay (a signature seen within the window is answered with an empty 200 and does
+nothing), and, with ``LONGSHOREMAN_SLACK_TEAM_ID``, that it comes from that workspace (403).
 Every listener acks at once and hands the work to a tracked background task; what it decides
 comes from :mod:`slack.commands` and what it says from :mod:`slack.messages`. Anything that goes
 wrong after the ack is told to the user as an ephemeral message.
@@ -17,16 +20,18 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiohttp import web
+from cachetools import TTLCache
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from promoter.chat.grammar import (
@@ -51,24 +56,26 @@ from promoter.chat.planner import (
     Refusal,
     ShowHelp,
     ShowStatus,
-    freight_to_approve,
     plan,
     stages_to_authorize,
 )
-from promoter.chat.port import FreightAnnotator, PromotionService, promote_decided
+from promoter.chat.port import FreightAnnotator, PromotionService, projects_of, promote_decided
+from promoter.chat.projects import Defaults, NotResolved, Route, SlackChannel, route
+from promoter.chat.targets import find_stage
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import PermanentError, TemporaryError
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of
 from promoter.tasks import stop_tasks
+from slack import blocks as b
 from slack import messages as m
 from slack.announcements import stages_to_announce
 from slack.api import SlackApi, SlackError
 from slack.blocks import Message
 from slack.commands import (
     PendingPromotion,
-    authored_by,
+    authored_on_slack,
     authorizer,
     groups_to_resolve,
     needs_confirmation,
@@ -99,6 +106,10 @@ EVENTS_PATH = "/slack/events"
 # Slash commands and button clicks are a few kilobytes; refuse anything far bigger before
 # reading it (the app's own limit is sized for GitHub's 25 MB webhooks).
 MAX_BODY = 1024 * 1024
+# Slack refuses a request older than 5 minutes (as bolt does); a signature is remembered a
+# little longer, so a replay is recognised for as long as its timestamp would pass.
+REPLAY_WINDOW = 6 * 60.0
+REPLAY_MEMORY = 100_000
 # Metric labels for what a verified request was (Slack's payload types we may see).
 _KINDS = frozenset(
     {"block_actions", "view_submission", "view_closed", "shortcut", "message_action"}
@@ -139,6 +150,14 @@ class Requester:
         )
 
 
+def _team_of(body: Mapping[str, Any]) -> str:
+    """The workspace a slash command (``team_id``) or an interaction (``team.id``) came from."""
+    team = body.get("team")
+    if isinstance(team, Mapping) and team.get("id"):
+        return str(team["id"])
+    return str(body.get("team_id") or "")
+
+
 def _kind(body: Mapping[str, Any]) -> str:
     """What a verified request was, as a metric label from a fixed set."""
     if body.get("command"):
@@ -167,6 +186,10 @@ class SlackIntegration:
         self.service = service
         self.clock = clock
         self.telemetry = telemetry
+        self._verifier = SignatureVerifier(settings.signing_secret)
+        self._signatures: TTLCache[str, bool] = TTLCache(
+            maxsize=REPLAY_MEMORY, ttl=REPLAY_WINDOW, timer=clock.monotonic
+        )
         self.api: SlackApi | None = None
         self.groups: UserGroups | None = None
         self.live = LiveMessages(
@@ -177,10 +200,12 @@ class SlackIntegration:
             retry_delay=settings.retry_delay,
             promotion_url=settings.promotion_url,
             clock=clock,
+            project_channel=self._project_channel,
         )
         self._jobs: set[asyncio.Task[None]] = set()
         self._confirmed: dict[str, float] = {}  # nonce -> expiry: one Promotion per Confirm
-        self._announced: set[tuple[str, str]] = set()  # (Freight, Stage) told in this process
+        # (project, Freight, Stage) told in this process
+        self._announced: set[tuple[str, str, str]] = set()
         token = settings.bot_token
 
         async def authorize(
@@ -259,24 +284,54 @@ class SlackIntegration:
     def on_freight(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         """For ``controller.freight_listeners``: a Freight appeared or changed (verified
         upstream, say), so it may be news to a Stage's channel. Only the leader tells."""
-        namespace = (obj.get("metadata") or {}).get("namespace")
-        if namespace != self.settings.namespace or self.api is None:
+        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+        if not self._reaches(namespace) or self.api is None:
             return
         if not self.service.is_leader():
             return
-        self._spawn(self._announce(name_of(obj)))
+        self._spawn(self._announce(namespace, name_of(obj)))
 
-    async def _announce(self, freight_name: str) -> None:
-        ns = self.settings.namespace
+    # ---- which project -----------------------------------------------------------------------
+
+    def _default_project(self) -> str | None:
+        """Where channels no project names act: LONGSHOREMAN_SLACK_PROJECT when set, or (no
+        project labelled at all) the one namespace this bot served before projects."""
+        if self.settings.project_set or not projects_of(self.service):
+            return self.settings.namespace
+        return None
+
+    def _route(self, channel: str | None) -> Route:
+        """The project(s) a command typed in ``channel`` acts on (promoter.chat.projects)."""
+        defaults = Defaults(project=self._default_project())
+        return route(SlackChannel(channel or ""), projects_of(self.service), defaults)
+
+    def _project_channel(self, namespace: str) -> str | None:
+        """The project's first Slack channel: where its announcements and live messages go
+        when a Stage names no channel of its own."""
+        for project in projects_of(self.service):
+            if project.name == namespace and project.slack_channels:
+                return project.slack_channels[0]
+        return None
+
+    def _reaches(self, namespace: str) -> bool:
+        """Whether ``namespace`` is a project this bot acts on (a button, a Freight)."""
+        return namespace == self._default_project() or any(
+            p.name == namespace for p in projects_of(self.service)
+        )
+
+    async def _announce(self, ns: str, freight_name: str) -> None:
         snapshot = await self.service.snapshot(ns)
         freight = next((f for f in snapshot.freight if name_of(f) == freight_name), None)
         if freight is None or self.api is None:
             return
         now = self.clock.now()
         told = []
-        for stage in stages_to_announce(freight, snapshot.stages, snapshot.freight, now):
-            key = (freight_name, name_of(stage))
-            channel = m.channel_of(stage)
+        fallback = self._project_channel(ns)
+        for stage in stages_to_announce(
+            freight, snapshot.stages, snapshot.freight, now, project_channel=fallback is not None
+        ):
+            key = (ns, freight_name, name_of(stage))
+            channel = m.channel_of(stage) or fallback
             if key in self._announced or channel is None:
                 continue
             # Claimed before the post: two events of one Freight in a row post once.
@@ -314,6 +369,9 @@ class SlackIntegration:
             # are not JSON objects (payload=null): that is a bad request, not our crash.
             count("slack", "unverified", "bad_request")
             return web.Response(status=400, text="malformed request\n")
+        screened = self._screen(request, bolt_request)
+        if screened is not None:
+            return screened
         response = await self.bolt.async_dispatch(bolt_request)
         if response.status >= 500:
             # Bolt answers 500 when its own matching trips on a payload of an unexpected shape
@@ -327,6 +385,26 @@ class SlackIntegration:
             outcome = {200: "accepted", 404: "unhandled"}.get(response.status, "error")
             count("slack", _kind(bolt_request.body), outcome)
         return await to_aiohttp_response(response)
+
+    def _screen(self, request: web.Request, bolt_request: AsyncBoltRequest) -> web.Response | None:
+        """A verified request that is a replay, or from another workspace, answered here."""
+        signature = request.headers.get("X-Slack-Signature")
+        timestamp = request.headers.get("X-Slack-Request-Timestamp")
+        body = bolt_request.raw_body
+        if signature is None or not self._verifier.is_valid(body, timestamp, signature):
+            return None  # bolt answers 401
+        kind = _kind(bolt_request.body)
+        if signature in self._signatures:
+            log.warning("Slack request replayed within its signature window; ignored")
+            self.telemetry.webhook_delivery("slack", kind, "duplicate")
+            return web.Response(status=200, text="")
+        self._signatures[signature] = True
+        team = _team_of(bolt_request.body)
+        if self.settings.team_id is not None and team != self.settings.team_id:
+            log.warning("Slack request from workspace %r refused (not the configured one)", team)
+            self.telemetry.webhook_delivery("slack", kind, "refused")
+            return web.Response(status=403, text="this app serves another Slack workspace\n")
+        return None
 
     async def _check_token(self) -> None:
         assert self.api is not None
@@ -353,7 +431,7 @@ class SlackIntegration:
             await self._ack_with(ack, m.usage(reason_of(e)))
             return
         await ack()
-        self._spawn(self._run(command, Requester.of_command(body)))
+        self._spawn(self._run_typed(command, Requester.of_command(body)))
 
     async def _on_approve_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """``/approve FREIGHT for STAGE``: ``/promote approve ...`` under its own name."""
@@ -363,14 +441,14 @@ class SlackIntegration:
             await self._ack_with(ack, m.usage(reason_of(e)))
             return
         await ack()
-        self._spawn(self._run(command, Requester.of_command(body)))
+        self._spawn(self._run_typed(command, Requester.of_command(body)))
 
     async def _on_abort(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         value = self._value(body)
         if value is not None:
             command = Command("abort", target=str(value.get("promotion") or ""))
-            self._spawn(self._run(command, Requester.of_action(body)))
+            self._spawn(self._run(command, Requester.of_action(body), str(value["ns"])))
 
     async def _on_reverify(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
@@ -378,7 +456,9 @@ class SlackIntegration:
         if value is not None:
             command = Command("verify", stage=str(value.get("stage") or ""))
             promotion = str(value.get("promotion") or "")
-            self._spawn(self._run(command, Requester.of_action(body), follow=promotion))
+            self._spawn(
+                self._run(command, Requester.of_action(body), str(value["ns"]), follow=promotion)
+            )
 
     async def _on_promote_next(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
@@ -390,7 +470,7 @@ class SlackIntegration:
                 stage=str(value.get("stage") or ""),
                 after=str(value.get("after") or "") or None,
             )
-            self._spawn(self._run(command, Requester.of_action(body)))
+            self._spawn(self._run(command, Requester.of_action(body), str(value["ns"])))
 
     async def _on_confirm(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
@@ -398,29 +478,61 @@ class SlackIntegration:
 
     async def _on_cancel(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        self._spawn(self._run(Command("cancel"), Requester.of_action(body)))
+        # The Cancel button carries the same value as Confirm: its project.
+        try:
+            ns = PendingPromotion.from_value(_action_value(body)).namespace
+        except ValueError:
+            ns = self._default_project() or ""
+        self._spawn(self._run(Command("cancel"), Requester.of_action(body), ns))
 
     @staticmethod
     async def _ack_with(ack: AsyncAck, message: Message) -> None:
         await ack(text=message.text, blocks=list(message.blocks), response_type="ephemeral")
 
     def _value(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """A button's value (JSON we wrote), only for our project."""
+        """A button's value (JSON we wrote), only for a project this bot acts on."""
         try:
             value = json.loads(_action_value(body))
         except ValueError:
             return None
-        if not isinstance(value, Mapping) or value.get("ns") != self.settings.namespace:
+        if not isinstance(value, Mapping) or not self._reaches(str(value.get("ns") or "")):
             return None
         return value
 
     # ---- the work -----------------------------------------------------------------------------
 
-    async def _decide(self, command: Command, who: Requester) -> Plan:
+    async def _run_typed(self, command: Command, who: Requester) -> None:
+        """A typed command: the channel it was typed in says which project it acts on."""
+        where = self._route(who.channel)
+        stage = command.stage
+        if stage and ("/" in stage or where.project is None):
+            # A qualified name, or a Stage looked for across projects (promoter.chat.targets).
+            try:
+                target = await find_stage(self.service, stage, where)
+            except (PermanentError, TemporaryError) as e:
+                await self._tell(who, m.say(f":warning: {e}. Nothing was changed."))
+                return
+            if isinstance(target, NotResolved):
+                await self._tell(who, m.refused(target.reason))
+                return
+            command = replace(command, stage=target.stage)
+            await self._run(command, who, target.project)
+        elif where.project is not None:
+            await self._run(command, who, where.project)
+        elif where.projects:
+            await self._tell(who, m.several_projects(where.projects))
+        else:
+            names = [p.name for p in projects_of(self.service)]
+            await self._tell(who, m.unmapped_channel(who.channel, names))
+
+    async def _decide(self, command: Command, who: Requester, ns: str) -> Plan:
         """Gather the facts (the project, the user's groups where a promoter list names
         groups, the time) and ask the planner every front end shares."""
-        ns = self.settings.namespace
-        defaults = self.settings.default_promoters
+        # The project's own promoters (its namespace's slack-promoters), else the server's.
+        project = next((p for p in projects_of(self.service) if p.name == ns), None)
+        defaults = (
+            project.slack_promoters if project and project.slack_promoters else None
+        ) or self.settings.default_promoters
         snapshot = await self.service.snapshot(ns)
         groups: list[str] = []
         wanted = groups_to_resolve(stages_to_authorize(command, snapshot), defaults)
@@ -428,29 +540,26 @@ class SlackIntegration:
             assert self.groups is not None
             groups = await self.groups.of(who.user, wanted)
         now = self.clock.now()
-        email: str | None = None
-        if freight_to_approve(command, snapshot, now) is not None:
-            # The Stage forbids self-approval: whose change the Freight carries is told by
-            # the commits' e-mail addresses, matched against the user's Slack profile.
-            assert self.api is not None
-            email = await self.api.user_email(who.user)
         facts = Facts(
             snapshot,
             authorizer(who.user, groups, defaults),
             now=now,
             confirm=needs_confirmation,
             may_approve=authorizer(who.user, groups, defaults, approve=True),
-            authored=authored_by(email),
+            authored=authored_on_slack,
         )
         return plan(command, facts)
 
-    async def _run(self, command: Command, who: Requester, *, follow: str | None = None) -> None:
-        """Decide and carry out one command; every outcome is told to ``who``."""
+    async def _run(
+        self, command: Command, who: Requester, ns: str, *, follow: str | None = None
+    ) -> None:
+        """Decide and carry out one command in project ``ns``; every outcome is told to
+        ``who``."""
         try:
-            decision = await self._decide(command, who)
-            await self._carry_out(decision, who, confirmed=command.confirmed)
+            decision = await self._decide(command, who, ns)
+            await self._carry_out(decision, who, ns, confirmed=command.confirmed)
             if follow and isinstance(decision, DoReverify):
-                snapshot = await self.service.snapshot(self.settings.namespace)
+                snapshot = await self.service.snapshot(ns)
                 watched = next((p for p in snapshot.promotions if name_of(p) == follow), None)
                 if watched is not None:
                     self.live.watch_again(dict(watched))
@@ -458,16 +567,18 @@ class SlackIntegration:
             await self._tell(
                 who,
                 m.say(
-                    f":warning: Could not check your user groups with Slack ({e}). "
+                    f":warning: Could not check your user groups with Slack ({b.escape(str(e))}). "
                     "Nothing was changed; try again in a moment."
                 ),
                 replace=command.confirmed,
             )
         except PermanentError as e:  # not found, refused, invalid: the user must change it
-            await self._tell(who, m.refused(str(e)), replace=command.confirmed)
+            await self._tell(who, m.refused(b.escape(str(e))), replace=command.confirmed)
         except TemporaryError as e:
             await self._tell(
-                who, m.say(f":warning: {e}. Nothing was changed."), replace=command.confirmed
+                who,
+                m.say(f":warning: {b.escape(str(e))}. Nothing was changed."),
+                replace=command.confirmed,
             )
         except asyncio.CancelledError:
             raise
@@ -479,8 +590,9 @@ class SlackIntegration:
                 replace=command.confirmed,
             )
 
-    async def _carry_out(self, decision: Plan, who: Requester, *, confirmed: bool = False) -> None:
-        ns = self.settings.namespace
+    async def _carry_out(
+        self, decision: Plan, who: Requester, ns: str, *, confirmed: bool = False
+    ) -> None:
         if isinstance(decision, Refusal):
             await self._tell(who, m.refused(decision.reason), replace=confirmed)
         elif isinstance(decision, ShowHelp):
@@ -539,7 +651,7 @@ class SlackIntegration:
                 text = f":rocket: Confirmed: Promotion `{ref.name}` to *{decision.stage}* created."
             else:
                 text = (
-                    f":rocket: Promotion `{ref.name}` of *{decision.label.short}* to "
+                    f":rocket: Promotion `{ref.name}` of *{b.escape(decision.label.short)}* to "
                     f"*{decision.stage}* created."
                 )
             await self._tell(who, m.say(text), replace=confirmed)
@@ -561,11 +673,12 @@ class SlackIntegration:
             await self._tell(who, m.refused("that button is not one of mine"))
             return
         now = self.clock.now().timestamp()
-        if pending.namespace != self.settings.namespace:
+        if not self._reaches(pending.namespace):
             await self._tell(who, m.refused("that confirmation is for another project"))
             return
         if pending.user != who.user:
-            await self._tell(who, m.refused(f"only <@{pending.user}> can confirm this"))
+            only = f":no_entry: only <@{pending.user}> can confirm this. Nothing was changed."
+            await self._tell(who, m.say(only))
             return
         if pending.expired(now):
             await self._tell(
@@ -590,11 +703,11 @@ class SlackIntegration:
             raw=pending.retry_command(),
         )
         try:
-            decision = await self._decide(command, who)
+            decision = await self._decide(command, who, pending.namespace)
             if not isinstance(decision, DoPromote):
                 # Refused now: the button may be pressed again once that changes.
                 self._confirmed.pop(pending.nonce, None)
-            await self._carry_out(decision, who, confirmed=True)
+            await self._carry_out(decision, who, pending.namespace, confirmed=True)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -605,7 +718,9 @@ class SlackIntegration:
                 if isinstance(e, PermanentError | TemporaryError | SlackError)
                 else type(e).__name__
             )
-            await self._tell(who, m.say(f":warning: Promotion failed: {reason}"), replace=True)
+            await self._tell(
+                who, m.say(f":warning: Promotion failed: {b.escape(reason)}"), replace=True
+            )
 
     async def _tell(self, who: Requester, message: Message, *, replace: bool = False) -> None:
         """An ephemeral answer: through response_url, else chat.postEphemeral."""

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from promoter.chat import neutral
+
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3000
 MAX_CONTEXT_TEXT = 3000
@@ -44,8 +46,14 @@ def clip(text: str, limit: int) -> str:
 
 
 def escape(text: str) -> str:
-    """Escape the three characters Slack's mrkdwn treats as control characters."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text from others in mrkdwn: the one neutraliser's Slack form (promoter.chat.neutral)."""
+    return neutral.mrkdwn(text)
+
+
+def link(url: str, title: str) -> str | None:
+    """``<url|title>`` for a URL from others; None when it is not an http(s) URL."""
+    safe = neutral.link_url(url)
+    return f"<{escape(safe)}|{escape(title)}>" if safe is not None else None
 
 
 def section(text: str) -> Block:

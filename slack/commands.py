@@ -11,7 +11,6 @@ Confirm in the button's value; :mod:`slack.app` gathers the facts and carries ou
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -19,7 +18,7 @@ from typing import Any
 
 from promoter.chat.planner import Decision, deciding_list, listed, stage_annotation
 from promoter.resources import annotations as ann
-from promoter.resources.model import meta, name_of
+from promoter.resources.model import meta, name_of, namespace_of
 
 # ---- confirmations ----------------------------------------------------------------------------
 
@@ -109,7 +108,9 @@ def slack_may_act(
     for entry in allowed:
         if entry == user_id or entry in groups:
             return Decision(True, "listed as an approver" if approve else "listed as a promoter")
-    return Decision(False, f"<@{user_id}> may not {what} Stage {name_of(stage)}")
+    project = namespace_of(stage)
+    where = f" in project {project}" if project else ""
+    return Decision(False, f"<@{user_id}> may not {what} Stage {name_of(stage)}{where}")
 
 
 def promoters_of(stage: Mapping[str, Any] | None, defaults: Sequence[str]) -> list[str]:
@@ -133,31 +134,12 @@ def groups_to_resolve(stages: Sequence[Mapping[str, Any]], defaults: Sequence[st
     return list(wanted)
 
 
-_EMAIL = re.compile(r"<([^<>@\s]+@[^<>\s]+)>")
-
-
-def commit_emails(freight: Mapping[str, Any]) -> set[str]:
-    """The e-mail addresses of the authors and committers of the Freight's commits (git's
-    ``Name <email>``, as Warehouses record them), lower case."""
-    out: set[str] = set()
-    for commit in freight.get("commits") or ():
-        if not isinstance(commit, Mapping):
-            continue
-        for who in (commit.get("author"), commit.get("committer")):
-            out.update(m.lower() for m in _EMAIL.findall(str(who or "")))
-    return out
-
-
-def authored_by(email: str | None) -> Callable[[Mapping[str, Any]], bool | None]:
-    """Slack's answer to "did this user author a change the Freight carries": their Slack
-    profile's e-mail among the commits' authors and committers; None (cannot tell) without it."""
-
-    def authored(freight: Mapping[str, Any]) -> bool | None:
-        if not email:
-            return None
-        return email.lower() in commit_emails(freight)
-
-    return authored
+def authored_on_slack(freight: Mapping[str, Any]) -> bool | None:
+    """Slack's answer to "did this user author a change the Freight carries": no change, no;
+    otherwise it cannot tell (None), and the planner refuses. A Slack account is no GitHub
+    account, and a commit's ``Author:`` line is whatever its committer typed, so neither the
+    profile's e-mail nor the commits' lines may decide it (handlers/authors.py asks GitHub)."""
+    return None if freight.get("commits") else False
 
 
 def needs_confirmation(stage: Mapping[str, Any]) -> bool:

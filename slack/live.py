@@ -29,7 +29,7 @@ import contextlib
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -119,8 +119,12 @@ class LiveMessages:
         retry_delay: float = 1.0,
         promotion_url: str | None = None,
         clock: Clock = SYSTEM,
+        project_channel: Callable[[str], str | None] = lambda namespace: None,
     ) -> None:
         self.service = service
+        # Where a Promotion of a Stage without a channel of its own is followed: its
+        # project's first channel (longshoreman.dev/slack-channels on the namespace).
+        self.project_channel = project_channel
         self.clock = clock  # its wall time is compared with Slack's message timestamps
         # {namespace}/{promotion} template of the Promotion's status page (None: no link).
         self.promotion_url = promotion_url
@@ -422,7 +426,7 @@ class LiveMessages:
 
         record = self._records.get(key) or MessageRecord.of(obj)
         if record is None:
-            channel = channel_of(stage)
+            channel = channel_of(stage) or self.project_channel(key[0])
             if channel is None:
                 return Outcome.IGNORED
             posted, found = await self._post_once(key, channel, message)

@@ -6,6 +6,7 @@ replies and the confirmation prompt. Each function takes plain objects and retur
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from promoter.chat.views import (
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta
 from promoter.resources.stages import phase_of
+from promoter.urls import without_credentials
 from slack import blocks as b
 from slack.blocks import Message
 from slack.commands import PendingPromotion
@@ -61,9 +63,14 @@ def channel_of(stage: Mapping[str, Any] | None) -> str | None:
     return value or None
 
 
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{1,20}$")
+
+
 def actor_label(actor: str) -> str:
     """``slack:T1/U1`` as a Slack mention; anyone else as text."""
-    if actor.startswith("slack:") and "/" in actor:
+    # The annotation is anyone's who may create a Promotion: only a real user id becomes a
+    # mention, anything else (``slack:T1/<!channel>``) is shown as text.
+    if actor.startswith("slack:") and _SLACK_USER.match(actor.rsplit("/", 1)[-1]):
         return f"<@{actor.rsplit('/', 1)[1]}>"
     return b.escape(actor) if actor else "someone"
 
@@ -239,7 +246,7 @@ def render_promotion(view: PromotionView) -> Message:
     if view.link:
         facts.append(f"<{b.escape(view.link)}|Details>")
     # The project's deep links (ProjectConfig freightLinks / stageLinks).
-    facts.extend(f"<{b.escape(x.url)}|{b.escape(x.title)}>" for x in view.links)
+    facts.extend(shown for x in view.links if (shown := b.link(x.url, x.title)) is not None)
     blocks.append(b.context(" · ".join(facts)))
     if lines:
         blocks.extend(b.chunked_sections(_step_text(s) for s in lines))
@@ -396,7 +403,33 @@ def say(text: str) -> Message:
 
 
 def refused(reason: str) -> Message:
+    """A refusal in mrkdwn (the planner's reasons mention the requester: ``<@U2> may not``).
+
+    Refusals are ephemeral, seen by the requester alone, so a mention in them notifies no one;
+    what the cluster said in one is escaped by the caller."""
     return say(f":no_entry: {reason}. Nothing was changed.")
+
+
+def unmapped_channel(channel: str | None, projects: Sequence[str]) -> Message:
+    """A command typed in a channel no project names (and no default project is set)."""
+    where = f"`{b.escape(channel)}`" if channel else "this conversation"
+    listed = ", ".join(f"`{b.escape(p)}`" for p in projects) or "none yet"
+    example = projects[0] if projects else "PROJECT"
+    return say(
+        f":compass: No project is mapped to this channel. Projects: {listed}. To map it, "
+        f"annotate the project's namespace: `kubectl annotate namespace {b.escape(example)} "
+        f"longshoreman.dev/slack-channels={where.strip('`')}`. Nothing was changed."
+    )
+
+
+def several_projects(projects: Sequence[str]) -> Message:
+    """A command typed in a channel that several projects name."""
+    listed = ", ".join(f"`{b.escape(p)}`" for p in projects)
+    return say(
+        f":compass: This channel belongs to several projects ({listed}); name the Stage with "
+        f"its project, as in `/promote latest to {b.escape(projects[0])}/STAGE`. "
+        "Nothing was changed."
+    )
 
 
 def _environment(link: EnvironmentLink | None) -> str:
@@ -405,7 +438,8 @@ def _environment(link: EnvironmentLink | None) -> str:
         return ""
     name = b.escape(link.name)
     shown = f"<{link.pages[0][1]}|{name}>" if link.pages else name
-    return f" · environment {shown}" + (f" (<{link.url}|open>)" if link.url else "")
+    opened = b.link(link.url, "open") if link.url else None
+    return f" · environment {shown}" + (f" ({opened})" if opened else "")
 
 
 def status_table(rows: Sequence[StageView], namespace: str) -> Message:
@@ -437,19 +471,25 @@ def duration_text(seconds: float) -> str:
 
 
 def _artifacts(freight: Mapping[str, Any]) -> list[str]:
+    """What the Freight holds, its URLs without credentials (Freight written with kubectl may
+    carry them)."""
+
+    def url(artifact: Mapping[str, Any]) -> str:
+        return without_credentials(str(artifact.get("repoURL") or ""))
+
     out = [
-        f"`{image.get('repoURL', '')}:{image.get('tag', '')}`"
+        f"`{url(image)}:{image.get('tag', '')}`"
         for image in freight.get("images") or ()
         if isinstance(image, Mapping)
     ]
     out += [
-        f"`{chart.get('repoURL', '')}{'/' + str(chart['name']) if chart.get('name') else ''}"
+        f"`{url(chart)}{'/' + str(chart['name']) if chart.get('name') else ''}"
         f":{chart.get('version', '')}`"
         for chart in freight.get("charts") or ()
         if isinstance(chart, Mapping)
     ]
     out += [
-        f"`{commit.get('repoURL', '')}` @ `{str(commit.get('tag') or commit.get('id', ''))[:12]}`"
+        f"`{url(commit)}` @ `{str(commit.get('tag') or commit.get('id', ''))[:12]}`"
         for commit in freight.get("commits") or ()
         if isinstance(commit, Mapping)
     ]

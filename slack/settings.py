@@ -16,6 +16,7 @@ from promoter.environment import with_new_names
 
 # Slack IDs: users U…/W… (Enterprise Grid), user groups S….
 _SLACK_ID = re.compile(r"^[UWS][A-Z0-9]{2,}$")
+_TEAM = re.compile(r"^[TE][A-Z0-9]{2,}$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -60,8 +61,11 @@ class SlackSettings:
     # Who may act when a Stage lists nobody in longshoreman.dev/slack-promoters (user and
     # user-group IDs); empty allows every member of the workspace.
     default_promoters: tuple[str, ...] = ()
-    # The Kargo project (namespace) slash commands act on.
+    # The Kargo project (namespace) slash commands act on in channels no project names
+    # (longshoreman.dev/slack-channels on its namespace); when projects are labelled, only if
+    # set (project_set), so an unmapped channel says how to map it instead.
     namespace: str = "default"
+    project_set: bool = False
     # How long a Confirm button stays valid.
     confirm_ttl: float = 300.0
     # At most one chat.update per message per this many seconds (Slack's chat.update is rate
@@ -77,6 +81,10 @@ class SlackSettings:
     # Link template for a Promotion's page ({namespace}, {promotion}); the app layer sets it
     # from LONGSHOREMAN_PUBLIC_URL. None: messages carry no link.
     promotion_url: str | None = None
+    # The workspace (team ID, T…) the app serves (LONGSHOREMAN_SLACK_TEAM_ID): requests from
+    # any other are refused. One signing secret signs for every workspace an app is installed
+    # in, so the signature alone does not say which one is asking. None: not checked.
+    team_id: str | None = None
 
     def link_for(self, namespace: str, promotion: str) -> str | None:
         if not self.promotion_url:
@@ -125,12 +133,19 @@ class SlackSettings:
             raise SlackSettingsError(
                 f"LONGSHOREMAN_SLACK_PROJECT={namespace!r} is not a valid namespace name"
             )
+        team_id = env.get("LONGSHOREMAN_SLACK_TEAM_ID", "").strip() or None
+        if team_id is not None and not _TEAM.match(team_id):
+            raise SlackSettingsError(
+                f"LONGSHOREMAN_SLACK_TEAM_ID={team_id!r} is not a Slack team ID (T…)"
+            )
         return cls(
+            team_id=team_id,
             bot_token=token,
             signing_secret=secret,
             api_url=api_url,
             default_promoters=promoters,
             namespace=namespace,
+            project_set=bool(env.get("LONGSHOREMAN_SLACK_PROJECT", "").strip()),
             confirm_ttl=_float(env, "LONGSHOREMAN_SLACK_CONFIRM_TTL", cls.confirm_ttl, 1.0),
             update_interval=_float(
                 env, "LONGSHOREMAN_SLACK_UPDATE_INTERVAL", cls.update_interval, 0.0

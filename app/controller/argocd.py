@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.controller import kube as k
-from app.controller.informer import Informer
+from app.controller.informer import Informer, NamespacedInformers
 from promoter.errors import StepError
 from promoter.steps.argocd import ApplicationConflict
 
@@ -19,7 +19,7 @@ from promoter.steps.argocd import ApplicationConflict
 class KubeArgoCDApps:
     """The Argo CD port of the argocd steps, over the Kubernetes API."""
 
-    def __init__(self, kube: k.Kube, cache: Informer | None = None) -> None:
+    def __init__(self, kube: k.Kube, cache: Informer | NamespacedInformers | None = None) -> None:
         self.kube = kube
         self.cache = cache
 

@@ -20,6 +20,7 @@ from promoter.clock import Clock
 from promoter.control.rollback import plan_rollback
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of, namespace_of
+from promoter.rules.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +28,16 @@ log = logging.getLogger(__name__)
 class AutomaticPromotions:
     """Creates auto-promotions (the verifier asks) and auto-rollbacks (a failure asks)."""
 
-    def __init__(self, kube: k.Kube, caches: Caches, rules: ProjectRules, clock: Clock) -> None:
+    def __init__(
+        self,
+        kube: k.Kube,
+        caches: Caches,
+        rules: ProjectRules,
+        clock: Clock,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
         self.kube = kube
+        self.limits = limits
         self.caches = caches
         self.rules = rules
         self.clock = clock
@@ -48,6 +57,7 @@ class AutomaticPromotions:
             actor=actor,
             now=self.clock.now(),
             annotations=annotations,
+            limits=self.limits,
         )
         self.caches.promotions.observe(created)
         return created

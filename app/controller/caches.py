@@ -14,7 +14,7 @@ from typing import Any
 
 from app.controller import kube as k
 from app.controller.creation import InformerTasks
-from app.controller.informer import FreightRefs, Informer, OnEvent
+from app.controller.informer import FreightRefs, Informer, NamespacedInformers, OnEvent
 from app.controller.verification import auto_promote_enabled
 from promoter.control import selection
 from promoter.engine.builder import TaskSource
@@ -60,6 +60,26 @@ def health_apps(promotion: Mapping[str, Any]) -> list[str]:
     return out
 
 
+# Where argocd-update looks for an Application whose namespace it is not told (Kargo's default).
+ARGOCD_NAMESPACE = "argocd"
+
+
+def application_namespaces(stage: Mapping[str, Any]) -> set[str]:
+    """The namespaces of the Applications a Stage's own argocd-update steps name literally (an
+    expression is only known when the step runs: it reads with a GET then)."""
+    template = ((stage.get("spec") or {}).get("promotionTemplate") or {}).get("spec") or {}
+    out: set[str] = set()
+    for step in template.get("steps") or ():
+        if not isinstance(step, Mapping) or step.get("uses") != "argocd-update":
+            continue
+        for app in (step.get("config") or {}).get("apps") or ():
+            if isinstance(app, Mapping):
+                namespace = app.get("namespace") or ARGOCD_NAMESPACE
+                if isinstance(namespace, str) and "${{" not in namespace:
+                    out.add(namespace)
+    return out
+
+
 def _stage_index(obj: Mapping[str, Any]) -> list[str]:
     stage = (obj.get("spec") or {}).get("stage")
     return [f"{namespace_of(obj) or 'default'}/{stage}"] if stage else []
@@ -91,7 +111,13 @@ class Caches:
         self.warehouses = Informer(kube, k.WAREHOUSES, namespace=namespace)
         self.tasks = Informer(kube, k.PROMOTION_TASKS, namespace=namespace)
         self.cluster_tasks = Informer(kube, k.CLUSTER_PROMOTION_TASKS)
-        self.applications = Informer(kube, k.APPLICATIONS)
+        # Argo CD Applications: everywhere, or (one namespace served) only in that namespace,
+        # Argo CD's own and the namespaces the Stages' argocd-update steps name.
+        self.applications: Informer | NamespacedInformers = (
+            Informer(kube, k.APPLICATIONS)
+            if namespace is None
+            else NamespacedInformers(kube, k.APPLICATIONS, (namespace, ARGOCD_NAMESPACE))
+        )
         self.promotions.add_index("stage", _stage_index)
         self.promotions.add_index("waiting-app", waiting_apps)
         self.promotions.add_index("health-app", health_apps)
@@ -118,6 +144,12 @@ class Caches:
         self.stages.on_event = stages
         self.freight.on_event = freight
         self.applications.on_event = applications
+
+    def follow_applications_of(self, stage: Mapping[str, Any]) -> None:
+        """Watch the Applications a Stage's argocd-update steps name, where not everywhere."""
+        if isinstance(self.applications, NamespacedInformers):
+            for namespace in application_namespaces(stage):
+                self.applications.add(namespace)
 
     def of_stage(self, namespace: str, stage: str) -> list[dict[str, Any]]:
         """The Promotions of one Stage."""

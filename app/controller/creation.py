@@ -11,8 +11,10 @@ from typing import Any
 from app.controller import kube as k
 from app.controller.informer import Informer
 from promoter.engine.builder import TaskSource, build_promotion
+from promoter.errors import InvalidInput
 from promoter.resources import annotations as ann
 from promoter.resources.model import StageSpec, TaskRef, TaskSpec, Var, parse_stage, parse_task
+from promoter.rules.limits import DEFAULT_LIMITS, Limits, promotion_problems
 
 
 class InformerTasks:
@@ -53,15 +55,24 @@ async def create_promotion(
     name: str | None = None,
     now: datetime | None = None,
     annotations: Mapping[str, str] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> dict[str, Any]:
     """Create a Promotion through the one builder (CLI, chat commands, auto-promotion).
 
     The creator announces it (PromotionCreated) as Kargo's API server does, once, with the
-    actor; the reconciler then only emits the outcome.
+    actor; the reconciler then only emits the outcome. One over the limits (too many steps once
+    inflated, too large) is refused here with :class:`InvalidInput`, before anything is written.
     """
     stage: StageSpec = parse_stage(stage_obj)
     promotion = build_promotion(
-        stage, freight_obj, tasks, actor=actor, extra_vars=tuple(extra_vars), name=name, now=now
+        stage,
+        freight_obj,
+        tasks,
+        actor=actor,
+        extra_vars=tuple(extra_vars),
+        name=name,
+        now=now,
+        limits=limits,
     )
     obj = promotion.to_object()
     obj.pop("status", None)
@@ -69,6 +80,9 @@ async def create_promotion(
         # e.g. an automatic rollback's (ann.rollback): Kargo's flag, which the engine reads
         # back as ctx.meta.promotion.rollback, and the failure it answers.
         obj["metadata"].setdefault("annotations", {}).update(annotations)
+    problems = promotion_problems(obj, limits)
+    if problems:
+        raise InvalidInput("; ".join(problems))
     created = await kube.create(k.PROMOTIONS, obj)
     await announce_created(kube, created)
     return created

@@ -377,3 +377,72 @@ def _sort_key(item: tuple[ObjectKey, JsonObject]) -> tuple[str, str]:
 
 def _key_order(key: ObjectKey) -> tuple[str, str]:
     return key[0] or "", key[1]
+
+
+class NamespacedInformers:
+    """One :class:`Informer` per namespace, for a set of namespaces that can grow: what the
+    controller watches of a kind it does not own (Argo CD Applications) when it serves one
+    namespace, so it lists and watches nothing outside the namespaces it needs.
+
+    Reads as one Informer does (``get``, ``items``, ``observe``, ``on_event``, ``synced``:
+    set once the namespaces known at start have synced); :meth:`add` starts one more.
+    """
+
+    def __init__(self, kube: Kube, rt: ResourceType, namespaces: Iterable[str]) -> None:
+        self.kube = kube
+        self.rt = rt
+        self.on_event: OnEvent | None = None
+        self.synced = asyncio.Event()
+        self._informers: dict[str, Informer] = {}
+        self._added = asyncio.Event()
+        for namespace in namespaces:
+            self.add(namespace)
+
+    @property
+    def namespaces(self) -> list[str]:
+        return sorted(self._informers)
+
+    def add(self, namespace: str) -> None:
+        if namespace and namespace not in self._informers:
+            self._informers[namespace] = Informer(
+                self.kube, self.rt, namespace=namespace, on_event=self._relay
+            )
+            self._added.set()
+
+    def _relay(self, kind: str, obj: JsonObject, old: JsonObject | None) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, obj, old)
+
+    def get(self, namespace: str | None, name: str) -> JsonObject | None:
+        informer = self._informers.get(namespace or "")
+        return informer.get(namespace, name) if informer is not None else None
+
+    def items(self, namespace: str | None = None) -> list[JsonObject]:
+        if namespace is not None:
+            informer = self._informers.get(namespace)
+            return informer.items() if informer is not None else []
+        return [obj for ns in sorted(self._informers) for obj in self._informers[ns].items()]
+
+    def observe(self, obj: JsonObject) -> bool:
+        informer = self._informers.get(str((obj.get("metadata") or {}).get("namespace") or ""))
+        return informer.observe(obj) if informer is not None else False
+
+    async def run(self) -> None:
+        """Run every namespace's informer, and each one added later; returns only by
+        cancellation."""
+        initial = list(self._informers.values())
+
+        async def synced() -> None:
+            await asyncio.gather(*(i.synced.wait() for i in initial))
+            self.synced.set()
+
+        running: set[str] = set()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(synced())
+            while True:
+                self._added.clear()
+                for namespace, informer in list(self._informers.items()):
+                    if namespace not in running:
+                        running.add(namespace)
+                        group.create_task(informer.run())
+                await self._added.wait()

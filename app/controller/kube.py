@@ -108,6 +108,9 @@ ANALYSIS_RUNS = ResourceType(*_ARGO, "analysisruns", "AnalysisRun", status_subre
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", status_subresource=False)
 EVENTS = ResourceType("", "v1", "events", "Event", status_subresource=False)
 # Read one at a time by name, for secret() and configMap() (app/controller/clusterdata.py).
+NAMESPACES = ResourceType(
+    "", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=False
+)
 SECRETS = ResourceType("", "v1", "secrets", "Secret", status_subresource=False)
 CONFIG_MAPS = ResourceType("", "v1", "configmaps", "ConfigMap", status_subresource=False)
 
@@ -164,6 +167,12 @@ async def retry_on_conflict(
 
 class Invalid(KubeError):
     """400/422: the request itself is wrong; retrying it cannot help."""
+
+
+class TooLarge(Invalid):
+    """413, or etcd's "request is too large": the object (or the request) is over the API
+    server's size limit (3 MiB a request, 1.5 MiB an object in etcd; aiohttp's 1 MiB in the
+    emulator). The same write can never succeed, so it is not retried."""
 
 
 class Gone(KubeError):
@@ -226,6 +235,8 @@ def error_for(status: int, body: Any, headers: Mapping[str, str], *, request: st
         return Conflict(text, status=status, reason=reason or "Conflict", **said)
     if status == 410:
         return Gone(text, status=status, reason=reason or "Expired", **said)
+    if status == 413 or "request is too large" in message.lower():
+        return TooLarge(text, status=status, reason=reason or "RequestEntityTooLarge", **said)
     if status in (400, 422):
         return Invalid(text, status=status, reason=reason or "Invalid", **said)
     if status == 429 or status >= 500:

@@ -50,7 +50,11 @@ from promoter.control.policies import (
 from promoter.control.windows import Schedule
 from promoter.resources.model import meta, name_of, namespace_of
 from promoter.resources.stages import Condition, set_condition
-from promoter.warehouses.project_receivers import ProjectReceiver, project_receivers
+from promoter.warehouses.project_receivers import (
+    MIN_SECRET_LENGTH,
+    ProjectReceiver,
+    project_receivers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +71,12 @@ class ProjectRules:
         namespace: str | None = None,
         enqueue_namespace: Callable[[str | None], None],
         receiver_base_url: str = "",
+        receiver_min_secret: int = MIN_SECRET_LENGTH,
+        project_labels: Callable[[str], Mapping[str, str]] = lambda namespace: {},
     ) -> None:
         self.kube = kube
+        # The labels of a project's namespace: what a ClusterConfig projectSelector matches.
+        self.project_labels = project_labels
         self.stages = stages
         self.clock = clock
         # Wakes every Stage of a namespace (None: of every namespace).
@@ -83,6 +91,7 @@ class ProjectRules:
         self._changed = asyncio.Event()
         # The projects' own webhook receivers, by path (every replica serves them).
         self.receiver_base_url = receiver_base_url.rstrip("/")
+        self.receiver_min_secret = receiver_min_secret
         self.receivers: dict[str, ProjectReceiver] = {}
         self._receiver_problems: dict[str, list[str]] = {}
         self._receiver_notes: dict[str, list[str]] = {}
@@ -142,7 +151,10 @@ class ProjectRules:
         return auto_rollback(stage, self.project(namespace_of(stage) or "default"))
 
     def schedule(self, stage: Mapping[str, Any]) -> Schedule:
-        return schedule_for(stage, self.project(namespace_of(stage) or "default"), self.cluster())
+        namespace = namespace_of(stage) or "default"
+        return schedule_for(
+            stage, self.project(namespace), self.cluster(), self.project_labels(namespace)
+        )
 
     # ---- events -------------------------------------------------------------------------------
 
@@ -199,7 +211,9 @@ class ProjectRules:
                 name = str((sender_config.get("secretRef") or {}).get("name") or "")
                 if name and name not in secrets:
                     secrets[name] = await self._secret(namespace, name)
-        found, problems, notes = project_receivers(namespace, specs, lambda name: secrets.get(name))
+        found, problems, notes = project_receivers(
+            namespace, specs, lambda name: secrets.get(name), self.receiver_min_secret
+        )
         self.receivers = {
             path: r for path, r in self.receivers.items() if r.project != namespace
         } | {r.path: r for r in found}

@@ -18,6 +18,7 @@ from app.controller.reconciler import Controller
 from app.controller.warehouses.reconciler import request_refresh
 from promoter.chat.planner import not_approvable, not_available
 from promoter.chat.port import PromotionRef, Snapshot
+from promoter.control.projects import Project
 from promoter.errors import LongshoremanError, NotFound, Refused, TemporaryError
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of, namespace_of
@@ -88,6 +89,7 @@ class ClusterPromotions:
                 self.controller.task_source,
                 actor=actor,
                 now=self.controller.clock.now(),
+                limits=self.controller.limits,
             )
         except k.KubeError as e:
             raise _translated(e, "the Promotion", namespace) from e
@@ -187,6 +189,9 @@ class ClusterPromotions:
                 k.FREIGHT, namespace, freight, {"metadata": {"annotations": dict(annotations)}}
             )
 
+    def projects(self) -> list[Project]:
+        return self.controller.served.projects()
+
     def is_leader(self) -> bool:
         return self.controller.leading
 
@@ -262,6 +267,9 @@ class DeferredPromotions:
         self, namespace: str, freight: str, annotations: Mapping[str, str]
     ) -> None:
         await self._get().annotate_freight(namespace, freight, annotations)
+
+    def projects(self) -> list[Project]:
+        return [] if self.target is None else self.target.projects()
 
     def is_leader(self) -> bool:
         return self.target is not None and self.target.is_leader()

@@ -24,8 +24,9 @@ from app.controller.automatic import AutomaticPromotions
 from app.controller.caches import Caches, waiting_apps
 from app.controller.control_flow import ControlFlowStages
 from app.controller.creation import announce_created
-from app.controller.informer import Informer
+from app.controller.informer import Informer, NamespacedInformers
 from app.controller.policies import ProjectRules
+from app.controller.projects import ServedProjects
 from app.controller.routing import EventRouter, Waker
 from app.controller.runtimes import Runtimes, WorkDirs, cluster_services
 from app.controller.verification import Verifier
@@ -34,10 +35,11 @@ from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
 from promoter.control import selection
 from promoter.control.policies import ClusterConfig, ProjectConfig
+from promoter.control.projects import ProjectSelection
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
-from promoter.engine.builder import ensure_inflated
-from promoter.errors import InvalidInput
+from promoter.engine.builder import ensure_inflated, template_steps
+from promoter.errors import InvalidInput, Refused
 from promoter.ports.telemetry import log_context, set_log_context
 from promoter.resources.model import (
     Phase,
@@ -50,8 +52,16 @@ from promoter.resources.model import (
 from promoter.resources.stages import (
     phase_of,
 )
+from promoter.rules.limits import (
+    DEFAULT_LIMITS,
+    Limits,
+    object_size_problems,
+    own_steps_problem,
+    promotion_problems,
+)
 from promoter.steps.base import Effect, StepServices
 from promoter.steps.registry import StepRegistry
+from promoter.warehouses.project_receivers import MIN_SECRET_LENGTH
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +87,7 @@ class Controller:
         services: StepServices,
         work_dir: Path,
         namespace: str | None = None,
+        projects: ProjectSelection | None = None,
         max_concurrent: int = 16,
         min_requeue: float = 10.0,
         default_requeue: float = engine.DEFAULT_RUNNING_RETRY,
@@ -85,8 +96,13 @@ class Controller:
         on_promotion_finished: Callable[[Mapping[str, Any]], None] | None = None,
         on_reconcile: Callable[[float], None] | None = None,
         receiver_base_url: str = "",
+        limits: Limits = DEFAULT_LIMITS,
+        receiver_min_secret: int = MIN_SECRET_LENGTH,
     ) -> None:
         self.kube = kube
+        # What one Promotion may ask for (promoter.rules.limits; the LONGSHOREMAN_MAX_* settings).
+        self.limits = limits
+        self.namespace = namespace
         self.max_concurrent = max_concurrent
         self.min_requeue = min_requeue
         self.health_interval = health_interval
@@ -95,7 +111,15 @@ class Controller:
         self.on_reconcile = on_reconcile
         self.queue = WorkQueue(clock=clock)
         self.caches = Caches(kube, namespace=namespace)
-        self.waker = Waker(self.queue, self.caches)
+        # The projects served (all, a list, a label selector) and their routing.
+        self.served = ServedProjects(
+            kube,
+            projects or ProjectSelection(),
+            warehouses=self.caches.warehouses,
+            namespace=namespace,
+        )
+        self.waker = Waker(self.queue, self.caches, self.served.serves)
+        self.served.on_change.append(self.waker.enqueue_namespace)
         # ProjectConfigs and the ClusterConfig: policies, windows, links (app.controller.policies).
         self.rules = ProjectRules(
             kube,
@@ -104,9 +128,11 @@ class Controller:
             namespace=namespace,
             enqueue_namespace=self.waker.enqueue_namespace,
             receiver_base_url=receiver_base_url,
+            receiver_min_secret=receiver_min_secret,
+            project_labels=self.served.labels,
         )
         self.router = EventRouter(self.caches, self.waker, self.rules)
-        self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock)
+        self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock, limits)
         self.control_flow = ControlFlowStages(kube, self.caches, clock)
         self.verifier = Verifier(
             kube,
@@ -114,6 +140,7 @@ class Controller:
             enqueue=self.waker.enqueue_stage,
             create_promotion=self.automatic.promote,
             auto_promotes=self.rules.auto_promotes,
+            namespace=namespace,
             stage_of=self.caches.stages.get,
         )
         work_dirs = WorkDirs(work_dir)
@@ -158,7 +185,7 @@ class Controller:
         return self.router.wake_pr(url)
 
     @property
-    def informers(self) -> tuple[Informer, ...]:
+    def informers(self) -> tuple[Informer | NamespacedInformers, ...]:
         caches = self.caches
         return (
             caches.promotions,
@@ -167,6 +194,7 @@ class Controller:
             caches.warehouses,
             caches.tasks,
             caches.cluster_tasks,
+            self.served.namespaces,
             *(() if self.argocd_missing else (caches.applications,)),
             *self.verifier.informers,
             *self.rules.informers,
@@ -185,7 +213,7 @@ class Controller:
         await self.verifier.probe()
         await self.rules.probe()
         try:
-            await self.kube.list(k.APPLICATIONS)
+            await self.kube.list(k.APPLICATIONS, self.namespace)
         except k.NotFound:
             # Without Argo CD's CRD there is nothing to watch; argocd steps say so when used.
             self.argocd_missing = True
@@ -337,6 +365,10 @@ class Controller:
         namespace = namespace_of(obj) or "default"
         set_log_context(promotion=name_of(obj))
         spec = obj.get("spec") or {}
+        # Before anything reads its steps: a huge Promotion costs no more than measuring it.
+        problems = promotion_problems(obj, self.limits)
+        if problems and not phase_of(obj).terminal:
+            return 0.0, await self.writer.fail(obj, "; ".join(problems))
         try:
             promotion = Promotion.from_object(obj)
         except InvalidInput as e:
@@ -352,8 +384,14 @@ class Controller:
             )
         try:
             stage = parse_stage(stage_obj)
-            inflated = ensure_inflated(promotion, stage, self.task_source)
-        except InvalidInput as e:
+            inflated = ensure_inflated(promotion, stage, self.task_source, self.limits)
+            if promotion.steps and not _started(promotion):
+                # Steps come from the Stage: one that brought its own runs none of them.
+                template = template_steps(promotion, stage, self.task_source, self.limits)
+                refusal = own_steps_problem(inflated.steps, template, stage.name, self.limits)
+                if refusal is not None:
+                    raise Refused(refusal)
+        except (InvalidInput, Refused) as e:
             return 0.0, await self.writer.fail(obj, str(e))
         if inflated.steps != promotion.steps or inflated.vars != promotion.vars:
             # Record the inflated steps on the object (kubectl shows what will run), once.
@@ -372,8 +410,22 @@ class Controller:
                 # them). A step that reaches out is always preceded and followed by a write, so
                 # a replay reproduces exactly what it pushed or synced.
                 promotion = outcome.promotion
+                # Steps that never wait (compose-output, yaml-update) would otherwise run back
+                # to back: let the other Stages, webhooks and /healthz in between them.
+                await asyncio.sleep(0)
                 continue
-            written = await self.writer.write_status(obj, promotion, outcome.promotion)
+            # A status that cannot be stored ends the Promotion, instead of a write that is
+            # refused again on every retry while the Stage's queue waits behind it.
+            too_large = object_size_problems(
+                {"status": outcome.promotion.status.to_dict()}, self.limits
+            )
+            if too_large:
+                return 0.0, await self.writer.fail(obj, f"{too_large[0]}: {_TOO_LARGE}")
+            try:
+                written = await self.writer.write_status(obj, promotion, outcome.promotion)
+            except k.TooLarge as e:
+                message = f"the API server refused the status as too large ({e.server_message})"
+                return 0.0, await self.writer.fail(obj, f"{message}: {_TOO_LARGE}")
             if written is None:
                 return 0.0, None  # someone else changed it (abort?): the next event re-decides
             obj, promotion = written, outcome.promotion
@@ -427,3 +479,12 @@ class Controller:
         if written is None:
             return
         await self.writer.finished(written, aborted)
+
+
+_TOO_LARGE = "a step's outputs are too large to record; make them smaller"
+
+
+def _started(promotion: Promotion) -> bool:
+    """Whether a step of the Promotion ran (its steps are then the ones recorded at start)."""
+    status = promotion.status
+    return status.phase is not Phase.PENDING or bool(status.steps) or status.current_step > 0

@@ -28,15 +28,22 @@ Listener = Callable[[dict[str, Any], dict[str, Any] | None], None]
 class Waker:
     """Puts Stages on the work queue while this replica leads (standbys only keep caches)."""
 
-    def __init__(self, queue: WorkQueue, caches: Caches) -> None:
+    def __init__(
+        self,
+        queue: WorkQueue,
+        caches: Caches,
+        serves: Callable[[str], bool] = lambda namespace: True,
+    ) -> None:
         self.queue = queue
         self.caches = caches
+        # Only the served projects' Stages are reconciled (app.controller.projects).
+        self.serves = serves
         self.leading = False
 
     def enqueue_stage(
         self, namespace: str, stage: str, *, wake: bool = False, after: float = 0
     ) -> None:
-        if self.leading:
+        if self.leading and self.serves(namespace):
             self.queue.add((namespace, stage), wake=wake, after=after)
 
     def enqueue_namespace(self, namespace: str | None) -> None:
@@ -98,6 +105,8 @@ class EventRouter:
 
     def on_stage(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         _tell(self.stage_listeners, obj, old, "stage")
+        if kind != "DELETED":
+            self.caches.follow_applications_of(obj)
         if old is None or kind == "DELETED" or meta(obj).get("labels") != meta(old).get("labels"):
             # Policies may select Stages by label: what the ProjectConfig says is in force moves.
             self.rules.stages_changed(namespace_of(obj) or "default")

@@ -93,9 +93,13 @@ class Verifier:
         enqueue: Callable[[str, str], None],
         create_promotion: Callable[[Mapping[str, Any], Mapping[str, Any]], Any],
         auto_promotes: Callable[[Mapping[str, Any]], bool] = auto_promote_enabled,
+        namespace: str | None = None,
         stage_of: Callable[[str, str], Mapping[str, Any] | None] = lambda _ns, _name: None,
     ) -> None:
         self.kube = kube
+        # AnalysisRuns and AnalysisTemplates live in the project's namespace: with one
+        # namespace watched, nothing of theirs is listed or watched outside it.
+        self.namespace = namespace
         # Another Stage of the project as the caches hold it (MatchUpstream follows its upstream).
         self.stage_of = stage_of
         # Whether a Stage auto-promotes: its ProjectConfig's first matching policy, else its
@@ -104,15 +108,15 @@ class Verifier:
         self.clock = clock
         self.enqueue = enqueue
         self.create_promotion = create_promotion
-        self.runs = Informer(kube, k.ANALYSIS_RUNS, on_event=self._on_run)
-        self.templates = Informer(kube, k.ANALYSIS_TEMPLATES)
+        self.runs = Informer(kube, k.ANALYSIS_RUNS, namespace=namespace, on_event=self._on_run)
+        self.templates = Informer(kube, k.ANALYSIS_TEMPLATES, namespace=namespace)
         self.cluster_templates = Informer(kube, k.CLUSTER_ANALYSIS_TEMPLATES)
         self.crds_missing = False
 
     async def probe(self) -> None:
         """Find out once whether Argo Rollouts' CRDs are installed (and say so in the log)."""
         try:
-            await self.kube.list(k.ANALYSIS_RUNS)
+            await self.kube.list(k.ANALYSIS_RUNS, self.namespace)
         except k.NotFound:
             self.crds_missing = True
             log.warning("%s; verifications will end in phase Error until then", CRD_MISSING)

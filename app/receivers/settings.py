@@ -1,7 +1,8 @@
 """The registry webhook receivers' secrets: read from the environment once, validated.
 
 Each receiver is mounted only when its secret is set, so an operator turns on exactly the
-senders they use. A secret shorter than 16 characters is refused at start (the URL tokens of
+senders they use. A secret shorter than 16 characters (or
+``LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH``) is refused at start (the URL tokens of
 unsigned senders are only as strong as the secret behind them). Secrets never appear in
 ``repr``, logs or error messages.
 
@@ -24,6 +25,9 @@ Variables:
     local ``repo_key`` (Kargo's ``virtualRepoName``).
 ``LONGSHOREMAN_GENERIC_WEBHOOK_SECRET``
     The generic receiver (CI jobs, scripts): ``/webhooks/generic/<token>``.
+``LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH``
+    Optional: the shortest secret a receiver may have, the operator's above and every
+    project's own (ProjectConfig ``webhookReceivers``) alike; 16 by default, never less.
 ``LONGSHOREMAN_WEBHOOK_NAMESPACE``
     Optional: refresh only Warehouses of this namespace (Kargo's receivers are per project);
     empty: every namespace this replica watches.
@@ -37,7 +41,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-MIN_SECRET_LENGTH = 16
+# The floor, shared with the projects' own receivers; LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH
+# may raise it.
+from promoter.warehouses.project_receivers import MIN_SECRET_LENGTH
+
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 # receiver -> the variable holding its secret (the order the docs list them in)
@@ -72,6 +79,8 @@ class ReceiverSettings:
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     artifactory_virtual_repo: str = ""
     namespace: str | None = None
+    # The shortest secret any receiver may have, the operator's and the projects' own.
+    min_secret_length: int = MIN_SECRET_LENGTH
 
     @property
     def enabled(self) -> tuple[str, ...]:
@@ -98,12 +107,13 @@ class ReceiverSettings:
             "artifactory": env.get("LONGSHOREMAN_ARTIFACTORY_WEBHOOK_SECRET"),
             "generic": env.get("LONGSHOREMAN_GENERIC_WEBHOOK_SECRET"),
         }
+        minimum = _min_secret_length(env)
         for receiver, value in raw.items():
             if not value:
                 continue
-            if len(value.strip()) < MIN_SECRET_LENGTH:
+            if len(value.strip()) < minimum:
                 raise ReceiverSettingsError(
-                    f"{SECRET_VARIABLES[receiver]} is shorter than {MIN_SECRET_LENGTH} "
+                    f"{SECRET_VARIABLES[receiver]} is shorter than {minimum} "
                     "characters: use a long random value (e.g. openssl rand -hex 32)"
                 )
             secrets[receiver] = value.strip()
@@ -117,4 +127,17 @@ class ReceiverSettings:
             secrets=secrets,
             artifactory_virtual_repo=virtual_repo.strip(),
             namespace=namespace,
+            min_secret_length=minimum,
         )
+
+
+def _min_secret_length(env: Mapping[str, str]) -> int:
+    raw = (env.get("LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH") or "").strip()
+    if not raw:
+        return MIN_SECRET_LENGTH
+    if not raw.isdigit() or int(raw) < MIN_SECRET_LENGTH:
+        raise ReceiverSettingsError(
+            f"LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH={raw!r} is not a whole number of at least "
+            f"{MIN_SECRET_LENGTH}"
+        )
+    return int(raw)

@@ -115,6 +115,13 @@ class NotFound(Exception):
     """The page's object does not exist; the message is safe to show."""
 
 
+# Whether a signed-in login may read a project's pages (LONGSHOREMAN_UI_GITHUB_ACCESS=project:
+# the GitHub front end's rule for who may act there).
+Readers = Callable[[str, str], Awaitable[bool]]
+# The projects the index may list for this request's user (absent: every project).
+_READABLE = web.RequestKey("readable", frozenset)
+
+
 class Pages:
     def __init__(
         self,
@@ -123,8 +130,10 @@ class Pages:
         *,
         secrets: Iterable[str | None],
         clock: Clock = SYSTEM,
+        readers: Readers | None = None,
     ) -> None:
         self.ui = ui
+        self.readers = readers
         self.controller = caches
         self.clock = clock
         self.auth = Auth(ui, clock)
@@ -182,7 +191,12 @@ class Pages:
 
     def _index(self, request: web.Request) -> Rendered:
         c = self._controller()
-        namespaces = sorted({namespace_of(s) or "default" for s in c.stages.items()})
+        readable = request.get(_READABLE)
+        namespaces = sorted(
+            ns
+            for ns in {namespace_of(s) or "default" for s in c.stages.items()}
+            if readable is None or ns in readable
+        )
         projects = []
         for ns in namespaces:
             running = sum(1 for p in c.promotions.items(ns) if phase_of(p) is Phase.RUNNING)
@@ -312,6 +326,7 @@ class Pages:
             nonce = secrets.token_urlsafe(16)
             footer = self._footer(user)
             try:
+                await self._check_readable(request, user)
                 page = render(request)
             except NotFound as e:
                 body = h.message_page(
@@ -336,9 +351,11 @@ class Pages:
         self, render: Callable[[web.Request], Rendered]
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
-            if self.auth.user(request) is None:
+            user = self.auth.user(request)
+            if user is None:
                 return self.auth.unauthenticated(request, page=False)
             try:
+                await self._check_readable(request, user)
                 first = render(request)
             except NotFound as e:
                 raise web.HTTPNotFound(text=f"{e}\n") from None
@@ -379,6 +396,20 @@ class Pages:
             return response
 
         return handler
+
+    async def _check_readable(self, request: web.Request, user: str) -> None:
+        """Per-project access: a project this user may not read is one that does not exist
+        (NotFound, so its name is not confirmed either); the index lists only readable ones."""
+        if self.readers is None or self.ui.auth != "github":
+            return
+        namespace = request.match_info.get("namespace")
+        if namespace is not None:
+            if not await self.readers(user, namespace):
+                raise NotFound(f"No project {namespace!r}: that namespace has no Stages.")
+            return
+        c = self._controller()
+        names = {namespace_of(s) or "default" for s in c.stages.items()}
+        request[_READABLE] = frozenset([ns for ns in names if await self.readers(user, ns)])
 
     async def _callback(self, request: web.Request) -> web.StreamResponse:
         if self.ui.auth != "github":
@@ -426,8 +457,9 @@ def setup_pages(
     *,
     secrets: Iterable[str | None],
     clock: Clock = SYSTEM,
+    readers: Readers | None = None,
 ) -> Pages:
     """Mount the status pages; feed :meth:`Pages.on_promotion` from the controller."""
-    pages = Pages(ui, caches, secrets=secrets, clock=clock)
+    pages = Pages(ui, caches, secrets=secrets, clock=clock, readers=readers)
     pages.setup(app)
     return pages

@@ -14,6 +14,13 @@
 ``LONGSHOREMAN_UI_GITHUB_CLIENT_ID``, ``…_CLIENT_SECRET``, ``…_ORG``
     ``github`` mode: an OAuth App's (or the GitHub App's) client credentials and the org whose
     active members may sign in.
+``LONGSHOREMAN_UI_GITHUB_ACCESS``
+    ``github`` mode: who reads which project. ``project`` (the default with the GitHub App):
+    the same permission that lets someone act there from GitHub, write access to a repository
+    mapped to it (``LONGSHOREMAN_GITHUB_REPO_PROJECTS``; the fallback project,
+    ``LONGSHOREMAN_GITHUB_PROJECT``, which every other repository acts on, to every member);
+    ``org`` (the default without the App, which has no repository permissions to read): every
+    active member of the org reads every project.
 ``LONGSHOREMAN_UI_SESSION_SECRET``
     ``github`` mode: signs the session cookie (at least 32 characters; the same on every
     replica).
@@ -34,6 +41,7 @@ from urllib.parse import urlsplit
 from promoter.environment import with_new_names
 
 AuthMode = Literal["none", "header", "github"]
+Access = Literal["project", "org"]
 DEFAULT_WEB_URL = "https://github.com"
 DEFAULT_AUTH_HEADER = "X-Forwarded-User"
 MIN_SESSION_SECRET = 32
@@ -79,6 +87,7 @@ class UiSettings:
     github_web_url: str = DEFAULT_WEB_URL
     github_api_url: str = "https://api.github.com"
     argocd_url: str | None = None
+    github_access: Access = "org"
 
     @property
     def secure_cookies(self) -> bool:
@@ -101,7 +110,11 @@ class UiSettings:
 
     @classmethod
     def from_env(
-        cls, env: Mapping[str, str], *, github_api_url: str = "https://api.github.com"
+        cls,
+        env: Mapping[str, str],
+        *,
+        github_api_url: str = "https://api.github.com",
+        github_app: bool = False,
     ) -> UiSettings:
         env = with_new_names(env, RENAMED)
         public_url = _http_url(env, "LONGSHOREMAN_PUBLIC_URL")
@@ -142,7 +155,18 @@ class UiSettings:
                     f"LONGSHOREMAN_UI_SESSION_SECRET must be at least {MIN_SESSION_SECRET} "
                     "characters (try: openssl rand -hex 32)"
                 )
+        access = (env.get("LONGSHOREMAN_UI_GITHUB_ACCESS") or "").strip().lower()
+        if access not in ("", "project", "org"):
+            raise UiSettingsError(
+                f"LONGSHOREMAN_UI_GITHUB_ACCESS={access!r} must be project or org"
+            )
+        if access == "project" and not github_app:
+            raise UiSettingsError(
+                "LONGSHOREMAN_UI_GITHUB_ACCESS=project reads repository permissions through the "
+                "GitHub App: set LONGSHOREMAN_GITHUB_APP_ID, or choose org"
+            )
         return cls(
+            github_access=(access or ("project" if github_app else "org")),  # type: ignore[arg-type]
             public_url=public_url,
             auth=mode,  # type: ignore[arg-type]
             auth_header=header,

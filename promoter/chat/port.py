@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from promoter.control.policies import ClusterConfig, ProjectConfig
+from promoter.control.projects import Project
 from promoter.control.windows import Schedule
 from promoter.errors import InvalidInput
 from promoter.resources.model import name_of, namespace_of
@@ -110,6 +111,19 @@ class FreightAnnotator(Protocol):
     async def annotate_freight(
         self, namespace: str, freight: str, annotations: Mapping[str, str]
     ) -> None: ...
+
+
+@runtime_checkable
+class ProjectDirectory(Protocol):
+    """What a PromotionService may also offer: the projects chat can reach, each with the
+    places (Slack channels, GitHub repositories) it names (``promoter.chat.projects``)."""
+
+    def projects(self) -> list[Project]: ...
+
+
+def projects_of(service: PromotionService) -> list[Project]:
+    """The reachable projects, or none when the service does not know of projects."""
+    return service.projects() if isinstance(service, ProjectDirectory) else []
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, is_rol
 from promoter.resources.freight_refs import FreightList, freight_in
 from promoter.resources.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
 from promoter.resources.stages import approval_of, downstream_stages, has_verification, phase_of
+from promoter.urls import without_credentials
 
 # A Freight name is a 40-hex digest; this much of it tells Freights apart in a one-line title
 # (like a git short hash) where the alias is missing.
@@ -328,7 +329,7 @@ def step_lines(promotion: Mapping[str, Any]) -> tuple[StepLine, ...]:
                 uses=str(step.get("uses") or ""),
                 task=str(task.get("name") or "") if isinstance(task, Mapping) else "",
                 status=str(execution.get("status") or ""),
-                message=str(execution.get("message") or ""),
+                message=without_credentials(str(execution.get("message") or "")),
                 started_at=parse_time(execution.get("startedAt")),
                 finished_at=parse_time(execution.get("finishedAt")),
                 errors=int(execution.get("errorCount") or 0),
@@ -376,7 +377,7 @@ def promotion_view(
         stage=stage_name,
         freight=ref,
         phase=phase_of(promotion).value,
-        message=str(status.get("message") or ""),
+        message=without_credentials(str(status.get("message") or "")),
         current_step=int(status.get("currentStep") or 0),
         started_at=parse_time(status.get("startedAt")),
         finished_at=parse_time(status.get("finishedAt")),

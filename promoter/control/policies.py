@@ -449,8 +449,12 @@ def schedule_for(
     stage: Mapping[str, Any],
     project: ProjectConfig | None,
     cluster: ClusterConfig | None,
+    project_labels: Mapping[str, str] | None = None,
 ) -> Schedule:
-    """The union of the windows that match the Stage, the project's first."""
+    """The union of the windows that match the Stage, the project's first.
+
+    A ClusterConfig window's ``projectSelector`` matches the project's name and the labels of
+    its namespace (``project_labels``), as Kargo's matches its Project's."""
     name, labels = name_of(stage), _labels(stage)
     project_name = namespace_of(stage) or ""
     windows: list[Window] = []
@@ -458,8 +462,9 @@ def schedule_for(
         if scoped.stages.matches(name, labels):
             windows.append(scoped.window)
     for scoped in cluster.windows if cluster is not None else ():
-        # Longshoreman has no Project objects: a projectSelector's labels see none.
-        if scoped.projects is not None and not scoped.projects.matches(project_name, {}):
+        if scoped.projects is not None and not scoped.projects.matches(
+            project_name, project_labels or {}
+        ):
             continue
         if scoped.stages.matches(name, labels):
             windows.append(scoped.window)

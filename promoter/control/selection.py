@@ -139,9 +139,9 @@ def is_control_flow(stage: Mapping[str, Any]) -> bool:
 
 def passes_freight_on(stage: Mapping[str, Any], promotions: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the controller treats the Stage as a control-flow Stage: no promotion steps, and
-    no Promotion to it. Kargo's admission refuses Promotions to such a Stage; Longshoreman
-    still runs one made with kubectl that carries its own steps (as it always has), and the
-    Stage is then a regular one, with a Freight history of its own."""
+    no Promotion to it. Kargo's admission refuses Promotions to such a Stage; a Promotion made
+    with kubectl to it makes it a regular Stage here (the Promotion runs its own steps where the
+    operator allows that), with a Freight history of its own."""
     return is_control_flow(stage) and not promotions
 
 

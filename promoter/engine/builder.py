@@ -31,6 +31,7 @@ from promoter.resources.model import (
     Var,
     name_of,
 )
+from promoter.rules.limits import DEFAULT_LIMITS, Limits, too_many_steps
 
 
 class TaskSource(Protocol):
@@ -100,13 +101,20 @@ def inflate(
     promo_vars: Sequence[Var],
     tasks: TaskSource,
     where: str = "steps",
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[StepSpec, ...]:
-    """Replace every ``task`` step by the task's steps, aliased ``<taskAlias>::<stepAlias>``."""
+    """Replace every ``task`` step by the task's steps, aliased ``<taskAlias>::<stepAlias>``.
+
+    Stops at the first step past ``limits.max_steps``: a huge template costs no more than the
+    limit's worth of work before it is refused.
+    """
     out: list[StepSpec] = []
     seen: dict[str, str] = {}
 
     def add(step: StepSpec, step_where: str) -> None:
         assert step.alias is not None
+        if len(out) >= limits.max_steps:
+            raise InvalidInput(str(too_many_steps(len(out) + 1, limits, where)))
         if step.alias in seen:
             raise InvalidInput(
                 f"duplicate alias {step.alias!r} (also used by {seen[step.alias]})",
@@ -196,6 +204,7 @@ def build_promotion(
     extra_vars: Sequence[Var] = (),
     name: str | None = None,
     now: datetime | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Promotion:
     """A new Pending Promotion of ``freight`` into ``stage`` with its steps inflated; its
     generated name's ULID carries ``now`` (the system clock's time when not given)."""
@@ -213,6 +222,7 @@ def build_promotion(
         promo_vars=vars_,
         tasks=tasks,
         where=f"Stage {stage.name}: spec.promotionTemplate.spec.steps",
+        limits=limits,
     )
     check_expressions(steps, vars_)
     return Promotion(
@@ -231,7 +241,9 @@ def build_promotion(
     )
 
 
-def ensure_inflated(promotion: Promotion, stage: StageSpec, tasks: TaskSource) -> Promotion:
+def ensure_inflated(
+    promotion: Promotion, stage: StageSpec, tasks: TaskSource, limits: Limits = DEFAULT_LIMITS
+) -> Promotion:
     """Fill in a Promotion created with only ``stage`` and ``freight`` (e.g. with kubectl).
 
     A Promotion without steps takes the Stage's template (vars included); one whose steps still
@@ -245,6 +257,7 @@ def ensure_inflated(promotion: Promotion, stage: StageSpec, tasks: TaskSource) -
             promo_vars=vars_,
             tasks=tasks,
             where=f"Stage {stage.name}: spec.promotionTemplate.spec.steps",
+            limits=limits,
         )
         if not steps:
             raise InvalidInput(f"Stage {stage.name!r} has no promotion steps")
@@ -259,7 +272,24 @@ def ensure_inflated(promotion: Promotion, stage: StageSpec, tasks: TaskSource) -
             promo_vars=promotion.vars,
             tasks=tasks,
             where="spec.steps",
+            limits=limits,
         )
         check_expressions(steps, promotion.vars)
         return replace(promotion, steps=steps)
     return promotion
+
+
+def template_steps(
+    promotion: Promotion, stage: StageSpec, tasks: TaskSource, limits: Limits = DEFAULT_LIMITS
+) -> tuple[StepSpec, ...]:
+    """The steps the Stage's template inflates to for this Promotion (its vars as stored):
+    what every Promotion the server creates holds, so anything else was brought by its
+    creator (see :func:`promoter.rules.limits.own_steps_problem`)."""
+    return inflate(
+        stage.steps,
+        namespace=promotion.namespace,
+        promo_vars=promotion.vars,
+        tasks=tasks,
+        where=f"Stage {stage.name}: spec.promotionTemplate.spec.steps",
+        limits=limits,
+    )

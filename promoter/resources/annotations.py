@@ -48,6 +48,29 @@ SLACK_MESSAGE = f"{GROUP}/slack-message"
 # leader finds them at once, links and a warning for the status pages and ``/status``.
 GITHUB_DEPLOYMENT = f"{GROUP}/github-deployment"
 
+# ---- on project namespaces ----------------------------------------------------------------------
+
+# A namespace is a project when labelled so (Kargo's label, or ours), value "true".
+PROJECT_LABELS = (f"{GROUP}/project", f"{KARGO_GROUP}/project")
+# Routing that lives with the project: the Slack channel IDs whose commands act on it and where
+# its announcements go, and the GitHub repositories (``owner/repo``) whose comments act on it.
+# Comma-separated.
+PROJECT_SLACK_CHANNELS = f"{GROUP}/slack-channels"
+PROJECT_GITHUB_REPOSITORIES = f"{GROUP}/github-repositories"
+
+
+def is_project(namespace: Mapping[str, Any]) -> bool:
+    """Whether a Namespace object is labelled a project (ours or Kargo's label, "true")."""
+    labels = (namespace.get("metadata") or {}).get("labels") or {}
+    return any(str(labels.get(key, "")).lower() == "true" for key in PROJECT_LABELS)
+
+
+def listed(obj: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A comma-separated annotation as its entries, blanks dropped, order kept, no repeats."""
+    raw = str(annotations_of(obj).get(key) or "")
+    return tuple(dict.fromkeys(e.strip() for e in raw.split(",") if e.strip()))
+
+
 # ---- on Stages and Warehouses -------------------------------------------------------------------
 
 REFRESH_ANNOTATIONS = (f"{GROUP}/refresh", f"{KARGO_GROUP}/refresh")

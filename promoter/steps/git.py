@@ -80,6 +80,7 @@ from promoter.steps.base import (
     Replaying,
     StepContext,
 )
+from promoter.urls import SCP_LIKE_RE, without_credentials
 
 # --------------------------------------------------------------------------------------------
 # Constants
@@ -99,9 +100,6 @@ CHECKOUT_REPO_RE = re.compile(r"^[0-9a-f]{16}-[0-9a-f]{16}\.git$")
 OBJECT_ID_RE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 # git's internal date format (``--date=raw``), which GIT_AUTHOR_DATE and friends accept back.
 RAW_DATE_RE = re.compile(r"^\d{1,12} [+-]\d{4}$")
-_URL_USERINFO_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
-_SCP_LIKE_RE = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]+$")
-_ALLOWED_SCHEMES = frozenset({"https", "http", "ssh", "git"})
 _BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 _PERMANENT_ERRORS = (
     "authentication failed",
@@ -131,14 +129,9 @@ def rmtree(path: Path | str, ignore_errors: bool = False) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def strip_userinfo(text: str) -> str:
-    """Remove ``user:password@`` from every URL in a text."""
-    return _URL_USERINFO_RE.sub(r"\g<scheme>", text)
-
-
 def normalize_repo_url(url: str) -> str:
     """The form Kargo compares repository URLs in: no userinfo, case, ``.git`` or trailing ``/``."""
-    url = strip_userinfo(url.strip()).lower().rstrip("/")
+    url = without_credentials(url.strip()).lower().rstrip("/")
     return url.removesuffix(".git").rstrip("/")
 
 
@@ -171,48 +164,13 @@ def ref_name_problem(name: str) -> str | None:
     return None
 
 
-def repo_url_problem(url: str) -> str | None:
-    """Why ``url`` may not be cloned, or None. Allows https, http, ssh, git and scp-like URLs.
-
-    ``file://`` and bare paths are refused: a manifest must not read the host's repositories.
-    Tests and operators map public URLs to local ones with ``url.<base>.insteadOf`` in
-    ``GitSettings.env``, which git applies after this check.
-    """
-    if not url:
-        return "must not be empty"
-    if url.startswith("-"):
-        return "must not start with '-'"
-    if any(c.isspace() or ord(c) < 0x20 for c in url):
-        return "must not contain whitespace or control characters"
-    if "://" in url:
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in _ALLOWED_SCHEMES:
-            return (
-                f"uses scheme {parts.scheme!r}; allowed are "
-                f"{', '.join(sorted(_ALLOWED_SCHEMES))} and scp-like user@host:path"
-            )
-        if parts.password is not None or (
-            parts.username is not None and parts.scheme.lower() in ("https", "http")
-        ):
-            return (
-                "must not contain credentials; configure them for the git steps "
-                "(GitSettings) instead"
-            )
-        if not parts.hostname:
-            return "has no host"
-        return None
-    if _SCP_LIKE_RE.match(url) and "::" not in url:
-        return None
-    return "is not a URL git steps accept (https://, ssh://, git:// or user@host:path)"
-
-
 def commit_url(repo_url: str, sha: str, provider: str | None = None) -> str | None:
     """The web URL of a commit, for the providers Kargo knows, or None if not derivable."""
-    url = strip_userinfo(repo_url.strip())
+    url = without_credentials(repo_url.strip())
     if "://" in url:
         parts = urlsplit(url)
         host, path = parts.hostname or "", parts.path
-    elif _SCP_LIKE_RE.match(url):
+    elif SCP_LIKE_RE.match(url):
         host_part, _, path = url.partition(":")
         host = host_part.rpartition("@")[2]
     else:
@@ -324,7 +282,7 @@ class Git:
 
     def clean(self, text: str) -> str:
         """Text safe for messages: secrets redacted, URL userinfo removed, trimmed."""
-        text = strip_userinfo(self.redact(text)).strip()
+        text = without_credentials(self.redact(text)).strip()
         lines = [
             line for line in text.splitlines() if line.strip() and not line.startswith("hint:")
         ]

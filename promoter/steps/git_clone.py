@@ -38,11 +38,10 @@ from promoter.steps.git import (
     owning_repo,
     ref_name_problem,
     repo_dir,
-    repo_url_problem,
     resolve_path,
     rmtree,
-    strip_userinfo,
 )
+from promoter.urls import repo_url_problem, without_credentials
 
 log = logging.getLogger(__name__)
 INITIAL_COMMIT_MESSAGE = "Initial commit"
@@ -125,7 +124,7 @@ def _freight_commit(
         if tag and ref_name_problem(tag) is None:
             return "tag", tag
     raise StepError(
-        f"{kind}: the target Freight has no commit from {strip_userinfo(repo_url)}",
+        f"{kind}: the target Freight has no commit from {without_credentials(repo_url)}",
         terminal=True,
     )
 
@@ -270,7 +269,7 @@ async def _ensure_clone(git: Git, plan: ClonePlan) -> tuple[Path, bool]:
             return repo, False
         log.warning(
             "git-clone: the clone cache for %s is unusable (%s); cloning again",
-            strip_userinfo(plan.repo_url),
+            without_credentials(plan.repo_url),
             git.clean(fetched.stderr)[:200],
         )
         await git.ctx.services.io.call(rmtree, repo, True)
@@ -287,7 +286,7 @@ async def _ensure_clone(git: Git, plan: ClonePlan) -> tuple[Path, bool]:
     try:
         await git.run(
             *args, "--", plan.repo_url, str(tmp),
-            cwd=repo.parent, what=f"could not clone {strip_userinfo(plan.repo_url)}",
+            cwd=repo.parent, what=f"could not clone {without_credentials(plan.repo_url)}",
         )  # fmt: skip
         tmp.rename(repo)
     finally:
@@ -346,7 +345,9 @@ async def _create_branch(git: Git, repo: Path, branch: str, repo_url: str) -> st
         "fetch", "-q", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}", cwd=repo
     )
     if not fetched.ok:
-        raise git.error(f"could not create branch {branch!r} in {strip_userinfo(repo_url)}", push)
+        raise git.error(
+            f"could not create branch {branch!r} in {without_credentials(repo_url)}", push
+        )
     return await git.run(
         "rev-parse", "--verify", "-q", f"refs/remotes/origin/{branch}^{{commit}}", cwd=repo
     )
@@ -367,12 +368,13 @@ async def _resolve_commit(
     if recorded_for is not None:
         raise StepError(
             f"git-clone: commit {sha}, which checkout {recorded_for!r} had when this step first "
-            f"ran, is no longer in {strip_userinfo(repo_url)} (its history was rewritten?), so "
+            f"ran, is no longer in {without_credentials(repo_url)} (its history was rewritten?), "
+            "so "
             "the checkout cannot be made as it was",
             terminal=True,
         )
     raise StepError(
-        f"git-clone: commit {sha} was not found in {strip_userinfo(repo_url)}", terminal=True
+        f"git-clone: commit {sha} was not found in {without_credentials(repo_url)}", terminal=True
     )
 
 
@@ -441,7 +443,7 @@ async def _checkout(
             if not ck.create:
                 raise StepError(
                     f"git-clone: branch {branch!r} does not exist in "
-                    f"{strip_userinfo(plan.repo_url)}; set create: true to create it",
+                    f"{without_credentials(plan.repo_url)}; set create: true to create it",
                     terminal=True,
                 )
             tip = await _create_branch(git, repo, branch, plan.repo_url)
@@ -459,7 +461,8 @@ async def _checkout(
             )
             if not found.ok:
                 raise StepError(
-                    f"git-clone: tag {ck.ref!r} does not exist in {strip_userinfo(plan.repo_url)}",
+                    f"git-clone: tag {ck.ref!r} does not exist in "
+                    f"{without_credentials(plan.repo_url)}",
                     terminal=True,
                 )
             sha = found.stdout.strip()
@@ -554,7 +557,7 @@ async def _clone_checkout(git: Git, plan: ClonePlan, ck: CheckoutPlan) -> str | 
         # git removes what it made when a clone fails; be sure, so the next try starts clean.
         await git.ctx.services.io.call(rmtree, gitdir, True)
         if "not found in upstream" not in cloned.stderr.lower():
-            raise git.error(f"could not clone {strip_userinfo(plan.repo_url)}", cloned)
+            raise git.error(f"could not clone {without_credentials(plan.repo_url)}", cloned)
         # No such branch: the shared clone creates it (create: true) or says it is missing.
         return None
     found = head_from_files(ck.path)

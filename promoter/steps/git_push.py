@@ -33,8 +33,8 @@ from promoter.steps.git import (
     read_head,
     read_remote_url,
     ref_name_problem,
-    strip_userinfo,
 )
+from promoter.urls import without_credentials
 
 # Kargo's documented default for git-push maxAttempts.
 DEFAULT_PUSH_ATTEMPTS = 50
@@ -245,7 +245,7 @@ async def verify_push(ctx: StepContext, config: Mapping[str, Any]) -> None:
         )
     git = Git(ctx, "git-push")
     repo_url = await read_remote_url(git, path)
-    where = strip_userinfo(repo_url)
+    where = without_credentials(repo_url)
     await git.authenticate(repo_url)
     if plan.tag is not None:
         tag = plan.tag

@@ -48,7 +48,8 @@ from promoter.steps.base import (
     skipped,
     succeeded,
 )
-from promoter.steps.git import ref_name_problem, repo_url_problem
+from promoter.steps.git import ref_name_problem
+from promoter.urls import repo_url_problem
 
 PORT_KEY = "github"
 DEFAULT_POLL_SECONDS = 30.0

@@ -79,8 +79,8 @@ from promoter.steps.git import (
     read_head,
     read_remote_url,
     ref_name_problem,
-    strip_userinfo,
 )
+from promoter.urls import without_credentials
 
 log = logging.getLogger(__name__)
 
@@ -431,7 +431,7 @@ async def _attempt(
         raise StepError(
             f"{KIND}: neither branch {target.branch!r} nor the checked-out branch "
             f"{target.current_branch or '(none: HEAD is detached)'!r} exists in "
-            f"{strip_userinfo(repo_url)} to compare with; create the branch first",
+            f"{without_credentials(repo_url)} to compare with; create the branch first",
             terminal=True,
         )
     settings = ctx.services.git
@@ -541,7 +541,7 @@ async def github_push(ctx: StepContext, config: Mapping[str, Any]) -> StepResult
 def web_commit_url(repo_url: str, sha: str) -> str | None:
     """The commit's page on the repository's GitHub: its scheme, host and port kept (a GitHub
     Enterprise may serve on any), ``.git`` dropped."""
-    parts = urlsplit(strip_userinfo(repo_url.strip()))
+    parts = urlsplit(without_credentials(repo_url.strip()))
     path = parts.path.strip("/").removesuffix(".git").strip("/")
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc or not path:
         return commit_url(repo_url, sha, "github")
@@ -602,7 +602,7 @@ async def verify_github_push(ctx: StepContext, config: Mapping[str, Any]) -> Non
     contained = await git.try_run("merge-base", "--is-ancestor", commit, remote, cwd=path)
     if not contained.ok:
         raise StepError(
-            f"{KIND}: branch {branch!r} of {strip_userinfo(repo_url)} no longer contains "
+            f"{KIND}: branch {branch!r} of {without_credentials(repo_url)} no longer contains "
             f"{commit[:12]}, which this step pushed; not pushing again",
             terminal=True,
         )

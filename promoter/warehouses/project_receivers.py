@@ -30,7 +30,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SECRET_KEYS", "ProjectReceiver", "project_receivers", "receiver_path"]
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "SECRET_KEYS",
+    "ProjectReceiver",
+    "project_receivers",
+    "receiver_path",
+]
 
 PATH_PREFIX = "/webhooks/"
 SECRET_KEYS = {
@@ -70,13 +76,20 @@ class ProjectReceiver:
     actions: tuple[Mapping[str, Any], ...] = ()
 
 
+# The shortest secret a project receiver may have unless the operator says otherwise
+# (LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH): the same floor as the operator's own receivers.
+MIN_SECRET_LENGTH = 16
+
+
 def project_receivers(
     project: str,
     specs: Sequence[Mapping[str, Any]],
     secret_data: Callable[[str], Mapping[str, str] | None],
+    min_secret_length: int = MIN_SECRET_LENGTH,
 ) -> tuple[list[ProjectReceiver], list[str], list[str]]:
     """The receivers a ProjectConfig defines, what is wrong with others (a missing Secret or
-    key), and which are not served here.
+    key, a secret shorter than ``min_secret_length``: an unsigned sender's path, and every
+    sender's check, is only as hard to guess as its secret), and which are not served here.
 
     ``secret_data(name)`` is the named Secret's decoded data in the project's namespace (None:
     there is no such Secret).
@@ -105,6 +118,13 @@ def project_receivers(
         secret = str(data.get(key) or "")
         if not secret:
             problems.append(f"{where}: Secret {secret_name!r} has no {key!r} key")
+            continue
+        if len(secret) < min_secret_length:
+            problems.append(
+                f"{where}: Secret {secret_name!r} key {key!r} is shorter than "
+                f"{min_secret_length} characters: use a long random value "
+                "(e.g. openssl rand -hex 32)"
+            )
             continue
         out.append(
             ProjectReceiver(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promoter.expressions.regex import Regex
+from promoter.urls import repo_url_problem
 from promoter.warehouses.patterns import PathMatcher, compile_regexes, path_matcher
 from promoter.warehouses.semver import Constraint, ConstraintError
 
@@ -262,6 +263,10 @@ def _git(body: Mapping[str, Any], name: str, where: str) -> GitSubscription:
     repo = str(body.get("repoURL") or "").strip()
     if not repo:
         raise SpecError(f"{where}.repoURL: required")
+    # The git steps' rule: no local paths or file:// (another project's mirror is a path).
+    problem = repo_url_problem(repo)
+    if problem:
+        raise SpecError(f"{where}.repoURL: {problem}")
     strategy = str(body.get("commitSelectionStrategy") or "NewestFromBranch")
     if strategy not in COMMIT_STRATEGIES:
         raise SpecError(

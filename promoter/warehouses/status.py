@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from promoter.urls import without_credentials
 from promoter.warehouses.freight import (
     normalize_chart_url,
     normalize_git_url,
@@ -93,7 +94,8 @@ def set_conditions(
     *conditions: Condition,
     delete: Sequence[str] = (),
 ) -> None:
-    """``conditions.Set`` then ``conditions.Delete`` on ``status["conditions"]``."""
+    """``conditions.Set`` then ``conditions.Delete`` on ``status["conditions"]``; messages (from
+    git, a registry, the spec) keep no credentials a URL in them carried."""
     current = [dict(c) for c in status.get("conditions") or () if c.get("type") not in delete]
     by_type = {c.get("type"): c for c in current}
     for kind, state, reason, message in conditions:
@@ -102,7 +104,7 @@ def set_conditions(
             "type": kind,
             "status": state,
             "reason": reason,
-            "message": message,
+            "message": without_credentials(message),
             "observedGeneration": generation,
             "lastTransitionTime": old["lastTransitionTime"]
             if old and old.get("status") == state and old.get("lastTransitionTime")

@@ -49,6 +49,16 @@ class SecretRequest:
     code: int
 
 
+@dataclass(frozen=True)
+class ResourceRequest:
+    """A request the controller made on some resource, as the server side saw it."""
+
+    verb: str
+    resource: str
+    namespace: str  # "" for a cluster-wide request
+    code: int
+
+
 class Access(Protocol):
     """Where the controller connects when it runs with its ServiceAccount's permissions."""
 
@@ -60,6 +70,11 @@ class Access(Protocol):
     def secret_requests(self) -> list[SecretRequest]:
         """Every request on Secrets the controller made, checked where it arrived: the real
         server's audit log, or the authorizing proxy in front of the emulator."""
+        ...
+
+    def requests_on(self, *resources: str) -> list[ResourceRequest]:
+        """Every request the controller made on these resources (plural names), checked where
+        it arrived (the real server audits Secrets and Argo's kinds only)."""
         ...
 
 
@@ -189,6 +204,13 @@ class _ProxyAccess:
             if a.resource == "secrets"
         ]
 
+    def requests_on(self, *resources: str) -> list[ResourceRequest]:
+        return [
+            ResourceRequest(a.verb, a.resource, a.namespace or "", code)
+            for a, _query, code in self.proxy.answered
+            if a.resource in resources
+        ]
+
 
 class RealCluster(Cluster):
     kind = "real"
@@ -241,6 +263,25 @@ class _RealAccess:
             code = int((event.get("responseStatus") or {}).get("code") or 0)
             out.append(
                 SecretRequest(str(event["verb"]), str(ref.get("namespace") or ""), query, code)
+            )
+        return out
+
+    def requests_on(self, *resources: str) -> list[ResourceRequest]:
+        out = []
+        for event in self.real.audit_events():
+            ref = event.get("objectRef") or {}
+            if (event.get("user") or {}).get("username") != CONTROLLER.name:
+                continue
+            if ref.get("resource") not in resources:
+                continue
+            code = int((event.get("responseStatus") or {}).get("code") or 0)
+            out.append(
+                ResourceRequest(
+                    str(event["verb"]),
+                    str(ref["resource"]),
+                    str(ref.get("namespace") or ""),
+                    code,
+                )
             )
         return out
 

@@ -522,6 +522,8 @@ async def test_the_server_writes_the_deployment_and_links_the_environment(tmp_pa
                 **QUIET,
                 "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
                 "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+                # Its Promotions bring their own steps (OUT_STEPS), not the Stage's.
+                "LONGSHOREMAN_ALLOW_PROMOTION_STEPS": "true",
                 "LONGSHOREMAN_PUBLIC_URL": "https://ship.example.com",
                 "LONGSHOREMAN_GITHUB_APP_ID": str(fake.app_id),
                 "LONGSHOREMAN_GITHUB_PRIVATE_KEY": fake.private_key,
@@ -616,6 +618,8 @@ async def test_sigkill_at_each_deployment_write_and_restart_gives_no_duplicate(
             "KUBECONFIG": str(api.kubeconfig_path),
             "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
             "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+            # Its Promotions bring their own steps (OUT_STEPS), not the Stage's.
+            "LONGSHOREMAN_ALLOW_PROMOTION_STEPS": "true",
             "LONGSHOREMAN_GITHUB_APP_ID": str(fake.app_id),
             "LONGSHOREMAN_GITHUB_PRIVATE_KEY": fake.private_key,
             "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": SECRET,

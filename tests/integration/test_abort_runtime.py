@@ -15,6 +15,7 @@ from typing import Any
 
 from app.controller import kube as k
 from promoter.resources import annotations as ann
+from promoter.rules.limits import Limits
 from promoter.steps.base import StepContext, StepResult, StepStatus
 from tests.support import objects
 from tests.support.controller import (
@@ -110,7 +111,11 @@ async def test_an_abort_renders_the_running_step_with_the_runtime_of_its_run(
             objects.stage("prod", namespace=NS, steps=steps, requestedFreight=requested),
         )
         async with running_controller(
-            cluster.server, cluster.work, registry=registry_with(probe=probe)
+            cluster.server,
+            cluster.work,
+            registry=registry_with(probe=probe),
+            # The first Promotion brings steps of its own (the template's need an image).
+            limits=Limits(allow_own_steps=True),
         ):
             # The Stage comes to hold the chart (with steps of its own: the template's need
             # an image)...

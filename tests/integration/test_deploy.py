@@ -673,6 +673,8 @@ REST_PERMISSIONS: dict[tuple[str, str], tuple[str, str] | None] = {
     ("GET", "/repos/{owner}/{name}/pulls"): ("pull_requests", "read"),
     ("POST", "/repos/{owner}/{name}/pulls"): ("pull_requests", "write"),
     ("GET", "/repos/{owner}/{name}/pulls/{number}"): ("pull_requests", "read"),
+    # "List commits on a pull request" (the self-approval rule, handlers/authors.py).
+    ("GET", "/repos/{owner}/{name}/pulls/{number}/commits"): ("pull_requests", "read"),
     # "List pull requests associated with a commit": pull requests, read (GitHub's fine-grained
     # permissions for that endpoint).
     ("GET", "/repos/{owner}/{name}/commits/{ref}/pulls"): ("pull_requests", "read"),
@@ -762,8 +764,6 @@ SLACK_SCOPES: dict[str, tuple[str, ...]] = {
     # Finding a live message whose post got no answer (slack/live.py).
     "conversations.history": ("channels:history", "groups:history"),
     "usergroups.users.list": ("usergroups:read",),
-    # Whose commits a Freight carries, for a Stage that forbids self-approval (slack/app.py).
-    "users.info": ("users:read", "users:read.email"),
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from promoter.control.projects import Project
 from promoter.resources import annotations as ann
 from tests.support import objects
 from tests.support.github_env import GitHubEnv, running_github_env
@@ -98,6 +99,21 @@ async def test_promote_on_a_merged_pr_promotes_the_freight_of_its_merge_commit(
         "user": "alice",
         "command": "/promote to staging",
     }
+
+
+async def test_a_comment_acts_in_the_project_whose_namespace_names_the_repository(
+    env: GitHubEnv,
+) -> None:
+    """The namespace's github-repositories annotation wins over LONGSHOREMAN_GITHUB_PROJECT."""
+    env.service.project_list = [Project("team-b", {}, github_repositories=(REPO,))]
+    env.service.stages.append(
+        objects.stage("staging", namespace="team-b", warehouse="app", steps=DEFAULT_STEPS)
+    )
+    [ours] = [f for f in env.service.freight if f["metadata"]["namespace"] == NS]
+    env.service.freight.append({**ours, "metadata": {**ours["metadata"], "namespace": "team-b"}})
+    replies = await env.comment("/promote frozen-tauntaun to staging")
+    assert env.service.asked("promote") == [("team-b", "staging", "f" * 40, "github:alice")]
+    assert "staging.0001" in replies[0]["body"]
 
 
 async def test_promote_takes_an_image_reference_or_a_commit_sha(env: GitHubEnv) -> None:

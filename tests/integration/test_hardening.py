@@ -287,9 +287,11 @@ async def test_oversized_bodies_are_refused_with_413(
     body = slash_command("help") + "&padding=" + "x" * (1024 * 1024)
     response = await client.post("/slack/events", data=body, headers=signed_headers(body))
     assert response.status == 413
-    # GitHub caps webhooks at 25 MB; beyond that, 413 whatever the signature.
+    # GitHub caps webhooks at 25 MB; beyond that, 413 whatever the signature says (without
+    # one, 401 before the body is read: tests/integration/test_hardening_front.py).
     big = b"{" + b" " * (25 * 1024 * 1024) + b"}"
-    response = await client.post("/github/webhook", data=big, headers={"X-GitHub-Event": "push"})
+    signed = {"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + "0" * 64}
+    response = await client.post("/github/webhook", data=big, headers=signed)
     assert response.status == 413
     # Every other endpoint has aiohttp's limit of the app (client_max_size).
     assert client.app._client_max_size <= 30 * 1024 * 1024
@@ -321,9 +323,8 @@ async def test_chunked_bodies_cannot_slip_past_the_limits(
     client = slack_and_github
     response = await client.post("/slack/events", data=chunks(2 * 1024 * 1024))
     assert response.status == 413
-    response = await client.post(
-        "/github/webhook", data=chunks(26 * 1024 * 1024), headers={"X-GitHub-Event": "push"}
-    )
+    signed = {"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + "0" * 64}
+    response = await client.post("/github/webhook", data=chunks(26 * 1024 * 1024), headers=signed)
     assert response.status == 413
 
 

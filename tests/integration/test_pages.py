@@ -30,7 +30,7 @@ from slack.messages import render_promotion
 from tests.support import objects
 from tests.support.clock import FakeClock
 from tests.support.controller import Gate, registry_with, wait_for_object
-from tests.support.github import FakeGitHub, app_private_key, running_fake_github
+from tests.support.github import FakeGitHub, app_private_key, running_fake_github, sign_in
 from tests.support.processes import QUIET
 
 NS = "kargo-demo"
@@ -48,6 +48,8 @@ async def serving(
             **QUIET,
             "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
             "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+            # The pages' Promotions bring their steps (outputs, gates) instead of a template.
+            "LONGSHOREMAN_ALLOW_PROMOTION_STEPS": "true",
             **env,
         }
     )
@@ -502,19 +504,6 @@ def github_env(fake: FakeGitHub, **extra: str) -> dict[str, str]:
         "LONGSHOREMAN_GITHUB_API_URL": fake.url,
         **extra,
     }
-
-
-async def sign_in(client: TestClient[Any, Any], next_path: str) -> aiohttp.ClientResponse:
-    """Follow the OAuth dance: our /ui/login, GitHub's authorize, our callback."""
-    login = await client.get("/ui/login", params={"next": next_path}, allow_redirects=False)
-    assert login.status == 302
-    authorize = login.headers["Location"]
-    async with aiohttp.ClientSession() as github:
-        async with github.get(authorize, allow_redirects=False) as approved:
-            assert approved.status == 302, await approved.text()
-            back = urlsplit(approved.headers["Location"])
-    assert back.path == "/ui/oauth/callback"
-    return await client.get(f"{back.path}?{back.query}", allow_redirects=False)
 
 
 async def test_github_sign_in_lets_org_members_in(tmp_path: Path) -> None:

@@ -32,12 +32,14 @@ from promoter.warehouses.spec import parse_spec
 from tests.support import objects
 from tests.support.clock import FakeClock
 from tests.support.github import running_fake_github
-from tests.support.gitrepo import make_remote
+from tests.support.gitrepo import git_env, make_remote
 from tests.support.kube import running_apiserver
 from tests.support.registry import PASSWORD, USERNAME, running_registry, serving
 from tests.support.telemetry import RecordingTelemetry
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+# The public URL the Warehouses name; the tests' gitconfig maps it to a local remote.
+GIT_URL = "https://git.example.test/acme/app.git"
 
 
 def day(n: int) -> dt.datetime:
@@ -51,12 +53,16 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 def discoverer(
-    session: aiohttp.ClientSession, tmp_path: Path, credentials: Credentials = NO_CREDENTIALS
+    session: aiohttp.ClientSession,
+    tmp_path: Path,
+    credentials: Credentials = NO_CREDENTIALS,
+    rewrites: Mapping[str, str] | None = None,
 ) -> Discoverer:
+    """``rewrites`` maps a local remote's URL to the public one a Warehouse names (Warehouses
+    refuse local paths, as the operator's gitconfig would map them in production)."""
     client = OCIClient(session)
-    return Discoverer(
-        client, ChartClient(session, client), GitSource(tmp_path / "git-cache"), credentials
-    )
+    git = GitSource(tmp_path / "git-cache", extra_env=git_env(tmp_path, rewrites or {}))
+    return Discoverer(client, ChartClient(session, client), git, credentials)
 
 
 def docker_config(path: Path, auths: Mapping[str, tuple[str, str]]) -> DockerConfigCredentials:
@@ -406,8 +412,8 @@ async def test_git_strategies_on_real_repositories(
     remote.tag("v1.2.0", docs)
     remote.tag("v1.10.0-rc.1", docs)
     remote.tag("not-a-version", docs)
-    d = discoverer(session, tmp_path)
-    url = remote.url
+    url = GIT_URL
+    d = discoverer(session, tmp_path, rewrites={remote.url: url})
     found = await discover(
         d,
         {"git": {"repoURL": url, "branch": "main"}},
@@ -449,8 +455,8 @@ async def test_unchanged_refs_skip_the_fetch(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
     remote = make_remote(tmp_path, files={"a": "1\n"})
-    d = discoverer(session, tmp_path)
-    spec = parse_spec({"subscriptions": [{"git": {"repoURL": remote.url}}]})
+    d = discoverer(session, tmp_path, rewrites={remote.url: GIT_URL})
+    spec = parse_spec({"subscriptions": [{"git": {"repoURL": GIT_URL}}]})
     first = await d.discover(spec, None, NOW)
     commands = d.git.commands
     second = await d.discover(spec, first, NOW)
@@ -486,13 +492,13 @@ async def test_the_reconciler_makes_one_freight_per_artifact_set_and_handles_ref
         telemetry = RecordingTelemetry()
         controller = WarehouseController(
             kube,
-            discoverer(session, tmp_path),
+            discoverer(session, tmp_path, rewrites={remote.url: GIT_URL}),
             rand=lambda: 0.0,
             on_reconcile=telemetry.on_warehouse_reconcile,
         )
         subscriptions = [
             {"image": {"repoURL": registry.repo("acme/app")}},
-            {"git": {"repoURL": remote.url, "branch": "main"}},
+            {"git": {"repoURL": GIT_URL, "branch": "main"}},
         ]
         await kube.create(k.WAREHOUSES, warehouse("app", subscriptions))
         tasks = [
@@ -599,9 +605,9 @@ async def test_a_warehouse_polls_its_interval_after_the_last_discovery_on_the_in
     clock = FakeClock(NOW)
     async with running_apiserver(namespaces=["demo"]) as api:
         kube = k.Kube(api.api_client())
-        d = discoverer(session, tmp_path)
+        d = discoverer(session, tmp_path, rewrites={remote.url: GIT_URL})
         controller = WarehouseController(kube, d, clock=clock, rand=lambda: 0.0)
-        subscriptions = [{"git": {"repoURL": remote.url, "branch": "main"}}]
+        subscriptions = [{"git": {"repoURL": GIT_URL, "branch": "main"}}]
         await kube.create(k.WAREHOUSES, warehouse("app", subscriptions, interval="10m"))
         task = asyncio.create_task(controller.run_informer())
         key = ("demo", "app")
@@ -654,9 +660,9 @@ async def test_a_discovery_cut_short_by_a_lost_leadership_runs_under_the_next(
     remote = make_remote(tmp_path, files={"a": "1\n"})
     async with running_apiserver(namespaces=["demo"], bookmark_interval=0.2) as api:
         kube = k.Kube(api.api_client())
-        stalls = StallsOnce(discoverer(session, tmp_path))
+        stalls = StallsOnce(discoverer(session, tmp_path, rewrites={remote.url: GIT_URL}))
         controller = WarehouseController(kube, stalls, rand=lambda: 0.0)
-        subscriptions = [{"git": {"repoURL": remote.url, "branch": "main"}}]
+        subscriptions = [{"git": {"repoURL": GIT_URL, "branch": "main"}}]
         await kube.create(k.WAREHOUSES, warehouse("app", subscriptions, interval="1h"))
         informer = asyncio.create_task(controller.run_informer())
         try:
@@ -681,3 +687,93 @@ async def test_a_discovery_cut_short_by_a_lost_leadership_runs_under_the_next(
             informer.cancel()
             await asyncio.gather(informer, return_exceptions=True)
             await kube.close()
+
+
+async def test_a_warehouse_cannot_read_another_projects_mirror_by_its_path(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """Project A's private history is in a mirror under the server's work directory; project
+    B's Warehouse naming that mirror (as file:// or as a bare path) makes no Freight and says
+    why, as git-clone refuses local repositories."""
+    remote = make_remote(tmp_path, files={"secret": "1\n"})
+    remote.tag("v1.0.0-private", remote.head("main"))
+    async with running_apiserver(namespaces=["proj-a", "proj-b"]) as api:
+        kube = k.Kube(api.api_client())
+        d = discoverer(session, tmp_path, rewrites={remote.url: GIT_URL})
+        controller = WarehouseController(kube, d, rand=lambda: 0.0)
+        tags = {"commitSelectionStrategy": "NewestTag"}
+        own = objects.warehouse(
+            "app", namespace="proj-a", subscriptions=[{"git": {"repoURL": GIT_URL, **tags}}]
+        )
+        await kube.create(k.WAREHOUSES, own)
+        informer = asyncio.create_task(controller.run_informer())
+        try:
+            await controller.informer.synced.wait()
+            await controller.reconcile(("proj-a", "app"))
+            (made,) = (await kube.list(k.FREIGHT, "proj-a"))[0]
+            assert made["commits"][0]["tag"] == "v1.0.0-private"
+        finally:
+            informer.cancel()
+            await asyncio.gather(informer, return_exceptions=True)
+        (mirror,) = (tmp_path / "git-cache" / "mirrors").iterdir()
+        paths = [mirror.as_uri(), str(mirror), f"file://{mirror}/"]
+        for i, url in enumerate(paths):
+            sub = {"git": {"repoURL": url, **tags}}
+            steal = objects.warehouse(f"steal-{i}", namespace="proj-b", subscriptions=[sub])
+            await kube.create(k.WAREHOUSES, steal)
+        controller = WarehouseController(kube, d, rand=lambda: 0.0)
+        task = asyncio.create_task(controller.run_informer())
+        try:
+            await controller.informer.synced.wait()
+            for i, url in enumerate(paths):
+                await controller.reconcile(("proj-b", f"steal-{i}"))
+                got = await kube.get(k.WAREHOUSES, "proj-b", f"steal-{i}")
+                (ready,) = [c for c in got["status"]["conditions"] if c["type"] == "Ready"]
+                assert ready["reason"] == "InvalidSpec", url
+                assert "repoURL" in ready["message"] and "local" in ready["message"]
+            assert (await kube.list(k.FREIGHT, "proj-b"))[0] == []
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await kube.close()
+
+
+async def test_a_password_in_a_warehouse_url_is_neither_stored_nor_shown(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """A chart repository's URL with a password: the Warehouse's status and the Freight hold it
+    without; a git URL with one is refused (credentials come from Secrets), naming no password."""
+
+    async def index(request: web.Request) -> web.Response:
+        return web.Response(text="apiVersion: v1\nentries:\n  app:\n  - version: 1.0.0\n")
+
+    charts = web.Application()
+    charts.router.add_get("/charts/index.yaml", index)
+    async with serving(charts) as base, running_apiserver(namespaces=["demo"]) as api:
+        with_password = base.replace("http://", "http://robot:pa55word@") + "/charts"
+        kube = k.Kube(api.api_client())
+        controller = WarehouseController(kube, discoverer(session, tmp_path), rand=lambda: 0.0)
+        chart = [{"chart": {"repoURL": with_password, "name": "app"}}]
+        git = [{"git": {"repoURL": "http://robot:pa55word@git.example.test/acme/app.git"}}]
+        await kube.create(k.WAREHOUSES, warehouse("charts", chart))
+        await kube.create(k.WAREHOUSES, warehouse("git", git))
+        task = asyncio.create_task(controller.run_informer())
+        try:
+            await controller.informer.synced.wait()
+            await controller.reconcile(("demo", "charts"))
+            await controller.reconcile(("demo", "git"))
+            statuses = [
+                (await kube.get(k.WAREHOUSES, "demo", name))["status"] for name in ("charts", "git")
+            ]
+            freight, _ = await kube.list(k.FREIGHT, "demo")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await kube.close()
+    (made,) = freight
+    assert made["charts"] == [{"repoURL": f"{base}/charts", "name": "app", "version": "1.0.0"}]
+    found = statuses[0]["discoveredArtifacts"]["charts"][0]
+    assert found["repoURL"] == f"{base}/charts"
+    (ready,) = [c for c in statuses[1]["conditions"] if c["type"] == "Ready"]
+    assert ready["reason"] == "InvalidSpec" and "must not contain credentials" in ready["message"]
+    assert "pa55word" not in json.dumps([statuses, freight])

@@ -32,7 +32,7 @@ from app.controller.warehouses.reconciler import WarehouseController
 from app.controller.warehouses.registry import OCIClient
 from promoter.warehouses.spec import parse_spec
 from tests.support import objects
-from tests.support.gitrepo import RemoteRepo, make_remote
+from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 from tests.support.kube import running_apiserver
 from tests.support.registry import Registry, running_registry, serving
 from tests.support.waiting import eventually
@@ -50,6 +50,10 @@ entries:
 """
 
 
+# Local remotes are reached through this public base, mapped by the test's gitconfig.
+HOSTED = "https://git.example.test/"
+
+
 def day(n: int) -> dt.datetime:
     return dt.datetime(2024, 1, n, tzinfo=dt.UTC)
 
@@ -62,6 +66,11 @@ class Parts:
     digests: dict[str, str]
     commits: dict[str, str]
     discoverer: Discoverer
+    local_root: str  # the test's directory as a file:// URL, which HOSTED stands for
+
+    def public(self, remote: RemoteRepo) -> str:
+        """The public URL a Warehouse names for a local remote (Warehouses refuse paths)."""
+        return HOSTED + remote.url.removeprefix(self.local_root)
 
     def image(self, repo: str) -> str:
         """Kargo's example URL, on our registry."""
@@ -113,8 +122,10 @@ async def parts(tmp_path: Path) -> AsyncIterator[Parts]:
         for tag, created in built:
             digests[tag] = await registry.push_image("nginx/nginx", tag, created=day(created))
         oci = OCIClient(session)
-        d = Discoverer(oci, ChartClient(session, oci), GitSource(tmp_path / "git-cache"))
-        yield Parts(registry, git, charts, digests, commits, d)
+        root = tmp_path.as_uri() + "/"
+        source = GitSource(tmp_path / "git-cache", extra_env=git_env(tmp_path, {root: HOSTED}))
+        d = Discoverer(oci, ChartClient(session, oci), source)
+        yield Parts(registry, git, charts, digests, commits, d, root)
 
 
 def image_tags(found: dict[str, Any]) -> list[str]:
@@ -159,7 +170,7 @@ async def test_the_image_examples_select_as_kargo_documents(parts: Parts) -> Non
 
 
 async def test_the_git_examples_select_as_kargo_documents(parts: Parts) -> None:
-    url, c = parts.git.url, parts.commits
+    url, c = parts.public(parts.git), parts.commits
     branch = await parts.discover({"git": {"repoURL": url, "branch": "main"}})
     assert branch["git"][0]["commits"][0]["id"] == c["docs"]
     semver = await parts.discover(
@@ -234,7 +245,7 @@ async def test_the_freight_creation_examples_make_the_freight_kargo_documents(
                 {
                     "subscriptions": [
                         {"name": "frontend", "image": {"repoURL": nginx, "constraint": "^1.26.0"}},
-                        {"git": {"repoURL": parts.git.url}},
+                        {"git": {"repoURL": parts.public(parts.git)}},
                     ]
                 },
             ),
@@ -321,7 +332,7 @@ async def test_the_expression_filter_examples_select_as_kargo_documents(
     git.tag("v1.0.0", feat)
     git.tag("v1.1.0-alpha", ignored)
     git.tag("v1.1.0", typo)
-    url = git.url
+    url = parts.public(git)
 
     async def newest(strategy: str, expression: str) -> dict[str, Any]:
         found = await parts.discover(

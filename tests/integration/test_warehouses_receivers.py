@@ -322,6 +322,13 @@ def test_short_secrets_are_refused_naming_the_variable_not_the_value() -> None:
     assert "short-secret" not in str(err.value)
     with pytest.raises(ReceiverSettingsError):
         ReceiverSettings.from_env({"LONGSHOREMAN_WEBHOOK_NAMESPACE": "Not_A_Namespace"})
+    # The operator may raise the minimum (for the projects' receivers too), never lower it.
+    raised = {"LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH": "40"}
+    with pytest.raises(ReceiverSettingsError, match="shorter than 40"):
+        ReceiverSettings.from_env({**raised, "LONGSHOREMAN_QUAY_WEBHOOK_SECRET": "x" * 39})
+    assert ReceiverSettings.from_env(raised).min_secret_length == 40
+    with pytest.raises(ReceiverSettingsError, match="LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH"):
+        ReceiverSettings.from_env({"LONGSHOREMAN_WEBHOOK_MIN_SECRET_LENGTH": "8"})
 
 
 def test_receiver_secrets_and_url_tokens_join_the_log_redactor() -> None:

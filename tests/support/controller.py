@@ -23,6 +23,8 @@ from app.controller import kube as k
 from app.controller.reconciler import Controller
 from app.embedded import seed
 from promoter.clock import SYSTEM, Clock
+from promoter.control.projects import ProjectSelection
+from promoter.rules.limits import DEFAULT_LIMITS, Limits
 from promoter.steps.base import StepContext, StepResult, StepServices, StepStatus
 from promoter.steps.registry import StepRegistry, builtin_registry
 from tests.support.kube import RunningApiServer, running_apiserver
@@ -95,10 +97,15 @@ async def running_controller(
     on_request: Callable[[str, str, int | None], None] | None = None,
     on_reconcile: Callable[[float], None] | None = None,
     clock: Clock = SYSTEM,
+    limits: Limits = DEFAULT_LIMITS,
+    projects: ProjectSelection | None = None,
+    namespace: str | None = None,
 ) -> AsyncIterator[Controller]:
     kube = k.Kube(server.api_client(), on_request=on_request)
     controller = Controller(
         kube,
+        projects=projects,
+        namespace=namespace,
         registry=registry or builtin_registry(),
         services=services or StepServices(),
         work_dir=work_dir,
@@ -107,6 +114,7 @@ async def running_controller(
         health_interval=health_interval,
         on_reconcile=on_reconcile,
         clock=clock,
+        limits=limits,
     )
     informers = asyncio.create_task(controller.run_informers())
     leader = asyncio.create_task(controller.lead())

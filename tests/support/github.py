@@ -72,7 +72,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import jwt
@@ -84,7 +84,7 @@ from handlers.settings import GitHubSettings
 from tests.support.fixtures import GITHUB
 from tests.support.githttp import serve_git
 from tests.support.github_openapi import body_problems, operation_of
-from tests.support.gitrepo import RemoteRepo
+from tests.support.gitrepo import TEST_USER_EMAIL, RemoteRepo
 
 WEB_URL = "https://github.com"
 APP_ID = 4242
@@ -250,6 +250,10 @@ class Pull:
     merged_at: str | None = None
 
 
+# The address GitHub commits merges made on github.com with (the ``web-flow`` account).
+WEB_FLOW_EMAIL = "noreply@github.com"
+
+
 @dataclass
 class Repo:
     owner: str
@@ -388,6 +392,11 @@ class FakeGitHub:
         self.user_tokens: dict[str, tuple[str, str]] = {}
         self.oauth_login: str | None = None
         self.org_members: dict[str, dict[str, str]] = {}
+        # The accounts GitHub links commit e-mails to (a user's verified addresses): a commit's
+        # ``author`` / ``committer`` login, null for an address no account has. The suite's
+        # commits are made by the test identity on behalf of alice, the default user of the
+        # fake's pull requests; a merge through the fake is authored by its merger's address.
+        self.emails: dict[str, str] = {TEST_USER_EMAIL: "alice", WEB_FLOW_EMAIL: "web-flow"}
         self._session: aiohttp.ClientSession | None = None
         self.app = web.Application(middlewares=[self._middleware])
         self._routes()
@@ -713,6 +722,7 @@ class FakeGitHub:
         r.add_get(repo + "/pulls", self.h_list_pulls)
         r.add_post(repo + "/pulls", self.h_create_pull)
         r.add_get(repo + "/pulls/{number:\\d+}", self.h_get_pull)
+        r.add_get(repo + "/pulls/{number:\\d+}/commits", self.h_pull_commits)
         r.add_put(repo + "/pulls/{number:\\d+}/merge", self.h_merge_pull)
         r.add_post(repo + "/issues/{number:\\d+}/labels", self.h_add_labels)
         r.add_post(repo + "/issues/{number:\\d+}/comments", self.h_create_comment)
@@ -1103,7 +1113,11 @@ class FakeGitHub:
             # rebase, which replays each commit; no caller depends on the difference).
             message = title or f"{pull.title} (#{pull.number})"
             parents = ["-p", base_sha]
-        sha = repo.git.git("commit-tree", tree, *parents, stdin=message + "\n")
+        # As on GitHub: the merger authors the merge, GitHub's web-flow commits it.
+        merger = self.noreply(by)
+        env = {"GIT_AUTHOR_NAME": by, "GIT_AUTHOR_EMAIL": merger}
+        env |= {"GIT_COMMITTER_NAME": "GitHub", "GIT_COMMITTER_EMAIL": WEB_FLOW_EMAIL}
+        sha = repo.git.git("commit-tree", tree, *parents, stdin=message + "\n", env=env)
         repo.git.git("update-ref", f"refs/heads/{pull.base}", sha, base_sha)
         pull.state, pull.merged, pull.merge_commit_sha = "closed", True, sha
         pull.merged_by, pull.merged_at = by, _now()
@@ -1331,19 +1345,33 @@ class FakeGitHub:
             return ref
         return self._head(repo, ref)
 
+    def noreply(self, login: str) -> str:
+        """``login``'s no-reply address, linked to the account (GitHub's
+        ``ID+login@users.noreply.github.com``)."""
+        address = f"{login}@users.noreply.fake-github.invalid"
+        self.emails.setdefault(address, login)
+        return address
+
     async def h_commit(self, request: web.Request) -> web.Response:
         repo = self._repo_of(request)
         sha = await asyncio.to_thread(self._resolve, repo, request.match_info["ref"])
         if sha is None:
             raise ApiError(422, f"No commit found for SHA: {request.match_info['ref']}")
-        message = await asyncio.to_thread(repo.git.git, "log", "-1", "--format=%B", sha)
-        return web.json_response(
-            {
-                "sha": sha,
-                "commit": {"message": message.strip()},
-                "html_url": f"{repo.html_url}/commit/{sha}",
-            }
-        )
+        return web.json_response(await asyncio.to_thread(self._commit_json, repo, sha))
+
+    async def h_pull_commits(self, request: web.Request) -> web.Response:
+        """List commits on a pull request (``pulls/list-commits``), oldest first."""
+        repo = self._repo_of(request)
+        pull = repo.pulls.get(int(request.match_info["number"]))
+        if pull is None:
+            raise ApiError(404, "Not Found")
+
+        def listed() -> list[dict[str, Any]]:
+            self._refresh(repo, pull)
+            shas = repo.git.git("rev-list", "--reverse", f"{pull.base_sha}..{pull.head_sha}")
+            return [self._commit_json(repo, sha) for sha in shas.split()]
+
+        return web.json_response(await asyncio.to_thread(listed))
 
     async def h_branch(self, request: web.Request) -> web.Response:
         repo = self._repo_of(request)
@@ -1466,13 +1494,18 @@ class FakeGitHub:
                 "tree": {"sha": tree, "url": f"{api}/git/trees/{tree}"},
                 "verification": self._verification(repo, sha),
             },
-            "author": None,
-            "committer": None,
+            # The accounts GitHub links the addresses to (a user's verified addresses).
+            "author": self._account(ae),
+            "committer": self._account(ce),
             "parents": [
                 {"sha": p, "url": f"{api}/commits/{p}", "html_url": f"{repo.html_url}/commit/{p}"}
                 for p in parents.split()
             ],
         }
+
+    def _account(self, email: str) -> dict[str, Any] | None:
+        login = self.emails.get(email.lower())
+        return {"login": login, "type": "User"} if login else None
 
     @staticmethod
     def _verification(repo: Repo, sha: str) -> dict[str, Any]:
@@ -1972,3 +2005,20 @@ async def running_fake_github(**options: Any) -> AsyncIterator[FakeGitHub]:
     finally:
         await fake.close_session()
         await runner.cleanup()
+
+
+async def sign_in(client: Any, next_path: str) -> aiohttp.ClientResponse:
+    """Sign in to the status pages behind ``client`` (an aiohttp ``TestClient``) with the fake's
+    OAuth web flow: our /ui/login, GitHub's authorize, our callback (its answer)."""
+    login = await client.get("/ui/login", params={"next": next_path}, allow_redirects=False)
+    assert login.status == 302
+    authorize = login.headers["Location"]
+    async with aiohttp.ClientSession() as github:
+        async with github.get(authorize, allow_redirects=False) as approved:
+            assert approved.status == 302, await approved.text()
+            back = urlsplit(approved.headers["Location"])
+    assert back.path == "/ui/oauth/callback"
+    answer: aiohttp.ClientResponse = await client.get(
+        f"{back.path}?{back.query}", allow_redirects=False
+    )
+    return answer

@@ -29,3 +29,59 @@ alias: first
 origin: {{kind: Warehouse, name: w}}
 ---
 """
+
+
+_DIRECT = "requestedFreight: [{origin: {kind: Warehouse, name: w}, sources: {direct: true}}]"
+
+
+def limits_project(namespace: str) -> str:
+    """The prelude, a PromotionTask ``hundred`` of 100 ``compose-output`` steps, Stage
+    ``small`` (one step whose two outputs are ``vars.size`` characters each, 10 by default),
+    Stage ``tasks`` (``hundred`` six times: 600 steps once inflated) and Stage ``limit``
+    (five times: 500 steps). For the limits' tests and benchmark (issue 34)."""
+    task_steps = "".join(
+        f"  - {{uses: compose-output, as: s{i}, config: {{n: '{i}'}}}}\n" for i in range(100)
+    )
+    return (
+        project_prelude(namespace)
+        + f"""\
+apiVersion: kargo.akuity.io/v1alpha1
+kind: PromotionTask
+metadata: {{name: hundred, namespace: {namespace}}}
+spec:
+  steps:
+{task_steps}---
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Stage
+metadata: {{name: small, namespace: {namespace}}}
+spec:
+  {_DIRECT}
+  promotionTemplate:
+    spec:
+      vars: [{{name: size, value: "10"}}]
+      steps:
+      - uses: compose-output
+        as: out
+        config:
+          a: "${{{{ repeat('x', int(vars.size)) }}}}"
+          b: "${{{{ repeat('y', int(vars.size)) }}}}"
+"""
+        + "".join(
+            _stage_of_tasks(namespace, name, refs) for name, refs in (("tasks", 6), ("limit", 5))
+        )
+    )
+
+
+def _stage_of_tasks(namespace: str, name: str, refs: int) -> str:
+    steps = "".join(f"      - {{task: {{name: hundred}}, as: t{i}}}\n" for i in range(refs))
+    return f"""\
+---
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Stage
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  {_DIRECT}
+  promotionTemplate:
+    spec:
+      steps:
+{steps}"""

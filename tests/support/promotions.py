@@ -41,6 +41,7 @@ from typing import Any
 from promoter.chat.planner import not_approvable, not_available
 from promoter.chat.port import PromotionRef, Snapshot
 from promoter.clock import SYSTEM, Clock
+from promoter.control.projects import Project
 from promoter.errors import InvalidInput, NotFound, Refused
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of, namespace_of
@@ -77,6 +78,8 @@ class FakePromotions:
         self.freight = freight if freight is not None else []
         self.promotions = promotions if promotions is not None else []
         self.warehouse_list: list[dict[str, Any]] = []
+        # promoter.chat.port.ProjectDirectory: the projects chat reaches, with their routing.
+        self.project_list: list[Project] = []
         # handlers.progress.AnalysisRunSource: (namespace, name) -> AnalysisRun
         self.analysis_runs: dict[tuple[str, str], dict[str, Any]] = {}
         # handlers.environments.ApplicationSource: (namespace, name) -> Argo CD Application
@@ -227,6 +230,9 @@ class FakePromotions:
             if (namespace_of(item), name_of(item)) == (namespace, name):
                 return item
         raise NotFound(f"{kind} {name!r} not found in namespace {namespace!r}")
+
+    def projects(self) -> list[Project]:
+        return list(self.project_list)
 
     async def snapshot(self, namespace: str) -> Snapshot:
         self._faulty("snapshot")

@@ -72,13 +72,24 @@ CONTROLLER = User(
 
 
 # Who asked for which Secrets, with the request's URI (its labelSelector): Metadata level, never
-# the Secrets' contents; every other request is not audited.
+# the Secrets' contents; the same for Argo's Applications, AnalysisRuns and AnalysisTemplates;
+# every other request is not audited.
 AUDIT_POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
     "rules": [
         {"level": "Metadata", "resources": [{"group": "", "resources": ["secrets"]}]},
+        # Argo's objects, which the controller must read only where it serves (issue 36).
+        {
+            "level": "Metadata",
+            "resources": [
+                {
+                    "group": "argoproj.io",
+                    "resources": ["applications", "analysisruns", "analysistemplates"],
+                }
+            ],
+        },
         {"level": "None"},
     ],
 }
@@ -178,7 +189,8 @@ class RealApiServer:
         return (self.directory / f"{process}.log").read_text(errors="replace")
 
     def audit_events(self) -> list[dict[str, Any]]:
-        """The audit log's events so far (requests on Secrets, once each: ResponseComplete)."""
+        """The audit log's events so far (requests on Secrets and Argo's objects, once each:
+        ResponseComplete)."""
         path = self.directory / "audit.log"
         if not path.exists():
             return []

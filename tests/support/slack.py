@@ -2,7 +2,7 @@
 
 ``running_fake_slack()`` starts an aiohttp app on 127.0.0.1 that answers the Web API methods the
 integration uses (``auth.test``, ``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``,
-``conversations.history``, ``usergroups.users.list``, ``users.info``) plus ``response_url``
+``conversations.history``, ``usergroups.users.list``) plus ``response_url``
 endpoints, the way
 Slack does: bearer-token checks, ``ok: false`` errors, Block Kit limits enforced
 (``invalid_blocks``), 429 with ``Retry-After``, 5xx with a non-JSON body, message metadata kept
@@ -90,8 +90,7 @@ class LostAnswer:
 
 
 # The bot scopes this fake grants by default; conversations.history checks them (public
-# channels, C..., need channels:history; private ones, G..., groups:history), and users.info
-# (users:read; the profile's email only with users:read.email).
+# channels, C..., need channels:history; private ones, G..., groups:history).
 GRANTED_SCOPES = frozenset(
     {
         "chat:write",
@@ -99,8 +98,6 @@ GRANTED_SCOPES = frozenset(
         "usergroups:read",
         "channels:history",
         "groups:history",
-        "users:read",
-        "users:read.email",
     }
 )
 
@@ -149,8 +146,6 @@ class FakeSlack:
         self.messages: list[SlackMessage] = []
         self.ephemeral: list[dict[str, Any]] = []
         self.usergroups: dict[str, list[str]] = {}
-        # users.info: user ID -> e-mail address of the workspace's members the test made
-        self.users: dict[str, str] = {}
         self.responses: dict[str, list[dict[str, Any]]] = {}
         self.faults: list[Fault] = []
         self.lost: list[LostAnswer] = []
@@ -422,23 +417,6 @@ class FakeSlack:
         if group not in self.usergroups:
             return {"ok": False, "error": "no_such_subteam"}
         return {"ok": True, "users": list(self.usergroups[group])}
-
-    def _m_users_info(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        # https://docs.slack.dev/reference/methods/users.info: a user object; the profile's
-        # email only with users:read.email (absent otherwise, not an error).
-        if "users:read" not in self.scopes:
-            return {"ok": False, "error": "missing_scope", "needed": "users:read"}
-        user = str(args.get("user") or "")
-        if user not in self.users:
-            return {"ok": False, "error": "user_not_found"}
-        name = user.lower()
-        profile: dict[str, Any] = {"real_name": name, "display_name": name}
-        if "users:read.email" in self.scopes:
-            profile["email"] = self.users[user]
-        return {
-            "ok": True,
-            "user": {"id": user, "team_id": self.team, "name": name, "profile": profile},
-        }
 
     async def _respond(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]

@@ -13,6 +13,7 @@ and without any the message says "no credentials for <repoURL>".
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +95,8 @@ class ChartClient:
                 status,
             )
         body, etag, modified = answer
-        return self._parse(url, f"{auth.key}\0{url}", body, etag, modified)
+        # A large index.yaml takes seconds of YAML parsing: off the event loop.
+        return await asyncio.to_thread(self._parse, url, f"{auth.key}\0{url}", body, etag, modified)
 
     async def _get(
         self, url: str, headers: dict[str, str], cached: _Index | None

@@ -11,6 +11,7 @@ and discovery, for registries only when the registry asks for them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +32,7 @@ from promoter.ports.credentials import (
     CredentialsError,
     CredentialType,
 )
+from promoter.urls import without_credentials
 from promoter.warehouses import selection as sel
 from promoter.warehouses.spec import (
     ChartSubscription,
@@ -120,7 +122,9 @@ class Discoverer:
     async def _image(self, sub: ImageSubscription, project: str) -> dict[str, Any]:
         auth = self._auth(project, CredentialType.IMAGE)
         tags = await self.oci.tags(sub.repo_url, auth) if sub.strategy != "Digest" else []
-        candidates = sel.image_candidates(sub, tags)
+        # Selection parses and sorts every tag (semvers, RE2 filters): thousands of them cost
+        # a second of CPU, which must not hold the loop every other project is waiting on.
+        candidates = await asyncio.to_thread(sel.image_candidates, sub, tags)
         # A Digest subscription follows a mutable tag: caching it by tag would defeat it.
         cached = sub.cache_by_tag and sub.strategy != "Digest"
         facts: list[sel.ImageFacts] = []
@@ -138,7 +142,7 @@ class Discoverer:
                     if len(facts) >= sub.discovery_limit:
                         break
         out: dict[str, Any] = {
-            "repoURL": sub.repo_url,
+            "repoURL": without_credentials(sub.repo_url),
             "references": sel.discovered_images(sub, facts),
         }
         if sub.platform is not None:
@@ -151,8 +155,8 @@ class Discoverer:
         auth = self._auth(project, CredentialType.HELM)
         versions = await self.charts.versions(sub.repo_url, sub.chart_name, auth)
         out: dict[str, Any] = {
-            "repoURL": sub.repo_url,
-            "versions": sel.chart_versions(sub, versions),
+            "repoURL": without_credentials(sub.repo_url),
+            "versions": await asyncio.to_thread(sel.chart_versions, sub, versions),
         }
         if sub.chart_name:
             out["name"] = sub.chart_name
@@ -187,12 +191,12 @@ class Discoverer:
         self, sub: GitSubscription, prev: Mapping[str, Any] | None, access: _GitAccess
     ) -> dict[str, Any]:
         observed = await self._observed(sub, access)
-        out: dict[str, Any] = {"repoURL": sub.repo_url}
+        out: dict[str, Any] = {"repoURL": without_credentials(sub.repo_url)}
         if sub.name:
             out["subscriptionName"] = sub.name
         if (
             prev is not None
-            and prev.get("repoURL") == sub.repo_url
+            and prev.get("repoURL") == out["repoURL"]
             and observed is not None
             and prev.get("observedRefs") == observed
         ):
@@ -208,7 +212,7 @@ class Discoverer:
                 project=access.project,
                 credential=access.credential,
             )
-            ordered = sel.ordered_tags(sub, found)
+            ordered = await asyncio.to_thread(sel.ordered_tags, sub, found)
             if sub.filters_paths:
                 kept = []
                 for tag in ordered:

@@ -76,9 +76,12 @@ class WarehouseController:
         clock: Clock = SYSTEM,
         rand: Callable[[], float] = random.random,
         on_reconcile: Callable[[float], None] | None = None,
+        serves: Callable[[str], bool] = lambda namespace: True,
     ) -> None:
         self.kube = kube
         self.discoverer = discoverer
+        # Only the served projects' Warehouses discover (app.controller.projects).
+        self.serves = serves
         self.max_concurrent = max_concurrent
         self.min_interval = min_interval
         self.clock = clock
@@ -110,6 +113,11 @@ class WarehouseController:
             self._schedule_poll(key, obj)
 
     # ------------------------------------------------------ the receivers' port
+
+    def enqueue_namespace(self, namespace: str) -> None:
+        """A namespace became served: discover for its Warehouses now."""
+        for obj in self.informer.items(namespace):
+            self.queue.add(object_key(obj))
 
     def all_warehouses(self) -> list[k.JsonObject]:
         """Every watched Warehouse, from the informer (warm on every replica)."""
@@ -160,6 +168,8 @@ class WarehouseController:
         if obj is None:
             return None
         namespace, name = str(key[0] or ""), key[1]
+        if not self.serves(namespace):
+            return None  # enqueue_namespace() brings it back if its project becomes served
         meta = obj.get("metadata") or {}
         generation = int(meta.get("generation") or 0)
         now = self.clock.now()
@@ -402,6 +412,7 @@ async def start_warehouse_controller(
     git_config: Path | None = None,
     clock: Clock = SYSTEM,
     on_reconcile: Callable[[float], None] | None = None,
+    serves: Callable[[str], bool] = lambda namespace: True,
 ) -> WarehouseController:
     """The controller with its HTTP session and git cache, closed with ``stack``; every
     subscription reads with what ``credentials`` (the one port the steps ask too) finds for
@@ -413,5 +424,10 @@ async def start_warehouse_controller(
     git = GitSource(work_dir / "warehouses", git_config=git_config)
     discoverer = Discoverer(oci, ChartClient(session, oci), git, credentials)
     return WarehouseController(
-        kube, discoverer, namespace=namespace, clock=clock, on_reconcile=on_reconcile
+        kube,
+        discoverer,
+        namespace=namespace,
+        clock=clock,
+        on_reconcile=on_reconcile,
+        serves=serves,
     )

@@ -133,8 +133,8 @@ SLACK_CASES = [
         [],
         AskConfirm("prod", "abc1234def", TAUNTAUN),
     ),
-    ("latest to prod", "U2", [], [], Refusal("<@U2> may not act on Stage prod")),
-    ("latest to test", "U2", [], ["U1"], Refusal("<@U2> may not act on Stage test")),
+    ("latest to prod", "U2", [], [], Refusal("<@U2> may not act on Stage prod in project p")),
+    ("latest to test", "U2", [], ["U1"], Refusal("<@U2> may not act on Stage test in project p")),
     (
         "nope to test",
         "U1",
@@ -186,7 +186,7 @@ SLACK_CASES = [
         [],
         Refusal("Promotion `prod.01` already finished (Succeeded); there is nothing to abort"),
     ),
-    ("abort prod.02", "U3", [], [], Refusal("<@U3> may not act on Stage prod")),
+    ("abort prod.02", "U3", [], [], Refusal("<@U3> may not act on Stage prod in project p")),
     (
         "abort test",
         "U1",
@@ -206,7 +206,7 @@ SLACK_CASES = [
             "counts as verified once a Promotion succeeds and the Stage is healthy"
         ),
     ),
-    ("verify prod", "U4", [], [], Refusal("<@U4> may not act on Stage prod")),
+    ("verify prod", "U4", [], [], Refusal("<@U4> may not act on Stage prod in project p")),
     ("help", "U4", [], [], ShowHelp("p", ("test", "uat"), ("prod",), ("test", "uat"))),
     ("help", "U1", [], [], ShowHelp("p", ("prod", "test", "uat"), (), ("prod", "test", "uat"))),
 ]

@@ -3,6 +3,7 @@ read from the Stage, thread replies have stable keys, the record round-trips."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from slack.messages import (
     LiveTag,
     MessageRecord,
     channel_of,
+    freight_available,
     message_final,
     notable_events,
     render_promotion,
@@ -255,3 +257,20 @@ def test_live_tag_round_trip_and_only_our_post_is_found() -> None:
     assert tagged(history, tag) is None
     history += [("1700000001.900000", tag.metadata()), ("1700000001.000010", tag.metadata())]
     assert tagged(history, tag) == "1700000001.000010"  # the first, if both attempts landed
+
+
+def test_urls_with_credentials_are_shown_without_them() -> None:
+    """Freight written with kubectl may carry a password in a URL; a Promotion's message may
+    quote one: neither reaches Slack (issue 34, finding 8)."""
+    freight = objects.freight(
+        "f1",
+        commits=[{"repoURL": "https://robot:pa55word@git.example.com/a.git", "id": "a" * 40}],
+        charts=[{"repoURL": "https://robot:pa55word@charts.example.com", "version": "1.0.0"}],
+    )
+    announced = freight_available("demo", "test", freight)
+    failed = render_promotion(
+        promotion_view(promotion("Errored", message="cannot reach http://u:pa55word@h/x.git"))
+    )
+    shown = json.dumps([announced.text, list(announced.blocks), failed.text, list(failed.blocks)])
+    assert "pa55word" not in shown
+    assert "https://git.example.com/a.git" in shown and "http://h/x.git" in shown

@@ -20,16 +20,19 @@ def test_defaults_and_parsing() -> None:
             "LONGSHOREMAN_SLACK_DEFAULT_PROMOTERS": "U123, S0GROUP ,W999",
             "LONGSHOREMAN_SLACK_PROJECT": "kargo-demo",
             "LONGSHOREMAN_SLACK_CONFIRM_TTL": "120",
+            "LONGSHOREMAN_SLACK_TEAM_ID": "T0TEAM",
         }
     )
+    assert s.team_id == "T0TEAM"
     assert s.api_url == "http://127.0.0.1:9999/api/"
     assert s.default_promoters == ("U123", "S0GROUP", "W999")
     assert (s.namespace, s.confirm_ttl) == ("kargo-demo", 120.0)
     d = SlackSettings.from_env(GOOD)
-    assert (d.api_url, d.namespace, d.default_promoters) == (
+    assert (d.api_url, d.namespace, d.default_promoters, d.team_id) == (
         "https://slack.com/api/",
         "default",
         (),
+        None,
     )
 
 
@@ -48,6 +51,7 @@ def test_defaults_and_parsing() -> None:
             "LONGSHOREMAN_SLACK_DEFAULT_PROMOTERS",
         ),
         ({**GOOD, "LONGSHOREMAN_SLACK_PROJECT": "Not_A_Namespace"}, "LONGSHOREMAN_SLACK_PROJECT"),
+        ({**GOOD, "LONGSHOREMAN_SLACK_TEAM_ID": "acme"}, "LONGSHOREMAN_SLACK_TEAM_ID"),
         ({**GOOD, "LONGSHOREMAN_SLACK_CONFIRM_TTL": "soon"}, "LONGSHOREMAN_SLACK_CONFIRM_TTL"),
         ({**GOOD, "LONGSHOREMAN_SLACK_CONFIRM_TTL": "0"}, "LONGSHOREMAN_SLACK_CONFIRM_TTL"),
         (

@@ -24,9 +24,8 @@ from promoter.steps.git import (
     generated_branch,
     normalize_repo_url,
     ref_name_problem,
-    repo_url_problem,
-    strip_userinfo,
 )
+from promoter.urls import repo_url_problem, without_credentials
 from tests.support import objects
 from tests.support.gitrepo import RemoteRepo, git_env, make_remote
 from tests.support.steps import make_context
@@ -157,7 +156,7 @@ def test_url_helpers() -> None:
         "https://github.com/example/repo"
     )
     assert (
-        strip_userinfo("see https://u:s3cret@h/x and ssh://git@h/y")
+        without_credentials("see https://u:s3cret@h/x and ssh://git@h/y")
         == "see https://h/x and ssh://h/y"
     )
     sha = "a" * 40
