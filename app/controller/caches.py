@@ -17,6 +17,7 @@ from app.controller.creation import InformerTasks
 from app.controller.informer import FreightRefs, Informer, NamespacedInformers, OnEvent
 from app.controller.verification import auto_promote_enabled
 from promoter.control.shards import NO_SHARD, Shard
+from promoter.control import selection
 from promoter.engine.builder import TaskSource
 from promoter.resources.model import Phase, namespace_of
 from promoter.resources.stages import phase_of
@@ -100,6 +101,10 @@ def _auto_promote_index(obj: Mapping[str, Any]) -> list[str]:
     return [namespace_of(obj) or "default"] if auto_promote_enabled(obj) else []
 
 
+def _control_flow_index(obj: Mapping[str, Any]) -> list[str]:
+    return [namespace_of(obj) or "default"] if selection.is_control_flow(obj) else []
+
+
 class Caches:
     """The informers of Promotions, Stages, Freight, Warehouses, tasks and Applications."""
 
@@ -144,6 +149,8 @@ class Caches:
         # Namespaces of the Stages that auto-promote: a Freight change looks at those only,
         # not at every Stage (which made each Freight write cost O(Stages)).
         self.stages.add_index("auto-promote", _auto_promote_index)
+        # Namespaces of the control-flow Stages, which pass Freight on as soon as it is theirs.
+        self.stages.add_index("control-flow", _control_flow_index)
         self.task_source: TaskSource = InformerTasks(self.tasks, self.cluster_tasks)
 
     def report_to(

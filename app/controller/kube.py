@@ -327,8 +327,10 @@ def event_for(
     type: str,
     component: str,
     now: datetime,
+    annotations: Mapping[str, str] | None = None,
 ) -> JsonObject:
-    """A core/v1 Event about ``involved``, named the way client-go's recorder names them."""
+    """A core/v1 Event about ``involved``, named the way client-go's recorder names them (with
+    ``annotations``, as client-go's ``AnnotatedEventf`` records Kargo's event data)."""
     metadata = involved.get("metadata") or {}
     name = str(metadata.get("name") or "unknown")
     # Cluster-scoped objects get their events in "default", as client-go's recorder does.
@@ -350,6 +352,7 @@ def event_for(
         "metadata": {
             "name": f"{name}.{int(now.timestamp() * 1e9):x}",
             "namespace": namespace,
+            **({"annotations": dict(annotations)} if annotations else {}),
         },
         "involvedObject": {k: v for k, v in reference.items() if v is not None},
         "reason": reason,
@@ -753,6 +756,7 @@ class Kube:
         message: str,
         type: str = "Normal",
         component: str = "longshoreman",
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         """Record a core/v1 Event about ``involved``. Best effort: failures are only logged."""
         try:
@@ -763,6 +767,7 @@ class Kube:
                 type=type,
                 component=component,
                 now=self.clock.now(),
+                annotations=annotations,
             )
             await self.create(EVENTS, event)
         except asyncio.CancelledError:

@@ -22,6 +22,7 @@ from typing import Any, cast
 from app.controller import kube as k
 from app.controller.automatic import AutomaticPromotions
 from app.controller.caches import Caches, waiting_apps
+from app.controller.control_flow import ControlFlowStages
 from app.controller.creation import announce_created
 from app.controller.garbage import GarbageCollector
 from app.controller.informer import Informer, NamespacedInformers
@@ -35,6 +36,7 @@ from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
 from promoter.control.garbage import Retention
+from promoter.control import selection
 from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.projects import ProjectSelection
 from promoter.control.shards import NO_SHARD, Shard
@@ -141,6 +143,7 @@ class Controller:
         )
         self.router = EventRouter(self.caches, self.waker, self.rules)
         self.automatic = AutomaticPromotions(kube, self.caches, self.rules, clock, limits)
+        self.control_flow = ControlFlowStages(kube, self.caches, clock)
         self.verifier = Verifier(
             kube,
             clock=clock,
@@ -148,6 +151,7 @@ class Controller:
             create_promotion=self.automatic.promote,
             auto_promotes=self.rules.auto_promotes,
             namespace=namespace,
+            stage_of=self.caches.stages.get,
         )
         work_dirs = WorkDirs(work_dir)
         self.runtimes = Runtimes(
@@ -332,6 +336,10 @@ class Controller:
             stage_obj = await self._stage_anywhere(namespace, stage_name)
         if stage_obj is not None and not self.shard.responsible_for(stage_obj):
             return None
+        if stage_obj is not None and selection.passes_freight_on(
+            stage_obj, self.caches.of_stage(namespace, stage_name)
+        ):
+            return await self._reconcile_control_flow(stage_obj)
         now = self.clock.now()
         # The Stage's promotion windows now: a closed schedule holds the queue (every path
         # that creates Promotions ends in this queue), and its next boundary wakes the Stage.
@@ -393,6 +401,13 @@ class Controller:
                     requeue = later if requeue is None else min(requeue, later)
         if window_requeue is not None:
             requeue = window_requeue if requeue is None else min(requeue, window_requeue)
+        return requeue
+
+    async def _reconcile_control_flow(self, stage_obj: Mapping[str, Any]) -> float | None:
+        """A Stage without promotion steps (app.controller.control_flow): pass available
+        Freight on and write its status."""
+        requeue = await self.control_flow.pass_on(stage_obj)
+        await self.writer.write_stage_status(stage_obj, None)
         return requeue
 
     async def _run(

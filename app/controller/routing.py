@@ -15,6 +15,7 @@ from typing import Any
 from app.controller.caches import Caches
 from app.controller.policies import ProjectRules
 from app.controller.workqueue import WorkQueue
+from promoter.control import selection
 from promoter.resources import annotations as ann
 from promoter.resources.model import meta, name_of, namespace_of
 from promoter.resources.stages import available_at, phase_of
@@ -113,6 +114,12 @@ class EventRouter:
         if old is None or kind == "DELETED" or meta(obj).get("labels") != meta(old).get("labels"):
             # Policies may select Stages by label: what the ProjectConfig says is in force moves.
             self.rules.stages_changed(namespace_of(obj) or "default")
+        if old is not None and _current(obj) != _current(old):
+            # Stages that follow this one (MatchUpstream) pick what it has now.
+            namespace = namespace_of(obj) or "default"
+            for follower in self.caches.stages.items(namespace):
+                if name_of(obj) in selection.followed(follower):
+                    self.waker.enqueue_stage(namespace, name_of(follower))
         # Our own status writes come back as events; only spec, annotation or deletion changes
         # (or a first sight) need a reconcile.
         if old is not None and kind == "MODIFIED":
@@ -148,6 +155,10 @@ class EventRouter:
         for stage in candidates:
             if self.rules.auto_promotes(stage) and available_at(stage, obj) is not None:
                 self.waker.enqueue_stage(namespace, name_of(stage))
+        # Control-flow Stages pass newly available Freight on at once.
+        for stage in self.caches.stages.by_index("control-flow", namespace):
+            if available_at(stage, obj) is not None:
+                self.waker.enqueue_stage(namespace, name_of(stage))
 
     def on_application(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         key = f"{namespace_of(obj) or 'argocd'}/{name_of(obj)}"
@@ -178,3 +189,8 @@ def _tell(
 def _freight_content(freight: Mapping[str, Any]) -> dict[str, Any]:
     """A Freight without its status and metadata: the artifacts it stands for."""
     return {key: value for key, value in freight.items() if key not in ("status", "metadata")}
+
+
+def _current(stage: Mapping[str, Any] | None) -> Any:
+    history = ((stage or {}).get("status") or {}).get("freightHistory") or []
+    return history[0].get("items") if history else None

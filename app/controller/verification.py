@@ -24,6 +24,8 @@ from typing import Any
 from app.controller import kube as k
 from app.controller.informer import Informer
 from promoter.clock import SYSTEM, Clock
+from promoter.control import selection
+from promoter.control.freight_events import FreightEvent, verification_event
 from promoter.control.verification import (
     ANALYSIS_TERMINAL,
     VerificationError,
@@ -35,7 +37,15 @@ from promoter.control.verification import (
     verification_phase,
 )
 from promoter.resources import annotations as ann
-from promoter.resources.model import GROUP, format_time, meta, name_of, namespace_of
+from promoter.resources.model import (
+    GROUP,
+    Phase,
+    format_time,
+    meta,
+    name_of,
+    namespace_of,
+    parse_time,
+)
 from promoter.resources.stages import (
     Condition,
     available_at,
@@ -84,11 +94,14 @@ class Verifier:
         create_promotion: Callable[[Mapping[str, Any], Mapping[str, Any]], Any],
         auto_promotes: Callable[[Mapping[str, Any]], bool] = auto_promote_enabled,
         namespace: str | None = None,
+        stage_of: Callable[[str, str], Mapping[str, Any] | None] = lambda _ns, _name: None,
     ) -> None:
         self.kube = kube
         # AnalysisRuns and AnalysisTemplates live in the project's namespace: with one
         # namespace watched, nothing of theirs is listed or watched outside it.
         self.namespace = namespace
+        # Another Stage of the project as the caches hold it (MatchUpstream follows its upstream).
+        self.stage_of = stage_of
         # Whether a Stage auto-promotes: its ProjectConfig's first matching policy, else its
         # annotation.
         self.auto_promotes = auto_promotes
@@ -243,6 +256,8 @@ class Verifier:
         actor = (latest or {}).get("actor") if requested else None
         request = str((latest or {}).get("request") or "") if requested else ""
         entry = await self._start(stage, freight_obj, str(last.get("name")), actor, request, now)
+        if entry.get("phase") in ANALYSIS_TERMINAL:
+            await self._announce(stage, freight_obj, entry, now)
         return record_verification(entries, entry), entry
 
     async def _start(
@@ -356,12 +371,38 @@ class Verifier:
         if phase in ANALYSIS_TERMINAL:
             updated["finishTime"] = format_time(now)
             updated["message"] = verification_message(run)
-            if phase == "Successful":
-                freight_name = str((meta(run).get("labels") or {}).get(f"{GROUP}/freight") or "")
-                freight_obj = freight(namespace_of(stage) or "default", freight_name)
-                if freight_obj is not None:
+            freight_name = str((meta(run).get("labels") or {}).get(f"{GROUP}/freight") or "")
+            freight_obj = freight(namespace_of(stage) or "default", freight_name)
+            if freight_obj is not None:
+                if phase == "Successful":
                     await self._mark_verified(stage, freight_obj, now)
+                await self._announce(stage, freight_obj, updated, now)
         return record_verification(entries, updated), updated
+
+    async def _announce(
+        self,
+        stage: Mapping[str, Any],
+        freight: Mapping[str, Any],
+        entry: Mapping[str, Any],
+        now: datetime,
+    ) -> None:
+        """Kargo's FreightVerification* Event on the Freight for a verification that ended
+        (promoter.control.freight_events)."""
+        if not meta(freight).get("uid"):
+            return  # not a Freight the cluster holds (a name only): nothing to record it on
+        run = entry.get("analysisRun") or {}
+        event = verification_event(
+            freight,
+            name_of(stage),
+            str(entry.get("phase") or ""),
+            message=str(entry.get("message") or ""),
+            actor=str(entry.get("actor") or ""),
+            started=parse_time(entry.get("startTime")) or now,
+            finished=parse_time(entry.get("finishTime")) or now,
+            analysis_run=str(run.get("name") or ""),
+            promotion=str(entry.get("promotion") or "") if run.get("name") else "",
+        )
+        await record_event(self.kube, event)
 
     @staticmethod
     def _verified_condition(
@@ -426,9 +467,11 @@ class Verifier:
         promotions: Sequence[Mapping[str, Any]],
         freight: Sequence[Mapping[str, Any]],
     ) -> float | None:
-        """Promote the newest Freight available to an auto-promoting Stage; returns when to
-        look again (a soak ending), or None. ``freight`` is the namespace's Freight (callers
-        skip listing it for Stages that do not auto-promote)."""
+        """Promote the Freight its selection policy picks (promoter.control.selection: the
+        newest available, or with MatchUpstream what the upstream Stage has) to an
+        auto-promoting Stage; returns when to look again (a soak ending), or None. ``freight``
+        is the namespace's Freight (callers skip listing it for Stages that do not
+        auto-promote)."""
         if not self.auto_promotes(stage):
             return None
         now = self.clock.now()
@@ -446,21 +489,60 @@ class Verifier:
                 soonest = when if soonest is None else min(soonest, when)
                 continue
             candidates.append(f)
-        candidates.sort(key=lambda f: (freight_created(f), name_of(f)), reverse=True)
-        for f in candidates[:1]:
-            # Never promote older Freight over newer, nor the same Freight twice.
-            if current is not None and (
-                # (Timestamps have second precision: equal means "not older".)
-                name_of(f) == name_of(current) or freight_created(f) < current_created
-            ):
+        namespace = namespace_of(stage) or "default"
+        picked = selection.candidates(
+            stage, candidates, lambda upstream: current_names(self.stage_of(namespace, upstream))
+        )
+        follows = selection.matches_upstream(stage)
+        ordered = sorted(picked.values(), key=lambda f: (freight_created(f), name_of(f)))
+        for f in reversed(ordered[-1:]):
+            if current is not None and name_of(f) == name_of(current):
                 break
-            if any((p.get("spec") or {}).get("freight") == name_of(f) for p in promotions):
+            # Never promote older Freight over newer (second precision: equal is "not older"),
+            # unless the Stage follows its upstream (MatchUpstream), back to older Freight too.
+            if not follows and current is not None and freight_created(f) < current_created:
+                break
+            if _promoted_before(f, promotions, follows):
                 break
             await self.create_promotion(stage, f)
             return None
         if soonest is not None:
             return max(0.0, (soonest - now).total_seconds())
         return None
+
+
+async def record_event(kube: k.Kube, event: FreightEvent) -> None:
+    """Record one of Kargo's Freight Events (promoter.control.freight_events); best effort."""
+    await kube.emit_event(
+        dict(event.involved),
+        reason=event.reason,
+        message=event.message,
+        type=event.type,
+        annotations=event.annotations,
+    )
+
+
+def _promoted_before(
+    freight: Mapping[str, Any], promotions: Sequence[Mapping[str, Any]], follows: bool
+) -> bool:
+    """Whether an earlier Promotion of this Freight stops auto-promoting it again: any, for
+    NewestFreight (never the same Freight twice); for MatchUpstream only the newest one failing
+    (Kargo: a Stage that left the Freight may follow its upstream back to it)."""
+    mine = [p for p in promotions if (p.get("spec") or {}).get("freight") == name_of(freight)]
+    if not follows:
+        return bool(mine)
+    if not mine:
+        return False
+    newest = max(mine, key=lambda p: str(meta(p).get("creationTimestamp") or ""))
+    return phase_of(newest) is not Phase.SUCCEEDED
+
+
+def current_names(stage: Mapping[str, Any] | None) -> set[str]:
+    """The names of the Freight a Stage currently has (the head of its freightHistory)."""
+    history = ((stage or {}).get("status") or {}).get("freightHistory") or []
+    if not history:
+        return set()
+    return {str(v.get("name")) for v in (history[0].get("items") or {}).values()}
 
 
 def _current_freight(

@@ -22,6 +22,7 @@ from app.controller.policies import ProjectRules
 from app.controller.runtimes import WorkDirs
 from app.controller.verification import Verifier
 from promoter.clock import Clock
+from promoter.control import selection
 from promoter.control.stage_planner import apps_to_refresh, plan_status
 from promoter.resources import annotations as ann
 from promoter.resources.model import Phase, Promotion, format_time, meta, name_of, namespace_of
@@ -275,6 +276,9 @@ class StatusWriter:
                 self.caches.stages.observe(current)
             promotions = self.caches.of_stage(namespace, name)
             now = self.clock.now()
+            if selection.passes_freight_on(current, promotions):
+                # No Promotions, health or verification: Kargo's control-flow Stage status.
+                return await self._write_stage(current, selection.control_flow_status(current, now))
             new = plan_status(
                 current,
                 promotions,
@@ -298,22 +302,7 @@ class StatusWriter:
             else:
                 new.pop("promotionWindowStatus", None)
             await self._request_app_refreshes(new, promotions)
-            old = dict(current.get("status") or {})
-            if _without_times(new) == _without_times(old):
-                return current
-            patch = k.merge_patch_between(old, new)
-            try:
-                written = await self.kube.patch_status(
-                    k.STAGES,
-                    namespace,
-                    name,
-                    patch,
-                    resource_version=str(meta(current).get("resourceVersion")),
-                )
-            except k.NotFound:
-                return None
-            self.caches.stages.observe(written)
-            return written
+            return await self._write_stage(current, new)
 
         try:
             return await k.retry_on_conflict(attempt)
@@ -321,6 +310,28 @@ class StatusWriter:
             # Still conflicting: the write that beat us comes back as an event and a new
             # reconcile.
             return None
+
+    async def _write_stage(
+        self, current: Mapping[str, Any], new: Mapping[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """One merge patch from the Stage's status to ``new`` (none when nothing but times
+        would change), on the version decided on; None when the Stage is gone."""
+        old = dict(current.get("status") or {})
+        if _without_times(dict(new)) == _without_times(old):
+            return current
+        patch = k.merge_patch_between(old, dict(new))
+        try:
+            written = await self.kube.patch_status(
+                k.STAGES,
+                namespace_of(current) or "default",
+                name_of(current),
+                patch,
+                resource_version=str(meta(current).get("resourceVersion")),
+            )
+        except k.NotFound:
+            return None
+        self.caches.stages.observe(written)
+        return written
 
     async def _request_app_refreshes(
         self, status: Mapping[str, Any], promotions: list[dict[str, Any]]

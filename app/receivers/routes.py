@@ -29,9 +29,10 @@ from typing import Any
 
 from aiohttp import web
 
-from app.receivers import senders
+from app.receivers import forges, senders
 from app.receivers.settings import TOKEN_SENDERS, ReceiverSettings
 from promoter.tasks import stop_tasks
+from promoter.warehouses import generic_actions
 from promoter.warehouses.project_receivers import SECRET_KEYS, ProjectReceiver
 from promoter.warehouses.refresh import WarehouseDirectory, warehouses_to_refresh
 
@@ -100,10 +101,18 @@ class Receivers:
         receiver: ProjectReceiver | None = None,
     ) -> bool:
         secret = receiver.secret if receiver is not None else self.settings.secret(sender) or ""
+        if receiver is not None and sender in (*TOKEN_SENDERS, "azure"):
+            return True  # the path (derived from its Secret) was the credential
         if sender in TOKEN_SENDERS:
-            if receiver is not None:
-                return True  # the path (derived from its Secret) was the credential
             return senders.same_secret(request.match_info.get("token"), self._tokens[sender])
+        if sender == "bitbucket":
+            return forges.hub_signature_matches(
+                request.headers.get("X-Hub-Signature"), body, secret
+            )
+        if sender == "gitea":
+            return forges.hub_signature_matches(
+                request.headers.get("X-Gitea-Signature"), body, secret
+            )
         if sender == "harbor":
             return senders.same_secret(request.headers.get("Authorization"), secret)
         if sender == "gitlab":
@@ -127,6 +136,12 @@ class Receivers:
             return senders.gitlab(body, request.headers.get("X-Gitlab-Event"))
         if sender == "artifactory":
             return senders.artifactory(body, virtual_repo)
+        if sender == "bitbucket":
+            return forges.bitbucket(body, request.headers.get("X-Event-Key"))
+        if sender == "gitea":
+            return forges.gitea(body, request.headers.get("X-Gitea-Event"))
+        if sender == "azure":
+            return forges.azure(body, request.headers.get("User-Agent"))
         return senders.generic(body)
 
     async def receive(
@@ -141,6 +156,8 @@ class Receivers:
         if not self._authentic(sender, request, body, receiver):
             log.warning("%s webhook refused: bad or missing credentials", sender)
             return _answer(401, error="unauthorized")
+        if receiver is not None and receiver.actions:
+            return await self._act(receiver, request, body)
         virtual_repo = (
             receiver.virtual_repo
             if receiver is not None
@@ -186,6 +203,42 @@ class Receivers:
             msg=f"refreshing {len(targets)} warehouse(s)",
             warehouses=[f"{ns}/{name}" for ns, name in targets],
         )
+
+    async def _act(
+        self, receiver: ProjectReceiver, request: web.Request, body: bytes
+    ) -> web.Response:
+        """A generic receiver's Kargo ``actions``: decide from the request, refresh what they
+        select (before answering, since the answer says which refreshes were written)."""
+        try:
+            facts = generic_actions.Request.of(
+                list(request.headers.items()), body, list(request.query.items())
+            )
+        except ValueError as err:
+            return _answer(400, error=str(err))
+        directory = self.directory()
+        if directory is None:
+            return _answer(503, error="Longshoreman is still starting; try again in a moment")
+        warehouses = [
+            w
+            for w in directory.all_warehouses()
+            if (w.get("metadata") or {}).get("namespace") == receiver.project
+        ]
+        results = generic_actions.plan(receiver.actions, facts, warehouses)
+        for result in results:
+            if not result.targets:
+                continue
+            outcomes = {}
+            for namespace, name in result.targets:
+                try:
+                    await directory.refresh_warehouse(namespace, name)
+                    self.refreshed += 1
+                    outcomes[(namespace, name)] = True
+                except Exception:
+                    log.exception("could not refresh Warehouse %s/%s", namespace, name)
+                    outcomes[(namespace, name)] = False
+            result.finish(outcomes)
+        status = 500 if any(r.is_error for r in results) else 200
+        return _answer(status, results=[r.to_json() for r in results])
 
     async def _refresh(self, directory: WarehouseDirectory, targets: list[tuple[str, str]]) -> None:
         for namespace, name in targets:

@@ -210,7 +210,9 @@ def build_promotion(
     generated name's ULID carries ``now`` (the system clock's time when not given)."""
     if not stage.steps:
         raise InvalidInput(
-            f"Stage {stage.name!r} has no spec.promotionTemplate.spec.steps: nothing to run"
+            f"Stage {stage.name!r} is a control-flow Stage (no spec.promotionTemplate.spec.steps): "
+            "Freight is not promoted to it; it passes Freight on to the Stages after it as soon "
+            "as it is available"
         )
     freight_name = name_of(freight)
     vars_ = promotion_vars(stage, extra_vars)

@@ -722,7 +722,9 @@ def _predicate_find(name: str, items: Any, body: Fn, scope: Scope) -> Any:
     for i in order:
         if _truth(name, loop.run(body, i, items[i])):
             return i if name.endswith("Index") else items[i]
-    return -1 if name.endswith("Index") else None
+    # Nothing matched: nil for all four, the index forms included (expr-lang v1.17.8's compiler
+    # emits OpNil after the loop; there is no -1 as in JavaScript).
+    return None
 
 
 def _predicate_count(name: str, items: Any, body: Fn | None, scope: Scope) -> Any:

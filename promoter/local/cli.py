@@ -52,6 +52,7 @@ class RunArgs:
     output: str = "text"
     git_config: Path | None = None
     http_allow: str = DEFAULT_HTTP_ALLOW
+    ui_base_url: str = ""
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> RunArgs:
@@ -65,6 +66,7 @@ class RunArgs:
             output=args.output,
             git_config=args.git_config,
             http_allow=args.http_allow,
+            ui_base_url=args.ui_base_url,
         )
 
 
@@ -125,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
         "*.suffix, IPs or CIDRs (default: loopback, for services on this machine; the server "
         "allows none unless LONGSHOREMAN_HTTP_ALLOW says so)",
     )
+    run.add_argument(
+        "--ui-base-url",
+        default="",
+        metavar="URL",
+        help="ctx.uiBaseUrl in expressions: where people reach your Longshoreman server (what "
+        "its LONGSHOREMAN_PUBLIC_URL says); default empty",
+    )
     sub.add_parser(
         "demo",
         help="promote the example manifests into a throwaway local git remote",
@@ -160,7 +169,7 @@ class Progress:
         print(f"    waiting {seconds:.1f}s before checking again", file=self.stream, flush=True)
 
 
-def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
+def _services(git_config: Path | None, http_allow: str = "", ui_base_url: str = "") -> StepServices:
     env = {}
     if git_config is not None:
         if not git_config.is_file():
@@ -179,7 +188,11 @@ def _services(git_config: Path | None, http_allow: str = "") -> StepServices:
     # With an allow list, only what it lists is reachable; "*" keeps every public host open.
     if allow:
         allow = ("*", *allow)
-    return StepServices(git=GitSettings(env=env), http=HttpSettings(allow_hosts=allow))
+    return StepServices(
+        git=GitSettings(env=env),
+        http=HttpSettings(allow_hosts=allow),
+        ui_base_url=ui_base_url,
+    )
 
 
 def cmd_run(args: RunArgs, stdout: TextIO, stderr: TextIO) -> int:
@@ -193,7 +206,7 @@ def cmd_run(args: RunArgs, stdout: TextIO, stderr: TextIO) -> int:
             namespace=args.namespace,
             vars=[parse_var(v) for v in args.var],
             work_dir=args.work_dir,
-            services=_services(args.git_config, args.http_allow),
+            services=_services(args.git_config, args.http_allow, args.ui_base_url),
         )
         promotion = run_local(manifests, options, observer=progress.step, on_wait=progress.wait)
     except InvalidInput as e:

@@ -6,6 +6,7 @@ credentials port's answers for the Promotion's project; nothing here talks to th
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +40,20 @@ class Manifest:
     @property
     def is_index(self) -> bool:
         return self.media_type in INDEX_TYPES or "manifests" in self.document()
+
+
+def plain_http_host(host: str) -> bool:
+    """Whether a registry is spoken to over plain HTTP: as go-containerregistry decides,
+    localhost, ``.local``, loopback and private addresses (the Warehouses' registry client and
+    the helm steps' OCI dependencies both ask this)."""
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host.strip("[]")
+    if name == "localhost" or name.endswith(".local"):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private
 
 
 class OCIRegistry(Protocol):

@@ -34,6 +34,9 @@ BUILTIN_KINDS: Mapping[str, str] = {
     "json-parse": "promoter.steps.workdir.parse",
     "kustomize-set-image": "promoter.steps.workdir.kustomize_set_image",
     "helm-update-chart": "promoter.steps.workdir.helm_update_chart",
+    # Renders with Helm's Go SDK (helm-python-sdk, the optional `helm` extra; the image ships
+    # it). Without it the step says how to install it.
+    "helm-template": "promoter.steps.helm_template",
     "copy": "promoter.steps.workdir.file_copy",
     "delete": "promoter.steps.workdir.file_delete",
     "file-write": "promoter.steps.workdir.file_write",
@@ -133,6 +136,12 @@ def _helm_update_chart() -> Mapping[str, Step]:
     from promoter.steps.workdir import helm_update_chart
 
     return helm_update_chart.STEPS
+
+
+def _helm_template() -> Mapping[str, Step]:
+    from promoter.steps import helm_template
+
+    return helm_template.STEPS
 
 
 def _file_copy() -> Mapping[str, Step]:
@@ -243,6 +252,7 @@ MODULES: Mapping[str, Callable[[], Mapping[str, Step]]] = {
     "promoter.steps.workdir.parse": _parse,
     "promoter.steps.workdir.kustomize_set_image": _kustomize_set_image,
     "promoter.steps.workdir.helm_update_chart": _helm_update_chart,
+    "promoter.steps.helm_template": _helm_template,
     "promoter.steps.workdir.file_copy": _file_copy,
     "promoter.steps.workdir.file_delete": _file_delete,
     "promoter.steps.workdir.file_write": _file_write,

@@ -14,11 +14,13 @@ Which Secret key each sender reads (Kargo's):
 - ``dockerhub``, ``quay``, ``generic``: ``secret`` (unsigned senders: the path is the secret);
 - ``harbor``: ``auth-header`` (compared with ``Authorization``);
 - ``gitlab``: ``secret-token`` (``X-Gitlab-Token``);
-- ``artifactory``: ``secret-token`` (signs the body), and the receiver's ``virtualRepoName``.
+- ``artifactory``: ``secret-token`` (signs the body), and the receiver's ``virtualRepoName``;
+- ``bitbucket``, ``gitea``: ``secret`` (signs the body); ``azure``: ``secret`` (the path);
+- ``generic``: also its ``actions`` (Kargo's expressions,
+  :mod:`promoter.warehouses.generic_actions`).
 
-``github``, ``bitbucket``, ``gitea`` and ``azure`` receivers are reported as not served here
-(a note, not an error of the ProjectConfig: Kargo would serve them): GitHub events reach
-Longshoreman through its GitHub App, and the others' payloads are not implemented.
+``github`` receivers are reported as not served here (a note, not an error of the
+ProjectConfig: Kargo would serve them): GitHub events reach Longshoreman through its GitHub App.
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ SECRET_KEYS = {
     "harbor": "auth-header",
     "gitlab": "secret-token",
     "artifactory": "secret-token",
+    "bitbucket": "secret",
+    "gitea": "secret",
+    "azure": "secret",
 }
 NOT_SERVED = {
     "github": "GitHub events reach Longshoreman through its GitHub App (POST /github/webhook)",
-    "bitbucket": "Bitbucket payloads are not implemented",
-    "gitea": "Gitea payloads are not implemented",
-    "azure": "Azure payloads are not implemented",
 }
 SENDERS = (*SECRET_KEYS, *NOT_SERVED)
 
@@ -69,6 +71,9 @@ class ProjectReceiver:
     path: str
     secret: str = field(default="", repr=False)
     virtual_repo: str = ""
+    # A generic receiver's Kargo ``actions`` (promoter.warehouses.generic_actions); without any,
+    # it takes the repository and tags in its body as the operator's generic receiver does.
+    actions: tuple[Mapping[str, Any], ...] = ()
 
 
 # The shortest secret a project receiver may have unless the operator says otherwise
@@ -129,6 +134,7 @@ def project_receivers(
                 path=receiver_path(project, sender, name, [secret]),
                 secret=secret,
                 virtual_repo=str(config.get("virtualRepoName") or ""),
+                actions=tuple(a for a in config.get("actions") or () if isinstance(a, Mapping)),
             )
         )
     return out, problems, not_served

@@ -226,15 +226,6 @@ def _kustomize_new_name(w: World) -> None:
     assert "newName: 123456789012.dkr.ecr.us-west-2.amazonaws.com/my-image" in text
 
 
-def _helm_oci(w: World) -> None:
-    chart = yaml.safe_load(w.file("src/charts/my-chart/Chart.yaml"))
-    versions = {d["repository"]: d["version"] for d in chart["dependencies"]}
-    assert versions == {
-        "https://example-chart-repo": "1.2.3",
-        "oci://example-chart-registry": "1.3.0",
-    }
-
-
 def _file_written(w: World) -> None:
     assert yaml.safe_load(w.file("out/app-config.yaml")) == {"replicas": 2, "region": "eu"}
     assert json.loads(w.file("out/app-config.json")) == {"replicas": 2, "region": "eu"}
@@ -313,7 +304,6 @@ RUNNABLE: dict[str, Case] = {
     "json-update.1.yaml": Case(_json_updated),
     "kustomize-set-image.1.yaml": Case(_kustomize_tag),
     "kustomize-set-image.2.yaml": Case(_kustomize_new_name),
-    "helm-update-chart.6.yaml": Case(_helm_oci),
     "file-write.1.yaml": Case(_file_written, prelude=CLONE_PRELUDE, also=("file-write.2.yaml",)),
     "expressions.35.yaml": Case(_semver_bumped, prelude=CLONE_PRELUDE, in_task=True),
     "promotion-tasks.3.yaml": Case(_task_cloned, in_task=True),
@@ -348,8 +338,12 @@ EXCLUDED: dict[str, str] = {
     "file-write.2.yaml": "continues file-write.1 (reads its outputs); run as part of that case",
     "helm-update-chart.2.yaml": "the example references `${{ chartRepo }}`, a name it never "
     "defines (Kargo rejects it too); helm-update-chart.6 is the same step written correctly",
-    "helm-update-chart.8.yaml": "without `charts` Kargo runs `helm dependency update`, and no helm "
-    "binary is available: the step refuses with a clear error instead",
+    "helm-update-chart.6.yaml": "after the Chart.yaml edit the step runs `helm dependency "
+    "update` (as Kargo does), which must reach the example's oci://example-chart-registry; "
+    "tests/unit/steps/test_helm_update_chart_lock.py runs Kargo's own table against local "
+    "repositories",
+    "helm-update-chart.8.yaml": "without `charts` Kargo runs `helm dependency update` against the "
+    "example's repositories, which are not reachable here; see helm-update-chart.6",
     "expressions.18.yaml": "uses freightStatus(), which reads Freight status from the cluster",
     "fail.1.yaml": "calls https://api.example.com (no network here); the http step's examples run "
     "against a local server in test_kargo_docs_http.py",

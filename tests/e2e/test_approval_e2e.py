@@ -64,7 +64,10 @@ class World:
 async def world(tmp_path: Path, aiohttp_client: Any) -> AsyncIterator[World]:
     async with running_chat_cluster(tmp_path, aiohttp_client, NS) as chat:
         kube, github = chat.kube, chat.github
-        await kube.create(k.STAGES, objects.stage("test", namespace=NS, warehouse="shop"))
+        # With steps: a Stage without any is a control-flow Stage and would pass Freight on.
+        await kube.create(
+            k.STAGES, objects.stage("test", namespace=NS, warehouse="shop", steps=STEPS)
+        )
         await kube.create(
             k.STAGES,
             objects.stage(

@@ -89,7 +89,9 @@ REFUSALS: list[tuple[str, Request, type[Exception], str]] = [
         "promote into a Stage with nothing to run",
         lambda s: s.promote(NS, "bare", FREIGHT, actor=ACTOR),
         InvalidInput,
-        "Stage 'bare' has no spec.promotionTemplate.spec.steps: nothing to run",
+        "Stage 'bare' is a control-flow Stage (no spec.promotionTemplate.spec.steps): Freight is "
+        "not promoted to it; it passes Freight on to the Stages after it as soon as it is "
+        "available",
     ),
     (
         "promote across projects",

@@ -162,7 +162,8 @@ def test_every_built_in_step_says_whether_a_replay_runs_it_again_or_only_checks_
     external = set(registry) - local
     assert local == {
         "git-clone", "git-clear", "git-commit", "git-tag", "yaml-update", "json-update",
-        "yaml-parse", "json-parse", "kustomize-set-image", "helm-update-chart", "copy", "delete",
+        "yaml-parse", "json-parse", "kustomize-set-image", "helm-update-chart", "helm-template",
+        "copy", "delete",
         "file-write", "compose-output", "fail", "http-download", "untar", "tar", "yaml-merge",
         "toml-parse", "toml-update", "kustomize-build", "oci-download",
     }  # fmt: skip

@@ -540,3 +540,17 @@ async def test_the_runners_clock_names_stamps_and_answers_now(tmp_path: Path) ->
     for char in ulid[:10]:  # a ULID's first 10 characters are its milliseconds
         millis = millis * 32 + crockford.index(char)
     assert millis == int(START.timestamp() * 1000)
+
+
+def test_ui_base_url_comes_from_the_command_line(setup: Setup) -> None:
+    step = {"uses": "compose-output", "as": "links", "config": {"ui": "${{ ctx.uiBaseUrl }}"}}
+    manifests = setup.write(one_step_stage(step), name="ui.yaml")
+    base = ["--manifests", str(manifests), "--stage", "s", "--freight", "f1", "--output", "json"]
+    code, out, err = setup.run(*base, "--ui-base-url", "https://longshoreman.example.com")
+    assert code == 0, err
+    links = json.loads(out)["status"]["state"]["links"]
+    assert links == {"ui": "https://longshoreman.example.com"}
+    # Unset, it is empty, as on a server without LONGSHOREMAN_PUBLIC_URL.
+    code, out, err = setup.run(*base)
+    assert code == 0, err
+    assert json.loads(out)["status"]["state"]["links"] == {"ui": ""}

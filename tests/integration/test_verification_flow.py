@@ -152,6 +152,25 @@ async def test_a_failing_analysis_stops_the_flow_with_the_reason_on_the_stage(en
         assert await env.promotions_to("prod") == []
         f = await env.kube.get(k.FREIGHT, NS, "f2" + "0" * 38)
         assert set(f["status"]["verifiedIn"]) == {"dev"}
+        events, _ = await env.kube.list(k.EVENTS, NS)
+    # Kargo's Events on the Freight: dev's verification succeeded, staging's failed.
+    verifications = {
+        e["metadata"]["annotations"]["event.kargo.akuity.io/stage-name"]: e
+        for e in events
+        if e["reason"].startswith("FreightVerification")
+    }
+    assert verifications["dev"]["reason"] == "FreightVerificationSucceeded"
+    assert verifications["dev"]["message"] == "Freight verification succeeded"
+    failed = verifications["staging"]
+    assert failed["reason"] == "FreightVerificationFailed"
+    assert "assessed Failed" in failed["message"]
+    assert failed["involvedObject"]["kind"] == "Freight"
+    assert failed["involvedObject"]["name"] == "f2" + "0" * 38
+    notes = failed["metadata"]["annotations"]
+    assert notes["event.kargo.akuity.io/analysis-run-name"] == entry["analysisRun"]["name"]
+    assert notes["event.kargo.akuity.io/promotion-name"].startswith("staging.")
+    assert notes["event.kargo.akuity.io/actor"] == "controller:longshoreman"
+    assert "prod" not in verifications
 
 
 async def test_reverify_and_abort_verification(env: Env) -> None:

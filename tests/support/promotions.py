@@ -258,7 +258,9 @@ class FakePromotions:
         steps = (template or {}).get("steps")
         if not steps:  # in the real port's words (promoter.engine.builder.build_promotion)
             raise InvalidInput(
-                f"Stage {stage!r} has no spec.promotionTemplate.spec.steps: nothing to run"
+                f"Stage {stage!r} is a control-flow Stage (no spec.promotionTemplate.spec.steps): "
+                "Freight is not promoted to it; it passes Freight on to the Stages after it as "
+                "soon as it is available"
             )
         name = f"{stage}.{next(self._numbers):04d}"
         self.actions.append(("promote", namespace, stage, freight, actor))

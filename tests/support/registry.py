@@ -303,6 +303,31 @@ class Registry:
         }
         return await self.push_manifest(name, version.replace("+", "_"), manifest, OCI_MANIFEST)
 
+    async def push_chart_archive(self, name: str, version: str, archive: bytes) -> str:
+        """A real Helm chart (a ``helm package`` archive) as ``helm push`` stores it."""
+        config = json.dumps(
+            {"apiVersion": "v2", "name": name.rsplit("/", 1)[-1], "version": version}
+        ).encode()
+        config_digest = await self.push_blob(name, config)
+        layer_digest = await self.push_blob(name, archive)
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": "application/vnd.cncf.helm.config.v1+json",
+                "digest": config_digest,
+                "size": len(config),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
+                    "digest": layer_digest,
+                    "size": len(archive),
+                }
+            ],
+        }
+        return await self.push_manifest(name, version.replace("+", "_"), manifest, OCI_MANIFEST)
+
 
 def _key_and_cert() -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)

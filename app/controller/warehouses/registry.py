@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import ipaddress
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,6 +38,7 @@ from urllib.parse import urlencode, urljoin
 import aiohttp
 
 from promoter.clock import SYSTEM, Clock
+from promoter.ports.oci import plain_http_host
 from promoter.warehouses.freight import split_registry
 from promoter.warehouses.selection import SOURCE_LABELS, ImageFacts, PlatformFacts
 
@@ -115,17 +115,6 @@ class RepoRef:
         return f"{self.scheme}://{self.host}/v2/{self.path}"
 
 
-def _plain_http(host: str) -> bool:
-    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host.strip("[]")
-    if name == "localhost" or name.endswith(".local"):
-        return True
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private
-
-
 def parse_repo(repo_url: str) -> RepoRef:
     """``ghcr.io/acme/app``, ``localhost:5000/app``, ``nginx`` (Docker Hub), ``oci://...``."""
     repo = repo_url.strip().removeprefix("oci://").rstrip("/")
@@ -137,7 +126,7 @@ def parse_repo(repo_url: str) -> RepoRef:
         path = f"library/{path}"
     if not path:
         raise RegistryError(f"{repo_url!r} names no repository")
-    scheme = "http" if _plain_http(host) else "https"
+    scheme = "http" if plain_http_host(host) else "https"
     return RepoRef(host, path.lower(), scheme, repo_url.strip())
 
 

@@ -1,11 +1,30 @@
-"""``helm-update-chart``: set the versions of a Helm chart's dependencies in its Chart.yaml."""
+"""``helm-update-chart``: set the versions of a Helm chart's dependencies in its Chart.yaml, then
+refresh ``Chart.lock`` and ``charts/`` as Kargo does (``helm dependency update``).
+
+The Chart.yaml edit keeps the file's formatting (the round-trip YAML editor). The refresh runs
+Helm's own dependency manager through Helm's Go SDK (:mod:`promoter.ports.helm`,
+:mod:`promoter.steps.helm_dependencies`) with the project's ``helm`` credentials: the
+dependencies are resolved (Chart.yaml's ranges too), downloaded into ``charts/`` and locked, and
+the commit message says what Chart.lock changed (Kargo's). Without ``charts`` only the ranges
+are resolved. A replay (another replica rebuilding the work directory) puts back the Chart.lock
+this step wrote and builds ``charts/`` from it, so it never resolves anew.
+
+Where helm-python-sdk is not installed, only Chart.yaml is edited, as before Helm was to be
+had: the step's message says Chart.lock was not refreshed and how to install the SDK, and
+``charts`` is required.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from promoter.errors import ConfigRefused, StepError
+from promoter.ports import helm as helm_port
+from promoter.rules.helm_template import commit_message
+from promoter.steps import helm_dependencies
 from promoter.steps.base import (
     Config,
     Effect,
@@ -17,20 +36,21 @@ from promoter.steps.base import (
 )
 from promoter.steps.workdir.files import (
     freight_name,
-    in_thread,
     read_text,
     scalar_text,
     write_text_atomic,
 )
 
-# Kargo follows the Chart.yaml edit with `helm dependency update`, refreshing Chart.lock and the
-# charts/ directory. Longshoreman has no helm binary, so only Chart.yaml is edited: Chart.lock (if
-# any) and charts/ are left as they were, and the step's message says so. A later
-# `helm dependency build` will then refuse the stale Chart.lock; commit Chart.yaml without a lock
-# file or refresh it outside Longshoreman.
+# Without helm-python-sdk only Chart.yaml is edited: Chart.lock (if any) and charts/ are left as
+# they were, and the step's message says so (a later `helm dependency build` would refuse the
+# stale lock).
 _NO_HELM_NOTE = (
-    "Chart.lock and charts/ were not refreshed (Longshoreman does not run helm dependency update)"
+    "Chart.lock and charts/ were not refreshed: helm dependency update needs helm-python-sdk "
+    "(pip install 'longshoreman[helm]')"
 )
+KIND = "helm-update-chart"
+# replay_data key: the Chart.lock this step wrote, put back by a replay.
+CHART_LOCK_KEY = "chartLock"
 
 
 def _freight_chart_version(
@@ -56,17 +76,25 @@ def _freight_chart_version(
     )
 
 
-def _helm_update_chart(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
-    kind = "helm-update-chart"
+def _edit_chart_yaml(
+    ctx: StepContext, config: Mapping[str, Any], with_helm: bool
+) -> tuple[str, Path, dict[str, str]]:
+    """Set the listed dependencies' versions in Chart.yaml (written only when one changed);
+    returns the path as configured, the chart's directory and what changed."""
+    kind = KIND
     cfg = Config(kind, config)
+    cfg.only(("path", "charts"))
     raw_dir = cfg.str("path")
     items = cfg.items("charts")
-    if not items:
+    if not items and (not with_helm or cfg.has("charts")):
+        if with_helm:
+            # Kargo's schema: charts may be left out, but not empty.
+            raise ConfigRefused(f"{kind}: config.charts must have at least 1 item")
         # Kargo then lets helm resolve the SemVer ranges in Chart.yaml against the repositories.
         raise ConfigRefused(
             f"{kind}: config.charts is empty; updating dependencies to the newest versions their "
-            "ranges allow needs `helm dependency update`, which Longshoreman does not run. "
-            "List the charts to update."
+            "ranges allow needs `helm dependency update`, which needs helm-python-sdk "
+            "(pip install 'longshoreman[helm]'). List the charts to update."
         )
     directory = ctx.path(raw_dir, field_name="path")
     chart_file = directory / "Chart.yaml"
@@ -116,18 +144,48 @@ def _helm_update_chart(ctx: StepContext, config: Mapping[str, Any]) -> StepResul
             continue
         dependency["version"] = yamledit.keep_style(old, version)
         changes[alias or name] = f"{scalar_text(old)} -> {version}" if old is not None else version
+    if changes:
+        write_text_atomic(chart_file, document.text())
+    return raw_dir, directory, changes
+
+
+def _without_helm(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    raw_dir, directory, changes = _edit_chart_yaml(ctx, config, with_helm=False)
     note = _NO_HELM_NOTE
     if (directory / "Chart.lock").exists() and changes:
         note += "; the existing Chart.lock is now out of date"
     if not changes:
         return succeeded(message=f"{raw_dir}/Chart.yaml already up to date; {note}")
-    write_text_atomic(chart_file, document.text())
     message = f"Updated chart dependencies for {raw_dir}\n"
     message += "".join(f"\n- {name}: {change}" for name, change in changes.items())
     return succeeded({"commitMessage": message}, message=f"updated {raw_dir}/Chart.yaml; {note}")
 
 
-helm_update_chart = in_thread(_helm_update_chart)
+async def helm_update_chart(ctx: StepContext, config: Mapping[str, Any]) -> StepResult:
+    try:
+        helm = helm_port.load(KIND)
+    except helm_port.HelmMissing:
+        return await ctx.services.io.call(_without_helm, ctx, config)
+    raw_dir, directory, _ = await ctx.services.io.call(_edit_chart_yaml, ctx, config, True)
+    lock = directory / "Chart.lock"
+    recorded = ctx.replay.data.get(CHART_LOCK_KEY) if ctx.replay is not None else None
+    if recorded is not None:
+        # Rebuild exactly what the first run locked; never resolve the ranges again.
+        await ctx.services.io.call(lock.write_text, recorded, "utf-8")
+        await helm_dependencies.build(KIND, ctx, helm, directory)
+        return succeeded(dict(ctx.replay.output) if ctx.replay else {})
+    changes = await helm_dependencies.update(KIND, ctx, helm, directory)
+    written = await ctx.services.io.call(_read_lock, lock)
+    message = commit_message(raw_dir, changes)
+    result = succeeded(
+        {"commitMessage": message} if message else {},
+        message=f"updated {raw_dir}/Chart.lock" if changes else f"{raw_dir}/Chart.lock unchanged",
+    )
+    return replace(result, replay_data={CHART_LOCK_KEY: written} if written is not None else None)
+
+
+def _read_lock(lock: Path) -> str | None:
+    return lock.read_text(encoding="utf-8") if lock.is_file() else None
 
 
 # It reads and writes the work directory only: a replay runs it again.

@@ -229,7 +229,8 @@ def test_syntax_errors_in_vars_and_if_are_caught_up_front() -> None:
 
 
 def test_stage_without_steps_is_refused() -> None:
-    with pytest.raises(InvalidInput, match=re.escape("has no spec.promotionTemplate.spec.steps")):
+    control_flow = "is a control-flow Stage (no spec.promotionTemplate.spec.steps)"
+    with pytest.raises(InvalidInput, match=re.escape(control_flow)):
         build(stage([]))
 
 

@@ -574,6 +574,11 @@ EXPR_CASES = [
     case(X, "first(filter(ArrayOfFoo, false))", None),
     case(X, "findLast(1..9, # % 2 == 0)", 8),
     case(X, "findLastIndex(1..9, # % 2 == 0)", 7),
+    # No match: expr-lang's compiler pushes nil after the loop (compiler.go, findIndex and
+    # findLastIndex at v1.17.8), so these are nil, not -1.
+    case(X, "findIndex(1..9, # > 9)", None),
+    case(X, "findLastIndex(1..9, # > 9)", None),
+    case(X, "findIndex([], true) ?? 'none'", "none"),
     case(X, "filter(1..9, # % 2 == 0)[-1]", 8),
     case(X, "last(filter(1..9, # % 2 == 0))", 8),
     case(X, "map(filter(1..9, # % 2 == 0), # * 2)", [4, 8, 12, 16]),

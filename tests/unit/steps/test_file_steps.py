@@ -21,6 +21,7 @@ from promoter.steps.base import StepContext, StepResult, StepStatus
 from promoter.steps.registry import BUILTIN_KINDS, builtin_registry
 from promoter.steps.workdir.updates import parse_key
 from tests.support import objects
+from tests.support.helmcharts import chart_archive, serving_chart_repository
 from tests.support.steps import make_context
 
 FREIGHT = objects.freight(
@@ -660,6 +661,10 @@ async def test_kustomize_set_image_errors(tmp_path: Path) -> None:
 
 
 # --- helm-update-chart -----------------------------------------------------------------------
+#
+# Chart.yaml keeps its formatting byte for byte; Chart.lock and charts/ are refreshed by Helm's
+# SDK against a chart repository on 127.0.0.1 (tests/unit/steps/test_helm_update_chart_lock.py
+# has Kargo's table; the fallback without the SDK is tests/integration/test_helm_template_cli.py).
 
 
 def chart_yaml(repository: str, version: str) -> str:
@@ -672,61 +677,58 @@ def chart_yaml(repository: str, version: str) -> str:
     )
 
 
+def some_chart(tmp_path: Path, *versions: str) -> list[Path]:
+    return [
+        chart_archive(
+            tmp_path / "dist",
+            {"Chart.yaml": f"apiVersion: v2\nname: some-chart\nversion: {v}\n"},
+        )
+        for v in versions
+    ]
+
+
+def with_chart_from(repo_url: str) -> dict[str, Any]:
+    return objects.freight(
+        "f00d", namespace="kargo-demo", warehouse="my-warehouse",
+        charts=[{"repoURL": repo_url, "name": "some-chart", "version": "1.4.0"}],
+    )  # fmt: skip
+
+
 async def test_helm_update_chart_classic_repository(tmp_path: Path) -> None:
-    path = write(
-        tmp_path / "src/charts/my-chart/Chart.yaml",
-        chart_yaml("https://example-chart-repo", "1.2.3"),
-    )
-    result = await run(
-        "helm-update-chart",
-        tmp_path,
-        {
-            "path": "./src/charts/my-chart",
-            "charts": [
-                {
-                    "repository": "https://example-chart-repo",
-                    "name": "some-chart",
-                    "version": "1.3.0",
-                }
-            ],
-        },
-    )
-    assert read(path) == chart_yaml("https://example-chart-repo", "1.3.0")
+    pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
+    async with serving_chart_repository(some_chart(tmp_path, "1.2.3", "1.3.0")) as repo:
+        path = write(tmp_path / "src/charts/my-chart/Chart.yaml", chart_yaml(repo.url, "1.2.3"))
+        result = await run(
+            "helm-update-chart",
+            tmp_path,
+            {
+                "path": "./src/charts/my-chart",
+                "charts": [{"repository": repo.url, "name": "some-chart", "version": "1.3.0"}],
+            },
+        )
+    assert read(path) == chart_yaml(repo.url, "1.3.0")
+    # Kargo's message says what Chart.lock changed: there was none before.
     assert result.output == {
         "commitMessage": "Updated chart dependencies for ./src/charts/my-chart\n"
-        "\n- some-chart: 1.2.3 -> 1.3.0"
+        "\n- some-chart: 1.3.0"
     }
-    assert "Chart.lock and charts/ were not refreshed" in result.message
+    assert (tmp_path / "src/charts/my-chart/charts/some-chart-1.3.0.tgz").is_file()
 
 
-async def test_helm_update_chart_oci_version_from_the_freight(tmp_path: Path) -> None:
-    path = write(tmp_path / "chart/Chart.yaml", chart_yaml("oci://example-chart-registry", "1.2.3"))
-    write(tmp_path / "chart/Chart.lock", "dependencies: []\n")
-    result = await run(
-        "helm-update-chart",
-        tmp_path,
-        {
-            "path": "chart",
-            "charts": [{"repository": "oci://example-chart-registry", "name": "some-chart"}],
-        },
-    )
-    assert read(path) == chart_yaml("oci://example-chart-registry", "1.5.0")
-    assert "existing Chart.lock is now out of date" in result.message
-
-
-async def test_helm_update_chart_replaces_a_semver_range_and_is_idempotent(tmp_path: Path) -> None:
-    path = write(tmp_path / "chart/Chart.yaml", chart_yaml("https://example-chart-repo", "^1.0.0"))
-    config = {
-        "path": "chart",
-        "charts": [{"repository": "https://example-chart-repo", "name": "some-chart"}],
-    }
-    first = await run("helm-update-chart", tmp_path, config)
-    assert read(path) == chart_yaml("https://example-chart-repo", "1.4.0")
-    assert first.output["commitMessage"].endswith("- some-chart: ^1.0.0 -> 1.4.0")
-    before = freeze(path)
-    second = await run("helm-update-chart", tmp_path, config)
+async def test_helm_update_chart_version_from_the_freight(tmp_path: Path) -> None:
+    pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
+    async with serving_chart_repository(some_chart(tmp_path, "1.2.3", "1.4.0")) as repo:
+        path = write(tmp_path / "chart/Chart.yaml", chart_yaml(repo.url, "1.2.3"))
+        config = {"path": "chart", "charts": [{"repository": repo.url, "name": "some-chart"}]}
+        first = await run("helm-update-chart", tmp_path, config, with_chart_from(repo.url))
+        assert read(path) == chart_yaml(repo.url, "1.4.0")
+        assert first.output["commitMessage"].endswith("- some-chart: 1.4.0")
+        lock = read(tmp_path / "chart/Chart.lock")
+        before = freeze(path)
+        second = await run("helm-update-chart", tmp_path, config, with_chart_from(repo.url))
     assert second.output == {}
     assert path.stat().st_mtime_ns == before
+    assert read(tmp_path / "chart/Chart.lock") == lock
 
 
 async def test_helm_update_chart_errors(tmp_path: Path) -> None:
@@ -744,8 +746,8 @@ async def test_helm_update_chart_errors(tmp_path: Path) -> None:
         "config.charts[0]: no dependency in chart/Chart.yaml has repository 'https://elsewhere'"
         in err.message
     )
-    err = await run_error("helm-update-chart", tmp_path, {"path": "chart"})
-    assert "helm dependency update" in err.message
+    err = await run_error("helm-update-chart", tmp_path, {"path": "chart", "charts": []})
+    assert "config.charts" in err.message
     err = await run_error(
         "helm-update-chart",
         tmp_path,
