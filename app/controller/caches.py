@@ -16,8 +16,8 @@ from app.controller import kube as k
 from app.controller.creation import InformerTasks
 from app.controller.informer import FreightRefs, Informer, NamespacedInformers, OnEvent
 from app.controller.verification import auto_promote_enabled
-from promoter.control.shards import NO_SHARD, Shard
 from promoter.control import selection
+from promoter.control.shards import NO_SHARD, Shard
 from promoter.engine.builder import TaskSource
 from promoter.resources.model import Phase, namespace_of
 from promoter.resources.stages import phase_of

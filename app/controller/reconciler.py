@@ -35,8 +35,8 @@ from app.controller.verification import Verifier
 from app.controller.workqueue import WorkQueue
 from app.controller.writes import StatusWriter
 from promoter.clock import SYSTEM, Clock
-from promoter.control.garbage import Retention
 from promoter.control import selection
+from promoter.control.garbage import Retention
 from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.control.projects import ProjectSelection
 from promoter.control.shards import NO_SHARD, Shard
