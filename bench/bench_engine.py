@@ -22,6 +22,7 @@ from bench import limits
 from promoter.engine import engine
 from promoter.engine.builder import build_promotion
 from promoter.resources.model import Phase, TaskRef, TaskSpec, parse_stage
+from promoter.rules.limits import Limits
 from promoter.steps.base import StepServices
 from promoter.steps.registry import builtin_registry
 from tests.support import objects
@@ -49,7 +50,9 @@ def chain(n: int) -> list[dict[str, object]]:
 
 async def run_once(n: int, work_dir: Path) -> float:
     stage = parse_stage(objects.stage("bench", namespace="b", steps=chain(n)))
-    promo = build_promotion(stage, FREIGHT, NoTasks(), actor="bench")
+    # The longest chain is past the server's default step limit (500): the engine's cost per
+    # step is what is measured here, so the limit is raised as an operator would.
+    promo = build_promotion(stage, FREIGHT, NoTasks(), actor="bench", limits=Limits(max_steps=n))
     runtime = engine.Runtime(
         registry=builtin_registry(), services=StepServices(), work_dir=work_dir, freight=FREIGHT
     )

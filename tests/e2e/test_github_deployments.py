@@ -257,7 +257,8 @@ def freight(*commits: tuple[str, str]) -> dict[str, Any]:
     return objects.freight(
         FREIGHT,
         namespace=NS,
-        alias="frozen-tauntaun",
+        # Not the demo seed's alias: admission keeps aliases unique in a project, as Kargo's does.
+        alias="patient-wampa",
         warehouse="app",
         commits=[{"repoURL": f"https://github.com/{repo}.git", "id": sha} for repo, sha in commits],
     )
@@ -321,12 +322,12 @@ async def test_a_promotion_is_one_deployment_whose_statuses_follow_it(env: GitHu
         "namespace": NS,
         "stage": "staging",
         "freight": FREIGHT,
-        "freightAlias": "frozen-tauntaun",
+        "freightAlias": "patient-wampa",
     }
     assert env.fake.states(deployment) == ["queued", "in_progress", "success"]
     statuses = deployment["_statuses"]
     assert statuses[-1]["log_url"] == PAGE.format(namespace=NS, promotion="staging.0001")
-    assert statuses[-1]["description"] == "Promoted frozen-tauntaun"
+    assert statuses[-1]["description"] == "Promoted patient-wampa"
     # Only repositories the App is installed on; the echoes of our writes cost nothing.
     assert [e for e, status in env.fake.deliveries] == ["deployment_status"] * 3
     assert {status for _, status in env.fake.deliveries} == {202}
@@ -373,7 +374,7 @@ async def test_verification_adds_a_description(env: GitHubEnv) -> None:
     await verified(env, "Successful")
     [deployment] = deployments(env)
     assert env.fake.states(deployment) == ["success", "success"]
-    assert deployment["_statuses"][-1]["description"] == "Promoted frozen-tauntaun, verified"
+    assert deployment["_statuses"][-1]["description"] == "Promoted patient-wampa, verified"
 
 
 async def test_a_restart_finds_its_deployment_and_sends_nothing_unchanged(env: GitHubEnv) -> None:

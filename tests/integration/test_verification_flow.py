@@ -93,6 +93,12 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         yield Env(c.server, c.kube, c.work, rollouts)
 
 
+def verification_succeeded(stage: dict[str, Any]) -> bool:
+    history = (stage.get("status") or {}).get("freightHistory") or [{}]
+    entries = history[0].get("verificationHistory") or [{}]
+    return bool(entries[0].get("phase") == "Successful")
+
+
 async def test_freight_flows_dev_staging_prod_gated_by_analysis(env: Env) -> None:
     await env.kube.create(k.STAGES, stage("dev", {"direct": True}))
     await env.kube.create(k.STAGES, stage("staging", {"stages": ["dev"]}))
@@ -102,6 +108,9 @@ async def test_freight_flows_dev_staging_prod_gated_by_analysis(env: Env) -> Non
     async with running_controller(env.server, env.work), env.rollouts.running():
         await env.kube.create(k.FREIGHT, freight("f1" + "0" * 38))
         verified = await env.verified_in("f1" + "0" * 38, "prod")
+        # The Freight is marked verified first; the Stage's status write records it after.
+        for name in ("dev", "staging", "prod"):
+            await wait_for_object(env.kube, k.STAGES, NS, name, verification_succeeded)
     assert set(verified["status"]["verifiedIn"]) == {"dev", "staging", "prod"}
     for name in ("dev", "staging", "prod"):
         promotions = await env.promotions_to(name)
