@@ -10,7 +10,7 @@ changes nothing. The reply to ``/promote`` is remembered on the Promotion and ed
 progresses (``handlers/progress.py``).
 
 Which project (namespace) a repository's commands act on: the project whose namespace names the
-repository (``longshoreman.dev/github-repositories``, or its Warehouses' git subscriptions), else
+repository (``longshoreman.dev/github-repositories``; a Warehouse subscription does not count), else
 the repository's entry in ``LONGSHOREMAN_GITHUB_REPO_PROJECTS``, else
 ``LONGSHOREMAN_GITHUB_PROJECT`` (:func:`promoter.chat.projects.route`).
 """

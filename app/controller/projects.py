@@ -25,11 +25,9 @@ class ServedProjects:
         kube: k.Kube,
         selection: ProjectSelection,
         *,
-        warehouses: Informer,
         namespace: str | None = None,
     ) -> None:
         self.selection = selection
-        self.warehouses = warehouses
         # With one watched namespace, only that one is ever served.
         self.only = namespace
         self.namespaces = Informer(kube, k.NAMESPACES, on_event=self._on_namespace)
@@ -53,7 +51,7 @@ class ServedProjects:
         for obj in self.namespaces.items():
             name = name_of(obj)
             if (self.only is None or name == self.only) and self.selection.reachable(obj):
-                out.append(project_of(obj, self.warehouses.items(name)))
+                out.append(project_of(obj))
         return sorted(out, key=lambda p: p.name)
 
     def _on_namespace(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:

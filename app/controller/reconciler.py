@@ -125,7 +125,6 @@ class Controller:
         self.served = ServedProjects(
             kube,
             projects or ProjectSelection(),
-            warehouses=self.caches.warehouses,
             namespace=namespace,
         )
         self.waker = Waker(self.queue, self.caches, self.served.serves)

@@ -1,7 +1,7 @@
 """Which project a chat command acts on, from where it was typed: one rule for both front ends.
 
 A project names its own places (``promoter.control.projects.Project``: the Slack channels and
-GitHub repositories its namespace's annotations list, and its Warehouses' GitHub subscriptions).
+GitHub repositories its namespace's annotations list; a Warehouse subscription names none).
 A command typed in one of them acts on that project (on every project that names it, when
 several do). Elsewhere the operator's settings still decide, as defaults: a per-place entry
 (``LONGSHOREMAN_GITHUB_REPO_PROJECTS``), then the one project (``LONGSHOREMAN_GITHUB_PROJECT``,

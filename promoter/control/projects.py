@@ -9,14 +9,18 @@ that predates projects keeps working; the projects chat can reach are then the l
 
 A project carries its routing with it, as annotations on its namespace: the Slack channels its
 commands come from and its announcements go to, and the GitHub repositories whose comments act
-on it (its Warehouses' git subscriptions on GitHub count too). :func:`project_of` reads them;
-the chat core decides with them (``promoter.chat.projects``).
+on it. :func:`project_of` reads them; the chat core decides with them
+(``promoter.chat.projects``). A Warehouse's git subscription does not make a repository the
+project's: a project subscribes to repositories it deploys (libraries, other teams' services),
+and whoever may write to one of them must not thereby act on the project (issue 34, finding 4).
+Only the namespace's annotation, written by whoever controls the namespace, or the operator's
+map grants that.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -64,18 +68,10 @@ def repository_of_url(url: str) -> str | None:
     return "/".join(segments).lower()
 
 
-def project_of(
-    namespace: Mapping[str, Any], warehouses: Iterable[Mapping[str, Any]] = ()
-) -> Project:
-    """The project a Namespace object is, with its routing (annotations, Warehouses' git)."""
+def project_of(namespace: Mapping[str, Any]) -> Project:
+    """The project a Namespace object is, with the routing its annotations declare."""
     labels = (namespace.get("metadata") or {}).get("labels") or {}
     repositories = [r.lower() for r in ann.listed(namespace, ann.PROJECT_GITHUB_REPOSITORIES)]
-    for warehouse in warehouses:
-        for sub in (warehouse.get("spec") or {}).get("subscriptions") or ():
-            git = (sub or {}).get("git") if isinstance(sub, Mapping) else None
-            repo = repository_of_url(str((git or {}).get("repoURL") or ""))
-            if repo is not None:
-                repositories.append(repo)
     return Project(
         name=name_of(namespace),
         labels={str(k): str(v) for k, v in labels.items()},

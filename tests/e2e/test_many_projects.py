@@ -234,3 +234,27 @@ async def test_on_github_a_qualified_name_reaches_only_the_repositorys_projects(
     replies = await world.github.comment("/promote latest to team-a/test")
     assert "there is no project `team-a` here" in replies[0]["body"], replies
     assert await world.promotions("team-a") == []
+
+
+async def test_subscribing_to_a_repository_does_not_let_its_writers_act_on_the_project(
+    world: World,
+) -> None:
+    """team-c deploys acme/app (a Warehouse subscribes to it) but does not name it: alice, who
+    may write to acme/app, still reaches only team-b from there (issue 34, finding 4)."""
+    subscription = {"git": {"repoURL": f"https://github.com/{REPO}.git", "branch": "main"}}
+    await world.kube.create(
+        k.WAREHOUSES, objects.warehouse(namespace="team-c", subscriptions=[subscription])
+    )
+
+    async def cached() -> bool | None:
+        return (
+            world.controller.caches.warehouses.get("team-c", objects.WAREHOUSE) is not None or None
+        )
+
+    await eventually(cached, "team-c's Warehouse in the controller's cache")
+    replies = await world.github.comment("/promote latest to team-c/test")
+    assert "there is no project `team-c` here" in replies[0]["body"], replies
+    replies = await world.github.comment("/promote latest to test")
+    assert "test." in replies[0]["body"], replies
+    assert len(await world.promotions("team-b")) == 1
+    assert await world.promotions("team-c") == []

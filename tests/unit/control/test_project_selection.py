@@ -83,7 +83,7 @@ def test_a_git_url_names_a_repository(url: str, repo: str | None) -> None:
     assert repository_of_url(url) == repo
 
 
-def test_a_project_routes_its_annotated_channels_and_repositories_and_its_warehouses_git() -> None:
+def test_a_project_routes_its_annotated_channels_and_repositories_only() -> None:
     ns = namespace(
         "team-a",
         KARGO,
@@ -92,17 +92,10 @@ def test_a_project_routes_its_annotated_channels_and_repositories_and_its_wareho
             "longshoreman.dev/github-repositories": "Acme/GitOps",
         },
     )
-    warehouse = objects.warehouse(
-        namespace="team-a",
-        subscriptions=[
-            {"git": {"repoURL": "https://github.com/acme/app.git"}},
-            {"image": {"repoURL": "example.com/app"}},
-        ],
-    )
-    project = project_of(ns, [warehouse])
+    project = project_of(ns)
     assert project.name == "team-a"
     assert project.slack_channels == ("C0123", "C0456")
-    assert project.github_repositories == ("acme/gitops", "acme/app")
+    assert project.github_repositories == ("acme/gitops",)
 
 
 def test_a_cluster_window_project_selector_matches_the_namespace_labels() -> None:
