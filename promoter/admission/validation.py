@@ -47,7 +47,12 @@ from promoter.resources.freight_refs import aliases_of
 from promoter.resources.model import name_of, namespace_of
 from promoter.resources.stages import available_to
 from promoter.rules.limits import DEFAULT_LIMITS, Limits, object_size_problems, promotion_problems
-from promoter.warehouses.spec import SpecError, parse_subscription, repo_url_problems
+from promoter.warehouses.spec import (
+    SpecError,
+    parse_subscription,
+    repo_url_problems,
+    subscription_name_problems,
+)
 
 __all__ = ["REQUIRED_CONFIG", "Facts", "Lookup", "Problem", "validate"]
 
@@ -266,6 +271,11 @@ def _warehouse(obj: Mapping[str, Any]) -> list[Problem]:
             field, _, detail = str(e).partition(": ")
             if not any(p.field == field for p in url_problems):
                 problems.append(Problem(field, f"Invalid value: {detail or e}"))
+    if isinstance(subscriptions, list):
+        problems += [
+            _required(where, problem) if value is None else _invalid(where, value, problem)
+            for where, value, problem in subscription_name_problems(subscriptions)
+        ]
     return problems
 
 
