@@ -227,7 +227,7 @@ def test_what_a_subscriber_returns_is_checked(refs: Any, words: str) -> None:
 
 def test_a_type_with_no_subscriber_fails_discovery_in_kargos_words() -> None:
     # warehouses.go discoverArtifacts with an empty registry (Kargo OSS registers none).
-    with pytest.raises(SubscriberError, match="no matching registration found.*'s3'"):
+    with pytest.raises(SubscriberError, match=r"no matching registration found.*'s3'"):
         Subscribers().get("s3")
 
 
