@@ -11,12 +11,14 @@ and its CRDs; the rule itself lives once, here or in the module named):
   and vars parses (``promoter.expressions.templates.check_syntax``).
 - **Warehouse**: each subscription's ``repoURL`` as Kargo's subscribers check it
   (``promoter.warehouses.spec.repo_url_problems``), then the rest of the subscription as
-  discovery reads it (``promoter.warehouses.spec.parse_subscription``).
+  discovery reads it (``promoter.warehouses.spec.parse_subscription``), and the names as
+  Kargo's webhook checks them (``subscription_name_problems``: a generic subscription needs
+  one; DNS labels, unique).
 - **Promotion** (create): the Stage exists, the Freight exists in the namespace and is
   available to the Stage (``promoter.resources.stages.available_to``: approved, direct, or
   verified upstream, soak time included), as Kargo's promotion webhook refuses.
-- **Freight**: ``origin``, ``commits``, ``images`` and ``charts`` never change (Kargo:
-  "Freight is immutable"); an alias (the ``alias`` field or the ``kargo.akuity.io/alias``
+- **Freight**: ``origin``, ``commits``, ``images``, ``charts`` and ``artifacts`` never change
+  (Kargo: "Freight is immutable"); an alias (the ``alias`` field or the ``kargo.akuity.io/alias``
   label) another Freight of the namespace answers to is refused, as Kargo's webhook refuses it
   (so two ``set-freight-alias`` steps racing for one alias cannot both win).
 - **ProjectConfig / ClusterConfig**: what ``promoter.control.policies`` reports on their
@@ -95,7 +97,7 @@ REQUIRED_CONFIG: Mapping[str, tuple[str, ...]] = {
 # forms our steps keep), that field stands in for it.
 _STANDS_IN: Mapping[tuple[str, str], str] = {("git-commit", "message"): "messageFromSteps"}
 
-_FREIGHT_CONTENT = ("origin", "commits", "images", "charts")
+_FREIGHT_CONTENT = ("origin", "commits", "images", "charts", "artifacts")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import pytest
 
 from promoter.admission import Facts, validate
 from promoter.expressions import ExpressionError, evaluate_expression
+from promoter.resources.model import freight_reference
 from promoter.warehouses.freight import FreightBuildError, build_freight, freight_id
 from promoter.warehouses.generic import SubscriberError, Subscribers, discovery_result
 from promoter.warehouses.spec import (
@@ -107,14 +108,17 @@ def test_a_generic_subscriptions_config_must_be_an_object() -> None:
         parse_subscription({"name": "x", "s3": {"config": ["a"]}}, 0)
 
 
+# Admission with nothing in the cluster.
+NOTHING_STORED = Facts(
+    lookup=lambda kind, namespace, name: None,
+    step_kinds=frozenset(),
+    now=datetime(2026, 1, 1, tzinfo=UTC),
+)
+
+
 def _refused(subscriptions: list[dict[str, Any]]) -> list[tuple[str, str]]:
     warehouse = objects.warehouse(subscriptions=subscriptions)
-    nothing_stored = Facts(
-        lookup=lambda kind, namespace, name: None,
-        step_kinds=frozenset(),
-        now=datetime(2026, 1, 1, tzinfo=UTC),
-    )
-    return [(p.field, p.message) for p in validate(warehouse, None, nothing_stored)]
+    return [(p.field, p.message) for p in validate(warehouse, None, NOTHING_STORED)]
 
 
 # Test_webhook_ValidateCreate and Test_webhook_validateSpec: the names, and the generic
@@ -316,3 +320,16 @@ def test_artifact_from_reads_the_newest_discovered_artifact(
 def test_artifact_from_refuses_wrong_arguments(expression: str) -> None:
     with pytest.raises(ExpressionError):
         evaluate_expression(expression, {}, criteria_functions(DISCOVERED), where="criteria")
+
+
+def test_a_freights_artifacts_are_immutable_and_travel_in_its_references() -> None:
+    # Kargo's freight webhook (artifacts compared by DeepEquals) and FreightReference.Artifacts,
+    # which Stages' freightHistory and Promotions' status.freight carry.
+    artifact = {"artifactType": "s3", "subscriptionName": "bucket", "version": "v1"}
+    freight = {**objects.freight(), "artifacts": [artifact]}
+    changed = {**freight, "artifacts": [{**artifact, "version": "v2"}]}
+    problems = validate(changed, freight, NOTHING_STORED)
+    assert [(p.field, "Freight is immutable" in p.message) for p in problems] == [
+        ("artifacts", True)
+    ]
+    assert freight_reference(freight)["artifacts"] == [artifact]
