@@ -233,6 +233,8 @@ def test_generic_subscriptions_show_their_newest_artifact_on_the_graph_and_freig
     freight = {**freights[0], "artifacts": [ref]}
     page = freight_page(p.NS, freight, stages, [], [freight], order=[], windows={}, now=None)
     assert page.artifacts[-1] == FreightArtifact("artifact", "bucket", "v7", "application/gzip")
+    timeline = freight_timeline(stages, [], [freight], order=[], now=None)
+    assert "bucket v7" in timeline.entries[0].artifacts
 
 
 def test_the_svg_escapes_names_and_links_every_node_to_its_page() -> None:
