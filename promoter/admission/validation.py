@@ -9,6 +9,9 @@ and its CRDs; the rule itself lives once, here or in the module named):
   the namespace, or a ClusterPromotionTask); a known step's config has the fields Kargo's JSON
   schema for it requires (``REQUIRED_CONFIG``); every ``${{ }}`` expression in configs, ``if``
   and vars parses (``promoter.expressions.templates.check_syntax``).
+- **Stage** also: each request's ``autoPromotionOptions.selectionPolicy`` is known, and
+  ``MatchUpstream`` has exactly one upstream Stage and no direct source
+  (``promoter.control.selection.selection_problems``).
 - **Warehouse**: each subscription's ``repoURL`` as Kargo's subscribers check it
   (``promoter.warehouses.spec.repo_url_problems``), then the rest of the subscription as
   discovery reads it (``promoter.warehouses.spec.parse_subscription``), and the names as
@@ -43,6 +46,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from promoter.control.policies import cluster_config, project_config
+from promoter.control.selection import selection_problems
 from promoter.expressions.errors import ExpressionSyntaxError
 from promoter.expressions.templates import check_syntax
 from promoter.resources.freight_refs import aliases_of
@@ -244,7 +248,23 @@ def _stage(obj: Mapping[str, Any], facts: Facts) -> list[Problem]:
         *_vars(spec.get("vars"), "spec.vars"),
         *_vars(template.get("vars"), f"{where}.vars"),
         *_steps(template.get("steps"), f"{where}.steps", namespace_of(obj) or "", facts),
+        *_selection(obj),
     ]
+
+
+def _selection(stage: Mapping[str, Any]) -> list[Problem]:
+    """Kargo's Stage webhook on ``autoPromotionOptions.selectionPolicy`` (MatchUpstream needs
+    exactly one upstream Stage and no direct source)."""
+    problems = []
+    for text in selection_problems(stage):
+        field, _, message = text.partition(": ")
+        unsupported = message.startswith("Unsupported value")
+        problems.append(
+            Problem(
+                field, message, "FieldValueNotSupported" if unsupported else "FieldValueInvalid"
+            )
+        )
+    return problems
 
 
 def _task(obj: Mapping[str, Any], facts: Facts) -> list[Problem]:
