@@ -26,7 +26,7 @@ from app.settings import Settings
 from promoter.warehouses.freight import freight_id
 from tests.support import objects
 from tests.support.clock import FakeClock
-from tests.support.controller import wait_terminal
+from tests.support.controller import finished_promotion_of
 from tests.support.kube import running_apiserver
 from tests.support.subscriber import FakeSubscriber, running_fake_subscriber
 from tests.support.waiting import eventually
@@ -53,12 +53,7 @@ class World:
         return await eventually(find, f"Freight of version {version}")
 
     async def promotion_of(self, freight: str) -> dict[str, Any]:
-        async def find() -> dict[str, Any] | None:
-            items, _ = await self.kube.list(k.PROMOTIONS, NS)
-            return next((p for p in items if p["spec"]["freight"] == freight), None)
-
-        found = await eventually(find, f"a Promotion of {freight}")
-        return await wait_terminal(self.kube, NS, found["metadata"]["name"])
+        return await finished_promotion_of(self.kube, NS, freight)
 
     async def condition(self, warehouse: str, kind: str, reason: str) -> dict[str, Any]:
         async def find() -> dict[str, Any] | None:
