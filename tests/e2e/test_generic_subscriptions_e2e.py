@@ -169,3 +169,21 @@ async def test_a_type_without_a_subscriber_and_a_failing_subscriber_are_discover
     assert "answered HTTP 503" in failed["message"]
     items, _ = await world.kube.list(k.FREIGHT, NS)
     assert items == []
+
+
+async def test_creation_criteria_read_a_generic_artifact(world: World) -> None:
+    # Evaluated for a Warehouse with only generic subscriptions too (Kargo skips them there).
+    world.subscriber.publish("bucket", "v1.0.0", etag="draft")
+    criteria = {"expression": 'artifactFrom("bucket").Metadata.etag != "draft"'}
+    await world.kube.create(
+        k.WAREHOUSES,
+        objects.warehouse(
+            "gated",
+            namespace=NS,
+            subscriptions=[BUCKET],
+            freightCreationCriteria=criteria,
+        ),
+    )
+    await world.condition("gated", "FreightCreationCriteriaSatisfied", "CriteriaNotSatisfied")
+    items, _ = await world.kube.list(k.FREIGHT, NS)
+    assert items == []
