@@ -29,6 +29,7 @@ from app.controller.warehouses.reconciler import (
     WarehouseController,
     start_warehouse_controller,
 )
+from app.controller.warehouses.subscribers import http_subscribers
 from app.embedded import DEFAULT_SEED, EmbeddedCluster, embedded_cluster, seed
 from app.logs import REDACTOR
 from app.metrics import Metrics
@@ -414,6 +415,9 @@ async def _start(
         on_reconcile=state.metrics.on_warehouse_reconcile,
         shard=settings.shard,
         serves=controller.served.serves,
+        subscribers=lambda session: http_subscribers(
+            session, dict(settings.subscribers), settings.subscriber_token
+        ),
     )
     controller.served.on_change.append(warehouses.enqueue_namespace)
     state.warehouses = warehouses

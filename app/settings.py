@@ -198,6 +198,27 @@ def _hosts(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return entries
 
 
+def _subscribers(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``LONGSHOREMAN_SUBSCRIBERS``: ``type=url`` pairs, comma-separated (a generic
+    subscription type and the HTTP service that discovers it)."""
+    name = "LONGSHOREMAN_SUBSCRIBERS"
+    pairs: dict[str, str] = {}
+    for entry in (env.get(name) or "").split(","):
+        if not entry.strip():
+            continue
+        kind, sep, url = (part.strip() for part in entry.partition("="))
+        if not sep or not kind or not url.startswith(("http://", "https://")):
+            raise SettingsError(
+                f"{name}: {entry.strip()!r} is not <subscription type>=<http(s) URL>"
+            )
+        if kind in ("image", "chart", "git", "name"):
+            raise SettingsError(f"{name}: {kind!r} is not a generic subscription type")
+        if kind in pairs:
+            raise SettingsError(f"{name}: {kind!r} is given twice")
+        pairs[kind] = url
+    return tuple(pairs.items())
+
+
 def _projects(env: Mapping[str, str]) -> ProjectSelection:
     try:
         return ProjectSelection.parse(
@@ -299,6 +320,10 @@ class Settings:
     # Argo CD's cluster when it is not the control plane's (a shard running next to it): the
     # Applications are read and written there, everything else in the control plane.
     argocd_kubeconfig: Path | None = None
+    # Generic Warehouse subscriptions: the HTTP service discovering each type
+    # (app/controller/warehouses/subscribers.py), and the bearer token sent to them.
+    subscribers: tuple[tuple[str, str], ...] = ()
+    subscriber_token: str | None = field(default=None, repr=False)
     # Old names still set, each with its new name: read, and logged once logging is set up (the
     # receivers' names carried the prefix from the start, so they have none).
     renamed: tuple[tuple[str, str], ...] = ()
@@ -317,6 +342,7 @@ class Settings:
         values += [self.ui.github_client_secret, self.ui.session_secret]
         values += list(self.receivers.secrets.values())
         values += list(self.receivers.path_tokens().values())
+        values.append(self.subscriber_token)
         return tuple(v for v in values if v)
 
     def with_overrides(self, **changes: Any) -> Settings:
@@ -489,6 +515,8 @@ class Settings:
             ),
             shard=_shard(env),
             argocd_kubeconfig=_path(env, "LONGSHOREMAN_ARGOCD_KUBECONFIG", must_exist=True),
+            subscribers=_subscribers(env),
+            subscriber_token=env.get("LONGSHOREMAN_SUBSCRIBER_TOKEN") or None,
             http_allow=_hosts(env, "LONGSHOREMAN_HTTP_ALLOW"),
             http_deny=_hosts(env, "LONGSHOREMAN_HTTP_DENY"),
             http_max_download_bytes=_int(

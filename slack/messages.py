@@ -557,6 +557,11 @@ def _artifacts(freight: Mapping[str, Any]) -> list[str]:
         for commit in freight.get("commits") or ()
         if isinstance(commit, Mapping)
     ]
+    out += [
+        f"`{artifact.get('subscriptionName', '')}` `{artifact.get('version', '')}`"
+        for artifact in freight.get("artifacts") or ()  # generic subscriptions'
+        if isinstance(artifact, Mapping)
+    ]
     return out
 
 

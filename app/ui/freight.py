@@ -25,10 +25,10 @@ from promoter.resources.stages import approval_of, available_to, requests_origin
 
 @dataclass(frozen=True, slots=True)
 class Artifact:
-    kind: str  # image, commit, chart
-    repo: str
+    kind: str  # image, commit, chart, artifact (a generic subscription's)
+    repo: str  # the repository; a generic artifact's subscription name
     ref: str  # tag, commit id, version
-    detail: str = ""  # digest, commit message
+    detail: str = ""  # digest, commit message, a generic artifact's type
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +85,16 @@ def _artifacts(freight: Mapping[str, Any], mask: Any) -> tuple[Artifact, ...]:
                     "chart",
                     mask(f"{repo}/{name}" if name else repo),
                     str(chart.get("version") or ""),
+                )
+            )
+    for artifact in freight.get("artifacts") or ():
+        if isinstance(artifact, Mapping):
+            out.append(
+                Artifact(
+                    "artifact",
+                    str(artifact.get("subscriptionName") or ""),
+                    str(artifact.get("version") or ""),
+                    str(artifact.get("artifactType") or ""),
                 )
             )
     return tuple(out)

@@ -65,7 +65,7 @@ def promotion_href(namespace: str, name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Artifact:
-    kind: Literal["image", "git", "chart"]
+    kind: Literal["image", "git", "chart", "artifact"]
     short: str  # what fits on the node: ``nginx:1.27.0``
     full: str  # the whole reference: ``public.ecr.aws/nginx/nginx:1.27.0``
 
@@ -175,8 +175,8 @@ def _last_segment(url: str) -> str:
 
 def discovered_artifacts(warehouse: Mapping[str, Any]) -> tuple[Artifact, ...]:
     """The newest artifact per subscription, from ``status.discoveredArtifacts`` (Kargo's
-    shape: ``images[].references[]``, ``git[].commits[]``, ``charts[].versions[]``, newest
-    first)."""
+    shape: ``images[].references[]``, ``git[].commits[]``, ``charts[].versions[]``,
+    ``results[].artifactReferences[]`` for generic subscriptions, newest first)."""
     found = (warehouse.get("status") or {}).get("discoveredArtifacts") or {}
     if not isinstance(found, Mapping):
         return ()
@@ -203,6 +203,13 @@ def discovered_artifacts(warehouse: Mapping[str, Any]) -> tuple[Artifact, ...]:
         name = str(chart.get("name") or "") or _last_segment(str(chart.get("repoURL") or ""))
         full = f"{chart.get('repoURL') or ''} {name} {versions[0]}".strip()
         out.append(Artifact("chart", f"{name} {versions[0]}", full))
+    for result in found.get("results") or ():
+        refs = result.get("artifactReferences") or [] if isinstance(result, Mapping) else []
+        if not refs or not isinstance(refs[0], Mapping):
+            continue
+        name, version = str(result.get("name") or ""), str(refs[0].get("version") or "")
+        full = " ".join(x for x in (name, str(refs[0].get("artifactType") or ""), version) if x)
+        out.append(Artifact("artifact", f"{name} {version}", full))
     return tuple(out)
 
 

@@ -72,6 +72,9 @@ def _artifacts(freight: Mapping[str, Any]) -> tuple[str, ...]:
             out.append(
                 f"{chart.get('name') or chart.get('repoURL', '')} {chart.get('version', '')}"
             )
+    for artifact in freight.get("artifacts") or ():  # generic subscriptions'
+        if isinstance(artifact, Mapping):
+            out.append(f"{artifact.get('subscriptionName', '')} {artifact.get('version', '')}")
     return tuple(out)
 
 

@@ -9,14 +9,19 @@ and its CRDs; the rule itself lives once, here or in the module named):
   the namespace, or a ClusterPromotionTask); a known step's config has the fields Kargo's JSON
   schema for it requires (``REQUIRED_CONFIG``); every ``${{ }}`` expression in configs, ``if``
   and vars parses (``promoter.expressions.templates.check_syntax``).
+- **Stage** also: each request's ``autoPromotionOptions.selectionPolicy`` is known, and
+  ``MatchUpstream`` has exactly one upstream Stage and no direct source
+  (``promoter.control.selection.selection_problems``).
 - **Warehouse**: each subscription's ``repoURL`` as Kargo's subscribers check it
   (``promoter.warehouses.spec.repo_url_problems``), then the rest of the subscription as
-  discovery reads it (``promoter.warehouses.spec.parse_subscription``).
+  discovery reads it (``promoter.warehouses.spec.parse_subscription``), and the names as
+  Kargo's webhook checks them (``subscription_name_problems``: a generic subscription needs
+  one; DNS labels, unique).
 - **Promotion** (create): the Stage exists, the Freight exists in the namespace and is
   available to the Stage (``promoter.resources.stages.available_to``: approved, direct, or
   verified upstream, soak time included), as Kargo's promotion webhook refuses.
-- **Freight**: ``origin``, ``commits``, ``images`` and ``charts`` never change (Kargo:
-  "Freight is immutable"); an alias (the ``alias`` field or the ``kargo.akuity.io/alias``
+- **Freight**: ``origin``, ``commits``, ``images``, ``charts`` and ``artifacts`` never change
+  (Kargo: "Freight is immutable"); an alias (the ``alias`` field or the ``kargo.akuity.io/alias``
   label) another Freight of the namespace answers to is refused, as Kargo's webhook refuses it
   (so two ``set-freight-alias`` steps racing for one alias cannot both win).
 - **ProjectConfig / ClusterConfig**: what ``promoter.control.policies`` reports on their
@@ -41,13 +46,19 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from promoter.control.policies import cluster_config, project_config
+from promoter.control.selection import selection_problems
 from promoter.expressions.errors import ExpressionSyntaxError
 from promoter.expressions.templates import check_syntax
 from promoter.resources.freight_refs import aliases_of
 from promoter.resources.model import name_of, namespace_of
 from promoter.resources.stages import available_to
 from promoter.rules.limits import DEFAULT_LIMITS, Limits, object_size_problems, promotion_problems
-from promoter.warehouses.spec import SpecError, parse_subscription, repo_url_problems
+from promoter.warehouses.spec import (
+    SpecError,
+    parse_subscription,
+    repo_url_problems,
+    subscription_name_problems,
+)
 
 __all__ = ["REQUIRED_CONFIG", "Facts", "Lookup", "Problem", "validate"]
 
@@ -90,7 +101,7 @@ REQUIRED_CONFIG: Mapping[str, tuple[str, ...]] = {
 # forms our steps keep), that field stands in for it.
 _STANDS_IN: Mapping[tuple[str, str], str] = {("git-commit", "message"): "messageFromSteps"}
 
-_FREIGHT_CONTENT = ("origin", "commits", "images", "charts")
+_FREIGHT_CONTENT = ("origin", "commits", "images", "charts", "artifacts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +248,23 @@ def _stage(obj: Mapping[str, Any], facts: Facts) -> list[Problem]:
         *_vars(spec.get("vars"), "spec.vars"),
         *_vars(template.get("vars"), f"{where}.vars"),
         *_steps(template.get("steps"), f"{where}.steps", namespace_of(obj) or "", facts),
+        *_selection(obj),
     ]
+
+
+def _selection(stage: Mapping[str, Any]) -> list[Problem]:
+    """Kargo's Stage webhook on ``autoPromotionOptions.selectionPolicy`` (MatchUpstream needs
+    exactly one upstream Stage and no direct source)."""
+    problems = []
+    for text in selection_problems(stage):
+        field, _, message = text.partition(": ")
+        unsupported = message.startswith("Unsupported value")
+        problems.append(
+            Problem(
+                field, message, "FieldValueNotSupported" if unsupported else "FieldValueInvalid"
+            )
+        )
+    return problems
 
 
 def _task(obj: Mapping[str, Any], facts: Facts) -> list[Problem]:
@@ -266,6 +293,11 @@ def _warehouse(obj: Mapping[str, Any]) -> list[Problem]:
             field, _, detail = str(e).partition(": ")
             if not any(p.field == field for p in url_problems):
                 problems.append(Problem(field, f"Invalid value: {detail or e}"))
+    if isinstance(subscriptions, list):
+        problems += [
+            _required(where, problem) if value is None else _invalid(where, value, problem)
+            for where, value, problem in subscription_name_problems(subscriptions)
+        ]
     return problems
 
 

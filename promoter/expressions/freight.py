@@ -189,6 +189,18 @@ def _is_generic(subscription: Mapping[str, Any]) -> bool:
     return len(types) == 1 and types[0] not in _TYPED_SUBSCRIPTIONS
 
 
+def go_artifact(artifact: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``artifacts[]`` entry as ``artifactFrom()`` returns it: Go's field names (Kargo's
+    expressionFriendlyArtifactReference has no JSON tags), its metadata as a map."""
+    metadata = artifact.get("metadata")
+    return {
+        "ArtifactType": str(artifact.get("artifactType") or ""),
+        "SubscriptionName": str(artifact.get("subscriptionName") or ""),
+        "Version": str(artifact.get("version") or ""),
+        "Metadata": dict(metadata) if isinstance(metadata, Mapping) else {},
+    }
+
+
 def _warehouse_not_found(name: str, namespace: str) -> ExpressionError:
     return ExpressionError(reason=f'Warehouse "{name}" not found in namespace "{namespace}"')
 
@@ -396,15 +408,7 @@ def freight_functions(
             desired,
             name,
         )
-        if artifact is None:
-            return None
-        metadata = artifact.get("metadata")
-        return {
-            "ArtifactType": str(artifact.get("artifactType") or ""),
-            "SubscriptionName": str(artifact.get("subscriptionName") or ""),
-            "Version": str(artifact.get("version") or ""),
-            "Metadata": dict(metadata) if isinstance(metadata, Mapping) else {},
-        }
+        return None if artifact is None else go_artifact(artifact)
 
     return {
         "artifactFrom": artifact_from,

@@ -167,7 +167,7 @@ def _check_object(obj: Any, source: str) -> dict[str, Any] | None:
     ):
         raise InvalidInput("missing metadata.name", source=source, field="metadata.name")
     if kind == "Freight":
-        for key in ("commits", "images", "charts"):
+        for key in ("commits", "images", "charts", "artifacts"):
             if obj.get(key) is not None and not isinstance(obj[key], list):
                 raise InvalidInput("must be a list", source=source, field=key)
     return obj

@@ -559,7 +559,7 @@ def freight_reference(freight: Mapping[str, Any]) -> dict[str, Any]:
     ``freight`` is a Freight object or already a reference (a Promotion's ``status.freight``).
     """
     out: dict[str, Any] = {"name": name_of(freight) or str(freight.get("name") or "")}
-    for key in ("origin", "commits", "images", "charts"):
+    for key in ("origin", "commits", "images", "charts", "artifacts"):
         if freight.get(key):
             out[key] = freight[key]
     return out

@@ -8,7 +8,10 @@ of ``<origin kind>/<origin name>:<parts joined by |>`` where the parts, sorted, 
 * an image: ``<repoURL>:<tag>@<digest>`` (the URL as written: Kargo does not normalize it);
 * a chart: ``path.Join(<normalized chart URL>, <name>):<version>``;
 
-each followed by ``:<subscription name>`` when the subscription has one. So the same artifacts
+each followed by ``:<subscription name>`` when the subscription has one; and
+
+* an artifact of a generic subscription: ``<artifactType>:<subscriptionName>:<version>``
+  (its metadata is not part of the name). So the same artifacts
 always make the same name, and a repeat is an ``AlreadyExists`` that creates nothing.
 
 ``buildFreightFromLatestArtifacts`` takes the first (newest) result of every subscription; a
@@ -126,17 +129,26 @@ def _chart_part(chart: Mapping[str, Any]) -> str:
     return _with_name(base, str(chart.get("subscriptionName") or ""))
 
 
+def _artifact_part(artifact: Mapping[str, Any]) -> str:
+    return (
+        f"{artifact.get('artifactType', '')}:{artifact.get('subscriptionName', '')}:"
+        f"{artifact.get('version', '')}"
+    )
+
+
 def freight_id(
     origin: Mapping[str, Any],
     commits: Iterable[Mapping[str, Any]] = (),
     images: Iterable[Mapping[str, Any]] = (),
     charts: Iterable[Mapping[str, Any]] = (),
+    artifacts: Iterable[Mapping[str, Any]] = (),
 ) -> str:
     """Kargo's ``GenerateFreightID``."""
     parts = sorted(
         [_commit_part(c) for c in commits]
         + [_image_part(i) for i in images]
         + [_chart_part(c) for c in charts]
+        + [_artifact_part(a) for a in artifacts]
     )
     text = f"{origin.get('kind', '')}/{origin.get('name', '')}:{'|'.join(parts)}"
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
@@ -192,11 +204,17 @@ def build_freight(
             "subscriptionName": result.get("subscriptionName", ""),
         }
         charts.append({k: v for k, v in chart.items() if v})
-    if not (commits or images or charts):
+    artifacts: list[dict[str, Any]] = []
+    for result in discovered.get("results") or ():
+        references: Sequence[Mapping[str, Any]] = result.get("artifactReferences") or ()
+        if not references:
+            raise FreightBuildError("no versions discovered for subscription")
+        artifacts.append(dict(references[0]))
+    if not (commits or images or charts or artifacts):
         raise FreightBuildError("no artifacts discovered")
     metadata = warehouse.get("metadata") or {}
     origin = {"kind": "Warehouse", "name": str(metadata.get("name") or "")}
-    name = freight_id(origin, commits, images, charts)
+    name = freight_id(origin, commits, images, charts, artifacts)
     freight_meta: dict[str, Any] = {"name": name}
     if metadata.get("namespace"):
         freight_meta["namespace"] = metadata["namespace"]
@@ -209,7 +227,12 @@ def build_freight(
     if alias:
         freight_meta["labels"] = {"kargo.akuity.io/alias": alias}
         freight["alias"] = alias
-    for key, items in (("commits", commits), ("images", images), ("charts", charts)):
+    for key, items in (
+        ("commits", commits),
+        ("images", images),
+        ("charts", charts),
+        ("artifacts", artifacts),
+    ):
         if items:
             freight[key] = items
     return freight
@@ -234,7 +257,7 @@ def requested_artifact_freight(
     discovered = (warehouse.get("status") or {}).get("discoveredArtifacts") or {}
     chosen: dict[str, list[dict[str, Any]]] = {
         key: [dict(result) for result in discovered.get(key) or ()]
-        for key in ("git", "images", "charts")
+        for key in ("git", "images", "charts", "results")
     }
     found = False
     wanted_image = normalize_image_url(repo) if repo else ""

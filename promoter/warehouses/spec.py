@@ -8,14 +8,17 @@ a Digest subscription needs a ``constraint`` (the mutable tag), a bad constraint
 expression is an error of the Warehouse, not a silent non-match.
 
 A subscription has exactly one key naming its type, apart from an optional ``name``; a type
-other than ``image``, ``chart`` or ``git`` is one of Kargo's generic subscriptions, which needs a
-subscriber we do not have, so it is reported rather than ignored.
+other than ``image``, ``chart`` or ``git`` is one of Kargo's generic subscriptions
+(``{name: my-sub, s3: {config: {...}, discoveryLimit: 5}}``): opaque ``config`` (an object)
+that only the subscriber registered for that type understands, a discovery limit (default 20,
+1 to 100), and a name, which is required because it is all that identifies such a
+subscription (Kargo's warehouse webhook: names are DNS labels, unique in the Warehouse).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +29,7 @@ from promoter.warehouses.semver import Constraint, ConstraintError
 
 __all__ = [
     "ChartSubscription",
+    "GenericSubscription",
     "GitSubscription",
     "ImageSubscription",
     "SpecError",
@@ -34,6 +38,7 @@ __all__ = [
     "parse_duration",
     "parse_spec",
     "repo_url_problems",
+    "subscription_name_problems",
 ]
 
 DEFAULT_INTERVAL = 300.0
@@ -161,7 +166,19 @@ class GitSubscription(_Base):
         return self.include_paths is not None or self.exclude_paths is not None
 
 
-Subscription = ImageSubscription | ChartSubscription | GitSubscription
+@dataclass(frozen=True, slots=True)
+class GenericSubscription:
+    """Kargo's ``Subscription``: the type is the key it was written under."""
+
+    subscription_type: str
+    name: str = ""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    discovery_limit: int = DEFAULT_DISCOVERY_LIMIT
+
+    kind = "generic"
+
+
+Subscription = ImageSubscription | ChartSubscription | GitSubscription | GenericSubscription
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +374,57 @@ def parse_subscription(entry: Any, index: int) -> Subscription:
         return _chart(body, name, f"{where}.chart")
     if kind == "git":
         return _git(body, name, f"{where}.git")
-    raise SpecError(f"{where}: no subscriber for subscription type {kind!r}")
+    return _generic(kind, body, name, f"{where}.{kind}")
+
+
+def _generic(kind: str, body: Mapping[str, Any], name: str, where: str) -> GenericSubscription:
+    # Other keys of the body are ignored, as Go's json.Unmarshal ignores them.
+    config = body.get("config")
+    if config is not None and not isinstance(config, Mapping):
+        raise SpecError(f"{where}.config: must be an object")
+    return GenericSubscription(
+        subscription_type=kind,
+        name=name,
+        config=dict(config or {}),
+        discovery_limit=_limit(body.get("discoveryLimit"), where),
+    )
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_LABEL_PROBLEM = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+def subscription_name_problems(entries: Sequence[Any]) -> list[tuple[str, str | None, str]]:
+    """``(field, bad value, problem)`` for the subscriptions' names, as Kargo's warehouse webhook
+    (``validateSubs``) finds them: a generic subscription needs a name (the value None: a
+    required value); a name is a DNS label (``IsDNS1123Label``) used by one subscription only."""
+    problems: list[tuple[str, str | None, str]] = []
+    seen: dict[str, str] = {}
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            continue
+        where = f"spec.subscriptions[{index}].name"
+        name = entry.get("name")
+        if not name:
+            types = [key for key in entry if key != "name"]
+            if len(types) == 1 and types[0] not in ("image", "chart", "git"):
+                problems.append((where, None, "a name is required for subscriptions of this type"))
+            continue
+        text = str(name)
+        if len(text) > 63:
+            problems.append((where, text, "must be no more than 63 characters"))
+        if not _DNS_LABEL.fullmatch(text):
+            problems.append((where, text, _DNS_LABEL_PROBLEM))
+        if text in seen:
+            used = f'subscription name "{text}" already used at "{seen[text]}"'
+            problems.append((where, text, used))
+        else:
+            seen[text] = where
+    return problems
 
 
 def parse_spec(spec: Mapping[str, Any]) -> WarehouseSpec:
@@ -366,6 +433,9 @@ def parse_spec(spec: Mapping[str, Any]) -> WarehouseSpec:
     if not isinstance(entries, list) or not entries:
         raise SpecError("spec.subscriptions: at least one subscription is required")
     subscriptions = tuple(parse_subscription(e, i) for i, e in enumerate(entries))
+    for where, value, problem in subscription_name_problems(entries):
+        kind = "Required value" if value is None else f"Invalid value: {value!r}"
+        raise SpecError(f"{where}: {kind}: {problem}")
     policy = str(spec.get("freightCreationPolicy") or "Automatic")
     if policy not in ("Automatic", "Manual"):
         raise SpecError(f"spec.freightCreationPolicy: {policy!r} is not Automatic or Manual")

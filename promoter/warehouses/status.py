@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from promoter.expressions import ExpressionError
+from promoter.expressions.freight import go_artifact
 from promoter.urls import without_credentials
 from promoter.warehouses.freight import (
     normalize_chart_url,
@@ -130,7 +132,10 @@ class Reason:
 
 def missing_artifacts(discovered: Mapping[str, Any] | None) -> Reason | None:
     """Kargo's ``validateDiscoveredArtifacts``: None when every subscription found something."""
-    if not discovered or not any(discovered.get(k) for k in ("git", "images", "charts")):
+    # As Kargo: generic subscriptions' results count, but one that found nothing is caught
+    # when the Freight is built ("no versions discovered for subscription"), not here.
+    kinds = ("git", "images", "charts", "results")
+    if not discovered or not any(discovered.get(k) for k in kinds):
         return Reason("MissingArtifacts", "MissingArtifacts", "No artifacts discovered")
     for result in discovered.get("git") or ():
         if not result.get("commits"):
@@ -185,9 +190,10 @@ def _go_image(ref: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def criteria_functions(discovered: Mapping[str, Any]) -> dict[str, Callable[..., Any]]:
-    """``DiscoveredArtifactsOperations``: ``commitFrom``, ``imageFrom``, ``chartFrom`` over the
-    newest discovered artifact of the matching subscription (nil when none), with Kargo's
-    (Go) field names so ``imageFrom("x").Tag`` reads the same."""
+    """``DiscoveredArtifactsOperations``: ``commitFrom``, ``imageFrom``, ``chartFrom`` and
+    ``artifactFrom`` (a generic subscription, by its name) over the newest discovered artifact
+    of the matching subscription (nil when none), with Kargo's (Go) field names so
+    ``imageFrom("x").Tag`` reads the same."""
 
     def commit_from(repo_url: str) -> Any:
         wanted = normalize_git_url(str(repo_url))
@@ -218,4 +224,20 @@ def criteria_functions(discovered: Mapping[str, Any]) -> dict[str, Callable[...,
                 }
         return None
 
-    return {"commitFrom": commit_from, "imageFrom": image_from, "chartFrom": chart_from}
+    def artifact_from(subscription_name: Any) -> Any:
+        # Kargo's getArtifactFromDiscoveredArtifacts: the last result of that name wins.
+        if not isinstance(subscription_name, str):
+            kind = type(subscription_name).__name__
+            raise ExpressionError(reason=f"first argument must be string, got {kind}")
+        found: Mapping[str, Any] | None = None
+        for result in discovered.get("results") or ():
+            if result.get("name") == subscription_name and result.get("artifactReferences"):
+                found = result["artifactReferences"][0]
+        return None if found is None else go_artifact(found)
+
+    return {
+        "commitFrom": commit_from,
+        "imageFrom": image_from,
+        "chartFrom": chart_from,
+        "artifactFrom": artifact_from,
+    }

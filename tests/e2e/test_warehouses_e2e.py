@@ -32,7 +32,7 @@ from app.server import create_app, wait_started
 from app.settings import Settings
 from tests.support import objects
 from tests.support.clock import FakeClock
-from tests.support.controller import wait_terminal
+from tests.support.controller import finished_promotion_of
 from tests.support.fixtures import webhook_body
 from tests.support.kube import running_apiserver
 from tests.support.registry import Registry, running_registry
@@ -90,12 +90,7 @@ class World:
         return await eventually(find, f"Freight of {tag}")
 
     async def promotion_of(self, freight: str) -> dict[str, Any]:
-        async def find() -> dict[str, Any] | None:
-            items, _ = await self.kube.list(k.PROMOTIONS, NS)
-            return next((p for p in items if p["spec"]["freight"] == freight), None)
-
-        found = await eventually(find, f"a Promotion of {freight}")
-        return await wait_terminal(self.kube, NS, found["metadata"]["name"])
+        return await finished_promotion_of(self.kube, NS, freight)
 
     async def start(self, interval: str) -> None:
         repo = self.registry.repo("acme/app")

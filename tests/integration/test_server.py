@@ -77,12 +77,39 @@ ROOT = Path(__file__).resolve().parents[2]
             {"LONGSHOREMAN_SHARD_NAME": "shard a"},
             "LONGSHOREMAN_SHARD_NAME='shard a' is not a label value",
         ),
+        (
+            {"LONGSHOREMAN_SUBSCRIBERS": "s3=ftp://example.com"},
+            "LONGSHOREMAN_SUBSCRIBERS: 's3=ftp://example.com' is not <subscription type>=<http(s)",
+        ),
+        (
+            {"LONGSHOREMAN_SUBSCRIBERS": "image=http://a"},
+            "LONGSHOREMAN_SUBSCRIBERS: 'image' is not a generic subscription type",
+        ),
+        (
+            {"LONGSHOREMAN_SUBSCRIBERS": "s3=http://a,s3=http://b"},
+            "LONGSHOREMAN_SUBSCRIBERS: 's3' is given twice",
+        ),
     ],
 )
 def test_settings_errors_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError) as err:
         Settings.from_env(env)
     assert message in str(err.value)
+
+
+def test_subscriber_services_are_read_by_type_and_their_token_kept_secret() -> None:
+    settings = Settings.from_env(
+        {
+            "LONGSHOREMAN_SUBSCRIBERS": " s3=http://s3.tools:8080/discover , gcs=https://g/x",
+            "LONGSHOREMAN_SUBSCRIBER_TOKEN": "subscriber-secret",
+        }
+    )
+    assert dict(settings.subscribers) == {
+        "s3": "http://s3.tools:8080/discover",
+        "gcs": "https://g/x",
+    }
+    assert "subscriber-secret" in settings.secrets()
+    assert "subscriber-secret" not in repr(settings)
 
 
 def test_the_collector_and_shard_settings_take_kargos_names_and_defaults() -> None:

@@ -177,3 +177,14 @@ async def wait_terminal(
         lambda o: (o.get("status") or {}).get("phase") in TERMINAL,
         within=within,
     )
+
+
+async def finished_promotion_of(kube: k.Kube, namespace: str, freight: str) -> dict[str, Any]:
+    """The first Promotion of ``freight`` to appear in ``namespace``, once it has finished."""
+
+    async def find() -> dict[str, Any] | None:
+        items, _ = await kube.list(k.PROMOTIONS, namespace)
+        return next((p for p in items if p["spec"]["freight"] == freight), None)
+
+    found = await eventually(find, f"a Promotion of {freight}")
+    return await wait_terminal(kube, namespace, found["metadata"]["name"])

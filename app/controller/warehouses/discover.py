@@ -1,7 +1,8 @@
 """Run one discovery: every subscription's facts gathered, then selected by its strategy.
 
 The result is ``status.discoveredArtifacts`` as Kargo writes it (``git``/``images``/``charts``,
-each with its ``repoURL``, the subscription's ``name`` and the selected versions newest first).
+each with its ``repoURL``, the subscription's ``name`` and the selected versions newest first;
+``results`` for generic subscriptions, from the subscriber registered for their type).
 
 Every subscription reads its repository with the credentials the port
 (:class:`promoter.ports.credentials.Credentials`) finds for the Warehouse's project and the
@@ -34,8 +35,10 @@ from promoter.ports.credentials import (
 )
 from promoter.urls import without_credentials
 from promoter.warehouses import selection as sel
+from promoter.warehouses.generic import NO_SUBSCRIBERS, Subscribers, discovery_result
 from promoter.warehouses.spec import (
     ChartSubscription,
+    GenericSubscription,
     GitSubscription,
     ImageSubscription,
     WarehouseSpec,
@@ -61,11 +64,13 @@ class Discoverer:
         charts: ChartClient,
         git: GitSource,
         credentials: Credentials = NO_CREDENTIALS,
+        subscribers: Subscribers = NO_SUBSCRIBERS,
     ) -> None:
         self.oci = oci
         self.charts = charts
         self.git = git
         self.credentials = credentials
+        self.subscribers = subscribers
 
     def _auth(self, project: str, kind: CredentialType) -> RegistryAuth:
         """The project's registry credentials, looked up when a registry asks (once per
@@ -101,6 +106,7 @@ class Discoverer:
             "git": [],
             "images": [],
             "charts": [],
+            "results": [],
         }
         previous_git = list((last or {}).get("git") or ())
         git_index = 0
@@ -109,12 +115,16 @@ class Discoverer:
                 result["images"].append(await self._image(sub, project))
             elif isinstance(sub, ChartSubscription):
                 result["charts"].append(await self._chart(sub, project))
+            elif isinstance(sub, GenericSubscription):
+                subscriber = self.subscribers.get(sub.subscription_type)
+                references = await subscriber.discover(project, sub)
+                result["results"].append(discovery_result(sub, references))
             else:
                 prev = previous_git[git_index] if git_index < len(previous_git) else None
                 git_index += 1
                 credential = await self._git_credential(project, sub.repo_url)
                 result["git"].append(await self._git(sub, prev, _GitAccess(project, credential)))
-        for key in ("git", "images", "charts"):
+        for key in ("git", "images", "charts", "results"):
             if not result[key]:
                 del result[key]
         return result

@@ -53,6 +53,7 @@ from promoter.ports.credentials import NO_CREDENTIALS, Credentials
 from promoter.resources import annotations as ann
 from promoter.warehouses import status as st
 from promoter.warehouses.freight import FreightBuildError, build_freight, freight_alias
+from promoter.warehouses.generic import NO_SUBSCRIBERS, SubscriberError, Subscribers
 from promoter.warehouses.spec import SpecError, WarehouseSpec, parse_spec
 
 __all__ = ["WarehouseController", "request_refresh", "start_warehouse_controller"]
@@ -215,7 +216,7 @@ class WarehouseController:
                 status["discoveredArtifacts"] = await self.discoverer.discover(
                     spec, last, now, project=namespace
                 )
-            except (RegistryError, GitError, ValueError) as err:
+            except (RegistryError, GitError, SubscriberError, ValueError) as err:
                 message = str(err)
                 st.set_conditions(
                     status,
@@ -435,16 +436,20 @@ async def start_warehouse_controller(
     on_reconcile: Callable[[float], None] | None = None,
     serves: Callable[[str], bool] = lambda namespace: True,
     shard: Shard = NO_SHARD,
+    subscribers: Callable[[aiohttp.ClientSession], Subscribers] = lambda session: NO_SUBSCRIBERS,
 ) -> WarehouseController:
     """The controller with its HTTP session and git cache, closed with ``stack``; every
     subscription reads with what ``credentials`` (the one port the steps ask too) finds for
-    its Warehouse's project; git also with the operator's ``git_config``."""
+    its Warehouse's project; git also with the operator's ``git_config``; generic
+    subscriptions ask the ``subscribers`` made with that session."""
     session = await stack.enter_async_context(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60), trust_env=False)
     )
     oci = OCIClient(session, clock=clock)
     git = GitSource(work_dir / "warehouses", git_config=git_config)
-    discoverer = Discoverer(oci, ChartClient(session, oci), git, credentials)
+    discoverer = Discoverer(
+        oci, ChartClient(session, oci), git, credentials, subscribers=subscribers(session)
+    )
     return WarehouseController(
         kube,
         discoverer,

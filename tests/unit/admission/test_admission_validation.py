@@ -249,3 +249,15 @@ def test_the_limits_are_admissions_too() -> None:
     assert "LONGSHOREMAN_MAX_PROMOTION_STEPS" in problems[0].message
     big = objects.stage("s", vars=[{"name": "v", "value": "x" * 5000}])
     assert "LONGSHOREMAN_MAX_OBJECT_BYTES" in str(validate(big, None, small))
+
+
+def test_a_match_upstream_request_needs_exactly_one_upstream_stage() -> None:
+    # Kargo's Stage webhook (selection policies): refused when applied, not only ignored.
+    follows = {"stages": ["a", "b"], "autoPromotionOptions": {"selectionPolicy": "MatchUpstream"}}
+    stage = objects.stage("s")
+    stage["spec"]["requestedFreight"][0]["sources"] = follows
+    problems = validate(stage, None, facts())
+    assert fields(problems) == [
+        "spec.requestedFreight[0].sources.autoPromotionOptions.selectionPolicy"
+    ]
+    assert "requires exactly one upstream Stage" in problems[0].message

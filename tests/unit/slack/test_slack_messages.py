@@ -311,3 +311,12 @@ def test_urls_with_credentials_are_shown_without_them() -> None:
     shown = json.dumps([announced.text, list(announced.blocks), failed.text, list(failed.blocks)])
     assert "pa55word" not in shown
     assert "https://git.example.com/a.git" in shown and "http://h/x.git" in shown
+
+
+def test_a_generic_subscriptions_artifact_is_announced_by_name_and_version() -> None:
+    freight = {
+        **objects.freight("f1"),
+        "artifacts": [{"artifactType": "s3", "subscriptionName": "bucket", "version": "v7"}],
+    }
+    announced = freight_available("demo", "test", freight)
+    assert "`bucket` `v7`" in json.dumps([announced.text, list(announced.blocks)])

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 import pytest
 
 from app.ui import html as h
+from app.ui.freight import Artifact as FreightArtifact
+from app.ui.freight import freight_page
 from app.ui.graph import (
     MissingNode,
     StageNode,
@@ -213,6 +215,26 @@ def test_warehouse_nodes_show_the_latest_artifacts_when_warehouses_are_kept() ->
     assert isinstance(node, WarehouseNode) and node.known
     assert [a.short for a in node.artifacts] == ["shop:1.4.0", "shop-config@0a1b2c3"]
     assert "shop:1.4.0" in graph_html(kept) and "shop:1.4.0" not in graph_html(bare)
+
+
+def test_generic_subscriptions_show_their_newest_artifact_on_the_graph_and_freight_page() -> None:
+    stages, freights = pipeline_objects()
+    warehouse = p.warehouse(tag="1.4.0")
+    ref = {"artifactType": "application/gzip", "subscriptionName": "bucket", "version": "v7"}
+    warehouse["status"]["discoveredArtifacts"]["results"] = [
+        {"name": "bucket", "artifactReferences": [ref, {**ref, "version": "v6"}]}
+    ]
+    node = pipeline_graph(p.NS, stages, [], freights, [warehouse]).node("warehouse:shop-images")
+    assert isinstance(node, WarehouseNode)
+    assert [(a.short, a.full) for a in node.artifacts][-1] == (
+        "bucket v7",
+        "bucket application/gzip v7",
+    )
+    freight = {**freights[0], "artifacts": [ref]}
+    page = freight_page(p.NS, freight, stages, [], [freight], order=[], windows={}, now=None)
+    assert page.artifacts[-1] == FreightArtifact("artifact", "bucket", "v7", "application/gzip")
+    timeline = freight_timeline(stages, [], [freight], order=[], now=None)
+    assert "bucket v7" in timeline.entries[0].artifacts
 
 
 def test_the_svg_escapes_names_and_links_every_node_to_its_page() -> None:

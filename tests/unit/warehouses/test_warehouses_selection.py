@@ -526,8 +526,6 @@ def test_spec_defaults_follow_kargo() -> None:
 def test_a_subscription_names_exactly_one_type() -> None:
     with pytest.raises(SpecError, match="exactly one top-level field"):
         parse_spec({"subscriptions": [{"image": {"repoURL": "a"}, "git": {"repoURL": "b"}}]})
-    with pytest.raises(SpecError, match="no subscriber for subscription type 'oci'"):
-        parse_spec({"subscriptions": [{"name": "x", "oci": {}}]})
 
 
 @pytest.mark.parametrize(
