@@ -42,7 +42,7 @@ from promoter.control.projects import ProjectSelection
 from promoter.control.shards import NO_SHARD, Shard
 from promoter.control.stage_planner import plan_queue
 from promoter.engine import engine
-from promoter.engine.builder import ensure_inflated, template_steps
+from promoter.engine.builder import ensure_inflated, promotion_vars, template_steps
 from promoter.errors import InvalidInput, Refused
 from promoter.ports.telemetry import log_context, set_log_context
 from promoter.resources.model import (
@@ -439,7 +439,14 @@ class Controller:
             if promotion.steps and not _started(promotion):
                 # Steps come from the Stage: one that brought its own runs none of them.
                 template = template_steps(promotion, stage, self.task_source, self.limits)
-                refusal = own_steps_problem(inflated.steps, template, stage.name, self.limits)
+                refusal = own_steps_problem(
+                    inflated.steps,
+                    template,
+                    stage.name,
+                    self.limits,
+                    inflated.vars,
+                    promotion_vars(stage),
+                )
                 if refusal is not None:
                     raise Refused(refusal)
         except (InvalidInput, Refused) as e:

@@ -246,11 +246,13 @@ def ensure_inflated(
 ) -> Promotion:
     """Fill in a Promotion created with only ``stage`` and ``freight`` (e.g. with kubectl).
 
-    A Promotion without steps takes the Stage's template (vars included); one whose steps still
-    reference tasks has them inflated. Already inflated Promotions come back unchanged.
+    A Promotion without steps takes the Stage's template and the Stage's vars, replacing any
+    it was written with, as Kargo's webhook does (unless the operator allows Promotions their
+    own: ``LONGSHOREMAN_ALLOW_PROMOTION_STEPS``, then they come last and win); one whose steps
+    still reference tasks has them inflated. Already inflated Promotions come back unchanged.
     """
     if not promotion.steps:
-        vars_ = promotion_vars(stage, promotion.vars)
+        vars_ = promotion_vars(stage, promotion.vars if limits.allow_own_steps else ())
         steps = inflate(
             stage.steps,
             namespace=promotion.namespace,

@@ -100,12 +100,29 @@ def promotion_problems(obj: Mapping[str, Any], limits: Limits) -> list[str]:
 
 
 def own_steps_problem(
-    steps: Sequence[Any], template: Sequence[Any], stage: str, limits: Limits
+    steps: Sequence[Any],
+    template: Sequence[Any],
+    stage: str,
+    limits: Limits,
+    vars_: Sequence[Any] = (),
+    stage_vars: Sequence[Any] = (),
 ) -> str | None:
-    """Why a Promotion may not run ``steps`` (its own, inflated) when its Stage's template
-    inflates to ``template``, or None. Equal steps are the Stage's (every Promotion the server
-    creates holds its Stage's template, inflated)."""
-    if limits.allow_own_steps or list(steps) == list(template):
+    """Why a Promotion may not run ``steps`` (its own, inflated) with ``vars_`` when its
+    Stage's template inflates to ``template`` and its vars are ``stage_vars``, or None. Equal
+    ones are the Stage's (every Promotion the server creates holds its Stage's template,
+    inflated, and its vars, as Kargo's webhook sets them): vars of its own would change what
+    the Stage's steps do as surely as steps of its own."""
+    if limits.allow_own_steps:
+        return None
+    if list(steps) == list(template) and list(vars_) != list(stage_vars):
+        return (
+            f"spec.vars: a Promotion runs with Stage {stage!r}'s vars (spec.vars, then "
+            "spec.promotionTemplate.spec.vars); these differ from them (written with vars of its "
+            "own, or the Stage changed since it was created). Promote again, or have the "
+            "operator allow Promotions to bring their own steps and vars "
+            "(LONGSHOREMAN_ALLOW_PROMOTION_STEPS)"
+        )
+    if list(steps) == list(template):
         return None
     return (
         f"spec.steps: a Promotion runs the steps of Stage {stage!r}'s promotion template; these "

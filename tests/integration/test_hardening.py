@@ -223,6 +223,8 @@ async def test_the_server_applies_its_download_limit_to_promotions(tmp_path: Pat
             "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
             "LONGSHOREMAN_HTTP_ALLOW": "127.0.0.1",
             "LONGSHOREMAN_HTTP_MAX_DOWNLOAD_BYTES": "1000",
+            # The Promotion names the URL in vars of its own.
+            "LONGSHOREMAN_ALLOW_PROMOTION_STEPS": "true",
         }
     )
     settings = replace(settings, embedded_seed=(seed,))

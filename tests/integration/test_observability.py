@@ -31,6 +31,7 @@ from app.server import SERVER, create_app, wait_started
 from app.settings import Settings
 from handlers.client import GitHubClient, RateLimited, RetryPolicy
 from promoter.ports.telemetry import log_context
+from promoter.rules.limits import Limits
 from slack.api import RateLimited as SlackRateLimited
 from slack.api import SlackApi
 from slack.blocks import Message
@@ -134,6 +135,8 @@ async def test_metrics_after_promotions(tmp_path: Path, not_ready_service: str) 
         warehouse_discovery=False,
         # The never-ready service is on loopback, which the http step refuses unless allowed.
         http_allow=("127.0.0.1",),
+        # Its Promotions name the service in vars of their own.
+        limits=Limits(allow_own_steps=True),
     )
     async with TestClient(TestServer(create_app(settings), host="127.0.0.1")) as client:
         state = await wait_started(client.app)

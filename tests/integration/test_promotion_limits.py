@@ -115,7 +115,8 @@ async def test_the_step_limit_is_a_setting(tmp_path: Path) -> None:
 
 
 async def test_a_status_over_the_object_limit_ends_the_promotion_errored(tmp_path: Path) -> None:
-    async with serving(tmp_path) as (client, state):
+    # The Promotions size their outputs with vars of their own.
+    async with serving(tmp_path, LONGSHOREMAN_ALLOW_PROMOTION_STEPS="true") as (client, state):
         assert state.kube is not None
         big = [{"name": "size", "value": "500000"}]
         await state.kube.create(k.PROMOTIONS, promotion("big", "small", vars=big))
@@ -134,7 +135,11 @@ async def test_a_status_the_api_server_refuses_as_too_large_ends_the_promotion_e
     """Past our own limit (raised here), the API server's refusal (413: the embedded one takes
     1 MiB a request, kube-apiserver 3 MiB) ends the Promotion instead of being retried forever,
     and the Stage's queue moves on."""
-    async with serving(tmp_path, LONGSHOREMAN_MAX_OBJECT_BYTES="100000000") as (client, state):
+    async with serving(
+        tmp_path,
+        LONGSHOREMAN_MAX_OBJECT_BYTES="100000000",
+        LONGSHOREMAN_ALLOW_PROMOTION_STEPS="true",
+    ) as (client, state):
         assert state.kube is not None
         big = [{"name": "size", "value": "600000"}]
         await state.kube.create(k.PROMOTIONS, promotion("big", "small", vars=big))
@@ -158,6 +163,27 @@ async def test_a_promotion_that_brings_its_own_steps_runs_none_of_them(tmp_path:
         # Steps that are the Stage's own (as the server writes them) run.
         await state.kube.create(k.PROMOTIONS, promotion("template", "small"))
         assert (await finished(client, state, "template"))["phase"] == "Succeeded"
+
+
+async def test_a_promotion_runs_with_its_stages_vars_as_kargo_sets_them(tmp_path: Path) -> None:
+    """Vars of its own would change what the Stage's steps do: without steps they are replaced
+    by the Stage's (Kargo's webhook does the same); beside the Stage's own steps they are
+    refused, as steps of its own are."""
+    huge = [{"name": "size", "value": "900000"}]
+    async with serving(tmp_path) as (client, state):
+        assert state.kube is not None
+        await state.kube.create(k.PROMOTIONS, promotion("replaced", "small", vars=huge))
+        status = await finished(client, state, "replaced")
+        assert status["phase"] == "Succeeded", status.get("message")
+        assert status["state"]["out"]["a"] == "x" * 10
+        stored = await state.kube.get(k.PROMOTIONS, NS, "replaced")
+        assert stored["spec"]["vars"] == [{"name": "size", "value": "10"}]
+        steps = stored["spec"]["steps"]
+        await state.kube.create(k.PROMOTIONS, promotion("brought", "small", steps=steps, vars=huge))
+        status = await finished(client, state, "brought")
+    assert status["phase"] == "Errored"
+    assert "spec.vars" in status["message"] and "Stage 'small'" in status["message"]
+    assert not status.get("stepExecutionMetadata")
 
 
 async def test_the_operator_may_allow_promotions_to_bring_their_own_steps(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from promoter.resources.model import (
     parse_steps,
     parse_task,
 )
+from promoter.rules.limits import Limits
 from tests.support import objects
 
 FREIGHT = objects.freight("abcdef0123456789")
@@ -264,9 +265,13 @@ def test_kubectl_promotion_with_only_stage_and_freight_is_inflated_from_the_stag
     )
     inflated = ensure_inflated(bare, st, Tasks(t))
     assert [s.alias for s in inflated.steps] == ["deploy::o"]
-    assert [(v.name, v.value) for v in inflated.vars] == [("a", "1"), ("b", "2")]
+    # The Stage's vars replace the Promotion's own, as Kargo's webhook sets them...
+    assert [(v.name, v.value) for v in inflated.vars] == [("a", "1")]
     # Inflating again is a no-op.
     assert ensure_inflated(inflated, st, Tasks(t)) == inflated
+    # ...unless the operator allows Promotions their own: they come last and win.
+    allowed = ensure_inflated(bare, st, Tasks(t), Limits(allow_own_steps=True))
+    assert [(v.name, v.value) for v in allowed.vars] == [("a", "1"), ("b", "2")]
 
 
 def test_promotion_object_round_trips() -> None:

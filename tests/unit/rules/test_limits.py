@@ -74,3 +74,13 @@ def test_a_promotion_runs_its_stages_steps_unless_the_operator_allows_its_own() 
     assert "Stage 'prod'" in refusal and "LONGSHOREMAN_ALLOW_PROMOTION_STEPS" in refusal
     allowed = Limits(allow_own_steps=True)
     assert own_steps_problem(("fail",), template, "prod", allowed) is None
+
+
+def test_a_promotion_runs_with_its_stages_vars_unless_the_operator_allows_its_own() -> None:
+    template, stage_vars = ("clone", "push"), ("size=10",)
+    assert own_steps_problem(template, template, "prod", SMALL, stage_vars, stage_vars) is None
+    refusal = own_steps_problem(template, template, "prod", SMALL, ("size=9e9",), stage_vars)
+    assert refusal is not None and refusal.startswith("spec.vars:")
+    assert "Stage 'prod'" in refusal and "LONGSHOREMAN_ALLOW_PROMOTION_STEPS" in refusal
+    allowed = Limits(allow_own_steps=True)
+    assert own_steps_problem(template, template, "prod", allowed, ("size=9e9",), stage_vars) is None
