@@ -36,8 +36,7 @@ from yarl import URL
 
 from app import fastjson
 from promoter.clock import SYSTEM, Clock
-from promoter.resources.annotations import GROUP as OUR_GROUP
-from promoter.resources.annotations import KARGO_GROUP
+from promoter.resources.annotations import GROUP, KARGO_GROUP
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +88,7 @@ class ResourceType:
 # Our kinds, named in our group everywhere above this module. A cluster may have their CRDs in
 # Kargo's group instead (LONGSHOREMAN_API_GROUP, deploy/kargo-group): ``Kube(api_group=...)``
 # then sends the same requests there, so nothing else knows which group the cluster serves.
+OUR_GROUP = GROUP
 API_GROUPS = (OUR_GROUP, KARGO_GROUP)
 _OURS = (OUR_GROUP, "v1alpha1")
 _ARGO = ("argoproj.io", "v1alpha1")
@@ -657,6 +657,15 @@ class Kube:
             code = obj.get("code")
             raise error_for(code if isinstance(code, int) else 500, obj, {}, request=request)
         return kind, _with_type(rt, obj)
+
+    async def serves(self, api_group: str) -> bool:
+        """Whether the cluster serves our kinds in ``api_group`` (its discovery document)."""
+        rt = STAGES.served_in(api_group)
+        try:
+            await self._json("GET", rt, f"/apis/{rt.group}/{rt.version}")
+        except NotFound:
+            return False
+        return True
 
     # --------------------------------------------------------------------- writes
 

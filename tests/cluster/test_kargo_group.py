@@ -23,6 +23,7 @@ import yaml
 from app.controller import kube as k
 from tests.cluster.support import KUBECTL, ROOT, Cluster, rbac_objects
 from tests.cluster.test_admission_webhooks import as_jane, make_certificate, webhook_configurations
+from tests.cluster.test_cli import longshoreman
 from tests.support import objects
 from tests.support.admission import BROKEN_STAGE_FIELDS, broken_stage
 from tests.support.controller import wait_for_object, wait_terminal
@@ -100,7 +101,12 @@ async def test_kargos_example_applies_unchanged_and_a_promotion_runs_in_kargos_g
     cluster: Cluster, tmp_path: Path
 ) -> None:
     directory = overlay(tmp_path)
-    await install_crds(cluster, rendered(directory))
+    documents = rendered(directory)
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["LONGSHOREMAN_API_GROUP"] == "kargo.akuity.io"
+    await install_crds(cluster, documents)
     async with (
         cluster.controller_access(rbac_objects(directory)) as access,
         server_processes() as servers,
@@ -134,6 +140,13 @@ async def test_kargos_example_applies_unchanged_and_a_promotion_runs_in_kargos_g
         assert freight["apiVersion"] == KARGO_API_VERSION
         row = (await cluster.kubectl("get", "promotion", "p1", "-n", NS)).stdout.splitlines()[1]
         assert "Succeeded" in row.split(), row
+        # The command line finds the group by itself.
+        code, out, err = await longshoreman(
+            access.kubeconfig_path, "promote", "frozen-tauntaun", "--to", "quiet", "--project", NS
+        )
+        assert code == 0, err
+        second = await wait_terminal(kube, NS, out.split()[1], within=30)
+        assert second["status"]["phase"] == "Succeeded", second["status"]
         # Never both groups: ours is not served here.
         ours = await cluster.kubectl("get", "promotions.longshoreman.dev", "-n", NS, check=False)
         assert ours.code != 0 and "doesn't have a resource type" in ours.stderr, ours
