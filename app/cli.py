@@ -210,6 +210,7 @@ async def act(args: argparse.Namespace, now: datetime | None = None) -> Outcome:
         ShowStatus,
         plan,
     )
+    from promoter.resources.annotations import KARGO_GROUP
     from promoter.resources.model import name_of
 
     namespace = args.project or "default"
@@ -227,6 +228,10 @@ async def act(args: argparse.Namespace, now: datetime | None = None) -> Outcome:
         return Outcome(EXIT_USAGE, f"error: cannot use the kubeconfig: {e}")
     actor = _actor(args.kubeconfig, args.context)
     try:
+        # A user's command line has no server settings: it asks the cluster which group its
+        # CRDs are in (ours unless only Kargo's is served, as with deploy/kargo-group).
+        if not await kube.serves(k.OUR_GROUP) and await kube.serves(KARGO_GROUP):
+            kube.api_group = KARGO_GROUP
         if args.command == "get":
             return await _get(kube, namespace, args.kind)
         try:

@@ -329,7 +329,9 @@ async def _start(
             kubeconfig,
             kubeconfig,
         )
-        kube = await k.load_kube(str(kubeconfig), on_request=state.metrics.on_kube_request)
+        kube = await k.load_kube(
+            str(kubeconfig), on_request=state.metrics.on_kube_request, api_group=settings.api_group
+        )
         seeded = await seed(kube, settings.embedded_seed or DEFAULT_SEED)
         log.info("seeded the embedded cluster with %d object(s)", seeded)
     else:
@@ -339,6 +341,7 @@ async def _start(
             str(settings.kubeconfig) if settings.kubeconfig else None,
             settings.in_cluster,
             on_request=state.metrics.on_kube_request,
+            api_group=settings.api_group,
         )
     state.kube = kube
     stack.push_async_callback(kube.close)

@@ -28,6 +28,7 @@ from promoter.control.shards import NO_SHARD, Shard
 from promoter.environment import renamed_in_use, with_new_names
 from promoter.errors import InvalidInput
 from promoter.ports.clusterdata import DEFAULT_SHARED_NAMESPACE
+from promoter.resources.annotations import GROUP, KARGO_GROUP
 from promoter.resources.model import parse_duration
 from promoter.rules.limits import DEFAULT_LIMITS, Limits
 from promoter.steps.base import PUSH_INTEGRATION_POLICIES
@@ -219,6 +220,13 @@ def _subscribers(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs.items())
 
 
+def _api_group(env: Mapping[str, str]) -> str:
+    group = env.get("LONGSHOREMAN_API_GROUP") or GROUP
+    if group not in (GROUP, KARGO_GROUP):
+        raise SettingsError(f"LONGSHOREMAN_API_GROUP={group!r} must be {GROUP} or {KARGO_GROUP}")
+    return group
+
+
 def _projects(env: Mapping[str, str]) -> ProjectSelection:
     try:
         return ProjectSelection.parse(
@@ -242,6 +250,10 @@ class Settings:
     # API server on 127.0.0.1.
     kubeconfig: Path | None = None
     in_cluster: bool = False
+    # The API group the cluster's CRDs are in: ours, or Kargo's (deploy/kargo-group installs
+    # them there). Every read, watch and write of our kinds goes to it. The embedded cluster
+    # serves both, so there it changes nothing a user sees.
+    api_group: str = GROUP
     embedded_kubeconfig: Path | None = None
     embedded_state_file: Path | None = None
     # Load these manifests into the embedded cluster at start (the examples by default).
@@ -427,6 +439,7 @@ class Settings:
             webhook_port=_int(env, "LONGSHOREMAN_WEBHOOK_PORT", defaults.webhook_port, minimum=0),
             kubeconfig=kubeconfig,
             in_cluster=in_cluster,
+            api_group=_api_group(env),
             embedded_kubeconfig=_path(env, "LONGSHOREMAN_EMBEDDED_KUBECONFIG"),
             embedded_state_file=_path(env, "LONGSHOREMAN_EMBEDDED_STATE_FILE"),
             embedded_seed=tuple(Path(p) for p in seed.split(os.pathsep) if p) if seed else (),

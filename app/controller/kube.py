@@ -23,7 +23,7 @@ import email.utils
 import logging
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
@@ -36,6 +36,7 @@ from yarl import URL
 
 from app import fastjson
 from promoter.clock import SYSTEM, Clock
+from promoter.resources.annotations import GROUP, KARGO_GROUP
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +80,17 @@ class ResourceType:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    def served_in(self, api_group: str) -> ResourceType:
+        """This type where a cluster serving our kinds in ``api_group`` has it (others as is)."""
+        return replace(self, group=api_group) if self.group == OUR_GROUP else self
 
-_OURS = ("longshoreman.dev", "v1alpha1")
+
+# Our kinds, named in our group everywhere above this module. A cluster may have their CRDs in
+# Kargo's group instead (LONGSHOREMAN_API_GROUP, deploy/kargo-group): ``Kube(api_group=...)``
+# then sends the same requests there, so nothing else knows which group the cluster serves.
+OUR_GROUP = GROUP
+API_GROUPS = (OUR_GROUP, KARGO_GROUP)
+_OURS = (OUR_GROUP, "v1alpha1")
 _ARGO = ("argoproj.io", "v1alpha1")
 
 PROMOTIONS = ResourceType(*_OURS, "promotions", "Promotion")
@@ -426,6 +436,8 @@ class Kube:
     response arrived): metrics, and counting API calls in benchmarks and tests.
     ``list_page_size`` bounds each list response; ``list`` follows the pages, which the server
     serves from one snapshot (the continue token pins the first page's resourceVersion).
+    ``api_group`` is where the cluster serves our kinds (``API_GROUPS``): callers name them in
+    ours (``STAGES``, ...) and objects come back with the apiVersion the cluster gave them.
     """
 
     def __init__(
@@ -436,8 +448,12 @@ class Kube:
         on_request: OnRequest | None = None,
         list_page_size: int = 500,
         clock: Clock = SYSTEM,
+        api_group: str = OUR_GROUP,
     ) -> None:
+        if api_group not in API_GROUPS:
+            raise ValueError(f"api_group {api_group!r}: expected one of {', '.join(API_GROUPS)}")
         settle_proxy_settings(api_client)
+        self.api_group = api_group
         self.api_client = api_client
         self.clock = clock  # the time Events are stamped with
         self.request_timeout = request_timeout
@@ -535,6 +551,7 @@ class Kube:
     # ---------------------------------------------------------------------- reads
 
     async def get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject:
+        rt = rt.served_in(self.api_group)
         return _with_type(rt, await self._json("GET", rt, resource_path(rt, namespace, name)))
 
     async def list(
@@ -545,6 +562,7 @@ class Kube:
         label_selector: str | None = None,
     ) -> tuple[list[JsonObject], str]:
         """Every matching object (apiVersion/kind filled in) and the list's resourceVersion."""
+        rt = rt.served_in(self.api_group)
         path = resource_path(rt, namespace)
         items: list[JsonObject] = []
         resource_version = ""
@@ -581,6 +599,7 @@ class Kube:
         410), ``TemporaryError`` when the connection breaks mid-stream. Close the iterator
         (``contextlib.aclosing``) when stopping early so the connection is released.
         """
+        rt = rt.served_in(self.api_group)
         path = resource_path(rt, namespace)
         query = [
             ("watch", "true"),
@@ -639,9 +658,19 @@ class Kube:
             raise error_for(code if isinstance(code, int) else 500, obj, {}, request=request)
         return kind, _with_type(rt, obj)
 
+    async def serves(self, api_group: str) -> bool:
+        """Whether the cluster serves our kinds in ``api_group`` (its discovery document)."""
+        rt = STAGES.served_in(api_group)
+        try:
+            await self._json("GET", rt, f"/apis/{rt.group}/{rt.version}")
+        except NotFound:
+            return False
+        return True
+
     # --------------------------------------------------------------------- writes
 
     async def create(self, rt: ResourceType, obj: JsonObject) -> JsonObject:
+        rt = rt.served_in(self.api_group)
         namespace = (obj.get("metadata") or {}).get("namespace")
         if rt.namespaced and not namespace:
             raise ValueError(f"a {rt.kind} needs metadata.namespace")
@@ -651,6 +680,7 @@ class Kube:
 
     async def replace(self, rt: ResourceType, obj: JsonObject) -> JsonObject:
         """PUT ``obj``; its ``metadata.resourceVersion`` makes a stale write a ``Conflict``."""
+        rt = rt.served_in(self.api_group)
         namespace, name = _object_ref(obj)
         if rt.namespaced and not namespace:
             raise ValueError(f"a {rt.kind} needs metadata.namespace")
@@ -669,6 +699,7 @@ class Kube:
         resource_version: str | None = None,
     ) -> JsonObject:
         """Merge or JSON patch; with ``resource_version`` a stale write is a ``Conflict``."""
+        rt = rt.served_in(self.api_group)
         return await self._patch(
             rt, resource_path(rt, namespace, name), patch, patch_type, resource_version
         )
@@ -683,6 +714,7 @@ class Kube:
         resource_version: str | None,
     ) -> JsonObject:
         """Merge ``status`` into the object's status (via /status when the kind has it)."""
+        rt = rt.served_in(self.api_group)
         subresource = "status" if rt.status_subresource else None
         path = resource_path(rt, namespace, name, subresource)
         return await self._patch(rt, path, {"status": status}, "merge", resource_version)
@@ -738,6 +770,7 @@ class Kube:
     ) -> None:
         """Delete the object; with ``uid``/``resource_version`` only that very object at that
         version (the server answers ``Conflict`` otherwise: it changed since it was read)."""
+        rt = rt.served_in(self.api_group)
         preconditions = {
             k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v
         }
@@ -807,6 +840,7 @@ async def load_kube(
     context: str | None = None,
     request_timeout: float = 30.0,
     on_request: OnRequest | None = None,
+    api_group: str = OUR_GROUP,
 ) -> Kube:
     """A ``Kube`` on its own Configuration and ApiClient (never the library's global default).
 
@@ -825,4 +859,6 @@ async def load_kube(
             persist_config=False,
         )
     api_client = aio_client.ApiClient(configuration=configuration)
-    return Kube(api_client, request_timeout=request_timeout, on_request=on_request)
+    return Kube(
+        api_client, request_timeout=request_timeout, on_request=on_request, api_group=api_group
+    )

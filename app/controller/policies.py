@@ -108,8 +108,9 @@ class ProjectRules:
         except k.NotFound:
             self.missing = True
             log.warning(
-                "the ProjectConfig CRD (projectconfigs.longshoreman.dev) is not installed: "
-                "promotion policies and windows are off; apply deploy/crds"
+                "the ProjectConfig CRD (projectconfigs.%s) is not installed: "
+                "promotion policies and windows are off; apply deploy/crds",
+                self.kube.api_group,
             )
 
     # ---- what is in force ---------------------------------------------------------------------

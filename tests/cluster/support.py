@@ -129,14 +129,15 @@ class Cluster:
 ACCESS_NAMESPACES = ("kargo-demo", "kargo-shared-resources")
 
 
-def rbac_objects() -> list[dict[str, Any]]:
-    """The RBAC objects deploy/overlays/example installs, and the RoleBindings of its access
-    kustomizations (with their namespaces), rendered with kubectl's kustomize."""
+def rbac_objects(overlay: str | Path = "deploy/overlays/example") -> list[dict[str, Any]]:
+    """The RBAC objects deploy/overlays/example (or ``overlay``, built on it) installs, and the
+    RoleBindings of its access kustomizations (with their namespaces), rendered with kubectl's
+    kustomize."""
     import subprocess
 
     docs: list[dict[str, Any]] = []
     access = [f"deploy/overlays/example/access/{ns}" for ns in ACCESS_NAMESPACES]
-    for directory in ["deploy/overlays/example", *access]:
+    for directory in [str(overlay), *access]:
         rendered = subprocess.run(
             [KUBECTL, "kustomize", directory], cwd=ROOT, check=True, capture_output=True, text=True
         ).stdout

@@ -85,9 +85,13 @@ def make_certificate(directory: Path) -> bytes:
     return (directory / "ca.crt").read_bytes()
 
 
-def webhook_configurations(port: int, ca: bytes) -> list[dict[str, Any]]:
-    """deploy/webhooks' configurations, pointed at the server on 127.0.0.1 (no Service here)."""
-    documents = list(yaml.safe_load_all((ROOT / "deploy/webhooks/webhooks.yaml").read_text()))
+def webhook_configurations(
+    port: int, ca: bytes, documents: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """deploy/webhooks' configurations (or ``documents``, as an overlay rendered them), pointed
+    at the server on 127.0.0.1 (no Service here)."""
+    if documents is None:
+        documents = list(yaml.safe_load_all((ROOT / "deploy/webhooks/webhooks.yaml").read_text()))
     for document in documents:
         document["metadata"].pop("annotations", None)  # no cert-manager here
         for webhook in document["webhooks"]:

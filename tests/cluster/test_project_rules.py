@@ -89,6 +89,9 @@ async def test_a_promotion_window_holds_a_kubectl_promotion_until_it_opens(
             within=30,
         )
         assert held["status"].get("phase", "Pending") == "Pending"
+        # kubectl's PHASE column says so (the phase is written, not left empty).
+        row = (await cluster.kubectl("get", "promotion", "by-hand", "-n", NS)).stdout
+        assert "Pending" in row.splitlines()[1].split(), row
         assert held["status"]["message"] == (
             "waiting for promotion window `weekend-freeze`: opens Mon 09:00 Europe/Berlin"
         )

@@ -73,7 +73,7 @@ async def test_kubectl_applies_kargos_example_project_unchanged_with_validation(
         "freight.kargo.akuity.io/7c9e6b1f3a4d5e2b8c0f1a2d3e4b5c6d7e8f9a0b created",
         "promotiontask.kargo.akuity.io/update-image-and-push created",
         "stage.kargo.akuity.io/test created",
-        "stage.longshoreman.dev/uat created",
+        "stage.kargo.akuity.io/uat created",
     ]
     # The same objects under both groups; the controller reads ours.
     for resource in ("stages.kargo.akuity.io", "stages.longshoreman.dev"):

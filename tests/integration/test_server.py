@@ -89,6 +89,11 @@ ROOT = Path(__file__).resolve().parents[2]
             {"LONGSHOREMAN_SUBSCRIBERS": "s3=http://a,s3=http://b"},
             "LONGSHOREMAN_SUBSCRIBERS: 's3' is given twice",
         ),
+        (
+            {"LONGSHOREMAN_API_GROUP": "kargo.akuity.io/v1alpha1"},
+            "LONGSHOREMAN_API_GROUP='kargo.akuity.io/v1alpha1' must be longshoreman.dev or "
+            "kargo.akuity.io",
+        ),
     ],
 )
 def test_settings_errors_name_the_variable(env: dict[str, str], message: str) -> None:
