@@ -189,6 +189,37 @@ class ClusterPromotions:
                 k.FREIGHT, namespace, freight, {"metadata": {"annotations": dict(annotations)}}
             )
 
+    async def freeze(self, namespace: str, stage: str | None, value: str | None) -> None:
+        """The freeze annotation on the Stage, or on the project's ProjectConfig (made, empty,
+        when the project has none: an empty ProjectConfig changes no rule)."""
+        patch = {"metadata": {"annotations": {ann.FREEZE: value}}}
+        what = f"Stage {stage!r}" if stage else f"the ProjectConfig {namespace!r}"
+        try:
+            if stage:
+                patched = await self.kube.patch(k.STAGES, namespace, stage, patch)
+                self.controller.stages.observe(patched)
+                return
+            try:
+                config = await self.kube.patch(k.PROJECT_CONFIGS, namespace, namespace, patch)
+            except k.NotFound:
+                if value is None:
+                    return
+                config = await self.kube.create(
+                    k.PROJECT_CONFIGS,
+                    {
+                        "metadata": {
+                            "name": namespace,
+                            "namespace": namespace,
+                            "annotations": {ann.FREEZE: value},
+                        },
+                        "spec": {},
+                    },
+                )
+            # Seen at once by the next command on this replica, as the Stage's patch is.
+            self.controller.rules.projects.observe(config)
+        except k.KubeError as e:
+            raise _translated(e, what, namespace) from e
+
     def projects(self) -> list[Project]:
         return self.controller.served.projects()
 
@@ -267,6 +298,9 @@ class DeferredPromotions:
         self, namespace: str, freight: str, annotations: Mapping[str, str]
     ) -> None:
         await self._get().annotate_freight(namespace, freight, annotations)
+
+    async def freeze(self, namespace: str, stage: str | None, value: str | None) -> None:
+        await self._get().freeze(namespace, stage, value)
 
     def projects(self) -> list[Project]:
         return [] if self.target is None else self.target.projects()

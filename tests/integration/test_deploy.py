@@ -42,7 +42,7 @@ from app.server import create_app
 from app.settings import Settings
 from handlers.routing import ROUTER
 from handlers.webhook import WEBHOOK_PATH
-from promoter.chat.grammar import APPROVE_SLASH, SLASH
+from promoter.chat.grammar import APPROVE_SLASH, FREEZE_SLASH, SLASH, UNFREEZE_SLASH
 from promoter.ports.credentials import CredentialType
 from slack.app import EVENTS_PATH
 from tests.support import objects
@@ -770,7 +770,7 @@ SLACK_SCOPES: dict[str, tuple[str, ...]] = {
 def test_the_slack_app_has_the_command_the_urls_and_the_scopes_the_bot_uses() -> None:
     manifest = yaml.safe_load((DEPLOY / "slack-app.yml").read_text())
     commands = manifest["features"]["slash_commands"]
-    assert [c["command"] for c in commands] == [SLASH, APPROVE_SLASH]
+    assert [c["command"] for c in commands] == [SLASH, APPROVE_SLASH, FREEZE_SLASH, UNFREEZE_SLASH]
     interactivity = manifest["settings"]["interactivity"]
     assert interactivity["is_enabled"] is True
     for url in (*(c["url"] for c in commands), interactivity["request_url"]):
