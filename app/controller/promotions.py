@@ -196,8 +196,9 @@ class ClusterPromotions:
         what = f"Stage {stage!r}" if stage else f"the ProjectConfig {namespace!r}"
         try:
             if stage:
-                patched = await self.kube.patch(k.STAGES, namespace, stage, patch)
-                self.controller.stages.observe(patched)
+                # Not observed into the cache: the watch event must find the annotation new,
+                # or the Stage is not reconciled (app.controller.routing).
+                await self.kube.patch(k.STAGES, namespace, stage, patch)
                 return
             try:
                 config = await self.kube.patch(k.PROJECT_CONFIGS, namespace, namespace, patch)

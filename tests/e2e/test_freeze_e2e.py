@@ -1,0 +1,246 @@
+"""Issue #39, done when: anyone on call stops the line from chat, and it starts again by itself.
+
+The whole server (``create_app``: the controller, the GitHub and Slack front ends) runs against
+the API server emulator, the fake GitHub and the fake Slack, on a clock the test moves. prod
+auto-promotes. ``/freeze prod for 2h "incident 4711"`` typed in Slack holds the auto-promotion
+of a new Freight Pending and makes ``/promote`` in a pull request comment refuse, saying why and
+until when; ``/unfreeze prod`` lets the held Promotion start. A freeze with an end ends by itself
+when the clock reaches it, and someone who is not among prod's promoters may not freeze it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from app.controller import kube as k
+from app.server import create_app, wait_started
+from app.settings import Settings
+from handlers.webhook import WEBHOOK_PATH
+from promoter.chat.grammar import FREEZE_SLASH, UNFREEZE_SLASH
+from promoter.control.freezes import freeze_of
+from promoter.resources import annotations as ann
+from tests.support import objects
+from tests.support.clock import FakeClock
+from tests.support.controller import wait_for_object, wait_terminal
+from tests.support.github import FakeGitHub, running_fake_github, webhook_request
+from tests.support.gitrepo import make_remote
+from tests.support.kube import running_apiserver
+from tests.support.slack import SIGNING_SECRET, TOKEN, FakeSlack, running_fake_slack, slash
+from tests.support.waiting import eventually
+
+NS = "shop"
+SECRET = "webhook-secret"
+REPO = "example/app"
+START = datetime(2026, 12, 3, 21, 0, tzinfo=UTC)  # a Thursday evening
+STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.stage }}"}}]
+
+
+@dataclass
+class World:
+    kube: k.Kube
+    github: FakeGitHub
+    slack: FakeSlack
+    http: TestClient[Any, Any]
+    clock: FakeClock
+    issue: int
+    answers: int = 0
+
+    async def slack_command(self, command: str, text: str, user: str = "U0ALICE") -> str:
+        """``command text`` typed in Slack by ``user``; the bot's ephemeral answer."""
+        self.answers += 1
+        return await slash(
+            self.http, self.slack, text, user=user, answer=f"a{self.answers}", command=command
+        )
+
+    async def comment(self, body: str, user: str = "alice") -> str:
+        """A comment on the issue; the bot's reply to it."""
+        comment = self.github.add_comment(REPO, self.issue, body, user=user)
+        headers, raw = webhook_request(
+            "issue_comment", self.github.comment_payload(REPO, comment), SECRET
+        )
+        response = await self.http.post(WEBHOOK_PATH, data=raw, headers=headers)
+        assert response.status == 202, await response.text()
+
+        async def replied() -> str | None:
+            bodies = [
+                c["body"]
+                for c in self.github.comments(REPO, self.issue)
+                if c["user"]["type"] == "Bot" and c["id"] > comment["id"]
+            ]
+            return bodies[0] if bodies else None
+
+        return await eventually(replied, f"the reply to {body!r}")
+
+    async def new_freight(self, name: str, alias: str) -> dict[str, Any]:
+        """A new Freight for prod, and the auto-promotion it gets, once it exists."""
+        commit = {"repoURL": f"https://github.com/{REPO}.git", "id": name}
+        freight = objects.freight(name, namespace=NS, alias=alias, warehouse="shop")
+        freight["commits"] = [commit]
+        await self.kube.create(k.FREIGHT, freight)
+
+        async def promoted() -> dict[str, Any] | None:
+            items, _ = await self.kube.list(k.PROMOTIONS, NS)
+            return next((p for p in items if p["spec"]["freight"] == name), None)
+
+        return await eventually(promoted, f"the auto-promotion of {alias}")
+
+    async def held(self, promotion: dict[str, Any], why: str) -> dict[str, Any]:
+        """The Promotion, once its status says it waits for ``why``; still Pending."""
+        found = await wait_for_object(
+            self.kube,
+            k.PROMOTIONS,
+            NS,
+            promotion["metadata"]["name"],
+            lambda p: why in str((p.get("status") or {}).get("message")),
+        )
+        assert found["status"].get("phase", "Pending") == "Pending"
+        return found
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    clock = FakeClock(START)
+    async with contextlib.AsyncExitStack() as stack:
+        server = await stack.enter_async_context(
+            running_apiserver(namespaces=[NS], bookmark_interval=0.2, clock=clock.now)
+        )
+        github = await stack.enter_async_context(running_fake_github())
+        slack = await stack.enter_async_context(running_fake_slack())
+        github.add_repo(REPO, make_remote(tmp_path, {"README": "app\n"}, name="app"))
+        for login in ("alice", "bob"):
+            github.set_permission(REPO, login, "write")
+        kube = k.Kube(server.api_client())
+        prod = objects.stage(
+            "prod",
+            namespace=NS,
+            warehouse="shop",
+            steps=STEPS,
+            annotations={
+                ann.AUTO_PROMOTE: "true",
+                ann.SLACK_PROMOTERS: "U0ALICE",
+                ann.GITHUB_PROMOTERS: "alice, bob",
+            },
+        )
+        await kube.create(k.STAGES, prod)
+        settings = Settings.from_env(
+            {
+                "KUBECONFIG": str(server.kubeconfig_path),
+                "LONGSHOREMAN_WATCH_NAMESPACE": NS,
+                "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
+                "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
+                "LONGSHOREMAN_WAREHOUSE_DISCOVERY": "false",
+                "LONGSHOREMAN_GITHUB_APP_ID": str(github.app_id),
+                "LONGSHOREMAN_GITHUB_PRIVATE_KEY": github.private_key,
+                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": SECRET,
+                "LONGSHOREMAN_GITHUB_API_URL": github.url,
+                "LONGSHOREMAN_GITHUB_PROJECT": NS,
+                "LONGSHOREMAN_SLACK_BOT_TOKEN": TOKEN,
+                "LONGSHOREMAN_SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                "LONGSHOREMAN_SLACK_API_URL": slack.url,
+                "LONGSHOREMAN_SLACK_PROJECT": NS,
+            }
+        )
+        http: TestClient[Any, Any] = TestClient(TestServer(create_app(settings, clock=clock)))
+        await stack.enter_async_context(http)
+        state = await wait_started(http.app)
+        assert state.controller is not None
+        await asyncio.wait_for(state.controller.wait_synced(), 20)
+        try:
+            yield World(kube, github, slack, http, clock, github.add_issue(REPO, "incident 4711"))
+        finally:
+            await kube.close()
+            assert github.contract_problems == []
+
+
+async def test_a_freeze_from_slack_holds_auto_promotion_refuses_promote_and_unfreeze_starts_it(
+    world: World,
+) -> None:
+    answer = await world.slack_command(FREEZE_SLASH, 'prod for 2h "incident 4711"')
+    assert "Stage `prod` is frozen until Thu 23:00 UTC: incident 4711" in answer
+    frozen = await wait_for_object(
+        world.kube,
+        k.STAGES,
+        NS,
+        "prod",
+        lambda s: bool(((s.get("status") or {}).get("promotionWindowStatus") or {}).get("closed")),
+    )
+    # Recorded on the cluster: who, why, until when; and shown where kubectl shows windows.
+    recorded = freeze_of(frozen)
+    assert recorded is not None
+    assert (recorded.by, recorded.reason, recorded.until) == (
+        f"slack:{world.slack.team}/U0ALICE",
+        "incident 4711",
+        datetime(2026, 12, 3, 23, 0, tzinfo=UTC),
+    )
+    assert frozen["status"]["promotionWindowStatus"] == {
+        "closed": True,
+        "reason": "frozen by slack:T0TEAM/U0ALICE: incident 4711",
+        "nextOpen": "2026-12-03T23:00:00Z",
+    }
+
+    # A new Freight: prod's auto-promotion is made and held, saying what holds it.
+    auto = await world.new_freight("1a2b3c4d5e6f" + "0" * 28, "frozen-tauntaun")
+    await world.held(auto, "incident 4711")
+
+    # /promote from a pull request comment is refused with the reason and the end.
+    reply = await world.comment("/promote frozen-tauntaun to prod")
+    assert "refused" in reply and "frozen until Thu 23:00 UTC" in reply
+    assert "incident 4711" in reply
+    items, _ = await world.kube.list(k.PROMOTIONS, NS)
+    assert len(items) == 1
+
+    # /status in Slack says it too.
+    status = await world.slack_command("/promote", "status prod")
+    assert "frozen until Thu 23:00 UTC" in status and "incident 4711" in status
+
+    # /unfreeze: the held Promotion starts, well before the freeze's end.
+    answer = await world.slack_command(UNFREEZE_SLASH, "prod")
+    assert "Stage `prod` is unfrozen" in answer
+    done = await wait_terminal(world.kube, NS, auto["metadata"]["name"])
+    assert done["status"]["phase"] == "Succeeded"
+    assert world.clock.now() == START
+    assert freeze_of(await world.kube.get(k.STAGES, NS, "prod")) is None
+
+
+async def test_a_freeze_with_an_end_ends_by_itself(world: World) -> None:
+    answer = await world.slack_command(FREEZE_SLASH, "prod for 30m db migration")
+    assert "frozen until Thu 21:30 UTC: db migration" in answer
+    auto = await world.new_freight("9f8e7d6c5b4a" + "0" * 28, "wise-wampa")
+    await world.held(auto, "db migration")
+    world.clock.advance(29 * 60)
+    assert (await world.kube.get(k.PROMOTIONS, NS, auto["metadata"]["name"]))["status"].get(
+        "phase", "Pending"
+    ) == "Pending"
+    world.clock.advance(60)
+    done = await wait_terminal(world.kube, NS, auto["metadata"]["name"])
+    assert done["status"]["phase"] == "Succeeded"
+    opened = await wait_for_object(
+        world.kube,
+        k.STAGES,
+        NS,
+        "prod",
+        lambda s: s["status"].get("promotionWindowStatus", {}).get("closed") is False,
+    )
+    assert "reason" not in opened["status"]["promotionWindowStatus"]
+
+
+async def test_someone_who_may_not_promote_to_prod_may_not_freeze_it(world: World) -> None:
+    answer = await world.slack_command(FREEZE_SLASH, "prod for 2h", user="U0MALLORY")
+    assert "<@U0MALLORY> may not act on Stage prod" in answer and "Nothing was changed" in answer
+    reply = await world.comment("/freeze prod for 2h", user="carol")
+    assert "refused" in reply and "needs write access" in reply
+    assert freeze_of(await world.kube.get(k.STAGES, NS, "prod")) is None
+    # A promoter on GitHub may freeze and unfreeze it (bob: listed, with write access).
+    reply = await world.comment("/freeze prod until 23:30 release night", user="bob")
+    assert "Stage `prod` is frozen until Thu 23:30 UTC: release night" in reply
+    reply = await world.comment("/unfreeze prod", user="bob")
+    assert "Stage `prod` is unfrozen (the freeze by github:bob)" in reply
