@@ -247,7 +247,7 @@ def usage_lines(form: Literal["comment", "slash"] = "comment") -> list[str]:
         if name == "abort":
             # A slash command has no pull request to take the Freight from: the name is needed.
             usage = "/abort PROMOTION | STAGE [all]"
-        if name in ("promote", "approve"):
+        if name in ("promote", "approve", "freeze", "unfreeze"):  # slash commands of their own
             lines.append(usage)
         else:
             lines.append(f"{SLASH} {usage[1:]}")

@@ -32,7 +32,7 @@ from tests.support import objects
 from tests.support.clock import FakeClock
 from tests.support.controller import wait_for_object, wait_terminal
 from tests.support.github import FakeGitHub, running_fake_github, webhook_request
-from tests.support.gitrepo import make_remote
+from tests.support.gitrepo import RemoteRepo, make_remote
 from tests.support.kube import running_apiserver
 from tests.support.slack import SIGNING_SECRET, TOKEN, FakeSlack, running_fake_slack, slash
 from tests.support.waiting import eventually
@@ -52,6 +52,7 @@ class World:
     http: TestClient[Any, Any]
     clock: FakeClock
     issue: int
+    git: RemoteRepo
     answers: int = 0
 
     async def slack_command(self, command: str, text: str, user: str = "U0ALICE") -> str:
@@ -80,9 +81,10 @@ class World:
 
         return await eventually(replied, f"the reply to {body!r}")
 
-    async def new_freight(self, name: str, alias: str) -> dict[str, Any]:
-        """A new Freight for prod, and the auto-promotion it gets, once it exists."""
-        commit = {"repoURL": f"https://github.com/{REPO}.git", "id": name}
+    async def new_freight(self, alias: str) -> dict[str, Any]:
+        """A new commit, its Freight, and the auto-promotion prod gets, once it exists."""
+        name = self.git.commit_files("main", {"app.txt": alias}, f"release {alias}")
+        commit = {"repoURL": f"https://github.com/{REPO}.git", "id": name, "branch": "main"}
         freight = objects.freight(name, namespace=NS, alias=alias, warehouse="shop")
         freight["commits"] = [commit]
         await self.kube.create(k.FREIGHT, freight)
@@ -115,7 +117,8 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         )
         github = await stack.enter_async_context(running_fake_github())
         slack = await stack.enter_async_context(running_fake_slack())
-        github.add_repo(REPO, make_remote(tmp_path, {"README": "app\n"}, name="app"))
+        git = make_remote(tmp_path, {"README": "app\n"}, name="app")
+        github.add_repo(REPO, git)
         for login in ("alice", "bob"):
             github.set_permission(REPO, login, "write")
         kube = k.Kube(server.api_client())
@@ -155,7 +158,9 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         assert state.controller is not None
         await asyncio.wait_for(state.controller.wait_synced(), 20)
         try:
-            yield World(kube, github, slack, http, clock, github.add_issue(REPO, "incident 4711"))
+            yield World(
+                kube, github, slack, http, clock, github.add_issue(REPO, "incident 4711"), git
+            )
         finally:
             await kube.close()
             assert github.contract_problems == []
@@ -188,8 +193,16 @@ async def test_a_freeze_from_slack_holds_auto_promotion_refuses_promote_and_unfr
     }
 
     # A new Freight: prod's auto-promotion is made and held, saying what holds it.
-    auto = await world.new_freight("1a2b3c4d5e6f" + "0" * 28, "frozen-tauntaun")
+    auto = await world.new_freight("frozen-tauntaun")
     await world.held(auto, "incident 4711")
+
+    # Its promote: check run on the Freight's commit says what holds it, and until when.
+    async def shown() -> dict[str, Any] | None:
+        runs = [r for r in world.github.check_runs(REPO) if r["name"] == "promote: prod"]
+        said = str(runs[0].get("output")) if runs else ""
+        return runs[0] if "incident 4711" in said and "Thu 23:00 UTC" in said else None
+
+    await eventually(shown, "the promote: prod check run to show the freeze")
 
     # /promote from a pull request comment is refused with the reason and the end.
     reply = await world.comment("/promote frozen-tauntaun to prod")
@@ -214,7 +227,7 @@ async def test_a_freeze_from_slack_holds_auto_promotion_refuses_promote_and_unfr
 async def test_a_freeze_with_an_end_ends_by_itself(world: World) -> None:
     answer = await world.slack_command(FREEZE_SLASH, "prod for 30m db migration")
     assert "frozen until Thu 21:30 UTC: db migration" in answer
-    auto = await world.new_freight("9f8e7d6c5b4a" + "0" * 28, "wise-wampa")
+    auto = await world.new_freight("wise-wampa")
     await world.held(auto, "db migration")
     world.clock.advance(29 * 60)
     assert (await world.kube.get(k.PROMOTIONS, NS, auto["metadata"]["name"]))["status"].get(
