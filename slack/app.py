@@ -224,6 +224,7 @@ class SlackIntegration:
             freight_url=settings.freight_url,
             clock=clock,
             project_channel=self._project_channel,
+            diffs=diffs,
         )
         self._jobs: set[asyncio.Task[None]] = set()
         self._confirmed: dict[str, float] = {}  # nonce -> expiry: one Promotion per Confirm
