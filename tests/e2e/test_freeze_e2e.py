@@ -10,7 +10,6 @@ when the clock reaches it, and someone who is not among prod's promoters may not
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -19,26 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from app.controller import kube as k
-from app.server import create_app, wait_started
-from app.settings import Settings
-from handlers.webhook import WEBHOOK_PATH
 from promoter.chat.grammar import FREEZE_SLASH, UNFREEZE_SLASH
 from promoter.control.freezes import freeze_of
 from promoter.resources import annotations as ann
 from tests.support import objects
+from tests.support.chatserver import comment_reply, running_chat_server
 from tests.support.clock import FakeClock
 from tests.support.controller import wait_for_object, wait_terminal
-from tests.support.github import FakeGitHub, running_fake_github, webhook_request
+from tests.support.github import FakeGitHub, running_fake_github
 from tests.support.gitrepo import RemoteRepo, make_remote
 from tests.support.kube import running_apiserver
-from tests.support.slack import SIGNING_SECRET, TOKEN, FakeSlack, running_fake_slack, slash
+from tests.support.slack import FakeSlack, running_fake_slack, slash
 from tests.support.waiting import eventually
 
 NS = "shop"
-SECRET = "webhook-secret"
 REPO = "example/app"
 START = datetime(2026, 12, 3, 21, 0, tzinfo=UTC)  # a Thursday evening
 STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.stage }}"}}]
@@ -64,22 +60,8 @@ class World:
 
     async def comment(self, body: str, user: str = "alice") -> str:
         """A comment on the issue; the bot's reply to it."""
-        comment = self.github.add_comment(REPO, self.issue, body, user=user)
-        headers, raw = webhook_request(
-            "issue_comment", self.github.comment_payload(REPO, comment), SECRET
-        )
-        response = await self.http.post(WEBHOOK_PATH, data=raw, headers=headers)
-        assert response.status == 202, await response.text()
-
-        async def replied() -> str | None:
-            bodies = [
-                c["body"]
-                for c in self.github.comments(REPO, self.issue)
-                if c["user"]["type"] == "Bot" and c["id"] > comment["id"]
-            ]
-            return bodies[0] if bodies else None
-
-        return await eventually(replied, f"the reply to {body!r}")
+        reply = await comment_reply(self.http, self.github, REPO, self.issue, body, user=user)
+        return str(reply["body"])
 
     async def new_freight(self, alias: str) -> dict[str, Any]:
         """A new commit, its Freight, and the auto-promotion prod gets, once it exists."""
@@ -134,29 +116,11 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             },
         )
         await kube.create(k.STAGES, prod)
-        settings = Settings.from_env(
-            {
-                "KUBECONFIG": str(server.kubeconfig_path),
-                "LONGSHOREMAN_WATCH_NAMESPACE": NS,
-                "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
-                "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
-                "LONGSHOREMAN_WAREHOUSE_DISCOVERY": "false",
-                "LONGSHOREMAN_GITHUB_APP_ID": str(github.app_id),
-                "LONGSHOREMAN_GITHUB_PRIVATE_KEY": github.private_key,
-                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": SECRET,
-                "LONGSHOREMAN_GITHUB_API_URL": github.url,
-                "LONGSHOREMAN_GITHUB_PROJECT": NS,
-                "LONGSHOREMAN_SLACK_BOT_TOKEN": TOKEN,
-                "LONGSHOREMAN_SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                "LONGSHOREMAN_SLACK_API_URL": slack.url,
-                "LONGSHOREMAN_SLACK_PROJECT": NS,
-            }
+        http = await stack.enter_async_context(
+            running_chat_server(
+                server, github, slack, project=NS, work=tmp_path / "work", clock=clock
+            )
         )
-        http: TestClient[Any, Any] = TestClient(TestServer(create_app(settings, clock=clock)))
-        await stack.enter_async_context(http)
-        state = await wait_started(http.app)
-        assert state.controller is not None
-        await asyncio.wait_for(state.controller.wait_synced(), 20)
         try:
             yield World(
                 kube, github, slack, http, clock, github.add_issue(REPO, "incident 4711"), git

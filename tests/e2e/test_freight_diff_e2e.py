@@ -12,7 +12,6 @@ page, from one compare request.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -21,32 +20,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from app.controller import kube as k
-from app.server import create_app, wait_started
-from app.settings import Settings
-from handlers.webhook import WEBHOOK_PATH
 from promoter.resources import annotations as ann
 from promoter.warehouses.selection import REVISION_LABEL, SOURCE_LABEL
 from tests.support import objects
+from tests.support.chatserver import comment_reply, running_chat_server
 from tests.support.clock import FakeClock
 from tests.support.controller import wait_for_object, wait_terminal
-from tests.support.github import FakeGitHub, running_fake_github, webhook_request
+from tests.support.github import FakeGitHub, running_fake_github
 from tests.support.gitrepo import make_remote
 from tests.support.kube import running_apiserver
-from tests.support.slack import (
-    SIGNING_SECRET,
-    TOKEN,
-    FakeSlack,
-    block_kit_errors,
-    running_fake_slack,
-    slash,
-)
+from tests.support.slack import FakeSlack, block_kit_errors, running_fake_slack, slash
 from tests.support.waiting import eventually
 
 NS = "shop"
-SECRET = "webhook-secret"
 REPO = "example/app"
 CHANNEL = "C0DEPLOY"
 STEPS = [{"uses": "compose-output", "as": "out", "config": {"stage": "${{ ctx.stage }}"}}]
@@ -81,25 +70,8 @@ class World:
         )
 
     async def comment(self, body: str) -> str:
-        """A comment on the pull request; the bot's first reply to it."""
-        comment = self.github.add_comment(REPO, self.pr, body)
-        headers, raw = webhook_request(
-            "issue_comment", self.github.comment_payload(REPO, comment), SECRET
-        )
-        response = await self.http.post(WEBHOOK_PATH, data=raw, headers=headers)
-        assert response.status == 202, await response.text()
-
-        async def replied() -> dict[str, Any] | None:
-            return next(
-                (
-                    c
-                    for c in self.github.comments(REPO, self.pr)
-                    if c["user"]["type"] == "Bot" and c["id"] > comment["id"]
-                ),
-                None,
-            )
-
-        return str((await eventually(replied, f"the reply to {body!r}"))["id"])
+        """A comment on the pull request; the id of the bot's first reply to it."""
+        return str((await comment_reply(self.http, self.github, REPO, self.pr, body))["id"])
 
     def body(self, comment_id: str) -> str:
         found = [c for c in self.github.comments(REPO, self.pr) if str(c["id"]) == comment_id]
@@ -152,30 +124,17 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
             },
         )
         await kube.create(k.STAGES, staging)
-        settings = Settings.from_env(
-            {
-                "KUBECONFIG": str(server.kubeconfig_path),
-                "LONGSHOREMAN_WATCH_NAMESPACE": NS,
-                "LONGSHOREMAN_WORK_DIR": str(tmp_path / "work"),
-                "LONGSHOREMAN_MIN_REQUEUE_SECONDS": "0",
-                "LONGSHOREMAN_WAREHOUSE_DISCOVERY": "false",
-                "LONGSHOREMAN_GITHUB_APP_ID": str(github.app_id),
-                "LONGSHOREMAN_GITHUB_PRIVATE_KEY": github.private_key,
-                "LONGSHOREMAN_GITHUB_WEBHOOK_SECRET": SECRET,
-                "LONGSHOREMAN_GITHUB_API_URL": github.url,
-                "LONGSHOREMAN_GITHUB_PROJECT": NS,
-                "LONGSHOREMAN_SLACK_BOT_TOKEN": TOKEN,
-                "LONGSHOREMAN_SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                "LONGSHOREMAN_SLACK_API_URL": slack.url,
-                "LONGSHOREMAN_SLACK_PROJECT": NS,
-                "LONGSHOREMAN_SLACK_UPDATE_INTERVAL": "0.05",
-            }
+        http = await stack.enter_async_context(
+            running_chat_server(
+                server,
+                github,
+                slack,
+                project=NS,
+                work=tmp_path / "work",
+                clock=clock,
+                LONGSHOREMAN_SLACK_UPDATE_INTERVAL="0.05",
+            )
         )
-        http: TestClient[Any, Any] = TestClient(TestServer(create_app(settings, clock=clock)))
-        await stack.enter_async_context(http)
-        state = await wait_started(http.app)
-        assert state.controller is not None
-        await asyncio.wait_for(state.controller.wait_synced(), 20)
         world = World(
             kube,
             github,
