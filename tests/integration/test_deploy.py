@@ -562,8 +562,12 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
                     held.name,
                     lambda p: (p.get("status") or {}).get("phase") == "Aborted",
                 )
-                # A ProjectConfig: the controller writes what is in force to its status.
-                await admin.create(k.PROJECT_CONFIGS, objects.project_config(NS))
+                # /freeze and /unfreeze of a Stage, then of the project: its ProjectConfig is
+                # made, then patched; the controller writes what is in force to its status.
+                frozen = '{"by":"github:alice","since":"2026-01-01T00:00:00Z"}'
+                for where in ("prod", None):
+                    await service.freeze(NS, where, frozen)
+                    await service.freeze(NS, where, None)
                 await wait_for_object(
                     admin,
                     k.PROJECT_CONFIGS,
