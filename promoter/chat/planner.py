@@ -16,8 +16,9 @@ Promote to NEXT, Confirm, Cancel). A front end
 
 So GitHub and Slack cannot disagree on a rule: which Freight a name means
 (:mod:`promoter.chat.freight_refs`), whether it is available to the Stage, what ``/abort``
-aborts, who may act (the front ends say only how they identify a person), when to ask for a
-Confirm. Those rules live here, below the planner. Nothing here does I/O or reads the clock.
+aborts, who may act (the front ends say only how they identify a person), who may ``/freeze``
+(:func:`freeze_deciders`), when to ask for a Confirm. Those rules live here, below the
+planner. Nothing here does I/O or reads the clock.
 """
 
 from __future__ import annotations
