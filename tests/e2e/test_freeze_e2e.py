@@ -179,6 +179,12 @@ async def test_a_freeze_from_slack_holds_auto_promotion_refuses_promote_and_unfr
     status = await world.slack_command("/promote", "status prod")
     assert "frozen until Thu 23:00 UTC" in status and "incident 4711" in status
 
+    # So does the project's page, on prod's card in the graph.
+    page = await (await world.http.get(f"/ui/projects/{NS}")).text()
+    assert (
+        "frozen until 2026-12-03 23:00 UTC: frozen by slack:T0TEAM/U0ALICE: incident 4711" in page
+    )
+
     # /unfreeze: the held Promotion starts, well before the freeze's end.
     answer = await world.slack_command(UNFREEZE_SLASH, "prod")
     assert "Stage `prod` is unfrozen" in answer
