@@ -7,6 +7,8 @@ runner's ``run`` and ``demo`` (:mod:`promoter.local.cli`, which this hands those
     longshoreman approve FREIGHT --for STAGE --project NS
     longshoreman abort PROMOTION --project NS
     longshoreman verify STAGE --project NS
+    longshoreman freeze STAGE|PROJECT [--for 2h | --until 18:00] [--reason TEXT] --project NS
+    longshoreman unfreeze STAGE|PROJECT --project NS
     longshoreman status --project NS
     longshoreman get stages|freight|promotions --project NS
 
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-CLUSTER_COMMANDS = ("promote", "approve", "abort", "verify", "status", "get")
+CLUSTER_COMMANDS = ("promote", "approve", "abort", "verify", "freeze", "unfreeze", "status", "get")
 KINDS = ("stages", "freight", "promotions")
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 
@@ -109,6 +111,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("stage", metavar="STAGE", help="the Stage to re-verify")
     _common(verify)
+    freeze = sub.add_parser(
+        "freeze",
+        help="stop promotions to a Stage or a whole project, for a while",
+        description="Freeze TARGET (a Stage, or the project by its name) as /freeze does in "
+        "chat: Promotions to it wait, auto-promotion included, until the end or an unfreeze. "
+        "Recorded as you, on the Stage or the project's ProjectConfig.",
+    )
+    freeze.add_argument("target", metavar="STAGE|PROJECT", help="the Stage, or the project")
+    until = freeze.add_mutually_exclusive_group()
+    until.add_argument("--for", dest="duration", metavar="DURATION", help="30m, 2h, 1h30m, 3d")
+    until.add_argument("--until", metavar="TIME", help="18:00 (UTC) or 2026-12-04T09:00Z")
+    freeze.add_argument("--reason", default="", metavar="TEXT", help="why, shown to everyone")
+    _common(freeze)
+    unfreeze = sub.add_parser(
+        "unfreeze",
+        help="lift a freeze; held Promotions start",
+        description="Lift the freeze of TARGET, as /unfreeze does in chat.",
+    )
+    unfreeze.add_argument("target", metavar="STAGE|PROJECT", help="the Stage, or the project")
+    _common(unfreeze)
     status = sub.add_parser(
         "status",
         help="each Stage: its Freight, health, verification and what runs",
@@ -203,8 +225,10 @@ async def act(args: argparse.Namespace, now: datetime | None = None) -> Outcome:
         AlreadyApproved,
         DoAbort,
         DoApprove,
+        DoFreeze,
         DoPromote,
         DoReverify,
+        DoUnfreeze,
         Facts,
         Refusal,
         ShowStatus,
@@ -221,6 +245,13 @@ async def act(args: argparse.Namespace, now: datetime | None = None) -> Outcome:
         "abort": lambda: args.promotion,
         "verify": lambda: args.stage,
         "status": lambda: args.stage or "",
+        "freeze": lambda: " ".join(
+            [args.target]
+            + ([f"for {args.duration}"] if args.duration else [])
+            + ([f"until {args.until}"] if args.until else [])
+            + ([args.reason] if args.reason else [])
+        ),
+        "unfreeze": lambda: args.target,
     }
     try:
         kube = await k.load_kube(args.kubeconfig, context=args.context)
@@ -240,7 +271,7 @@ async def act(args: argparse.Namespace, now: datetime | None = None) -> Outcome:
             return Outcome(EXIT_USAGE, f"error: {reason_of(e)}")
         snapshot = await _snapshot(kube, namespace)
         # Who may act is the cluster's to say (RBAC, as the user): the planner decides the rest.
-        decision = plan(command, Facts(snapshot, _cluster_decides, now=now))
+        decision = plan(command, Facts(snapshot, _cluster_decides, now=now, actor=actor))
         if isinstance(decision, Refusal):
             return Outcome(EXIT_REFUSED, f"refused: {decision.reason}. Nothing was changed.")
         if isinstance(decision, DoPromote):
@@ -306,6 +337,17 @@ async def act(args: argparse.Namespace, now: datetime | None = None) -> Outcome:
                 EXIT_OK,
                 f"verification of the current Freight in Stage {decision.stage} requested",
             )
+        if isinstance(decision, DoFreeze | DoUnfreeze):
+            from app.controller.promotions import write_freeze
+
+            value = decision.freeze.to_annotation() if isinstance(decision, DoFreeze) else None
+            await write_freeze(kube, namespace, decision.stage, value)
+            said = (
+                decision.said(namespace, now)
+                if isinstance(decision, DoFreeze)
+                else decision.said(namespace)
+            )
+            return Outcome(EXIT_OK, said.replace("`", ""))
         if isinstance(decision, ShowStatus):
             return _status(decision)
         return Outcome(EXIT_USAGE, f"error: {args.command} is not a cluster command")

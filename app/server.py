@@ -255,6 +255,7 @@ def create_app(
         )
         state.github = github
         pages.actions.acting = github.acting
+        pages.diffs = github.deps.diffs  # the Freight page's commits, from the App's cache
         extra.setdefault("github", github.pull_requests)
         extra.setdefault("github-git", github.git_database)
         state.github_app = github.git_credentials

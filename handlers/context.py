@@ -248,4 +248,5 @@ async def github_facts(
         pr_freight=pr_freight,
         may_approve=may_approve,
         authored=authored,
+        actor=deps.actor(user),
     )

@@ -37,8 +37,10 @@ from promoter.chat.planner import (
     AlreadyApproved,
     DoAbort,
     DoApprove,
+    DoFreeze,
     DoPromote,
     DoReverify,
+    DoUnfreeze,
     Facts,
     Plan,
     Refusal,
@@ -48,7 +50,7 @@ from promoter.chat.planner import (
     needs_pr_freight,
     plan,
 )
-from promoter.chat.port import Snapshot, promote_decided
+from promoter.chat.port import Snapshot, promote_decided, set_freeze
 from promoter.chat.projects import NotResolved, Route
 from promoter.chat.targets import find_stage
 from promoter.chat.views import promotion_view
@@ -240,6 +242,15 @@ class CommandSession:
             facts = await self.deps.diffs.facts(ranges_to_fetch(decision.current, decision.freight))
             diff = freight_diff(decision.stage, decision.current, decision.freight, facts)
             await self.reply(f"@{self.user}: {diff_markdown(diff, decision.label)}")
+        elif isinstance(decision, DoFreeze):
+            await set_freeze(
+                self.deps.service, self.namespace, decision.stage, decision.freeze.to_annotation()
+            )
+            said = decision.said(self.namespace, self.deps.clock.now())
+            await self.reply(f"@{self.user}: {neutral.quiet(said)}")
+        elif isinstance(decision, DoUnfreeze):
+            await set_freeze(self.deps.service, self.namespace, decision.stage, None)
+            await self.reply(f"@{self.user}: {neutral.quiet(decision.said(self.namespace))}")
         elif isinstance(decision, ShowHelp):
             await self._help(decision)
 

@@ -43,7 +43,9 @@ from promoter.chat.diff import (
 )
 from promoter.chat.grammar import (
     APPROVE_SLASH,
+    FREEZE_SLASH,
     SLASH,
+    UNFREEZE_SLASH,
     Command,
     CommandError,
     parse_command,
@@ -56,8 +58,10 @@ from promoter.chat.planner import (
     Cancelled,
     DoAbort,
     DoApprove,
+    DoFreeze,
     DoPromote,
     DoReverify,
+    DoUnfreeze,
     Facts,
     Plan,
     Refusal,
@@ -67,7 +71,13 @@ from promoter.chat.planner import (
     plan,
     stages_to_authorize,
 )
-from promoter.chat.port import FreightAnnotator, PromotionService, projects_of, promote_decided
+from promoter.chat.port import (
+    FreightAnnotator,
+    PromotionService,
+    projects_of,
+    promote_decided,
+    set_freeze,
+)
 from promoter.chat.projects import Defaults, NotResolved, Route, SlackChannel, route
 from promoter.chat.targets import find_stage
 from promoter.clock import SYSTEM, Clock
@@ -214,6 +224,7 @@ class SlackIntegration:
             freight_url=settings.freight_url,
             clock=clock,
             project_channel=self._project_channel,
+            diffs=diffs,
         )
         self._jobs: set[asyncio.Task[None]] = set()
         self._confirmed: dict[str, float] = {}  # nonce -> expiry: one Promotion per Confirm
@@ -255,6 +266,8 @@ class SlackIntegration:
 
         self.bolt.command(SLASH)(plain(self._on_command))
         self.bolt.command(APPROVE_SLASH)(plain(self._on_approve_command))
+        self.bolt.command(FREEZE_SLASH)(plain(self._on_freeze_command))
+        self.bolt.command(UNFREEZE_SLASH)(plain(self._on_unfreeze_command))
         self.bolt.action(m.ABORT)(plain(self._on_abort))
         self.bolt.action(m.REVERIFY)(plain(self._on_reverify))
         next_stage = re.compile(re.escape(m.PROMOTE_NEXT) + r"\.\d+$")
@@ -478,6 +491,22 @@ class SlackIntegration:
         await ack()
         self._spawn(self._run_typed(command, Requester.of_command(body)))
 
+    async def _on_freeze_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """``/freeze STAGE|PROJECT ...``: ``/promote freeze ...`` under its own name."""
+        await self._on_named("freeze", ack, body)
+
+    async def _on_unfreeze_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await self._on_named("unfreeze", ack, body)
+
+    async def _on_named(self, name: str, ack: AsyncAck, body: dict[str, Any]) -> None:
+        try:
+            command = parse_command(name, str(body.get("text") or ""))
+        except CommandError as e:
+            await self._ack_with(ack, m.usage(reason_of(e)))
+            return
+        await ack()
+        self._spawn(self._run_typed(command, Requester.of_command(body)))
+
     async def _on_abort(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         value = self._value(body)
@@ -582,6 +611,7 @@ class SlackIntegration:
             confirm=needs_confirmation,
             may_approve=authorizer(who.user, groups, defaults, approve=True),
             authored=authored_on_slack,
+            actor=who.actor,
         )
         return plan(command, facts)
 
@@ -658,6 +688,15 @@ class SlackIntegration:
         elif isinstance(decision, ShowDiff):
             diff = await self._freight_diff(decision.stage, decision.current, decision.freight)
             await self._tell(who, m.freight_diff_message(diff, decision.label))
+        elif isinstance(decision, DoFreeze):
+            await set_freeze(self.service, ns, decision.stage, decision.freeze.to_annotation())
+            log.info("frozen from Slack", extra={"stage": decision.stage, "actor": who.actor})
+            said = decision.said(ns, self.clock.now())
+            await self._tell(who, m.say(f":snowflake: {b.escape(said)}"))
+        elif isinstance(decision, DoUnfreeze):
+            await set_freeze(self.service, ns, decision.stage, None)
+            log.info("unfrozen from Slack", extra={"stage": decision.stage, "actor": who.actor})
+            await self._tell(who, m.say(f":sunny: {b.escape(decision.said(ns))}"))
         elif isinstance(decision, Cancelled):
             await self._tell(who, m.say("Cancelled. Nothing was changed."), replace=True)
         elif isinstance(decision, AskConfirm):

@@ -36,6 +36,13 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from promoter.chat.diff import (
+    FreightDiff,
+    RangeSource,
+    freight_diff,
+    promotion_base,
+    ranges_to_fetch,
+)
 from promoter.chat.port import PromotionService
 from promoter.chat.views import Verification, promotion_view
 from promoter.clock import SYSTEM, Clock
@@ -121,8 +128,13 @@ class LiveMessages:
         clock: Clock = SYSTEM,
         freight_url: str | None = None,
         project_channel: Callable[[str], str | None] = lambda namespace: None,
+        diffs: RangeSource | None = None,
     ) -> None:
         self.service = service
+        # What each Promotion changes (its Freight against the Stage's before it), computed
+        # once per message from the GitHub App's cache of commit ranges.
+        self.diffs = diffs
+        self._diffs: LRUCache[Key, FreightDiff | None] = LRUCache(maxsize=FINISHED_MEMORY)
         # Where a Promotion of a Stage without a channel of its own is followed: its
         # project's first channel (longshoreman.dev/slack-channels on the namespace).
         self.project_channel = project_channel
@@ -425,7 +437,7 @@ class LiveMessages:
             freight_link=_page_of(self.freight_url, namespace, obj),
         )
         verification = view.verification
-        message = render_promotion(view)
+        message = render_promotion(view, await self._diff(key, obj, stage, snapshot.freight))
 
         record = self._records.get(key) or MessageRecord.of(obj)
         if record is None:
@@ -479,6 +491,31 @@ class LiveMessages:
         if final:
             return Outcome.FINAL
         return Outcome.WATCHING if phase_of(obj).terminal else Outcome.FOLLOWING
+
+    async def _diff(
+        self,
+        key: Key,
+        promotion: Mapping[str, Any],
+        stage: Mapping[str, Any] | None,
+        freights: list[Mapping[str, Any]],
+    ) -> FreightDiff | None:
+        """What the Promotion changes in its Stage, as the check run shows it (the same base:
+        :func:`promoter.chat.diff.promotion_base`); None when its Freight is unknown."""
+        if key in self._diffs:
+            return self._diffs[key]
+        spec = promotion.get("spec") or {}
+        freight = next((f for f in freights if name_of(f) == spec.get("freight")), None)
+        diff = None
+        if freight is not None:
+            backwards = ann.is_rollback(promotion) or None
+            base = promotion_base(stage, freight, freights)
+            keys = ranges_to_fetch(base, freight, backwards=backwards)
+            facts = await self.diffs.facts(keys) if self.diffs is not None and keys else {}
+            diff = freight_diff(
+                str(spec.get("stage") or ""), base, freight, facts, backwards=backwards
+            )
+        self._diffs[key] = diff
+        return diff
 
 
 def _page_of(template: str | None, namespace: str, promotion: Mapping[str, Any]) -> str | None:

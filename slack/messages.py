@@ -221,9 +221,10 @@ def _duration(view: PromotionView) -> str:
     return f"took {seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"took {seconds}s"
 
 
-def render_promotion(view: PromotionView) -> Message:
+def render_promotion(view: PromotionView, diff: FreightDiff | None = None) -> Message:
     """The one message that follows a Promotion from creation to verification; the view's
-    ``link`` (the Promotion's status page) goes in its facts line."""
+    ``link`` (the Promotion's status page) goes in its facts line, what it changes (``diff``)
+    under its steps, always whole: steps are cut first when Block Kit's 50 blocks run out."""
     name, namespace, stage_name, phase = view.name, view.namespace, view.stage, view.phase
     label = b.clip(view.label.full, 120)
     lines = view.steps
@@ -299,8 +300,10 @@ def render_promotion(view: PromotionView) -> Message:
                 style="primary",
             )
         )
-    reserve = 1 if buttons else 0
+    changes = diff_blocks(diff, view.label) if diff is not None and not diff.unchanged else []
+    reserve = (1 if buttons else 0) + len(changes)
     blocks = b.fit(blocks, reserve, overflow="… more steps than fit in one message")
+    blocks.extend(changes)
     if buttons:
         blocks.append(b.actions(buttons, block_id=f"promotion/{name}"[:255]))
 

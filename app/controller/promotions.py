@@ -39,6 +39,26 @@ def _translated(error: k.KubeError, what: str, namespace: str) -> LongshoremanEr
     return Refused(f"the cluster refused {what}: {error.server_message}")
 
 
+async def write_freeze(
+    kube: k.Kube, namespace: str, stage: str | None, value: str | None
+) -> dict[str, Any] | None:
+    """The freeze annotation (:mod:`promoter.control.freezes`) on the Stage, or on the project's
+    ProjectConfig when ``stage`` is None (made, empty, when the project has none: an empty
+    ProjectConfig changes no rule); ``value`` None removes it. Returns the ProjectConfig
+    written, None for a Stage. Raises the Kubernetes module's errors."""
+    patch = {"metadata": {"annotations": {ann.FREEZE: value}}}
+    if stage:
+        await kube.patch(k.STAGES, namespace, stage, patch)
+        return None
+    try:
+        return await kube.patch(k.PROJECT_CONFIGS, namespace, namespace, patch)
+    except k.NotFound:
+        if value is None:
+            return None
+        metadata = {"name": namespace, "namespace": namespace, "annotations": {ann.FREEZE: value}}
+        return await kube.create(k.PROJECT_CONFIGS, {"metadata": metadata, "spec": {}})
+
+
 class ClusterPromotions:
     def __init__(self, kube: k.Kube, controller: Controller) -> None:
         self.kube = kube
@@ -189,6 +209,17 @@ class ClusterPromotions:
                 k.FREIGHT, namespace, freight, {"metadata": {"annotations": dict(annotations)}}
             )
 
+    async def freeze(self, namespace: str, stage: str | None, value: str | None) -> None:
+        what = f"Stage {stage!r}" if stage else f"the ProjectConfig {namespace!r}"
+        try:
+            config = await write_freeze(self.kube, namespace, stage, value)
+        except k.KubeError as e:
+            raise _translated(e, what, namespace) from e
+        if config is not None:
+            # Seen at once by the next command on this replica. (A Stage is not observed: its
+            # watch event must find the annotation new, or it is not reconciled.)
+            self.controller.rules.projects.observe(config)
+
     def projects(self) -> list[Project]:
         return self.controller.served.projects()
 
@@ -267,6 +298,9 @@ class DeferredPromotions:
         self, namespace: str, freight: str, annotations: Mapping[str, str]
     ) -> None:
         await self._get().annotate_freight(namespace, freight, annotations)
+
+    async def freeze(self, namespace: str, stage: str | None, value: str | None) -> None:
+        await self._get().freeze(namespace, stage, value)
 
     def projects(self) -> list[Project]:
         return [] if self.target is None else self.target.projects()

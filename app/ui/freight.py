@@ -4,8 +4,10 @@
 Promotions, and what to do next (Promote to a Stage it is available to, Approve for one that
 requests it; each with its chat command).
 
-A section is kept for what the Freight would change in each Stage it can go to
-(``<section id="changes">``): the Freight diff (issue 39) fills it through ``changes``.
+What the Freight would change in each Stage that requests it and does not run it
+(``<section id="changes">``): the Freight diff against what each runs now
+(:func:`diff_bases` names them; the pages fetch the commit ranges through the GitHub App's
+cache before rendering, and :mod:`promoter.chat.diff` builds each diff).
 
 Decided from the objects (:func:`freight_page`) and rendered plainly (:func:`freight_fragment`),
 every value escaped.
@@ -19,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from app.ui.timeline import FreightEntry, freight_timeline
+from promoter.chat.diff import current_freight
 from promoter.resources.model import meta, name_of
 from promoter.resources.stages import approval_of, available_to, requests_origin
 
@@ -153,3 +156,20 @@ def freight_page(
         promotable,
         approvable,
     )
+
+
+def diff_bases(
+    freight: Mapping[str, Any],
+    stages: Sequence[Mapping[str, Any]],
+    freights: Sequence[Mapping[str, Any]],
+) -> list[tuple[str, Mapping[str, Any] | None]]:
+    """The Stages the Freight page shows a diff for (those that request its origin and do not
+    run it), each with the Freight it runs now from that origin (None: none yet)."""
+    out = []
+    for stage in sorted(stages, key=name_of):
+        if not requests_origin(stage, freight):
+            continue
+        current = current_freight(stage, freight, freights)
+        if current is None or name_of(current) != name_of(freight):
+            out.append((name_of(stage), current))
+    return out

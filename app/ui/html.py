@@ -28,6 +28,7 @@ from app.ui.graph import GRAPH_CSS, freight_href, graph_html
 from app.ui.marks import THEME_CSS, mark
 from app.ui.timeline import TIMELINE_CSS, FreightTimeline
 from app.ui.views import ProjectView, PromotionItem, PromotionPage, StageView
+from promoter.chat.diff import FreightDiff, merged_pulls, rows
 from promoter.chat.views import SHORT_NAME
 
 NO_JS_REFRESH_SECONDS = 15
@@ -307,6 +308,18 @@ def freight_fragment(
         actions=Markup(actions),
         changes=Markup(changes),
     )
+
+
+# How many commits of a range and merged pull requests the Freight page lists (the rest counted).
+PAGE_COMMITS = 20
+
+
+def changes_fragment(
+    namespace: str, diffs: Sequence[FreightDiff], *, env: jinja2.Environment = DEFAULT
+) -> str:
+    """What a Freight would change in each Stage of ``diffs``, for the Freight page's slot."""
+    changes = [(d.stage, rows(d, PAGE_COMMITS), merged_pulls(d)[:PAGE_COMMITS], d) for d in diffs]
+    return _render(env, "changes.html", namespace=namespace, changes=changes)
 
 
 def message_page(

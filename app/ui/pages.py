@@ -5,7 +5,9 @@ serves the same pages and no request reaches the API server). Each page is a fra
 a layout; ``…/events`` streams the same fragment, re-rendered, as server-sent events whenever
 a Promotion of the project changes (the controller's Promotion listeners wake the streams), and
 at least every :data:`STREAM_REFRESH_SECONDS` so Stage health and verification show up too.
-Only changed fragments are sent.
+Only changed fragments are sent. The Freight page shows what the Freight would change
+(:func:`app.ui.freight.diff_bases`); its commit ranges are fetched before each render through
+the GitHub App's cache (:attr:`Pages.diffs`, wired in by the app; without it: versions only).
 
 Routes: ``/ui/`` (projects, i.e. namespaces with Stages), ``/ui/projects/{ns}``,
 ``/ui/stages/{ns}/{name}``, ``/ui/promotions/{ns}/{name}``, each with ``/events``; the action
@@ -27,6 +29,7 @@ from typing import Any, Protocol
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from cachetools import LRUCache
 
 from app.ui import html as h
 from app.ui.actions import (
@@ -38,7 +41,7 @@ from app.ui.actions import (
     stage_actions,
 )
 from app.ui.auth import CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, Auth, Refused
-from app.ui.freight import freight_page
+from app.ui.freight import diff_bases, freight_page
 from app.ui.settings import UiSettings
 from app.ui.views import (
     Masker,
@@ -49,6 +52,7 @@ from app.ui.views import (
     stage_view,
     window_text,
 )
+from promoter.chat.diff import RangeFacts, RangeKey, RangeSource, freight_diff, ranges_to_fetch
 from promoter.clock import SYSTEM, Clock
 from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.resources.freight_refs import FreightList, find_freight
@@ -163,6 +167,10 @@ class Pages:
         # a URL with a token in it).
         self.masker = Masker([*secrets, ui.github_client_secret, ui.session_secret])
         self.templates = h.DEFAULT  # until setup() gives the application's own
+        # Where the Freight page's commits come from (the GitHub App's cache, set by the app),
+        # and what it said, for the renders, which do no I/O.
+        self.diffs: RangeSource | None = None
+        self._ranges: LRUCache[RangeKey, RangeFacts] = LRUCache(maxsize=1024)
 
     def on_promotion(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         self.events.on_promotion(obj, old)
@@ -185,8 +193,9 @@ class Pages:
         ]
         for path, render in pages:
             events = path.rstrip("/") + "/events"
-            r.add_get(path, self._page(render, events_of=events))
-            r.add_get(events, self._stream(render))
+            prepare = self._fetch_ranges if render == self._freight else None
+            r.add_get(path, self._page(render, events_of=events, prepare=prepare))
+            r.add_get(events, self._stream(render, prepare=prepare))
         r.add_post(ACT_PATH, self.actions.handle)
         r.add_get(LOGIN_PATH, self.auth.login)
         r.add_get(CALLBACK_PATH, self._callback)
@@ -326,12 +335,36 @@ class Pages:
         actions = freight_actions(
             ns, freight, view.promotable, view.approvable, self.actions.context(request)
         )
+        diffs = [
+            freight_diff(stage, current, freight, self._ranges)
+            for stage, current in diff_bases(freight, stages, freights)
+        ]
+        changes = h.changes_fragment(ns, diffs, env=self.templates) if diffs else ""
         return Rendered(
             f"Freight {view.alias or name}",
-            h.freight_fragment(view, mine, actions=actions, env=self.templates),
+            h.freight_fragment(view, mine, actions=actions, changes=changes, env=self.templates),
             (("Projects", "/ui/"), (ns, h.project_path(ns)), (view.alias or name, None)),
             ns,
         )
+
+    async def _fetch_ranges(self, request: web.Request) -> None:
+        """The commit ranges the Freight page's diffs show, fetched (I/O) before it renders."""
+        controller = self.controller()
+        if self.diffs is None or controller is None or not controller.synced():
+            return
+        ns, ref = request.match_info["namespace"], request.match_info["name"]
+        freights = FreightList.of(controller.freight.items(ns))
+        freight = find_freight(ref, freights)
+        if freight is None:
+            return
+        keys = {
+            key
+            for _, current in diff_bases(freight, controller.stages.items(ns), freights)
+            for key in ranges_to_fetch(current, freight)
+            if key not in self._ranges
+        }
+        if keys:
+            self._ranges.update(await self.diffs.facts(keys))
 
     def _promotion(self, request: web.Request) -> Rendered:
         c = self._controller()
@@ -412,7 +445,11 @@ class Pages:
     # ---- handlers ---------------------------------------------------------------------------
 
     def _page(
-        self, render: Callable[[web.Request], Rendered], *, events_of: str
+        self,
+        render: Callable[[web.Request], Rendered],
+        *,
+        events_of: str,
+        prepare: Callable[[web.Request], Awaitable[None]] | None = None,
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
             user = self.auth.user(request)
@@ -422,6 +459,8 @@ class Pages:
             footer = self._footer(user)
             try:
                 await self._check_readable(request, user)
+                if prepare is not None:
+                    await prepare(request)
                 page = render(request)
             except NotFound as e:
                 body = h.message_page(
@@ -443,7 +482,10 @@ class Pages:
         return handler
 
     def _stream(
-        self, render: Callable[[web.Request], Rendered]
+        self,
+        render: Callable[[web.Request], Rendered],
+        *,
+        prepare: Callable[[web.Request], Awaitable[None]] | None = None,
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
             user = self.auth.user(request)
@@ -451,6 +493,8 @@ class Pages:
                 return self.auth.unauthenticated(request, page=False)
             try:
                 await self._check_readable(request, user)
+                if prepare is not None:
+                    await prepare(request)
                 first = render(request)
             except NotFound as e:
                 raise web.HTTPNotFound(text=f"{e}\n") from None
@@ -483,6 +527,8 @@ class Pages:
                     if self.auth.user(request) is None:
                         break  # the session expired: the browser reconnects and gets a 401
                     try:
+                        if prepare is not None:
+                            await prepare(request)
                         page = render(request)
                     except NotFound:
                         page = None

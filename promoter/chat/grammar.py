@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
-COMMANDS = ("promote", "approve", "abort", "status", "verify", "diff", "help")
+from promoter.control.freezes import MAX_REASON, FreezeError, parse_duration
+
+COMMANDS = ("promote", "approve", "abort", "status", "verify", "diff", "freeze", "unfreeze", "help")
 FREIGHT_HELP = (
     "FREIGHT: an alias, a name or a unique prefix of it, a commit SHA prefix (7+ hex), an image "
     "it holds (`ghcr.io/acme/app:1.4.2`, `...@sha256:...`), or `latest` (the newest available "
@@ -26,6 +29,8 @@ USAGE = {
     "status": "/status [STAGE]",
     "verify": "/verify STAGE",
     "diff": "/diff FREIGHT [to] STAGE",
+    "freeze": '/freeze STAGE|PROJECT [for DURATION | until TIME] ["reason"]',
+    "unfreeze": "/unfreeze STAGE|PROJECT",
     "help": "/help",
 }
 
@@ -45,16 +50,32 @@ class Command:
     ``cancel`` and the two fields after ``raw`` come only from buttons, never from text.
     """
 
-    name: Literal["promote", "approve", "abort", "status", "verify", "diff", "help", "cancel"]
+    name: Literal[
+        "promote",
+        "approve",
+        "abort",
+        "status",
+        "verify",
+        "diff",
+        "freeze",
+        "unfreeze",
+        "help",
+        "cancel",
+    ]
     # promote: None means this PR's merge commit's Freight on GitHub, `latest` elsewhere;
     # approve: always named
     freight: str | None = None
     stage: str | None = None
-    target: str | None = None  # abort: a Promotion or Stage name
+    target: str | None = None  # abort: a Promotion or Stage name; (un)freeze: a Stage or project
     queued: bool = False  # abort STAGE all: the queued Promotions too
     raw: str = ""
     confirmed: bool = False  # promote: the requester already pressed Confirm
     after: str | None = None  # promote: a "Promote to NEXT" button's Stage, which it must follow
+    # freeze: for how long, or until when (as typed: the planner reads it against the clock),
+    # and why; neither length nor end: until someone unfreezes.
+    duration: timedelta | None = None
+    until: str | None = None
+    reason: str = ""
 
 
 def _check_arg(value: str, command: str) -> str:
@@ -119,9 +140,50 @@ def parse_command(name: str, args: str) -> Command:
         return Command(
             "diff", freight=_check_arg(words[0], name), stage=_check_arg(words[1], name), raw=raw
         )
+    if name == "freeze":
+        return _freeze(args, raw)
+    if name == "unfreeze":
+        if len(words) != 1:
+            raise CommandError(f"expected one Stage or project. Usage: {USAGE['unfreeze']}")
+        return Command("unfreeze", target=_check_arg(words[0], name), raw=raw)
     if name == "help":
         return Command("help", raw=raw)
     raise CommandError(f"unknown command /{name}")
+
+
+# Slack's clients turn straight quotes into curly ones as people type.
+_MARKUP = re.compile(r"[<>`@|\\]")
+_QUOTES = "\"'\u201c\u201d\u2018\u2019"
+
+
+def _freeze(args: str, raw: str) -> Command:
+    """``/freeze STAGE|PROJECT [for DURATION | until TIME] [reason]``: the reason is the rest
+    of the line, quoted or not."""
+    words = args.split()
+    if not words:
+        raise CommandError(f"which Stage or project? Usage: {USAGE['freeze']}")
+    target = _check_arg(words[0], "freeze")
+    rest = words[1:]
+    duration: timedelta | None = None
+    until: str | None = None
+    if rest and rest[0].lower() in ("for", "until"):
+        if len(rest) < 2:
+            raise CommandError(f"`{rest[0]}` needs a value. Usage: {USAGE['freeze']}")
+        if rest[0].lower() == "for":
+            try:
+                duration = parse_duration(rest[1])
+            except FreezeError as e:
+                raise CommandError(f"{e}. Usage: {USAGE['freeze']}") from None
+        else:
+            until = rest[1]
+        rest = rest[2:]
+    reason = " ".join(rest).strip().strip(_QUOTES).strip()
+    if _MARKUP.search(reason):
+        # Shown in every chat and page: a reason is words, never a mention, link or markup.
+        raise CommandError("the reason may not contain < > ` @ | or \\")
+    if len(reason) > MAX_REASON:
+        raise CommandError(f"the reason is longer than {MAX_REASON} characters")
+    return Command("freeze", target=target, duration=duration, until=until, reason=reason, raw=raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +232,10 @@ SLASH = "/promote"
 # Approving has a slash command of its own too, so the words read as on GitHub: `/approve X for
 # prod` (`/promote approve X for prod` is the same).
 APPROVE_SLASH = "/approve"
-SUBCOMMANDS = ("approve", "abort", "status", "verify", "diff", "help")
+SUBCOMMANDS = ("approve", "abort", "status", "verify", "diff", "freeze", "unfreeze", "help")
+# Freezing has slash commands of their own, so an incident channel types `/freeze prod for 2h`.
+FREEZE_SLASH = "/freeze"
+UNFREEZE_SLASH = "/unfreeze"
 
 
 def usage_lines(form: Literal["comment", "slash"] = "comment") -> list[str]:
@@ -182,7 +247,7 @@ def usage_lines(form: Literal["comment", "slash"] = "comment") -> list[str]:
         if name == "abort":
             # A slash command has no pull request to take the Freight from: the name is needed.
             usage = "/abort PROMOTION | STAGE [all]"
-        if name in ("promote", "approve"):
+        if name in ("promote", "approve", "freeze", "unfreeze"):  # slash commands of their own
             lines.append(usage)
         else:
             lines.append(f"{SLASH} {usage[1:]}")

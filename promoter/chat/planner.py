@@ -16,8 +16,9 @@ Promote to NEXT, Confirm, Cancel). A front end
 
 So GitHub and Slack cannot disagree on a rule: which Freight a name means
 (:mod:`promoter.chat.freight_refs`), whether it is available to the Stage, what ``/abort``
-aborts, who may act (the front ends say only how they identify a person), when to ask for a
-Confirm. Those rules live here, below the planner. Nothing here does I/O or reads the clock.
+aborts, who may act (the front ends say only how they identify a person), who may ``/freeze``
+(:func:`freeze_deciders`), when to ask for a Confirm. Those rules live here, below the
+planner. Nothing here does I/O or reads the clock.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ from promoter.chat.freight_refs import requested_freight, resolve_freight
 from promoter.chat.grammar import Command
 from promoter.chat.port import Snapshot
 from promoter.chat.views import FreightLabel, StageView, freight_label, stage_views
+from promoter.control.freezes import (
+    Freeze,
+    FreezeError,
+    freeze_of,
+    freeze_stand_in,
+    parse_until,
+)
+from promoter.control.windows import format_when
 from promoter.resources import annotations as ann
 from promoter.resources.model import Phase, meta, name_of
 from promoter.resources.stages import (
@@ -94,6 +103,8 @@ class Facts:
     # the Freight :func:`freight_to_approve` names, when the Stage forbids self-approval); None
     # when the front end cannot tell.
     authored: Callable[[Mapping[str, Any]], bool | None] = _nobody
+    # Who is asking, as the cluster records it (``github:alice``): a freeze says who froze.
+    actor: str = ""
 
 
 # ---- decisions --------------------------------------------------------------------------------
@@ -171,6 +182,43 @@ class ShowHelp:
 
 
 @dataclass(frozen=True, slots=True)
+class DoFreeze:
+    """Record ``freeze`` on the Stage (``stage``), or on the project (``stage`` None)."""
+
+    stage: str | None
+    freeze: Freeze
+    replaces: Freeze | None = None  # the freeze in force there before, which this one replaces
+
+    def said(self, project: str, now: datetime) -> str:
+        """``Stage `prod` is frozen until Thu 23:00 UTC: incident 4711. ...``, for both chats."""
+        what = f"Stage `{self.stage}`" if self.stage else f"project `{project}` (every Stage)"
+        end = (
+            f"until {format_when(self.freeze.until, 'UTC', now)}"
+            if self.freeze.until is not None
+            else "until someone unfreezes it"
+        )
+        why = f": {self.freeze.reason}" if self.freeze.reason else ""
+        before = f" It replaces the freeze by {self.replaces.by}." if self.replaces else ""
+        return (
+            f"{what} is frozen {end}{why}. Promotions to it wait, auto-promotion included; "
+            f"`/unfreeze {self.stage or project}` lifts it.{before}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DoUnfreeze:
+    stage: str | None  # None: the project's freeze
+    lifted: Freeze
+
+    def said(self, project: str) -> str:
+        what = f"Stage `{self.stage}`" if self.stage else f"project `{project}`"
+        return (
+            f"{what} is unfrozen (the freeze by {self.lifted.by}); held Promotions start now "
+            "unless a promotion window keeps them"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Cancelled:
     pass
 
@@ -186,6 +234,8 @@ Plan = (
     | ShowStatus
     | ShowDiff
     | ShowHelp
+    | DoFreeze
+    | DoUnfreeze
     | Cancelled
 )
 
@@ -200,6 +250,8 @@ def stages_to_authorize(
     resolves the teams or user groups those lists name (I/O) before it builds ``may_act``."""
     if command.name == "help":
         return list(snapshot.stages)
+    if command.name in ("freeze", "unfreeze"):
+        return freeze_deciders(snapshot, command.target or "")
     if command.name in ("promote", "verify", "approve"):
         stage = snapshot.stage(command.stage or "")
         return [stage] if stage is not None else []
@@ -265,6 +317,8 @@ def plan(command: Command, facts: Facts) -> Plan:
         return _abort(command, facts)
     if command.name == "diff":
         return _diff(command, facts)
+    if command.name in ("freeze", "unfreeze"):
+        return _freeze(command, facts)
     found = snapshot.stage(command.stage or "")
     if found is None:
         return Refusal(f"there is no Stage `{command.stage}` in project `{snapshot.namespace}`")
@@ -398,6 +452,73 @@ def _diff(command: Command, facts: Facts) -> Plan:
     return ShowDiff(
         name_of(stage), freight, current_freight(stage, freight, snapshot.freight), label
     )
+
+
+# ---- freeze -------------------------------------------------------------------------------------
+
+# The promoter lists a freezer list stands in for (each front end reads its own).
+_PROMOTER_KEYS = (ann.GITHUB_PROMOTERS, ann.SLACK_PROMOTERS)
+
+
+def freeze_deciders(snapshot: Snapshot, target: str) -> list[Mapping[str, Any]]:
+    """Whose "may act" decides a ``/freeze`` or ``/unfreeze`` of ``target``: the project's
+    freezer list (as a stand-in Stage) when its ProjectConfig names one, else the Stage, or
+    for the whole project each of its Stages. Empty: no such Stage or project."""
+    stage = snapshot.stage(target)
+    if stage is None and target != snapshot.namespace:
+        return []
+    config = snapshot.project_config
+    if config is not None and config.freezers:
+        return [freeze_stand_in(target, snapshot.namespace, config.freezers, _PROMOTER_KEYS)]
+    return [stage] if stage is not None else list(snapshot.stages)
+
+
+def _freeze(command: Command, facts: Facts) -> Plan:
+    """``/freeze`` and ``/unfreeze``: a Stage's name first, then the project's."""
+    snapshot = facts.snapshot
+    target = command.target or ""
+    deciders = freeze_deciders(snapshot, target)
+    stage = snapshot.stage(target)
+    if stage is None and target != snapshot.namespace:
+        return Refusal(
+            f"there is no Stage `{target}` in project `{snapshot.namespace}`, and the project "
+            f"is `{snapshot.namespace}`"
+        )
+    if facts.now is None:
+        return Refusal("this front end cannot tell the time, so it cannot freeze")
+    for decider in deciders:
+        decision = facts.may_act(decider)
+        if not decision.allowed:
+            listed_by = snapshot.project_config and snapshot.project_config.freezers
+            why = f" (project `{snapshot.namespace}` names who may freeze)" if listed_by else ""
+            return Refusal(decision.reason + why)
+    config = snapshot.project_config
+    current = freeze_of(stage) if stage is not None else (config.freeze if config else None)
+    if command.name == "unfreeze":
+        if current is None:
+            project_freeze = config.freeze if config is not None and stage is not None else None
+            if project_freeze is not None and project_freeze.active(facts.now):
+                return Refusal(
+                    f"Stage `{target}` has no freeze of its own; project "
+                    f"`{snapshot.namespace}` is frozen ({project_freeze.note()}): "
+                    f"`/unfreeze {snapshot.namespace}`"
+                )
+            return Refusal(
+                f"{'Stage' if stage is not None else 'project'} `{target}` is not frozen from "
+                "chat (promotion windows in the ProjectConfig are not lifted by /unfreeze)"
+            )
+        return DoUnfreeze(name_of(stage) if stage is not None else None, current)
+    until = None
+    if command.duration is not None:
+        until = facts.now + command.duration
+    elif command.until is not None:
+        try:
+            until = parse_until(command.until, facts.now)
+        except FreezeError as e:
+            return Refusal(str(e))
+    freeze = Freeze(facts.actor or "someone", command.reason, facts.now, until)
+    replaced = current if current is not None and current.active(facts.now) else None
+    return DoFreeze(name_of(stage) if stage is not None else None, freeze, replaced)
 
 
 def _abort(command: Command, facts: Facts) -> Plan:

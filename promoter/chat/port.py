@@ -136,6 +136,25 @@ class FreightCreator(Protocol):
         ...
 
 
+@runtime_checkable
+class Freezer(Protocol):
+    """What a PromotionService may also offer: record or lift a freeze from chat
+    (:mod:`promoter.control.freezes`) on a Stage, or on the project when ``stage`` is None."""
+
+    async def freeze(self, namespace: str, stage: str | None, value: str | None) -> None:
+        """Write the freeze annotation's ``value`` (None: remove it)."""
+        ...
+
+
+async def set_freeze(
+    service: PromotionService, namespace: str, stage: str | None, value: str | None
+) -> None:
+    """Carry out a decided freeze or unfreeze."""
+    if not isinstance(service, Freezer):
+        raise InvalidInput("this Longshoreman cannot freeze Stages")
+    await service.freeze(namespace, stage, value)
+
+
 async def promote_decided(
     service: PromotionService,
     namespace: str,

@@ -18,7 +18,8 @@ Kargo keeps a project's rules in one ``ProjectConfig`` named after the project, 
   defaults (``onVerification: [Failed]``, ``onPromotion: []``);
 - **promotion windows**: the union of the ProjectConfig's windows and the ClusterConfig's whose
   ``stageSelector`` (and, on the cluster's, ``projectSelector``) match, as a
-  :class:`~promoter.control.windows.Schedule`.
+  :class:`~promoter.control.windows.Schedule`, with the freezes from chat (the Stage's and the
+  project's ``longshoreman.dev/freeze``, :mod:`promoter.control.freezes`) as Deny windows.
 
 What Kargo's admission webhook refuses (two policies naming the same Stage, a pattern with an
 unknown prefix or that does not compile, ``stage`` and ``stageSelector`` together) cannot be
@@ -32,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from promoter.control.freezes import Freeze, freeze_of, freeze_window
 from promoter.control.windows import Schedule, Window, parse_window
 from promoter.expressions.regex import RegexError, compile_regex
 from promoter.resources import annotations as ann
@@ -238,6 +240,8 @@ class ProjectConfig:
     stage_links: tuple[DeepLink, ...] = ()
     webhook_receivers: tuple[Mapping[str, Any], ...] = ()
     problems: tuple[str, ...] = ()  # what Kargo's admission would refuse, as users read it
+    freeze: Freeze | None = None  # the whole project's, from chat (its annotation)
+    freezers: str = ""  # who may freeze and unfreeze (its annotation); "": each Stage's promoters
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +392,8 @@ def project_config(obj: Mapping[str, Any] | None) -> ProjectConfig | None:
         stage_links=_links(spec.get("stageLinks"), "spec.stageLinks", problems),
         webhook_receivers=tuple(spec.get("webhookReceivers") or ()),
         problems=tuple(problems),
+        freeze=freeze_of(obj),
+        freezers=str(ann.annotations_of(obj).get(ann.FREEZERS) or "").strip(),
     )
 
 
@@ -468,6 +474,11 @@ def schedule_for(
             continue
         if scoped.stages.matches(name, labels):
             windows.append(scoped.window)
+    if project is not None and project.freeze is not None:
+        windows.append(freeze_window(project.freeze, project_name))
+    stage_freeze = freeze_of(stage)
+    if stage_freeze is not None:
+        windows.append(freeze_window(stage_freeze, ""))
     return Schedule(tuple(windows))
 
 

@@ -110,6 +110,8 @@ class Window:
     zone: str = "UTC"
     rule: rrule | None = None
     error: str = ""
+    # Said instead of "Deny window `x` is in effect": a freeze's who and why (freezes.py).
+    note: str = ""
 
     def occurrences(self, after: datetime) -> Iterator[tuple[datetime, datetime]]:
         """(start, end) of the occurrences that end after ``after``, in order, in UTC."""
@@ -223,6 +225,7 @@ class WindowState:
     next_close_reason: str = ""
     next_close_window: str = ""
     next_close_zone: str = "UTC"
+    note: str = ""  # the closing window's own words (a freeze's who and why)
 
     def to_status(self) -> dict[str, Any]:
         """The Stage's ``status.promotionWindowStatus`` in Kargo's field names."""
@@ -241,6 +244,10 @@ class WindowState:
         if not self.closed:
             return ""
         where = f" (window `{self.window}`)" if self.window else ""
+        if self.note:
+            where = f" ({self.note})"
+            if self.next_open is None:
+                return f"frozen until unfrozen{where}"
         if self.next_open is None:
             return f"frozen with no known end{where}: {self.reason}"
         return f"frozen until {format_when(self.next_open, self.zone, now)}{where}"
@@ -252,6 +259,10 @@ class WindowState:
     def held_message(self, now: datetime) -> str:
         """What a held Promotion's status says while it waits."""
         where = f"promotion window `{self.window}`" if self.window else "the promotion windows"
+        if self.note:
+            where = f"the freeze ({self.note})"
+            if self.next_open is None:
+                return f"waiting for {where} to be lifted with /unfreeze"
         if self.next_open is None:
             return f"waiting for {where}: {self.reason}; no reopening is known"
         return f"waiting for {where}: opens {format_when(self.next_open, self.zone, now)}"
@@ -275,7 +286,7 @@ class Schedule:
             return True, f"window `{broken.name}` is invalid: {broken.error}", broken
         denied = next((w for w in self.windows if w.kind == DENY and w.active(at)), None)
         if denied is not None:
-            return True, f"Deny window `{denied.name}` is in effect", denied
+            return True, denied.note or f"Deny window `{denied.name}` is in effect", denied
         allows = [w for w in self.windows if w.kind == ALLOW]
         if allows and not any(w.active(at) for w in allows):
             names = ", ".join(f"`{w.name}`" for w in allows)
@@ -299,6 +310,7 @@ class Schedule:
                 shown.name if shown else "",
                 shown.zone if shown else "UTC",
                 next_open=change,
+                note=responsible.note if responsible else "",
             )
         if change is None:
             return WindowState(False)

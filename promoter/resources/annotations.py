@@ -87,6 +87,11 @@ SLACK_APPROVERS = f"{GROUP}/slack-approvers"
 # "false": nobody may approve Freight for the Stage that carries their own change.
 SELF_APPROVAL = f"{GROUP}/self-approval"
 SLACK_CONFIRM = f"{GROUP}/slack-confirm"
+# A freeze from chat (/freeze), JSON: on a Stage, or on a ProjectConfig for the whole project
+# (promoter.control.freezes encodes and reads it).
+FREEZE = f"{GROUP}/freeze"
+# On a ProjectConfig: who may /freeze and /unfreeze (else each Stage's promoters).
+FREEZERS = f"{GROUP}/freezers"
 SLACK_CHANNEL = f"{GROUP}/slack-channel"
 # GitHub Deployments for a Stage's Promotions: opt-in ("true", or the owner/repo list to write to),
 # the environment's name (the Stage's by default), its kind and its URL.

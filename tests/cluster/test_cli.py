@@ -104,3 +104,27 @@ async def test_the_cli_says_what_rbac_refuses_in_the_servers_words(cluster: Clus
     ) in err
     items, _ = await kube.list(k.PROMOTIONS, NS)
     assert items == []
+
+
+async def test_the_cli_freezes_a_stage_and_the_project_as_the_controller_may(
+    cluster: Cluster,
+) -> None:
+    await cluster.install_crds()
+    kube = cluster.kube()
+    await seed(kube, [PROJECT])
+    async with cluster.controller_access() as access:
+        config = access.kubeconfig_path
+        code, out, err = await longshoreman(
+            config, "freeze", "test", "--for", "2h", "--reason", "incident 4711", "--project", NS
+        )
+        assert code == 0 and "Stage test is frozen until" in out, err
+        assert ann.FREEZE in annotations(await kube.get(k.STAGES, NS, "test"))
+        # The project: the real API server accepts the ProjectConfig made for it, empty.
+        code, out, err = await longshoreman(config, "freeze", NS, "--project", NS)
+        assert code == 0 and "until someone unfreezes it" in out, err
+        made = await kube.get(k.PROJECT_CONFIGS, NS, NS)
+        assert ann.FREEZE in annotations(made)
+        for target in ("test", NS):
+            code, out, err = await longshoreman(config, "unfreeze", target, "--project", NS)
+            assert code == 0 and "is unfrozen" in out, err
+        assert ann.FREEZE not in annotations(await kube.get(k.PROJECT_CONFIGS, NS, NS))

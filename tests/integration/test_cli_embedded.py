@@ -74,3 +74,31 @@ def test_help_describes_every_flag_of_every_command(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit) as exited:
         main(["run", "--help"])
     assert exited.value.code == 0 and "--manifests" in capsys.readouterr().out
+
+
+async def test_freeze_and_unfreeze_a_stage_and_the_project(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (_, state):
+        assert state.kube is not None
+        config = str(tmp_path / "work" / "kubeconfig")
+        common = ("--project", NS, "--kubeconfig", config)
+        code, out, err = await run_cli(
+            "freeze", "test", "--for", "2h", "--reason", "incident 4711", *common
+        )
+        assert code == 0, err
+        assert out.startswith("Stage test is frozen until ") and ": incident 4711." in out
+        # The planner sees the freeze: promoting is refused with the reason.
+        code, _, err = await run_cli("promote", "frozen-tauntaun", "--to", "test", *common)
+        assert code == 1 and "frozen until" in err and "incident 4711" in err
+        code, out, err = await run_cli("unfreeze", "test", *common)
+        assert code == 0 and "Stage test is unfrozen" in out, err
+        # The whole project: recorded on its ProjectConfig (made when it has none).
+        code, out, err = await run_cli("freeze", NS, *common)
+        assert code == 0 and "until someone unfreezes it" in out, err
+        frozen = await state.kube.get(k.PROJECT_CONFIGS, NS, NS)
+        assert "longshoreman.dev/freeze" in frozen["metadata"]["annotations"]
+        code, _, err = await run_cli("promote", "frozen-tauntaun", "--to", "test", *common)
+        assert code == 1 and "frozen until unfrozen" in err
+        code, out, err = await run_cli("unfreeze", NS, *common)
+        assert code == 0 and f"project {NS} is unfrozen" in out, err
+        code, _, err = await run_cli("unfreeze", NS, *common)
+        assert code == 1 and "is not frozen from chat" in err

@@ -42,7 +42,7 @@ from app.server import create_app
 from app.settings import Settings
 from handlers.routing import ROUTER
 from handlers.webhook import WEBHOOK_PATH
-from promoter.chat.grammar import APPROVE_SLASH, SLASH
+from promoter.chat.grammar import APPROVE_SLASH, FREEZE_SLASH, SLASH, UNFREEZE_SLASH
 from promoter.ports.credentials import CredentialType
 from slack.app import EVENTS_PATH
 from tests.support import objects
@@ -562,8 +562,12 @@ async def test_rbac_allows_every_kubernetes_call_the_bot_makes_and_nothing_more(
                     held.name,
                     lambda p: (p.get("status") or {}).get("phase") == "Aborted",
                 )
-                # A ProjectConfig: the controller writes what is in force to its status.
-                await admin.create(k.PROJECT_CONFIGS, objects.project_config(NS))
+                # /freeze and /unfreeze of a Stage, then of the project: its ProjectConfig is
+                # made, then patched; the controller writes what is in force to its status.
+                frozen = '{"by":"github:alice","since":"2026-01-01T00:00:00Z"}'
+                for where in ("prod", None):
+                    await service.freeze(NS, where, frozen)
+                    await service.freeze(NS, where, None)
                 await wait_for_object(
                     admin,
                     k.PROJECT_CONFIGS,
@@ -770,7 +774,7 @@ SLACK_SCOPES: dict[str, tuple[str, ...]] = {
 def test_the_slack_app_has_the_command_the_urls_and_the_scopes_the_bot_uses() -> None:
     manifest = yaml.safe_load((DEPLOY / "slack-app.yml").read_text())
     commands = manifest["features"]["slash_commands"]
-    assert [c["command"] for c in commands] == [SLASH, APPROVE_SLASH]
+    assert [c["command"] for c in commands] == [SLASH, APPROVE_SLASH, FREEZE_SLASH, UNFREEZE_SLASH]
     interactivity = manifest["settings"]["interactivity"]
     assert interactivity["is_enabled"] is True
     for url in (*(c["url"] for c in commands), interactivity["request_url"]):

@@ -259,7 +259,8 @@ def test_live_tag_round_trip_and_only_our_post_is_found() -> None:
     assert tagged(history, tag) == "1700000001.000010"  # the first, if both attempts landed
 
 
-def test_a_freight_diff_of_a_250_commit_range_stays_within_block_kit_limits() -> None:
+def _diff_of_1000_commits() -> Any:
+    """A range of 1000 commits, GitHub's 250 of them listed, every text too long and rude."""
     from promoter.chat.diff import (
         MAX_COMMITS,
         Commit,
@@ -268,8 +269,6 @@ def test_a_freight_diff_of_a_250_commit_range_stays_within_block_kit_limits() ->
         RangeKey,
         freight_diff,
     )
-    from promoter.chat.views import FreightLabel
-    from slack.messages import DIFF_COMMITS, freight_diff_message
 
     url = "https://github.com/acme/app"
     commits = tuple(
@@ -286,14 +285,30 @@ def test_a_freight_diff_of_a_250_commit_range_stays_within_block_kit_limits() ->
     facts = {key: RangeFacts(commits, 1000, f"{url}/compare/{'a' * 40}...{'b' * 40}")}
     current = {"metadata": {"name": "old"}, "commits": [{"repoURL": url, "id": "a" * 40}]}
     new = {"metadata": {"name": "new"}, "commits": [{"repoURL": url, "id": "b" * 40}]}
-    message = freight_diff_message(
-        freight_diff("prod", current, new, facts), FreightLabel("new", "brave-bird")
-    )
+    return freight_diff("prod", current, new, facts)
+
+
+def test_a_freight_diff_of_a_250_commit_range_stays_within_block_kit_limits() -> None:
+    from promoter.chat.views import FreightLabel
+    from slack.messages import DIFF_COMMITS, freight_diff_message
+
+    message = freight_diff_message(_diff_of_1000_commits(), FreightLabel("new", "brave-bird"))
     assert block_kit_errors(list(message.blocks)) == []
     text = "\n".join(block["text"]["text"] for block in message.blocks)
     assert f"… and {1000 - DIFF_COMMITS} more" in text
     assert "1000 new commits" in text
     assert "<!channel>" not in text  # other people's text never pings anyone
+
+
+def test_the_live_message_of_300_steps_shows_a_250_commit_diff_within_block_kit_limits() -> None:
+    steps = [{"uses": "compose-output", "as": f"s{i}"} for i in range(300)]
+    many = objects.promotion("prod.1", "prod", freight="new", steps=steps, phase="Running")
+    message = render_promotion(promotion_view(many), _diff_of_1000_commits())
+    assert block_kit_errors(list(message.blocks)) == []
+    text = json.dumps(list(message.blocks))
+    assert "1000 new commits" in text and "`s299`" in text
+    assert "<!channel>" not in text
+    assert message.blocks[-1]["type"] == "actions"  # Abort stays
 
 
 def test_urls_with_credentials_are_shown_without_them() -> None:

@@ -58,3 +58,26 @@ def test_only_http_and_our_own_paths_become_links() -> None:
 def test_the_templates_ship_inside_the_package() -> None:
     shipped = set(h.LOADER.list_templates())
     assert {"page.html", "project.html", "stage.html", "promotion.html", "live.js"} <= shipped
+
+
+def test_what_a_freight_changes_is_text_and_links_only_to_http() -> None:
+    from promoter.chat.diff import Commit, PullRequest, RangeFacts, RangeKey, freight_diff
+
+    url = "https://github.com/acme/app"
+    rude = Commit(
+        "c" * 40,
+        "<script>alert(1)</script>",
+        "<b>dev</b>",
+        "javascript:alert(1)",
+        (PullRequest(7, "<img src=x>", f"{url}/pull/7", "dev", True),),
+    )
+    key = RangeKey(url, "a" * 40, "b" * 40)
+    facts = {key: RangeFacts((rude,), 30, f"{url}/compare/{'a' * 40}...{'b' * 40}")}
+    current = {"metadata": {"name": "old"}, "commits": [{"repoURL": url, "id": "a" * 40}]}
+    new = {"metadata": {"name": "new"}, "commits": [{"repoURL": url, "id": "b" * 40}]}
+    html = h.changes_fragment("shop", [freight_diff("prod", current, new, facts)])
+    assert "<script>" not in html and "&lt;script&gt;" in html and "<img" not in html
+    assert "javascript:" not in html
+    assert f'<a href="{url}/compare/{"a" * 40}...{"b" * 40}">30 new commits</a>' in html
+    assert f'<a href="{url}/pull/7">#7</a>' in html and "and 29 more" in html
+    assert '<a href="/ui/stages/shop/prod">prod</a>' in html
