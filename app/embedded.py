@@ -59,10 +59,13 @@ class EmbeddedCluster:
     kubeconfig: Path
 
 
-def admission(clock: Clock, limits: Limits = DEFAULT_LIMITS) -> Admission:
+def admission(
+    clock: Clock, limits: Limits = DEFAULT_LIMITS, kinds: frozenset[str] | None = None
+) -> Admission:
     """Our kinds' admission (``app/admission.py``), in-process, as a real cluster's webhook
-    configuration from deploy/ gets it over HTTP."""
-    kinds = step_kinds()
+    configuration from deploy/ gets it over HTTP; ``kinds`` the step kinds the server runs (its
+    registry: the webhook accepts the same), the built-in ones by default."""
+    kinds = step_kinds() if kinds is None else kinds
 
     def admit(request: AdmissionRequest) -> AdmissionResponse:
         if request.group != k.STAGES.group:
@@ -100,6 +103,7 @@ async def embedded_cluster(
     state_file: Path | None = None,
     clock: Clock = SYSTEM,
     limits: Limits = DEFAULT_LIMITS,
+    kinds: frozenset[str] | None = None,
 ) -> AsyncIterator[EmbeddedCluster]:
     """Start the emulator on 127.0.0.1 and write a kubeconfig pointing at it."""
     app = create_apiserver_app(
@@ -108,7 +112,7 @@ async def embedded_cluster(
         require_namespaces=True,
         namespaces=("default", "kube-system", "kube-public", "kube-node-lease", "argocd"),
         group_aliases=KARGO_GROUP_ALIAS,
-        admission=admission(clock, limits),
+        admission=admission(clock, limits, kinds),
     )
     async with serve_apiserver(app) as url:
         kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)

@@ -318,6 +318,7 @@ async def _start(
                 state_file=settings.embedded_state_file,
                 clock=state.clock,
                 limits=settings.limits,
+                kinds=frozenset(state.registry or builtin_registry()),
             )
         )
         log.info(
