@@ -3,7 +3,8 @@ Playwright), signed in with GitHub against the fake GitHub's OAuth endpoints.
 
 A member promotes Freight into web-test, aborts that Promotion from its page, approves the
 Freight for web-prod, promotes it there through the confirmation a protected Stage asks for, and
-re-verifies web-prod; each shows in the cluster, and the Promotion in its check run. A frozen
+re-verifies web-prod; each shows in the cluster, the Promotion and the approval (by whom) in the
+check run on the Freight's commit. A frozen
 Stage's Promote button is disabled and says why. A form whose CSRF token was tampered with is
 refused. A reader without write access reads, for the same command, the refusal a pull request
 comment gets. The project, Stage, Freight and Promotion pages are screenshotted at 1,400 and
@@ -28,6 +29,7 @@ from tests.integration.test_pages_actions import (
     HOOK_SECRET,
     REPO,
     acting_server,
+    approval_shown,
     gate,
     promotions_of,
 )
@@ -169,6 +171,8 @@ async def test_a_member_acts_from_the_pages_in_a_browser(tmp_path: Path) -> None
         assert said.startswith("Freight web-1 approved for Stage web-prod")
         freight = await kube.get(k.FREIGHT, NS, FREIGHT)
         assert freight["status"]["approvedFor"]["web-prod"]["approvedBy"] == "github:octocat"
+        shown = await approval_shown(fake, "promote: web-test", "web-prod", "octocat")
+        assert shown == "Approved for `web-prod` by @\u200boctocat at 2026-01-10 12:00 UTC"
         await page.goto(f"{base}/ui/freight/{NS}/web-1")
         said = await press(page, "promote", "Promote to web-prod")
         assert "asks for a confirmation" in said

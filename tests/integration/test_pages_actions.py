@@ -116,6 +116,21 @@ async def signed_in(
         yield client, state, fake
 
 
+async def approval_shown(fake: FakeGitHub, run: str, stage: str, login: str) -> str:
+    """The line of the ``run`` check run on the Freight's commit saying it was approved for
+    ``stage`` by ``login``, once it shows (the mention broken, so nobody is notified)."""
+    start = f"Approved for `{stage}` by @\u200b{login} at "
+
+    async def shown() -> str | None:
+        for found in fake.check_runs(REPO):
+            if found["name"] == run:
+                lines = str((found.get("output") or {}).get("summary") or "").splitlines()
+                return next((line for line in lines if line.startswith(start)), None)
+        return None
+
+    return await eventually(shown, f"the approval for {stage} on the {run} check run")
+
+
 def forms_of(page: str) -> dict[str, dict[str, str]]:
     """Each form on the page by its action name: its hidden fields and the Freight chosen."""
     out: dict[str, dict[str, str]] = {}
@@ -206,6 +221,8 @@ async def test_a_member_promotes_approves_confirms_aborts_and_reverifies_from_th
             lambda f: "web-prod" in ((f.get("status") or {}).get("approvedFor") or {}),
         )
         assert "github:octocat" in str(freight["status"]["approvedFor"]["web-prod"])
+        # The check run that reports the Freight on its commit says so, and who approved.
+        await approval_shown(fake, "promote: web-test", "web-prod", "octocat")
 
         async def promotable() -> dict[str, dict[str, str]] | None:
             forms = await stage_forms(client, "web-prod")
