@@ -1,14 +1,13 @@
 """What the GitHub front end shows for a Promotion and a verification, decided purely.
 
-Check runs (``promote: STAGE`` on each of the Freight's commits) and the reply to a chat command
-are built here from the Promotion's read model (which carries its Freight's approvals: the runs
-on a Freight's commits are where a GitHub user looks for it), and ``verify: STAGE`` check runs from a Stage's
-verification entry (``status.freightHistory[0].verificationHistory[0]``) and its Argo Rollouts
-AnalysisRun, as plain dicts and strings, within GitHub's
-limits for check runs (https://docs.github.com/en/rest/checks/runs): ``output.summary`` and
-``output.text`` at most 65,535 characters, at most 3 ``actions``, each with a label and an
-identifier of at most 20 characters and a description of at most 40. ``handlers/progress.py``
-sends them.
+Check runs (``promote: STAGE`` on each of the Freight's commits) and the reply to a chat command are
+built here from the Promotion's read model (which carries its Freight's approvals: the runs on a
+Freight's commits are where a GitHub user looks for it), and ``verify: STAGE`` check runs from a
+Stage's verification entry (``status.freightHistory[0].verificationHistory[0]``) and its Argo
+Rollouts AnalysisRun, as plain dicts and strings, within GitHub's limits for check runs
+(https://docs.github.com/en/rest/checks/runs): ``output.summary`` and ``output.text`` at most 65,535
+characters, at most 3 ``actions``, each with a label and an identifier of at most 20 characters and
+a description of at most 40. ``handlers/progress.py`` sends them.
 
 The checks are informational: nothing here marks them required. A team that wants a Stage's
 promotion to gate merging can make ``promote: STAGE`` a required status check in the branch
@@ -458,7 +457,7 @@ def verification_summary(
     if ref.get("name"):
         parts.append(f"AnalysisRun `{neutral.code(str(ref['name']))}`")
     if entry.get("actor"):
-        parts.append(f"Requested by {_cell(str(entry['actor']))}")
+        parts.append(f"Requested by {who(str(entry['actor']))}")
     if entry.get("message"):
         parts.append("> " + _cell(str(entry["message"])))
     if approvals:

@@ -80,10 +80,15 @@ async def seed_project(state: ServerState, sha: str = "0" * 40) -> None:
 
 @contextlib.asynccontextmanager
 async def acting_server(
-    tmp_path: Path, login: str, permission: str = "write", clock: Clock = SYSTEM
+    tmp_path: Path,
+    login: str,
+    permission: str = "write",
+    clock: Clock = SYSTEM,
+    gate: Gate | None = None,
 ) -> AsyncIterator[tuple[TestClient[Any, Any], ServerState, FakeGitHub]]:
     """The server with GitHub sign-in and the App on the fake GitHub, where ``login`` is an org
-    member with ``permission`` on the repository and is signed in to GitHub (not yet here)."""
+    member with ``permission`` on the repository and is signed in to GitHub (not yet here);
+    ``gate`` the gates the Stages' steps wait at (all closed unless the caller opens one)."""
     async with running_fake_github() as fake:
         remote = make_remote(tmp_path, {"a": "1\n"}, name="app")
         fake.add_repo(REPO, remote)
@@ -101,7 +106,7 @@ async def acting_server(
             # reaches the forms (and is refused there, as a comment would be).
             LONGSHOREMAN_UI_GITHUB_ACCESS="org",
         )
-        async with serving(tmp_path, gate=Gate(), clock=clock, **env) as (client, state):
+        async with serving(tmp_path, gate=gate or Gate(), clock=clock, **env) as (client, state):
             await seed_project(state, remote.git("rev-parse", "main"))
             yield client, state, fake
 
