@@ -16,6 +16,7 @@ import pytest
 
 from app.cli import CLUSTER_COMMANDS, build_parser, main
 from app.controller import kube as k
+from promoter.local.cli import build_parser as local_parser
 from promoter.resources.stages import phase_of
 from tests.integration.test_pages import NS, serving
 from tests.support import objects
@@ -137,7 +138,13 @@ def test_help_describes_every_flag_of_every_command(capsys: pytest.CaptureFixtur
             assert action.help, f"longshoreman {name}: {action.option_strings or action.dest}"
         text = sub.format_help()
         assert "--kubeconfig" in text and "--project" in text and "--output" in text
-    # The local runner's commands stay where they were.
+    # The local runner's commands stay where they were, every flag described too.
     with pytest.raises(SystemExit) as exited:
         main(["run", "--help"])
     assert exited.value.code == 0 and "--manifests" in capsys.readouterr().out
+    local = local_parser()
+    local_subparsers = next(a for a in local._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(local_subparsers.choices) == {"run", "demo"}
+    for name, sub in local_subparsers.choices.items():
+        for action in sub._actions:
+            assert action.help, f"longshoreman {name}: {action.option_strings or action.dest}"
