@@ -5,10 +5,10 @@ A member promotes Freight into web-test, aborts that Promotion from its page, ap
 for web-prod, promotes it there through the confirmation a protected Stage asks for, and re-verifies
 web-prod; each shows in the cluster and in the check runs on the Freight's commit (the approval, by
 whom, on web-test's; the re-verification as a new ``verify: web-prod`` run). A frozen Stage's
-Promote button is disabled and says why. A form whose CSRF token was tampered with is refused. A
-reader without write access reads, for the same command, the refusal a pull request comment gets.
-The project, Stage, Freight and Promotion pages are screenshotted at 1,400 and 800 px wide, and no
-table cell's word is broken across lines.
+Promote button is disabled and says why. A form without its CSRF token, or with a forged one, is
+refused. A reader without write access reads, for the same command, the refusal a pull request
+comment gets. The project, Stage, Freight and Promotion pages are screenshotted at 1,400 and 800 px
+wide, and no table cell's word is broken across lines.
 """
 
 from __future__ import annotations
@@ -77,11 +77,13 @@ BROKEN_WORDS_JS = """
 }
 """
 
-# The Promote form, its CSRF token replaced, submitted (a button press, as press() does).
+# The Promote form, its CSRF token replaced (or taken out: token null), submitted (a button
+# press, as press() does).
 FORGED_SUBMIT = """
-(freight) => {
+([freight, token]) => {
   const form = document.querySelector('form.act[data-action="promote"]');
-  form.querySelector("input[name=csrf]").value = "forged";
+  const csrf = form.querySelector("input[name=csrf]");
+  if (token === null) { csrf.remove(); } else { csrf.value = token; }
   const select = form.querySelector("select");
   if (select) { select.value = freight; }
   form.requestSubmit(form.querySelector("button"));
@@ -238,14 +240,16 @@ async def test_a_member_acts_from_the_pages_in_a_browser(tmp_path: Path) -> None
         )
         assert why in await page.locator(".why").first.inner_text()
 
-        # A form whose CSRF token is not this session's: refused, nothing created.
-        await page.goto(f"{base}/ui/stages/{NS}/web-test")
+        # A form without its CSRF token, or with one not this session's: refused, nothing
+        # created.
         before = len(await promotions_of(state, "web-test"))
-        # Forged and submitted in one go: the live page may redraw its forms in between.
-        async with page.expect_navigation():
-            await page.evaluate(FORGED_SUBMIT, FREIGHT)
-        said = await page.locator("#outcome").inner_text()
-        assert "CSRF token is missing or wrong" in said
+        for token in (None, "forged"):
+            await page.goto(f"{base}/ui/stages/{NS}/web-test")
+            # Changed and submitted in one go: the live page may redraw its forms in between.
+            async with page.expect_navigation():
+                await page.evaluate(FORGED_SUBMIT, [FREIGHT, token])
+            said = await page.locator("#outcome").inner_text()
+            assert "CSRF token is missing or wrong" in said, token
         assert len(await promotions_of(state, "web-test")) == before
 
         await check_layout(page, base, tmp_path, name)
