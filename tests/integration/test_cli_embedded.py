@@ -74,15 +74,14 @@ async def test_approve_abort_and_verify_against_the_embedded_cluster(tmp_path: P
         assert state.kube is not None
         kube = state.kube
         config = ("--project", NS, "--kubeconfig", str(tmp_path / "work" / "kubeconfig"))
-        await kube.create(
-            k.STAGES,
-            objects.stage(
-                "held",
-                namespace=NS,
-                warehouse="kargo-demo",
-                steps=[{"uses": "gate", "as": "wait", "config": {"name": "never"}}],
-            ),
-        )
+
+        async def add_stage(name: str, step: dict[str, Any], verification: list[str]) -> None:
+            stage = objects.stage(
+                name, namespace=NS, warehouse="kargo-demo", steps=[step], verification=verification
+            )
+            await kube.create(k.STAGES, stage)
+
+        await add_stage("held", {"uses": "gate", "as": "wait", "config": {"name": "never"}}, [])
         code, out, err = await run_cli("promote", "frozen-tauntaun", "--to", "held", *config)
         assert code == 0, err
         held = out.split()[1]
@@ -102,16 +101,8 @@ async def test_approve_abort_and_verify_against_the_embedded_cluster(tmp_path: P
         assert approval["approvedBy"].startswith("kubernetes:")  # the kubeconfig's user
 
         # A Stage that verifies; its first verification has nothing to run (no template here).
-        await kube.create(
-            k.STAGES,
-            objects.stage(
-                "checked",
-                namespace=NS,
-                warehouse="kargo-demo",
-                steps=[{"uses": "compose-output", "as": "out", "config": {"done": "yes"}}],
-                verification=["smoke"],
-            ),
-        )
+        done = {"uses": "compose-output", "as": "out", "config": {"done": "yes"}}
+        await add_stage("checked", done, ["smoke"])
         code, out, err = await run_cli("promote", "frozen-tauntaun", "--to", "checked", *config)
         assert code == 0, err
 
