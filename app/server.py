@@ -261,6 +261,7 @@ def create_app(
         state.github_app = github.git_credentials
         state.listeners.append(github.on_promotion)
         state.stage_listeners.append(github.on_stage)
+        state.freight_listeners.append(github.on_freight)
     if settings.slack is not None:
         slack_app = setup_slack(
             app,

@@ -1,13 +1,13 @@
 """What the GitHub front end shows for a Promotion and a verification, decided purely.
 
-Check runs (``promote: STAGE`` on each of the Freight's commits) and the reply to a chat command
-are built here from the Promotion object alone, and ``verify: STAGE`` check runs from a Stage's
-verification entry (``status.freightHistory[0].verificationHistory[0]``) and its Argo Rollouts
-AnalysisRun, as plain dicts and strings, within GitHub's
-limits for check runs (https://docs.github.com/en/rest/checks/runs): ``output.summary`` and
-``output.text`` at most 65,535 characters, at most 3 ``actions``, each with a label and an
-identifier of at most 20 characters and a description of at most 40. ``handlers/progress.py``
-sends them.
+Check runs (``promote: STAGE`` on each of the Freight's commits) and the reply to a chat command are
+built here from the Promotion's read model (which carries its Freight's approvals: the runs on a
+Freight's commits are where a GitHub user looks for it), and ``verify: STAGE`` check runs from a
+Stage's verification entry (``status.freightHistory[0].verificationHistory[0]``) and its Argo
+Rollouts AnalysisRun, as plain dicts and strings, within GitHub's limits for check runs
+(https://docs.github.com/en/rest/checks/runs): ``output.summary`` and ``output.text`` at most 65,535
+characters, at most 3 ``actions``, each with a label and an identifier of at most 20 characters and
+a description of at most 40. ``handlers/progress.py`` sends them.
 
 The checks are informational: nothing here marks them required. A team that wants a Stage's
 promotion to gate merging can make ``promote: STAGE`` a required status check in the branch
@@ -17,6 +17,7 @@ protection rules (or a ruleset) of the repository whose commits the Freight carr
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from promoter.chat import neutral
 from promoter.chat.planner import AlreadyApproved, DoApprove
 from promoter.chat.views import PromotionView, StepLine
 from promoter.resources.model import name_of, namespace_of
+from promoter.resources.stages import Approval
 
 CHECK_PREFIX = "promote: "
 VERIFY_PREFIX = "verify: "
@@ -102,6 +104,26 @@ def _links(view: PromotionView) -> str:
     return " · ".join(shown)
 
 
+def who(actor: str) -> str:
+    """An actor as people read it: ``github:alice`` is ``@alice`` (the mention broken by
+    :func:`_cell`, so nobody is notified), anything else (``slack:T1/U1``) as recorded."""
+    login = actor.removeprefix("github:")
+    return _cell("@" + login if login != actor and login else actor)
+
+
+def approval_lines(approvals: Sequence[Approval]) -> list[str]:
+    """One line per approval of the Freight: where the Freight is reported on GitHub (its
+    commits' check runs), an approval given from a page, a comment, Slack or the command line
+    shows, with who gave it and when."""
+    lines = []
+    for approval in approvals:
+        by = f" by {who(approval.approved_by)}" if approval.approved_by else ""
+        at = approval.approved_at
+        when = f" at {at.strftime('%Y-%m-%d %H:%M UTC')}" if at else ""
+        lines.append(f"Approved for `{neutral.code(approval.stage)}`{by}{when}")
+    return lines
+
+
 def progress_line(view: PromotionView) -> str:
     """One line: the phase and, while running, where it is."""
     step = view.running_step
@@ -122,6 +144,8 @@ def summary(view: PromotionView, changes: str = "") -> str:
     ]
     if view.message:
         parts.append("> " + _cell(view.message))
+    if view.approvals:
+        parts += ["", *approval_lines(view.approvals)]
     if view.steps:
         parts.append("")
         parts.append("| # | Step | Kind | Status | Message |")
@@ -299,6 +323,12 @@ def reply_body(user: str, command: str, view: PromotionView, changes: str = "") 
     return clip("\n".join(parts), MAX_OUTPUT)
 
 
+def approvals_key(freight: Mapping[str, Any]) -> str:
+    """What the runs show of a Freight's approvals changes only when this does."""
+    approved = (freight.get("status") or {}).get("approvedFor") or {}
+    return json.dumps(approved, sort_keys=True, default=str)
+
+
 def progress_key(promotion: Mapping[str, Any] | None) -> tuple[Any, ...]:
     """What the front end shows changes only when this does."""
     if promotion is None:
@@ -416,6 +446,7 @@ def verification_summary(
     *,
     freight_label: str,
     link: str | None,
+    approvals: Sequence[Approval] = (),
 ) -> str:
     current = str(entry.get("phase") or "Pending")
     shown = "Aborted" if verification_status(entry, run)[1] == "cancelled" else current
@@ -426,9 +457,11 @@ def verification_summary(
     if ref.get("name"):
         parts.append(f"AnalysisRun `{neutral.code(str(ref['name']))}`")
     if entry.get("actor"):
-        parts.append(f"Requested by {_cell(str(entry['actor']))}")
+        parts.append(f"Requested by {who(str(entry['actor']))}")
     if entry.get("message"):
         parts.append("> " + _cell(str(entry["message"])))
+    if approvals:
+        parts += ["", *approval_lines(approvals)]
     table = metrics_table(run)
     if table:
         parts += ["", table]
@@ -494,6 +527,7 @@ def verification_check_fields(
     link: str | None = None,
     downstream: Sequence[str] = (),
     approvable: Sequence[str] = (),
+    approvals: Sequence[Approval] = (),
 ) -> dict[str, Any]:
     """The body of a create/update ``verify: STAGE`` check run request (without ``head_sha``)."""
     status, conclusion = verification_status(entry, run)
@@ -504,7 +538,9 @@ def verification_check_fields(
         status=status,
         conclusion=conclusion,
         title=f"{shown}: verification of {freight_label} in {stage}",
-        summary_md=verification_summary(stage, entry, run, freight_label=freight_label, link=link),
+        summary_md=verification_summary(
+            stage, entry, run, freight_label=freight_label, link=link, approvals=approvals
+        ),
         body=verification_text(run),
         buttons=verification_actions(stage, entry, run, downstream, approvable),
         link=link,

@@ -23,6 +23,11 @@ Their ids are found again after a restart by name and external id through GitHub
 runs for a Git reference" (only when there is something new to write), so nothing needs writing to
 the Stage.
 
+A Freight's approvals are part of what those runs show (who let it into which Stage, from a page,
+a comment, Slack or the command line: all write ``status.approvedFor`` through the chat planner's
+port), so when they change the controller's Freight listener (:meth:`Progress.on_freight`) has
+the runs that report that Freight drawn again, in the same per-Promotion and per-Stage queues.
+
 For Stages that opt in, each change is also handed to :class:`handlers.environments.Environments`
 with the same read model: the Promotion's GitHub Deployments (and their verification
 description, from the Stage listener).
@@ -54,7 +59,7 @@ from promoter.chat.views import PromotionView, freight_label, promotion_view
 from promoter.errors import LongshoremanError, StepError
 from promoter.resources import annotations as ann
 from promoter.resources.model import name_of, namespace_of
-from promoter.resources.stages import available_to, downstream_stages, phase_of
+from promoter.resources.stages import approvals_of, available_to, downstream_stages, phase_of
 from promoter.steps.github import repo_full_name
 
 log = logging.getLogger(__name__)
@@ -145,6 +150,8 @@ class Progress:
         )
         self._latest_stages: dict[str, dict[str, Any]] = {}
         self._verify_ids: LRUCache[tuple[str, str], int] = LRUCache(maxsize=50_000)
+        # What each Freight was last seen approved for (on_freight).
+        self._approvals: LRUCache[str, str] = LRUCache(maxsize=50_000)
         # GitHub Deployments, for Stages that opt in (handlers/environments.py).
         self.environments = Environments(deps, self._api_for)
 
@@ -164,12 +171,20 @@ class Progress:
         if self._views.get(key) == view:
             return
         self._views[key] = view
-        first = key not in self._latest
-        self._latest[key] = copy.deepcopy(promotion)
-        if first and not self.queue.submit(f"promotion:{key}", lambda: self._sync_latest(key)):
+        if not self._enqueue_promotion(key, promotion):
             # Backlog full: forget it, so the next change of this Promotion tries again.
-            self._latest.pop(key, None)
             self._views.pop(key, None)
+
+    def _enqueue_promotion(self, key: str, promotion: Mapping[str, Any]) -> bool:
+        """Queue a sync of the Promotion's runs behind any other of the same Promotion (so two
+        never race to create its runs), coalesced to the newest copy; False when the backlog
+        is full."""
+        first = key not in self._latest
+        self._latest[key] = copy.deepcopy(dict(promotion))
+        if first and not self.queue.submit(f"promotion:{key}", lambda: self._sync_latest(key)):
+            self._latest.pop(key, None)
+            return False
+        return True
 
     async def _sync_latest(self, key: str) -> None:
         promotion = self._latest.pop(key, None)
@@ -187,11 +202,53 @@ class Progress:
         if self._views.get(f"stage:{key}") == view:
             return
         self._views[f"stage:{key}"] = view
+        if not self._enqueue_stage(key, stage):
+            self._views.pop(f"stage:{key}", None)
+
+    def _enqueue_stage(self, key: str, stage: Mapping[str, Any]) -> bool:
+        """As :meth:`_enqueue_promotion`, for the Stage's ``verify:`` runs."""
         first = key not in self._latest_stages
-        self._latest_stages[key] = copy.deepcopy(stage)
+        self._latest_stages[key] = copy.deepcopy(dict(stage))
         if first and not self.queue.submit(f"stage:{key}", lambda: self._sync_stage(key)):
             self._latest_stages.pop(key, None)
-            self._views.pop(f"stage:{key}", None)
+            return False
+        return True
+
+    def on_freight(self, freight: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """The controller's Freight listener: when the Freight's approvals change, the runs
+        that report it (the ``promote:`` runs of its Promotions, the ``verify:`` run of a Stage
+        verifying it) are drawn again, so they show the approval and drop its button.
+
+        ``old`` is not used: the approval's writer puts the Freight into the informer cache
+        before the watch event arrives, so ``old`` already holds the approval. What each Freight
+        was last seen approved for is remembered here instead, on every replica (a standby that
+        becomes leader knows what is new); a Freight seen for the first time is not news, since
+        its Promotions' runs are drawn with its approvals when they are replayed.
+        """
+        key = f"{namespace_of(freight) or 'default'}/{name_of(freight)}"
+        approvals = checks.approvals_key(freight)
+        before = self._approvals.get(key)
+        self._approvals[key] = approvals
+        if before is None or before == approvals or not self.deps.service.is_leader():
+            return
+        if not self.queue.submit(f"freight:{key}", lambda: self._sync_freight(freight)):
+            self._approvals[key] = before  # backlog full: the next change tries again
+
+    async def _sync_freight(self, freight: Mapping[str, Any]) -> None:
+        namespace, name = namespace_of(freight) or "default", name_of(freight)
+        try:
+            snapshot = await self.deps.service.snapshot(namespace)
+        except LongshoremanError as e:
+            log.warning("redrawing the check runs of Freight %s/%s failed: %s", namespace, name, e)
+            return
+        ours = {name_of(p) for p in snapshot.promotions if checks.freight_of(p) == name}
+        for promotion in snapshot.promotions:
+            if name_of(promotion) in ours:
+                self._enqueue_promotion(checks.external_id(promotion), promotion)
+        for stage in snapshot.stages:
+            entry = checks.latest_verification(stage)
+            if entry is not None and checks.verification_promotion(stage, entry) in ours:
+                self._enqueue_stage(f"{namespace}/{name_of(stage)}", stage)
 
     async def _sync_stage(self, key: str) -> None:
         stage = self._latest_stages.pop(key, None)
@@ -437,6 +494,7 @@ class Progress:
             freight_label=freight_label(freight_name, fallback=freight).short,
             link=link,
             downstream=downstream_stages(stage_name, snapshot.stages),
+            approvals=approvals_of(freight),
             # Where a person may still let it in: not available there (nor approved) yet.
             approvable=[
                 name_of(s)

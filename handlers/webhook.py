@@ -120,6 +120,11 @@ class GitHubIntegration:
         """The controller's Stage listener (``Controller.stage_listeners``): verify check runs."""
         self.progress.on_stage(stage, old)
 
+    def on_freight(self, freight: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """The controller's Freight listener (``Controller.freight_listeners``): an approval
+        shows on the check runs that report the Freight."""
+        self.progress.on_freight(freight, old)
+
     async def lifecycle(self, app: web.Application) -> AsyncIterator[None]:
         """For ``app.cleanup_ctx``: one client session for the app's life; drain on the way out."""
         await self.client.start()

@@ -21,7 +21,14 @@ from promoter.control.policies import ClusterConfig, ProjectConfig
 from promoter.resources.annotations import GITHUB_DEPLOYMENT, created_by, is_rollback, read_json
 from promoter.resources.freight_refs import FreightList, freight_in
 from promoter.resources.model import StepSpec, TaskRef, name_of, namespace_of, parse_time
-from promoter.resources.stages import approval_of, downstream_stages, has_verification, phase_of
+from promoter.resources.stages import (
+    Approval,
+    approval_of,
+    approvals_of,
+    downstream_stages,
+    has_verification,
+    phase_of,
+)
 from promoter.urls import without_credentials
 
 # A Freight name is a 40-hex digest; this much of it tells Freights apart in a one-line title
@@ -247,6 +254,9 @@ class PromotionView:
     verified_here: bool = False  # its Freight counts as verified in this Stage
     environment: EnvironmentLink | None = None  # its GitHub Deployments, when it has some
     approved_for: tuple[str, ...] = ()  # downstream Stages its Freight is approved for
+    # Every approval its Freight has (for any Stage), with who gave it: shown where the Freight
+    # is reported (the check runs on its commits), so an approval given anywhere is seen there.
+    approvals: tuple[Approval, ...] = ()
     # Put back the Stage's stable Freight after a failure (kargo.akuity.io/rollback).
     rollback: bool = False
     # The Stage's and the Freight's deep links (ProjectConfig / ClusterConfig), resolved.
@@ -396,6 +406,7 @@ def promotion_view(
         verified_here=verified_in(stage_name, freight, verification),
         environment=environment_link(promotion),
         approved_for=tuple(s for s in downstream if approval_of(freight, s) is not None),
+        approvals=approvals_of(freight),
         rollback=is_rollback(promotion),
         links=tuple(links),
     )

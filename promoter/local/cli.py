@@ -91,7 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a YAML file (multi-document) or a directory of them: the Stage, the "
         "Freight and any (Cluster)PromotionTasks",
     )
-    run.add_argument("--stage", required=True, metavar="NAME")
+    run.add_argument(
+        "--stage",
+        required=True,
+        metavar="NAME",
+        help="the Stage to promote into (in the manifests)",
+    )
     run.add_argument("--freight", required=True, metavar="NAME", help="Freight name or alias")
     run.add_argument(
         "--namespace",
@@ -111,7 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="keep the Promotion's working files here (default: a temporary dir)",
     )
-    run.add_argument("--output", choices=("text", "json"), default="text")
+    run.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (the default) or json for scripts: the Promotion's final status",
+    )
     run.add_argument(
         "--git-config",
         type=Path,

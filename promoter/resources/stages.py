@@ -422,6 +422,16 @@ def approval_of(freight: Mapping[str, Any] | None, stage: str) -> Approval | Non
     )
 
 
+def approvals_of(freight: Mapping[str, Any] | None) -> tuple[Approval, ...]:
+    """Every approval of the Freight, by Stage name (a Stage deleted since keeps its entry, as
+    in Kargo: the record says who let the Freight in, whatever became of the Stage)."""
+    approved = ((freight or {}).get("status") or {}).get("approvedFor")
+    if not isinstance(approved, Mapping):
+        return ()
+    found = (approval_of(freight, str(stage)) for stage in sorted(approved, key=str))
+    return tuple(a for a in found if a is not None)
+
+
 def approval_patch(stage: str, actor: str, now: datetime) -> dict[str, Any]:
     """The merge patch of a Freight's status that approves it for ``stage`` (as Kargo's
     ``AddApprovedStage``: an existing approval is kept, so the caller asks first)."""

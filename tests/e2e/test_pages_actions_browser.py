@@ -1,13 +1,14 @@
-"""Acting from the status pages in a real browser (Debian's chromium, headless, through
-Playwright), signed in with GitHub against the fake GitHub's OAuth endpoints.
+"""Acting from the status pages in a real browser (Debian's chromium, headless, through Playwright),
+signed in with GitHub against the fake GitHub's OAuth endpoints.
 
-A member promotes Freight into web-test, aborts that Promotion from its page, approves the
-Freight for web-prod, promotes it there through the confirmation a protected Stage asks for, and
-re-verifies web-prod; each shows in the cluster, and the Promotion in its check run. A frozen
-Stage's Promote button is disabled and says why. A form whose CSRF token was tampered with is
+A member promotes Freight into web-test, aborts that Promotion from its page, approves the Freight
+for web-prod, promotes it there through the confirmation a protected Stage asks for, and re-verifies
+web-prod; each shows in the cluster and in the check runs on the Freight's commit (the approval, by
+whom, on web-test's; the re-verification as a new ``verify: web-prod`` run). A frozen Stage's
+Promote button is disabled and says why. A form without its CSRF token, or with a forged one, is
 refused. A reader without write access reads, for the same command, the refusal a pull request
-comment gets. The project, Stage, Freight and Promotion pages are screenshotted at 1,400 and
-800 px wide, and no table cell's word is broken across lines.
+comment gets. The project, Stage, Freight and Promotion pages are screenshotted at 1,400 and 800 px
+wide, and no table cell's word is broken across lines.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from tests.integration.test_pages_actions import (
     HOOK_SECRET,
     REPO,
     acting_server,
+    approval_shown,
     gate,
     promotions_of,
 )
 from tests.support import objects
 from tests.support.clock import FakeClock
-from tests.support.controller import wait_for_object
+from tests.support.controller import Gate, wait_for_object
 from tests.support.github import FakeGitHub, webhook_request
 from tests.support.waiting import eventually
 
@@ -75,13 +77,28 @@ BROKEN_WORDS_JS = """
 }
 """
 
+# The Promote form, its CSRF token replaced (or taken out: token null), submitted (a button
+# press, as press() does).
+FORGED_SUBMIT = """
+([freight, token]) => {
+  const form = document.querySelector('form.act[data-action="promote"]');
+  const csrf = form.querySelector("input[name=csrf]");
+  if (token === null) { csrf.remove(); } else { csrf.value = token; }
+  const select = form.querySelector("select");
+  if (select) { select.value = freight; }
+  form.requestSubmit(form.querySelector("button"));
+}
+"""
+
 
 @contextlib.asynccontextmanager
 async def server(
     tmp_path: Path, login: str, permission: str = "write"
 ) -> AsyncIterator[tuple[str, ServerState, FakeGitHub]]:
     clock = FakeClock(datetime(2026, 1, 10, 12, tzinfo=UTC))  # a Saturday
-    async with acting_server(tmp_path, login, permission, clock) as (client, state, fake):
+    gate = Gate()
+    gate.open("prod")  # web-prod's Promotion succeeds, so its Freight is verified there
+    async with acting_server(tmp_path, login, permission, clock, gate) as (client, state, fake):
         yield str(client.make_url("/")).rstrip("/"), state, fake
 
 
@@ -169,6 +186,8 @@ async def test_a_member_acts_from_the_pages_in_a_browser(tmp_path: Path) -> None
         assert said.startswith("Freight web-1 approved for Stage web-prod")
         freight = await kube.get(k.FREIGHT, NS, FREIGHT)
         assert freight["status"]["approvedFor"]["web-prod"]["approvedBy"] == "github:octocat"
+        shown = await approval_shown(fake, "promote: web-test", "web-prod", "octocat")
+        assert shown == "Approved for `web-prod` by @\u200boctocat at 2026-01-10 12:00 UTC"
         await page.goto(f"{base}/ui/freight/{NS}/web-1")
         said = await press(page, "promote", "Promote to web-prod")
         assert "asks for a confirmation" in said
@@ -176,13 +195,37 @@ async def test_a_member_acts_from_the_pages_in_a_browser(tmp_path: Path) -> None
         said = await press(page, "promote", "Confirm")
         assert said.startswith("Promotion web-prod.")
         assert len(await promotions_of(state, "web-prod")) == 1
+        await wait_for_object(
+            kube,
+            k.PROMOTIONS,
+            NS,
+            said.split()[1],
+            lambda p: (p.get("status") or {}).get("phase") == "Succeeded",
+        )
 
-        # Re-verify web-prod from its page.
+        def verify_runs() -> list[dict[str, Any]]:
+            return [r for r in fake.check_runs(REPO) if r["name"] == "verify: web-prod"]
+
+        async def verified() -> bool | None:
+            return any(r.get("status") == "completed" for r in verify_runs()) or None
+
+        await eventually(verified, "the verify: web-prod check run")
+
+        # Re-verify web-prod from its page: a new verification, with a check run of its own.
         await page.goto(f"{base}/ui/stages/{NS}/web-prod")
         said = await press(page, "verify", "Re-verify")
         assert said == "verification of the current Freight in Stage web-prod requested"
         stage = await kube.get(k.STAGES, NS, "web-prod")
         assert set(ann.REVERIFY_ANNOTATIONS) & set(stage["metadata"]["annotations"])
+
+        async def reverified() -> list[dict[str, Any]] | None:
+            found = [
+                r for r in verify_runs() if "Requested by @\u200boctocat" in r["output"]["summary"]
+            ]
+            return found or None
+
+        assert len(await eventually(reverified, "the re-verification's check run")) == 1
+        assert len(verify_runs()) == 2
 
         # A frozen Stage: its Promote button is disabled and says until when and why.
         async def frozen() -> str | None:
@@ -197,14 +240,16 @@ async def test_a_member_acts_from_the_pages_in_a_browser(tmp_path: Path) -> None
         )
         assert why in await page.locator(".why").first.inner_text()
 
-        # A form whose CSRF token is not this session's: refused, nothing created.
-        await page.goto(f"{base}/ui/stages/{NS}/web-test")
-        await page.evaluate(
-            "document.querySelectorAll('input[name=csrf]').forEach(i => i.value = 'forged')"
-        )
+        # A form without its CSRF token, or with one not this session's: refused, nothing
+        # created.
         before = len(await promotions_of(state, "web-test"))
-        said = await press(page, "promote", "Promote", FREIGHT)
-        assert "CSRF token is missing or wrong" in said
+        for token in (None, "forged"):
+            await page.goto(f"{base}/ui/stages/{NS}/web-test")
+            # Changed and submitted in one go: the live page may redraw its forms in between.
+            async with page.expect_navigation():
+                await page.evaluate(FORGED_SUBMIT, [FREIGHT, token])
+            said = await page.locator("#outcome").inner_text()
+            assert "CSRF token is missing or wrong" in said, token
         assert len(await promotions_of(state, "web-test")) == before
 
         await check_layout(page, base, tmp_path, name)
@@ -215,6 +260,8 @@ async def check_layout(page: Page, base: str, tmp_path: Path, promotion: str) ->
     pages = {
         "project": f"/ui/projects/{NS}",
         "stage": f"/ui/stages/{NS}/web-test",
+        # Verified (its verification errored, then was asked again), with a Freight in it.
+        "stage-prod": f"/ui/stages/{NS}/web-prod",
         "freight": f"/ui/freight/{NS}/web-1",
         "promotion": f"/ui/promotions/{NS}/{promotion}",
     }

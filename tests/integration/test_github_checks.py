@@ -344,6 +344,7 @@ async def test_approve_for_next_lets_unverified_freight_into_the_next_stage(
         body: str = env.fake.comments(REPO, env.pr)[-1]["body"]
         return body
 
+    env.integration.on_freight(copy.deepcopy(env.service.freight[0]), None)  # as first seen
     # Someone without write access is refused, and nothing is approved.
     env.fake.set_permission(REPO, "bob", "read")
     assert "needs write access" in await press(checks.approve_identifier(prod), "bob")
@@ -353,11 +354,14 @@ async def test_approve_for_next_lets_unverified_freight_into_the_next_stage(
     assert env.service.asked("approve") == [(NS, prod, "f" * 40, "github:alice")]
     approval = env.service.freight[0]["status"]["approvedFor"][prod]
     assert approval["approvedBy"] == "github:alice"
-    # The run is drawn again: the next Stage takes the Freight now, so no Approve is offered,
-    # and Promote to NEXT is not either until it is verified here (the approval is for prod).
-    await env.change(promotion("Succeeded", message="approved"), promotion("Succeeded"))
+    # The Freight changed (the controller's Freight listener), so the run is drawn again: it
+    # says who approved it for prod, and as the next Stage takes the Freight now no Approve is
+    # offered, nor Promote to NEXT until it is verified here (the approval is for prod).
+    env.integration.on_freight(copy.deepcopy(env.service.freight[0]), None)
+    await env.settle()
     run = env.fake.check_runs(REPO)[0]
     assert [a["identifier"] for a in run["actions"]] == ["reverify"]
+    assert f"Approved for `{prod}` by @\u200balice at " in run["output"]["summary"]
     # An older render's button answers that it is approved already, and by whom.
     said = await press(checks.approve_identifier(prod))
     assert "was already approved" in said and "github:alice" in said

@@ -80,10 +80,15 @@ async def seed_project(state: ServerState, sha: str = "0" * 40) -> None:
 
 @contextlib.asynccontextmanager
 async def acting_server(
-    tmp_path: Path, login: str, permission: str = "write", clock: Clock = SYSTEM
+    tmp_path: Path,
+    login: str,
+    permission: str = "write",
+    clock: Clock = SYSTEM,
+    gate: Gate | None = None,
 ) -> AsyncIterator[tuple[TestClient[Any, Any], ServerState, FakeGitHub]]:
     """The server with GitHub sign-in and the App on the fake GitHub, where ``login`` is an org
-    member with ``permission`` on the repository and is signed in to GitHub (not yet here)."""
+    member with ``permission`` on the repository and is signed in to GitHub (not yet here);
+    ``gate`` the gates the Stages' steps wait at (all closed unless the caller opens one)."""
     async with running_fake_github() as fake:
         remote = make_remote(tmp_path, {"a": "1\n"}, name="app")
         fake.add_repo(REPO, remote)
@@ -101,7 +106,7 @@ async def acting_server(
             # reaches the forms (and is refused there, as a comment would be).
             LONGSHOREMAN_UI_GITHUB_ACCESS="org",
         )
-        async with serving(tmp_path, gate=Gate(), clock=clock, **env) as (client, state):
+        async with serving(tmp_path, gate=gate or Gate(), clock=clock, **env) as (client, state):
             await seed_project(state, remote.git("rev-parse", "main"))
             yield client, state, fake
 
@@ -114,6 +119,21 @@ async def signed_in(
         done = await sign_in(client, f"/ui/projects/{NS}")
         assert done.status == 302
         yield client, state, fake
+
+
+async def approval_shown(fake: FakeGitHub, run: str, stage: str, login: str) -> str:
+    """The line of the ``run`` check run on the Freight's commit saying it was approved for
+    ``stage`` by ``login``, once it shows (the mention broken, so nobody is notified)."""
+    start = f"Approved for `{stage}` by @\u200b{login} at "
+
+    async def shown() -> str | None:
+        for found in fake.check_runs(REPO):
+            if found["name"] == run:
+                lines = str((found.get("output") or {}).get("summary") or "").splitlines()
+                return next((line for line in lines if line.startswith(start)), None)
+        return None
+
+    return await eventually(shown, f"the approval for {stage} on the {run} check run")
 
 
 def forms_of(page: str) -> dict[str, dict[str, str]]:
@@ -206,6 +226,8 @@ async def test_a_member_promotes_approves_confirms_aborts_and_reverifies_from_th
             lambda f: "web-prod" in ((f.get("status") or {}).get("approvedFor") or {}),
         )
         assert "github:octocat" in str(freight["status"]["approvedFor"]["web-prod"])
+        # The check run that reports the Freight on its commit says so, and who approved.
+        await approval_shown(fake, "promote: web-test", "web-prod", "octocat")
 
         async def promotable() -> dict[str, dict[str, str]] | None:
             forms = await stage_forms(client, "web-prod")

@@ -150,3 +150,42 @@ def test_next_stages_are_offered_once_the_freight_is_verified_here() -> None:
     assert passed.next_stages == ("final",)
     assert [a["label"] for a in checks.actions(passed)] == ["Re-verify", "Promote to final"]
     assert passed.label == FreightLabel("abc123", "a") and passed.verifiable
+
+
+@pytest.mark.parametrize(
+    ("approved_by", "shown"),
+    [
+        ("github:alice", "by @\u200balice "),
+        ("slack:T1/U1", "by slack:T1/U1 "),
+        # Written by hand: whatever it says is read, and does nothing (no mention, no link, no
+        # HTML, no table cell ended).
+        (
+            "@org/team [x](https://evil) <b>|</b>",
+            "by @\u200borg/team \\[x\\](https://evil) &lt;b&gt;\\|&lt;/b&gt; ",
+        ),
+    ],
+)
+def test_the_freights_approvals_show_on_its_check_runs_with_who_gave_them(
+    approved_by: str, shown: str
+) -> None:
+    """An approval given anywhere (a page, a comment, Slack, the command line) is on the Freight,
+    so every check run that reports the Freight says it, whatever Stage the run is for."""
+    promotion = _promotion([{"uses": "http"}], [{"status": "Succeeded"}])
+    freight = objects.freight("abc123", namespace="demo", alias="a")
+    freight["status"] = {
+        "approvedFor": {
+            "prod-eu": {"approvedAt": "2024-01-01T00:01:30Z", "approvedBy": approved_by},
+            "hand": {},  # kubectl: nobody recorded, no time
+        }
+    }
+    view = promotion_view(promotion, freights=[freight])
+    assert [a.stage for a in view.approvals] == ["hand", "prod-eu"]
+    summary = checks.summary(view)
+    assert "\nApproved for `hand`\n" in summary
+    assert f"Approved for `prod-eu` {shown}at 2024-01-01 00:01 UTC" in summary
+    entry = {"id": "v1", "phase": "Failed"}
+    fields = checks.verification_check_fields(
+        "prod", entry, None, external="demo/prod.01#v1", freight_label="a",
+        approvals=view.approvals,
+    )  # fmt: skip
+    assert f"Approved for `prod-eu` {shown}at " in fields["output"]["summary"]
