@@ -4,9 +4,9 @@ Informers keep caches of Promotions, Stages, Freight, tasks and Argo CD Applicat
 change enqueues only the Stage it concerns (an Application change finds the Promotions waiting on
 it through an index, not by polling). A Stage's reconcile handles aborts, picks the Promotion that
 may run (:class:`promoter.resources.stages.StageQueue`), advances it one step at a time with the
-engine
-(one status write per step, so any replica can continue from the object), and refreshes the
-Stage's status. Running steps are re-entered on the next relevant event or after their
+engine (a status write per step that changes what a takeover resumes from, so any replica can
+continue from the object; promoter/engine/recording.py), and refreshes the Stage's status.
+Running steps are re-entered on the next relevant event or after their
 retry-after. Only the leader runs the queue; standbys keep warm caches.
 """
 

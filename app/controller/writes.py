@@ -24,8 +24,17 @@ from app.controller.verification import Verifier
 from promoter.clock import Clock
 from promoter.control import selection
 from promoter.control.stage_planner import apps_to_refresh, plan_status
+from promoter.engine.recording import progress_only
 from promoter.resources import annotations as ann
-from promoter.resources.model import Phase, Promotion, format_time, meta, name_of, namespace_of
+from promoter.resources.model import (
+    Phase,
+    Promotion,
+    PromotionStatus,
+    format_time,
+    meta,
+    name_of,
+    namespace_of,
+)
 from promoter.resources.stages import (
     current_freight_names,
     currently_in_patches,
@@ -96,6 +105,12 @@ class StatusWriter:
         # resourceVersion precondition makes the diff exact.
         patch = k.merge_patch_between(old, new)
         if not patch:
+            return dict(obj)
+        if progress_only(
+            PromotionStatus.from_dict(old), PromotionStatus.from_dict(new), self.clock.now()
+        ):
+            # A waiting step's new message only (promoter/engine/recording.py): the stored
+            # object is still what a takeover resumes from.
             return dict(obj)
         namespace, name = namespace_of(obj), name_of(obj)
 

@@ -10,7 +10,8 @@ path. Nothing here does I/O or reads a clock, so every rule has a table test
   queue head, oldest first, unless the Freight just promoted is still being verified or the
   Stage's promotion windows are closed (then the queue is held, in its order, until they open);
 - :func:`stage_health`: the Stage's health in Kargo's words (Healthy, Progressing, Unhealthy,
-  Unknown), from the health checks of the Promotion that put its current Freight in place;
+  Unknown), from the health checks of the Promotion that put its current Freight in place, and
+  Unknown while a Promotion is running (Kargo's ``ActivePromotion``);
 - :func:`plan_status`: the Stage's status from its Promotions and that health (verification is
   then added by the Verifier, which creates and follows AnalysisRuns);
 - :func:`verification_in_progress`: whether a verification holds the queue.
@@ -151,6 +152,8 @@ def verification_in_progress(stage: Mapping[str, Any]) -> bool:
 
 # ---- health -----------------------------------------------------------------------------------
 
+ACTIVE_PROMOTION_MESSAGE = "Stage has a Promotion in progress"  # Kargo's words
+
 
 @dataclass(frozen=True, slots=True)
 class Health:
@@ -158,6 +161,7 @@ class Health:
 
     state: str  # Healthy | Progressing | Unhealthy | Unknown
     message: str
+    reason: str = ""  # the Healthy condition's reason when it is not the state word
 
     @property
     def condition(self) -> str:
@@ -211,7 +215,14 @@ def stage_health(
 ) -> Health:
     """The health of the Stage whose (about to be written) status is ``status``: the health
     checks recorded by the Promotion that put its current Freight in place, each against the
-    Argo CD Applications it names, merged as Kargo merges them (the most severe wins)."""
+    Argo CD Applications it names, merged as Kargo merges them (the most severe wins).
+
+    While a Promotion runs, Kargo does not assess health (its assessHealth: "Promotion is in
+    progress"): the Applications are being changed on purpose, and what they show mid-sync
+    says nothing about the Freight. It also keeps the Stage's status still while the sync
+    moves, instead of one status write per Argo CD event (akuity/kargo#6831)."""
+    if status.get("currentPromotion"):
+        return Health(UNKNOWN, ACTIVE_PROMOTION_MESSAGE, reason="ActivePromotion")
     source = _health_source(status, promotions)
     if source is None:
         if not status.get("freightHistory"):
@@ -250,6 +261,8 @@ def plan_status(
         stage, promotions, now, succeeded_freight=succeeded_freight, finished_last=finished_last
     )
     health = stage_health(new, promotions, applications)
-    new = with_health(new, health.condition, health.message, now, generation, state=health.state)
+    new = with_health(
+        new, health.condition, health.message, now, generation, state=health.reason or health.state
+    )
     # Ready and the printer columns (health.status) follow the health just decided.
     return stage_status({**stage, "status": new}, promotions, now)

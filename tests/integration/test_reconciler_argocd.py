@@ -24,6 +24,7 @@ from tests.support.argocd import (
     Outcome,
     make_app,
 )
+from tests.support.clock import FakeClock
 from tests.support.controller import (
     Cluster,
     running_cluster,
@@ -386,3 +387,67 @@ async def test_a_reverify_requested_while_unhealthy_starts_once_the_stage_is_hea
         assert started["status"]["lastHandledReverify"] == request
         items, _ = await env.kube.list(k.ANALYSIS_RUNS, NS)
         assert len(items) == 2
+
+
+def _sync_step(promotion: dict[str, Any]) -> dict[str, Any]:
+    entries = (promotion.get("status") or {}).get("stepExecutionMetadata") or [{}]
+    return dict(entries[0])
+
+
+async def test_a_step_waiting_on_a_sync_is_written_once_however_often_argo_cd_wakes_it(
+    env: Env,
+) -> None:
+    """Every change of the Application wakes the waiting step, which looks at Argo CD again,
+    but only its first Running is written: what a takeover resumes from does not change
+    (promoter/engine/recording.py). Its own retry, once due, writes the newest message."""
+    clock = FakeClock()
+    env.argocd.script("argocd", "web", Outcome(ticks=2))
+    counted = RecordingTelemetry()
+
+    def status_writes() -> int:
+        return sum(
+            1
+            for r in list(env.server.server.requests)
+            if r.method == "PATCH" and r.path.endswith("/promotions/p1/status")
+        )
+
+    async with running_controller(
+        env.server, env.work, clock=clock, min_requeue=3600.0, on_reconcile=counted.on_reconcile
+    ) as controller:
+        await env.promote("p1")
+        first = await wait_for_object(
+            env.kube, k.PROMOTIONS, NS, "p1", lambda p: _sync_step(p).get("status") == "Running"
+        )
+        written = status_writes()
+        await env.argocd.process()  # the sync starts: Argo CD's operationState says Running
+        for health in ("Progressing", "Degraded", "Progressing"):
+            await env.argocd.set_health("argocd", "web", health)
+        version = (await env.app())["metadata"]["resourceVersion"]
+
+        async def seen_last_change() -> int | None:
+            cached = controller.applications.get("argocd", "web") or {}
+            seen = cached.get("metadata", {}).get("resourceVersion") == version
+            return counted.reconciles if seen else None
+
+        seen = await eventually(seen_last_change, "the controller to see the last change")
+
+        async def two_more_reconciles() -> bool | None:
+            # At least one of them began after the last change had woken the Stage.
+            return counted.reconciles >= seen + 2 or None
+
+        await eventually(two_more_reconciles, "two Stage reconciles")
+        assert status_writes() == written
+        assert (await env.kube.get(k.PROMOTIONS, NS, "p1"))["status"] == first["status"]
+        clock.advance(11)  # past the step's own retry (RUNNING_RETRY_SECONDS)
+        retried = await wait_for_object(
+            env.kube,
+            k.PROMOTIONS,
+            NS,
+            "p1",
+            lambda p: _sync_step(p).get("message") != _sync_step(first).get("message"),
+        )
+        assert status_writes() == written + 1
+        assert "Running" in _sync_step(retried)["message"]
+        async with env.argocd.running():
+            done = await wait_terminal(env.kube, NS, "p1")
+        assert done["status"]["phase"] == "Succeeded", done["status"]

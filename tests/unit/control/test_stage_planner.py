@@ -283,3 +283,35 @@ def test_queued_promotions_say_what_they_wait_for() -> None:
     assert [why for _, why in verifying] == [
         "waiting for the verification of Stage test's Freight to finish"
     ] * 2
+
+
+def test_health_is_not_assessed_while_a_promotion_runs() -> None:
+    # Kargo's assessHealth: the Applications are mid-sync on purpose, so what they show says
+    # nothing; the Stage's status stays still until the Promotion ends.
+    stage_obj = {
+        "metadata": {"name": "test", "namespace": "p", "generation": 3},
+        "spec": {},
+        "status": {"lastPromotion": {"name": "last"}, "freightHistory": [{"items": {"w": {}}}]},
+    }
+    running = promotion("next", "Running")
+    mid_sync = [app("a", "Degraded", "OutOfSync")]
+    status = plan_status(stage_obj, [checked(("a", "argocd")), running], mid_sync, NOW)
+    healthy = next(c for c in status["conditions"] if c["type"] == "Healthy")
+    assert (healthy["status"], healthy["reason"], healthy["message"]) == (
+        "Unknown",
+        "ActivePromotion",
+        "Stage has a Promotion in progress",
+    )
+    assert status["health"] == {"status": "Unknown"}
+    # Each step of the sync leaves it as it was.
+    synced = [app("a", "Progressing")]
+    again = plan_status(
+        {**stage_obj, "status": status}, [checked(("a", "argocd")), running], synced, NOW
+    )
+    assert again == status
+    # Once it has ended, the health checks count again.
+    finished = promotion("next", "Succeeded")
+    after = plan_status(
+        {**stage_obj, "status": status}, [checked(("a", "argocd")), finished], synced, NOW
+    )
+    assert next(c for c in after["conditions"] if c["type"] == "Healthy")["reason"] == "Progressing"
