@@ -129,10 +129,11 @@ async def test_freight_flows_dev_staging_prod_gated_by_analysis(env: Env) -> Non
         assert run["metadata"]["ownerReferences"][0]["kind"] == "Freight"
         conditions = {c["type"]: c["status"] for c in st["conditions"]}
         assert conditions["Verified"] == "True"
-    # prod waited out its soak time in staging.
-    staging_verified = verified["status"]["verifiedIn"]["staging"]["verifiedAt"]
+    # prod waited out its soak time in staging, counted as Kargo counts it: from when the
+    # Freight entered staging (currentlyIn.since), not from when it was verified there.
+    entered = verified["status"]["currentlyIn"]["staging"]["since"]
     prod_promo = (await env.promotions_to("prod"))[0]
-    waited = parse_time(prod_promo["metadata"]["creationTimestamp"]) - parse_time(staging_verified)
+    waited = parse_time(prod_promo["metadata"]["creationTimestamp"]) - parse_time(entered)
     assert waited.total_seconds() >= 1
 
 
