@@ -195,7 +195,10 @@ async def main(runs: int, real: bool) -> dict[str, Any]:
             async with asyncio.timeout(within):
                 while not predicate():
                     changed.clear()
-                    await changed.wait()
+                    # Woken by a watch event, or every 50 ms for what the controller saw
+                    # without writing (a predicate may read the controller's own stamps).
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait(), 0.05)
 
         with tempfile.TemporaryDirectory() as work:
             controller_client = StampingApiClient(
@@ -241,12 +244,16 @@ async def main(runs: int, real: bool) -> dict[str, Any]:
                         return bool(app.get("operation"))
 
                     await until(requested)
+                    controller.app_event_at = None
                     await argocd.process()  # the sync starts: operation Running
 
                     def waiting(name: str = name) -> bool:
+                        # The step waits on the sync, and the controller has seen it Running
+                        # (that only changes the step's message, which is not written again
+                        # until its retry: promoter/engine/recording.py).
                         obj = promotions.get(NS, name) or {}
                         message = str((obj.get("status") or {}).get("message") or "")
-                        return "sync is Running" in message
+                        return "sync" in message and controller.app_event_at is not None
 
                     await until(waiting)
                     # The status write's own watch event causes one more (no-op) reconcile;
