@@ -52,7 +52,7 @@ from promoter.chat.planner import (
 )
 from promoter.chat.port import Snapshot, promote_decided, set_freeze
 from promoter.chat.projects import NotResolved, Route
-from promoter.chat.targets import find_stage
+from promoter.chat.targets import find_stage, named_stage, naming
 from promoter.chat.views import promotion_view
 from promoter.errors import LongshoremanError
 from promoter.resources import annotations as ann
@@ -159,14 +159,13 @@ class CommandSession:
     async def run(self, command: Command) -> None:
         home = self.namespace
         try:
-            if command.stage and ("/" in command.stage or self.where.project is None):
-                target = await find_stage(
-                    self.deps.service, command.stage, self.where, only_here=True
-                )
+            stage = named_stage(command)
+            if stage and ("/" in stage or self.where.project is None):
+                target = await find_stage(self.deps.service, stage, self.where, only_here=True)
                 if isinstance(target, NotResolved):
                     await self.refuse(neutral.quiet(target.reason))
                     return
-                command = replace(command, stage=target.stage)
+                command = naming(command, target.stage)
                 self.namespace = target.project
             decision = plan(command, await self._facts(command))
             await self._carry_out(command, decision)

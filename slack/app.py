@@ -20,7 +20,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -79,7 +79,7 @@ from promoter.chat.port import (
     set_freeze,
 )
 from promoter.chat.projects import Defaults, NotResolved, Route, SlackChannel, route
-from promoter.chat.targets import find_stage
+from promoter.chat.targets import find_stage, named_stage, naming
 from promoter.clock import SYSTEM, Clock
 from promoter.errors import PermanentError, TemporaryError
 from promoter.ports.telemetry import NO_TELEMETRY, Telemetry
@@ -568,7 +568,7 @@ class SlackIntegration:
     async def _run_typed(self, command: Command, who: Requester) -> None:
         """A typed command: the channel it was typed in says which project it acts on."""
         where = self._route(who.channel)
-        stage = command.stage
+        stage = named_stage(command)
         if stage and ("/" in stage or where.project is None):
             # A qualified name, or a Stage looked for across projects (promoter.chat.targets).
             try:
@@ -579,7 +579,7 @@ class SlackIntegration:
             if isinstance(target, NotResolved):
                 await self._tell(who, m.refused(target.reason))
                 return
-            command = replace(command, stage=target.stage)
+            command = naming(command, target.stage)
             await self._run(command, who, target.project)
         elif where.project is not None:
             await self._run(command, who, where.project)

@@ -258,3 +258,31 @@ async def test_subscribing_to_a_repository_does_not_let_its_writers_act_on_the_p
     assert "test." in replies[0]["body"], replies
     assert len(await world.promotions("team-b")) == 1
     assert await world.promotions("team-c") == []
+
+
+async def test_a_qualified_freeze_acts_on_the_named_projects_stage_from_anywhere(
+    world: World,
+) -> None:
+    """`/freeze team-b/test` from team-a's channel freezes team-b's Stage for team-b's promoter,
+    and is refused for someone who may not act there; `/unfreeze team-b/test` lifts it."""
+    said = await world.command(
+        'freeze team-b/test for 2h "incident 4711"', CHANNELS["team-a"], "freeze-b", "U0BOB"
+    )
+    assert "frozen" in said and "incident 4711" in said, said
+    stage = await world.kube.get(k.STAGES, "team-b", "test")
+    assert "incident 4711" in stage["metadata"]["annotations"][ann.FREEZE]
+    untouched = await world.kube.get(k.STAGES, "team-a", "test")
+    assert ann.FREEZE not in (untouched["metadata"].get("annotations") or {})
+
+    said = await world.command("unfreeze team-b/test", UNMAPPED, "unfreeze-alice")
+    assert "may not" in said and "team-b" in said, said
+    said = await world.command("unfreeze team-b/test", UNMAPPED, "unfreeze-bob", "U0BOB")
+    assert "unfrozen" in said, said
+    stage = await world.kube.get(k.STAGES, "team-b", "test")
+    assert ann.FREEZE not in (stage["metadata"].get("annotations") or {})
+
+    # On GitHub, where a repository reaches only its own projects.
+    [reply] = await world.github.comment("/freeze team-b/test for 1h")
+    assert "frozen" in reply["body"], reply
+    [reply] = await world.github.comment("/freeze team-a/test for 1h")
+    assert "there is no project `team-a` here" in reply["body"], reply
