@@ -6,7 +6,10 @@ RE2 syntax, no backreferences or look-around. Python's ``re`` backtracks, so one
 ``matches`` operator, Warehouse tag and path filters, credential ``repoURL`` patterns, policy
 and window name selectors, the ``copy`` step's ignore globs and the patterns ``date()`` builds
 from a user's Go layout all compile here, with Google's own RE2 (PyPI ``google-re2``).
-Constant patterns the code itself writes (parsers of known formats) may still use ``re``.
+Constant patterns the code itself writes (parsers of known formats) may still use ``re``, when
+they cannot backtrack on a user's text; one that can (Masterminds' semver constraint grammar,
+whose optional operator and whitespace runs made ``1   1   1 ... !`` take seconds) compiles here
+too, with :meth:`Regex.finditer` for the groups of each match.
 
 The port speaks Go's dialect where RE2 and Go differ (each case is in
 ``tests/unit/expressions/test_regex_port.py``):
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 
 import re2
 
@@ -180,6 +184,16 @@ class Regex:
             return None
         found = match.groupdict().items()
         return {name.decode(): value.decode() for name, value in found if value is not None}
+
+    def finditer(self, text: str) -> Iterator[tuple[str | None, ...]]:
+        """Every non-overlapping match in ``text``, leftmost first, as its groups by number
+        (0: the whole match; None: a group that took no part), as Go's
+        ``FindAllStringSubmatch`` gives them. Needs ``captures``."""
+        if not self._captures:
+            raise ValueError(f"{self!r} was compiled without captures")
+        for match in self._program.finditer(_utf8(text)):
+            groups = (match.group(0), *match.groups())
+            yield tuple(None if g is None else g.decode() for g in groups)
 
     def __eq__(self, other: object) -> bool:
         return (

@@ -74,3 +74,19 @@ def test_a_tag_pattern_go_refuses_is_an_error_of_the_warehouse_in_go_s_words() -
         image(allowTagsRegexes=["^v(?!1)"])
     with pytest.raises(SpecError, match=r"invalid escape sequence: `\\C`"):
         git(includePaths=[r"regex:\C"])
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        # Exponential in the terms with Python's re: each run of spaces splits many ways
+        # between the optional operator and the whitespace around it.
+        "1" + "   1" * 40 + " !",
+        # Quadratic in the spaces with Python's re (the range rewrite scans from each one).
+        "1" + " " * 200_000 + "-",
+    ],
+)
+def test_a_semver_constraint_built_to_backtrack_is_refused_at_once(constraint: str) -> None:
+    """Masterminds' constraint grammar runs on RE2, as in Go."""
+    with comes_back("an image's semver constraint"), pytest.raises(SpecError, match="constraint"):
+        image(imageSelectionStrategy="SemVer", constraint=constraint)
