@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -31,6 +29,7 @@ from app.apiserver.selectors import (
 )
 from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
+from tests.support.kubectl import needs_kubectl
 from tests.support.waiting import eventually
 
 ARGO = ("argoproj.io", "v1alpha1")
@@ -1524,10 +1523,7 @@ async def test_kubeconfig_works_for_async_and_sync_clients(kube: RunningApiServe
     assert await asyncio.to_thread(sync_round_trip) == ["sync"]
 
 
-@pytest.mark.skipif(
-    shutil.which("kubectl") is None and not os.environ.get("CI"),
-    reason="kubectl not installed (CI installs it and runs these)",
-)
+@needs_kubectl
 async def test_kubectl_accepts_the_kubeconfig(kube: RunningApiServer) -> None:
     async def kubectl(*args: str, stdin: str = "") -> str:
         process = await asyncio.create_subprocess_exec(

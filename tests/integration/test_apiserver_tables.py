@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import shutil
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,6 +28,7 @@ from tests.support.kube import (
     namespaced_crd,
     running_apiserver,
 )
+from tests.support.kubectl import needs_kubectl
 
 NS = "team-a"
 GROUP = "test.longshoreman.dev"
@@ -38,11 +37,6 @@ TABLE_V1BETA1 = "application/json;as=Table;v=v1beta1;g=meta.k8s.io"
 # What kubectl get sends.
 KUBECTL_ACCEPT = f"{TABLE_V1},{TABLE_V1BETA1},application/json"
 START = datetime(2030, 1, 1, tzinfo=UTC)
-
-needs_kubectl = pytest.mark.skipif(
-    shutil.which("kubectl") is None and not os.environ.get("CI"),
-    reason="kubectl not installed (CI installs it and runs these)",
-)
 
 
 def printer_columns(crd_file: str) -> list[dict[str, Any]]:

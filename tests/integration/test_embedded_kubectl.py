@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
-import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-import pytest
 import pytest_asyncio
 import yaml
 
@@ -30,12 +27,9 @@ from tests.support.admission import (
     broken_warehouse,
 )
 from tests.support.kube import running_apiserver
-from tests.support.kubectl import KubectlResult, run_kubectl
+from tests.support.kubectl import KubectlResult, needs_kubectl, run_kubectl
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("kubectl") is None and not os.environ.get("CI"),
-    reason="kubectl not installed (CI installs it and runs these)",
-)
+pytestmark = needs_kubectl
 
 NS = "kargo-demo"
 PROJECT = ROOT / "examples" / "kargo-demo" / "project.yaml"

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+
+# Tests that run the kubectl program: skipped where it is not installed, except in CI (which
+# installs it), where they must run.
+needs_kubectl = pytest.mark.skipif(
+    shutil.which("kubectl") is None and not os.environ.get("CI"),
+    reason="kubectl not installed (CI installs it and runs these)",
+)
 
 
 @dataclass(frozen=True)
