@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from tests.support.kubectl import kubectl_env
 from tests.support.realcluster import DEFAULT_CACHE, RealApiServer, running_real_apiserver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +75,7 @@ def warn_if_unfixed_binary() -> None:
 
 
 async def kubectl(real: RealApiServer, *args: str) -> None:
-    env = {**os.environ, "KUBECONFIG": str(real.kubeconfig_path)}
+    env = kubectl_env(real.kubeconfig_path)
     process = await asyncio.create_subprocess_exec(
         KUBECTL,
         *args,

@@ -21,6 +21,7 @@ from kubernetes.aio import client as aio_client
 from app.apiserver.kubeconfig import write_kubeconfig
 from app.controller import kube as k
 from tests.support.kube import RunningApiServer
+from tests.support.kubectl import kubectl_env
 from tests.support.rbac import Rbac, ServiceAccount, authorizing_proxy
 from tests.support.realcluster import CONTROLLER, RealApiServer
 
@@ -91,7 +92,7 @@ class Cluster:
         return k.Kube(self.api_client())
 
     async def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> Kubectl:
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig_path)}
+        env = kubectl_env(self.kubeconfig_path)
         process = await asyncio.create_subprocess_exec(
             KUBECTL,
             *args,

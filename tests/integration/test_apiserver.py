@@ -29,7 +29,7 @@ from app.apiserver.selectors import (
 )
 from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
-from tests.support.kubectl import needs_kubectl
+from tests.support.kubectl import kubectl_env, needs_kubectl
 from tests.support.waiting import eventually
 
 ARGO = ("argoproj.io", "v1alpha1")
@@ -1534,6 +1534,7 @@ async def test_kubectl_accepts_the_kubeconfig(kube: RunningApiServer) -> None:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=kubectl_env(kube.kubeconfig_path),
         )
         out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 20)
         assert process.returncode == 0, err.decode()

@@ -28,7 +28,7 @@ from tests.support.kube import (
     namespaced_crd,
     running_apiserver,
 )
-from tests.support.kubectl import needs_kubectl
+from tests.support.kubectl import kubectl_env, needs_kubectl
 
 NS = "team-a"
 GROUP = "test.longshoreman.dev"
@@ -82,6 +82,7 @@ class Kubectl:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=kubectl_env(self.kubeconfig),
         )
         out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 60)
         assert process.returncode == 0, err.decode()
@@ -198,6 +199,7 @@ async def test_kubectl_get_watch_prints_each_change_as_a_row(
         "kubectl", "--kubeconfig", str(kube.kubeconfig_path), "-n", NS,
         "get", "promotions", "--watch",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=kubectl_env(kube.kubeconfig_path),
     )  # fmt: skip
     assert watcher.stdout is not None
     try:

@@ -18,6 +18,19 @@ needs_kubectl = pytest.mark.skipif(
 )
 
 
+def kubectl_env(kubeconfig: Path) -> dict[str, str]:
+    """The environment for kubectl against ``kubeconfig``: its discovery cache beside the
+    kubeconfig. kubectl caches discovery per host:port for hours, and test servers bind fresh
+    ports that an earlier server (another run, another group) may have used: with the shared
+    ~/.kube/cache, kubectl can send a request to a path this server does not serve (404 "the
+    server could not find the requested resource")."""
+    return {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "KUBECACHEDIR": str(kubeconfig.parent / "kubectl-cache"),
+    }
+
+
 @dataclass(frozen=True)
 class KubectlResult:
     code: int
@@ -28,8 +41,7 @@ class KubectlResult:
 async def run_kubectl(
     kubeconfig: Path, *args: str, stdin: str = "", within: float = 30
 ) -> KubectlResult:
-    """``kubectl --kubeconfig <kubeconfig> args...``; its discovery cache beside the kubeconfig
-    (kubectl caches per host:port, and each test's server is new)."""
+    """``kubectl --kubeconfig <kubeconfig> args...`` in ``kubectl_env``."""
     process = await asyncio.create_subprocess_exec(
         "kubectl",
         "--kubeconfig",
@@ -38,7 +50,7 @@ async def run_kubectl(
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "KUBECACHEDIR": str(kubeconfig.parent / "kubectl-cache")},
+        env=kubectl_env(kubeconfig),
     )
     out, err = await asyncio.wait_for(process.communicate(stdin.encode()), within)
     return KubectlResult(process.returncode or 0, out.decode(), err.decode())
