@@ -20,7 +20,8 @@ and its CRDs; the rule itself lives once, here or in the module named):
 - **Promotion** (create): the Stage exists, the Freight exists in the namespace and is
   available to the Stage (``promoter.resources.stages.available_to``: approved, direct, or
   verified upstream, soak time included), as Kargo's promotion webhook refuses.
-- **Freight**: ``origin``, ``commits``, ``images``, ``charts`` and ``artifacts`` never change
+- **Freight**: it holds at least one commit, image, chart or artifact (created); ``origin``,
+  ``commits``, ``images``, ``charts`` and ``artifacts`` never change
   (Kargo: "Freight is immutable"); an alias (the ``alias`` field or the ``kargo.akuity.io/alias``
   label) another Freight of the namespace answers to is refused, as Kargo's webhook refuses it
   (so two ``set-freight-alias`` steps racing for one alias cannot both win).
@@ -335,6 +336,14 @@ def _freight_update(obj: Mapping[str, Any], old: Mapping[str, Any]) -> list[Prob
     ]
 
 
+def _freight_content(obj: Mapping[str, Any]) -> list[Problem]:
+    """Freight holds something to promote: Kargo's webhook refuses it otherwise, with these
+    words (a Freight made by hand without its artifacts would promote nothing)."""
+    if any(obj.get(key) for key in _FREIGHT_CONTENT if key != "origin"):
+        return []
+    return [_required("commits", "freight must contain at least one commit, image, or chart")]
+
+
 def _alias_taken(
     obj: Mapping[str, Any], old: Mapping[str, Any] | None, facts: Facts
 ) -> list[Problem]:
@@ -390,7 +399,7 @@ def _judged(
     kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None, facts: Facts
 ) -> list[Problem]:
     if kind == "Freight":
-        content = _freight_update(obj, old) if old is not None else []
+        content = _freight_update(obj, old) if old is not None else _freight_content(obj)
         return content + _alias_taken(obj, old, facts)
     if kind == "Promotion":
         # Kargo checks a Promotion's Stage and Freight when it is created; what happens to

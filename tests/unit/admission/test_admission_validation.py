@@ -221,15 +221,15 @@ def test_an_alias_another_freight_answers_to_is_refused() -> None:
         now=NOW,
         aliased=lambda namespace, alias: stored.get(alias, []),
     )
-    mine = objects.freight("mine", alias="frozen-tauntaun")
+    image = [{"repoURL": "ghcr.io/acme/app", "tag": "1.0.0"}]
+    mine = objects.freight("mine", alias="frozen-tauntaun", images=image)
     refused = validate(mine, None, with_aliases)
     assert fields(refused) == ["alias"]
     assert 'already used by Freight "other"' in refused[0].message
-    assert fields(validate(objects.freight("mine", alias="wise-wombat"), None, with_aliases)) == [
-        "alias"
-    ]
+    wombat = objects.freight("mine", alias="wise-wombat", images=image)
+    assert fields(validate(wombat, None, with_aliases)) == ["alias"]
     # Its own alias, or one kept from before, is no conflict.
-    assert validate(taken, None, with_aliases) == []
+    assert validate({**taken, **{"images": image}}, None, with_aliases) == []
     assert validate(mine, mine, with_aliases) == []
 
 
@@ -261,3 +261,21 @@ def test_a_match_upstream_request_needs_exactly_one_upstream_stage() -> None:
         "spec.requestedFreight[0].sources.autoPromotionOptions.selectionPolicy"
     ]
     assert "requires exactly one upstream Stage" in problems[0].message
+
+
+def test_freight_that_carries_nothing_is_refused() -> None:
+    # Kargo's Freight webhook: nothing to promote is no Freight.
+    empty = objects.freight("empty")
+    refused = validate(empty, None, facts())
+    assert [(p.field, p.message) for p in refused] == [
+        (
+            "commits",
+            "Required value: freight must contain at least one commit, image, or chart",
+        )
+    ]
+    chart = [{"repoURL": "oci://ghcr.io/acme/charts/app", "version": "1.0.0"}]
+    assert validate(objects.freight("chart", charts=chart), None, facts()) == []
+    artifact = {**empty, "artifacts": [{"subscriptionName": "feed", "version": "1"}]}
+    assert validate(artifact, None, facts()) == []
+    # Stored Freight is not judged again for it (an update of its labels passes).
+    assert validate(empty, empty, facts()) == []
