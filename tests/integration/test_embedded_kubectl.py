@@ -225,6 +225,16 @@ async def test_freight_cannot_change_what_it_carries(embedded: Embedded) -> None
     assert alias.code == 0, alias.stderr
 
 
+async def test_freight_that_carries_nothing_is_refused(embedded: Embedded) -> None:
+    await applied_project(embedded)
+    empty = objects.freight("0123456789abcdef0123456789abcdef01234567", namespace=NS)
+    stderr = await refusal(embedded, empty)
+    assert (
+        "commits: Required value: freight must contain at least one commit, image, or chart"
+        in stderr
+    )
+
+
 async def test_the_kubectl_user_is_recorded_as_creator_and_as_who_aborted(
     embedded: Embedded,
 ) -> None:
