@@ -27,6 +27,7 @@ kind: Freight
 metadata: {{name: {FREIGHT}, namespace: {namespace}}}
 alias: first
 origin: {{kind: Warehouse, name: w}}
+images: [{{repoURL: example.com/app, tag: 1.0.0}}]
 ---
 """
 
