@@ -31,8 +31,10 @@ lint: $(DEV)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Spread over the machine's cores by pytest-xdist (-n auto: one worker a core); a single test
+# or folder run by hand stays in one process.
 unit: $(DEV)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 test: lint unit
 

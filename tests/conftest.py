@@ -68,7 +68,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # ---- the conformance group ----------------------------------------------------------------------
 
 CONFORMANCE_DIR = Path(__file__).resolve().parent / "conformance"
-_LEFT_OUT = pytest.StashKey[bool]()
 
 
 def _in_conformance(path: Path) -> bool:
@@ -98,7 +97,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     if conformance.configured() is None and _in_conformance(collection_path):
-        config.stash[_LEFT_OUT] = True
         return True
     return None
 
@@ -148,7 +146,8 @@ def pytest_terminal_summary(
 ) -> None:
     # Only when the run covered the group: pytest also asks about folders beside a requested file.
     covered = any(path in CONFORMANCE_DIR.parents for _, path in _requested(config))
-    if covered and config.stash.get(_LEFT_OUT, False):
+    # Asked of the setting, not of collection: under pytest-xdist the workers collect.
+    if covered and conformance.configured() is None:
         modules = len(list(CONFORMANCE_DIR.glob("test_*.py")))
         terminalreporter.write_line(
             f"conformance group skipped ({modules} modules in tests/conformance/): "
