@@ -10,6 +10,7 @@ import pytest
 
 from promoter.admission import Facts, Problem, validate
 from tests.support import objects
+from tests.support.runaway import comes_back
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KINDS = frozenset({"git-clone", "git-commit", "git-push", "compose-output"})
@@ -279,3 +280,26 @@ def test_freight_that_carries_nothing_is_refused() -> None:
     assert validate(artifact, None, facts()) == []
     # Stored Freight is not judged again for it (an update of its labels passes).
     assert validate(empty, empty, facts()) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "url", "problem"),
+    [
+        # Kargo's chart rule ends in (/.*)*$: with Python's re, every slash doubled the time
+        # a URL that fails at its end took (22 slashes: 0.2 s; these 60 run for days).
+        ("chart", "https://charts.example.com" + "/" * 60 + "\nx", "valid Helm repository URL"),
+        ("image", "registry.example.com/" + "a.b/" * 2000 + "!", "valid image repository URL"),
+        ("git", "https://" + "a:" * 3000 + "@", "valid Git repository URL"),
+    ],
+)
+def test_a_repo_url_built_to_backtrack_is_refused_at_once(
+    kind: str, url: str, problem: str
+) -> None:
+    """Kargo's repoURL rules run on RE2, as in Go: admission answers at once (kubectl apply on
+    the embedded server and the webhook both run it on the server's event loop)."""
+    body = {"repoURL": url, **({"name": "app"} if kind == "chart" else {})}
+    warehouse = objects.warehouse(subscriptions=[{kind: body}])
+    with comes_back(f"a {kind} subscription's repoURL"):
+        problems = validate(warehouse, None, facts())
+    assert [p.field for p in problems] == [f"spec.subscriptions[0].{kind}.repoURL"]
+    assert problem in problems[0].message

@@ -15,6 +15,7 @@ from promoter.warehouses.spec import (
     ImageSubscription,
     SpecError,
     parse_subscription,
+    repo_url_problems,
 )
 from tests.support.runaway import RUNAWAY_PATTERN, RUNAWAY_TEXT, comes_back
 
@@ -90,3 +91,13 @@ def test_a_semver_constraint_built_to_backtrack_is_refused_at_once(constraint: s
     """Masterminds' constraint grammar runs on RE2, as in Go."""
     with comes_back("an image's semver constraint"), pytest.raises(SpecError, match="constraint"):
         image(imageSelectionStrategy="SemVer", constraint=constraint)
+
+
+def test_repo_url_rules_end_at_the_end_of_the_text_as_go_s_do() -> None:
+    # Python's $ also matches before a final newline; Go's (and RE2's) only at the end.
+    assert repo_url_problems("chart", "https://charts.example.com/stable\n") == [
+        "must be a valid Helm repository URL"
+    ]
+    assert repo_url_problems("chart", "oci://ghcr.io/acme/charts") == []
+    assert repo_url_problems("git", "git@github.com:acme/app.git") == []
+    assert repo_url_problems("image", "ghcr.io/acme/app") == []
