@@ -29,7 +29,7 @@ from app.apiserver.selectors import (
 )
 from tests.support import objects
 from tests.support.kube import RunningApiServer, running_apiserver
-from tests.support.kubectl import kubectl_env, needs_kubectl
+from tests.support.kubectl import needs_kubectl, run_kubectl
 from tests.support.waiting import eventually
 
 ARGO = ("argoproj.io", "v1alpha1")
@@ -1526,19 +1526,9 @@ async def test_kubeconfig_works_for_async_and_sync_clients(kube: RunningApiServe
 @needs_kubectl
 async def test_kubectl_accepts_the_kubeconfig(kube: RunningApiServer) -> None:
     async def kubectl(*args: str, stdin: str = "") -> str:
-        process = await asyncio.create_subprocess_exec(
-            "kubectl",
-            "--kubeconfig",
-            str(kube.kubeconfig_path),
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=kubectl_env(kube.kubeconfig_path),
-        )
-        out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 20)
-        assert process.returncode == 0, err.decode()
-        return out.decode()
+        result = await run_kubectl(kube.kubeconfig_path, *args, stdin=stdin, within=20)
+        assert result.code == 0, result.stderr
+        return result.stdout
 
     # create -f needs the OpenAPI v3 index to learn that the server validates fields.
     await kubectl("-n", NS, "create", "-f", "-", stdin=json.dumps(application("kc")))

@@ -28,7 +28,7 @@ from tests.support.kube import (
     namespaced_crd,
     running_apiserver,
 )
-from tests.support.kubectl import kubectl_env, needs_kubectl
+from tests.support.kubectl import kubectl_env, needs_kubectl, run_kubectl
 
 NS = "team-a"
 GROUP = "test.longshoreman.dev"
@@ -74,19 +74,9 @@ class Kubectl:
         self.kubeconfig = kubeconfig
 
     async def __call__(self, *args: str, stdin: str = "") -> str:
-        process = await asyncio.create_subprocess_exec(
-            "kubectl",
-            "--kubeconfig",
-            str(self.kubeconfig),
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=kubectl_env(self.kubeconfig),
-        )
-        out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 60)
-        assert process.returncode == 0, err.decode()
-        return out.decode()
+        result = await run_kubectl(self.kubeconfig, *args, stdin=stdin, within=60)
+        assert result.code == 0, result.stderr
+        return result.stdout
 
 
 FREIGHT = "f0123456789abcdef0123456789abcdef0123456"
