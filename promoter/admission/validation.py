@@ -102,7 +102,8 @@ REQUIRED_CONFIG: Mapping[str, tuple[str, ...]] = {
 # forms our steps keep), that field stands in for it.
 _STANDS_IN: Mapping[tuple[str, str], str] = {("git-commit", "message"): "messageFromSteps"}
 
-_FREIGHT_CONTENT = ("origin", "commits", "images", "charts", "artifacts")
+_FREIGHT_ARTIFACTS = ("commits", "images", "charts", "artifacts")
+_FREIGHT_CONTENT = ("origin", *_FREIGHT_ARTIFACTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +340,7 @@ def _freight_update(obj: Mapping[str, Any], old: Mapping[str, Any]) -> list[Prob
 def _freight_content(obj: Mapping[str, Any]) -> list[Problem]:
     """Freight holds something to promote: Kargo's webhook refuses it otherwise, with these
     words (a Freight made by hand without its artifacts would promote nothing)."""
-    if any(obj.get(key) for key in _FREIGHT_CONTENT if key != "origin"):
+    if any(obj.get(key) for key in _FREIGHT_ARTIFACTS):
         return []
     return [_required("commits", "freight must contain at least one commit, image, or chart")]
 
