@@ -120,6 +120,33 @@ async def test_semver_lexical_newest_build_and_digest_against_a_real_registry(
     ]
 
 
+async def test_tags_are_read_page_by_page_following_the_registrys_link_header(
+    session: aiohttp.ClientSession,
+) -> None:
+    # The distribution spec's pagination (Debian's docker-registry answers every tag at once):
+    # n per page, and a Link header to the next page until the last.
+    tags = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "2.0.0"]
+    pages = []
+
+    async def tag_list(request: web.Request) -> web.Response:
+        n, last = int(request.query["n"]), request.query.get("last")
+        pages.append(last)
+        rest = tags[tags.index(last) + 1 :] if last else tags
+        page, more = rest[:n], rest[n:]
+        headers = {}
+        if more:
+            headers["Link"] = f'</v2/acme/paged/tags/list?n={n}&last={page[-1]}>; rel="next"'
+        return web.json_response({"name": "acme/paged", "tags": page}, headers=headers)
+
+    app = web.Application()
+    app.router.add_get("/v2/acme/paged/tags/list", tag_list)
+    async with serving(app) as url:
+        client = OCIClient(session, page_size=2)
+        listed = await client.tags(f"{url.removeprefix('http://')}/acme/paged")
+    assert listed == tags
+    assert pages == [None, "1.1.0", "1.3.0"]
+
+
 async def test_an_images_oci_source_labels_are_recorded_as_its_annotations(
     tmp_path: Path, session: aiohttp.ClientSession
 ) -> None:
